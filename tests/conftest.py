@@ -1,0 +1,74 @@
+"""Shared fixtures: a small D4RL-layout HDF5 made from a real Hopper-v4 random policy, and the algorithm modules."""
+import importlib.util
+import os
+import subprocess
+import sys
+
+import gymnasium as gym
+import h5py
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ALGORITHMS = ("orpo", "mopo", "oroo", "mbpo", "td3bc")
+
+
+def load_module(path: str, name: str):
+    """Import a script by path (the algorithm files are importable without side effects)."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, path))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def orpo():
+    return load_module("algorithms/orpo.py", "orpo")
+
+
+def write_random_dataset(path: str, env_id: str = "Hopper-v4", steps: int = 3000, seed: int = 0, attrs: dict | None = None) -> dict:
+    """Roll a uniform random policy in a real env and write D4RL's layout (with timeouts and next_observations).
+
+    The env's time limit is shortened to 50 steps so that the file holds both terminal and timeout episode ends.
+    """
+    env = gym.make(env_id, max_episode_steps=50)
+    env.action_space.seed(seed)
+    obs, _ = env.reset(seed=seed)
+    cols = {k: [] for k in ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts")}
+    for _ in range(steps):
+        action = env.action_space.sample()
+        next_obs, reward, terminated, truncated, _ = env.step(action)
+        for k, v in zip(cols, (obs, action, reward, next_obs, terminated, truncated and not terminated)):
+            cols[k].append(v)
+        obs = env.reset()[0] if terminated or truncated else next_obs
+    cols["timeouts"][-1] = not cols["terminals"][-1]  # the unfinished last episode ends by truncation
+    arrays = {k: np.asarray(v, dtype=bool if k in ("terminals", "timeouts") else np.float32) for k, v in cols.items()}
+    with h5py.File(path, "w") as f:
+        for k, v in arrays.items():
+            f.create_dataset(k, data=v)
+        for k, v in (attrs or {}).items():
+            f.attrs[k] = v
+    env.close()
+    return arrays
+
+
+@pytest.fixture(scope="session")
+def hopper_data_dir(tmp_path_factory):
+    """A data dir holding the fixture under D4RL's cache name for hopper-random-v2, so --env works without a download."""
+    root = tmp_path_factory.mktemp("d4rl")
+    arrays = write_random_dataset(str(root / "hopper_random-v2.hdf5"))
+    return str(root), arrays
+
+
+TINY = ["--epochs", "2", "--steps-per-epoch", "20", "--batch-size", "32", "--rollout-batch-size", "64",
+        "--dynamics-max-epochs", "2", "--dynamics-hidden-dims", "32", "32", "--hidden-dims", "32", "32",
+        "--eval-episodes", "2", "--num-ensemble", "3", "--num-elites", "2", "--no-cuda"]
+
+
+def run_script(script: str, *args: str, data_dir: str | None = None, cwd: str | None = None, timeout: int = 300):
+    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", WANDB_MODE="offline")
+    if data_dir:
+        env["D4RL_DATASET_DIR"] = data_dir
+    return subprocess.run([sys.executable, os.path.join(ROOT, script), *args], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=timeout)
