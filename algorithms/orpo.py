@@ -433,10 +433,18 @@ def evaluate(policy: Callable, envs: gym.vector.VectorEnv, task: Task, seed: int
     return returns, first_obs
 
 
+def eval_metrics(task: Task, returns: np.ndarray) -> dict[str, float]:
+    metrics = {"eval/return": float(returns.mean()), "eval/return_std": float(returns.std())}
+    normalized = task.normalize(returns)
+    if normalized is not None:
+        metrics.update({"eval/normalized_score": float(normalized.mean()), "eval/normalized_score_std": float(normalized.std())})
+    return metrics
+
+
 # --- end ---
 
 
-# --- shared: ensemble ---
+# --- shared: layers ---
 class EnsembleLinear(nn.Module):
     """E independent linear layers applied as one batched matmul: x [E, B, in] -> [E, B, out]."""
 
@@ -450,6 +458,17 @@ class EnsembleLinear(nn.Module):
         return torch.baddbmm(self.bias, x, self.weight)
 
 
+def mlp(in_dim: int, hidden_dims: tuple[int, ...], out_dim: int) -> nn.Sequential:
+    layers, dims = [], [in_dim, *hidden_dims]
+    for i, o in zip(dims[:-1], dims[1:]):
+        layers += [nn.Linear(i, o), nn.ReLU()]
+    return nn.Sequential(*layers, nn.Linear(dims[-1], out_dim))
+
+
+# --- end ---
+
+
+# --- shared: ensemble ---
 class EnsembleDynamics(nn.Module):
     """N Gaussian models of (Δs, r) given (s, a), with learned soft bounds on the log-variance."""
 
@@ -546,6 +565,28 @@ def fit_dynamics(model: EnsembleDynamics, data: dict[str, torch.Tensor], args: A
     return {"dynamics/holdout_mse": best[model.elites].mean().item(), "dynamics/epochs": epoch, "dynamics/train_nll": nll.item()}
 
 
+def load_or_fit_dynamics(args: Args, data: dict[str, torch.Tensor], run_dir: str, device: torch.device) -> tuple[EnsembleDynamics, dict]:
+    """Fit the ensemble once per run (or reuse --load-dynamics-path); every run saves its ensemble as dynamics.pt."""
+    dynamics = EnsembleDynamics(data["obs"].shape[1], data["act"].shape[1], args.dynamics_hidden_dims, args.num_ensemble, args.num_elites).to(device)
+    run_path = os.path.join(run_dir, "dynamics.pt")
+    load_path = args.load_dynamics_path or (run_path if args.resume else None)
+    metrics: dict[str, float] = {}
+    if load_path is not None:
+        try:
+            dynamics.load_state_dict(torch.load(load_path, map_location=device)["model"])
+        except (OSError, KeyError, RuntimeError) as e:
+            raise UserError(f"cannot load the ensemble from {load_path} ({str(e).splitlines()[0]}); "
+                            "pass a dynamics.pt saved by a run on the same dataset and ensemble sizes") from None
+    else:
+        t0 = time.time()
+        metrics = fit_dynamics(dynamics, data, args)
+        metrics["dynamics/fit_seconds"] = time.time() - t0
+        print(f"dynamics: holdout MSE {metrics['dynamics/holdout_mse']:.4f} after {metrics['dynamics/epochs']} epochs")
+    if load_path != run_path:
+        atomic_save({"model": dynamics.state_dict(), "metrics": metrics}, run_path)
+    return dynamics.requires_grad_(False), metrics
+
+
 # --- end ---
 
 
@@ -595,13 +636,6 @@ def termination_fn(domain: str) -> Callable[[torch.Tensor], torch.Tensor]:
 
 
 # --- shared: agents ---
-def mlp(in_dim: int, hidden_dims: tuple[int, ...], out_dim: int) -> nn.Sequential:
-    layers, dims = [], [in_dim, *hidden_dims]
-    for i, o in zip(dims[:-1], dims[1:]):
-        layers += [nn.Linear(i, o), nn.ReLU()]
-    return nn.Sequential(*layers, nn.Linear(dims[-1], out_dim))
-
-
 class ObsNorm(nn.Module):
     """Standardises observations inside the network, so the env, the model and the buffers stay raw."""
 
@@ -680,6 +714,13 @@ class SAC(nn.Module):
     def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
         return self.actor(obs, deterministic)[0]
 
+    def get_extra_state(self) -> dict:  # optimisers travel with the state dict (checkpoints)
+        return {k: getattr(self, k).state_dict() for k in ("actor_optim", "critic_optim", "alpha_optim")}
+
+    def set_extra_state(self, state: dict) -> None:
+        for k, v in state.items():
+            getattr(self, k).load_state_dict(v)
+
     def update(self, b: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         alpha = self.log_alpha.exp().detach()
         with torch.no_grad():
@@ -722,7 +763,6 @@ class TD3BC(nn.Module):
         self.max_action, self.gamma, self.tau, self.alpha = max_action, gamma, tau, alpha
         self.policy_noise, self.noise_clip, self.policy_freq = policy_noise * max_action, noise_clip * max_action, policy_freq
         self.total_it = 0
-        self.last_actor = {}
 
     @torch.no_grad()
     def act(self, obs: torch.Tensor, noise: float = 0.0) -> torch.Tensor:
@@ -742,6 +782,7 @@ class TD3BC(nn.Module):
         self.critic_optim.zero_grad(set_to_none=True)
         critic_loss.backward()
         self.critic_optim.step()
+        stats = {"critic_loss": critic_loss.detach(), "q": q.detach().mean()}
 
         if self.total_it % self.policy_freq == 0:  # delayed actor and target updates
             pi = self.actor(b["obs"])
@@ -754,8 +795,16 @@ class TD3BC(nn.Module):
             self.actor_optim.step()
             soft_update(self.critic_target, self.critic, self.tau)
             soft_update(self.actor_target, self.actor, self.tau)
-            self.last_actor = {"actor_loss": actor_loss.detach(), "bc_loss": bc_loss.detach()}
-        return {"critic_loss": critic_loss.detach(), "q": q.detach().mean(), **self.last_actor}
+            stats.update(actor_loss=actor_loss.detach(), bc_loss=bc_loss.detach())
+        return stats
+
+    def get_extra_state(self) -> dict:  # optimisers and the delay counter travel with the state dict (checkpoints)
+        return {"total_it": self.total_it, "actor_optim": self.actor_optim.state_dict(), "critic_optim": self.critic_optim.state_dict()}
+
+    def set_extra_state(self, state: dict) -> None:
+        self.total_it = state["total_it"]
+        self.actor_optim.load_state_dict(state["actor_optim"])
+        self.critic_optim.load_state_dict(state["critic_optim"])
 
     def export(self, path: str) -> None:
         """Save the deterministic actor alone, loadable without this file (datasets/collect.py --policy)."""
@@ -814,6 +863,10 @@ def sample_mix(sources: list[tuple[ReplayBuffer, int, str]]) -> dict[str, torch.
     return batch
 
 
+# --- end ---
+
+
+# --- shared: rollouts ---
 @torch.no_grad()
 def rollout(dynamics: EnsembleDynamics, policy: Callable, start_obs: torch.Tensor, horizon: int,
             terminal: Callable, uncertainty: str) -> dict[str, torch.Tensor]:
@@ -832,6 +885,23 @@ def rollout(dynamics: EnsembleDynamics, policy: Callable, start_obs: torch.Tenso
     return out
 
 
+@torch.no_grad()
+def model_eval(dynamics: EnsembleDynamics, actor: Callable, first_obs: np.ndarray, envs: gym.vector.VectorEnv,
+               terminal: Callable, args: Args, device) -> dict[str, float]:
+    """η_M̂(π) and ε_u(π) (Fig. 6): the deterministic policy's discounted return and mean u in the model MDP."""
+    horizon = envs.envs[0].spec.max_episode_steps or 1000
+    obs = torch.as_tensor(first_obs, dtype=torch.float32, device=device)
+    alive = torch.ones(len(obs), dtype=torch.bool, device=device)
+    ret, u_sum, steps = torch.zeros(len(obs), device=device), torch.zeros((), device=device), torch.zeros((), device=device)
+    for t in range(horizon):
+        obs, rew, u = dynamics.step(obs, actor(obs), args.uncertainty)
+        ret += torch.where(alive, args.gamma**t * rew, 0.0)
+        u_sum, steps = u_sum + torch.where(alive, u, 0.0).sum(), steps + alive.sum()
+        alive &= ~terminal(obs)
+        obs = torch.nan_to_num(obs)  # an ended, diverged row must not poison the batch
+    return {"eval/model_return": ret.mean().item(), "eval/model_uncertainty": (u_sum / steps.clamp(min=1)).item()}
+
+
 # --- end ---
 
 
@@ -847,28 +917,92 @@ def atomic_save(obj, path: str) -> None:
     os.replace(path + ".tmp", path)
 
 
+def write_json(obj, path: str) -> None:
+    with open(path + ".tmp", "w") as f:
+        json.dump(obj, f, indent=2)
+    os.replace(path + ".tmp", path)
+
+
+def setup(args: Args) -> tuple[Args, Task, str, str, torch.device, str]:
+    """Resume or create the run directory, resolve the dataset, fill in presets, seed everything."""
+    if args.resume is not None:
+        config_path = os.path.join(args.resume, "config.json")
+        if not os.path.isfile(config_path):
+            raise UserError(f"--resume {args.resume} holds no config.json; pass a run directory made by this script")
+        with open(config_path) as f:
+            saved = json.load(f)
+        saved.update(resume=args.resume, epochs=saved["epochs"] if args.epochs == Args.epochs else args.epochs,
+                     stop_after_epochs=args.stop_after_epochs, cuda=args.cuda, track=args.track)
+        args = Args(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved.items()})
+    task, data_path = resolve_task(args.env, args.dataset_path, args.eval_env, args.data_dir)
+    args, preset = apply_presets(args, task)
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+    run_dir = args.resume or os.path.join(args.runs_dir, f"{task.name.replace('/', '_')}__{args.exp_name}__{args.seed}__{int(time.time())}")
+    if args.resume is None:
+        os.makedirs(run_dir, exist_ok=True)
+        write_json(asdict(args), os.path.join(run_dir, "config.json"))
+    print(f"dataset {task.name} -> eval env {task.gym_id} (reward: {task.reward_fn}), preset: {preset}, device: {device}")
+    for k, v in asdict(args).items():
+        print(f"  {k:24s} {v}")
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+    return args, task, data_path, preset, device, run_dir
+
+
+def prepare_data(task: Task, data_path: str, args: Args, device: torch.device):
+    """D as tensors on the device (a full ReplayBuffer), the vectorised eval envs, and the action bound."""
+    data = {k: torch.as_tensor(v, device=device) for k, v in load_transitions(data_path).items()}
+    obs_dim, act_dim = data["obs"].shape[1], data["act"].shape[1]
+    real = ReplayBuffer(len(data["obs"]), {"obs": obs_dim, "act": act_dim, "rew": 1, "next_obs": obs_dim, "done": 1}, device)
+    real.add(data)
+    envs = make_eval_envs(task, args.eval_episodes)
+    if envs.single_observation_space.shape != (obs_dim,) or envs.single_action_space.shape != (act_dim,):
+        raise UserError(f"the data has obs/action dims {obs_dim}/{act_dim} but {task.gym_id} has "
+                        f"{envs.single_observation_space.shape}/{envs.single_action_space.shape}; pass the matching --eval-env")
+    obs_mean, obs_std = data["obs"].mean(0), data["obs"].std(0) + 1e-3  # TD3+BC's normalisation, std + 1e-3
+    if not args.normalize_obs:
+        obs_mean, obs_std = torch.zeros_like(obs_mean), torch.ones_like(obs_std)
+    return data, real, envs, float(envs.single_action_space.high[0]), ObsNorm(obs_mean, obs_std)
+
+
 def rng_state() -> dict:
     return {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
             "numpy": np.random.get_state(), "random": random.getstate()}
 
 
-def set_rng_state(state: dict) -> None:
-    torch.set_rng_state(state["torch"])
-    if state["cuda"]:
-        torch.cuda.set_rng_state_all(state["cuda"])
-    np.random.set_state(state["numpy"])
-    random.setstate(state["random"])
+def save_checkpoint(path: str, epoch: int, parts: dict, logger: "Logger", scores: list[float]) -> None:
+    """Everything needed to continue bit for bit: networks, optimisers, schedules, buffers, RNG states, metrics."""
+    atomic_save({"epoch": epoch, "parts": {k: v.state_dict() for k, v in parts.items()}, "rng": rng_state(),
+                 "rows": logger.rows, "scores": scores}, path)
+
+
+def load_checkpoint(path: str, parts: dict, device: torch.device) -> tuple[int, list[dict], list[float]]:
+    if not os.path.isfile(path):
+        raise UserError(f"{os.path.dirname(path)} has no checkpoint.pt to resume from; start a new run instead")
+    ckpt = torch.load(path, map_location=device, weights_only=False)
+    for k, v in parts.items():
+        v.load_state_dict(ckpt["parts"][k])
+    rng = ckpt["rng"]
+    torch.set_rng_state(rng["torch"])
+    if rng["cuda"]:
+        torch.cuda.set_rng_state_all(rng["cuda"])
+    np.random.set_state(rng["numpy"])
+    random.setstate(rng["random"])
+    print(f"resumed {os.path.dirname(path)} at epoch {ckpt['epoch']}")
+    return ckpt["epoch"], ckpt["rows"], ckpt["scores"]
 
 
 class Logger:
     """TensorBoard always, wandb with --track, and metrics.csv rewritten atomically after every epoch."""
 
-    def __init__(self, run_dir: str, args: Args, run_name: str, rows: list[dict]):
+    def __init__(self, run_dir: str, args: Args, rows: list[dict]):
         if args.track:
             import wandb
 
-            wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, sync_tensorboard=True,
-                       config=asdict(args), name=run_name, save_code=True, dir=run_dir)
+            wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, sync_tensorboard=True, config=asdict(args),
+                       name=os.path.basename(run_dir), save_code=True, dir=run_dir)
         self.writer = SummaryWriter(run_dir, purge_step=len(rows) + 1 if rows else None)
         self.writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items()))
         self.path, self.rows, self.track = os.path.join(run_dir, "metrics.csv"), rows, args.track
@@ -892,135 +1026,60 @@ class Logger:
             wandb.finish()
 
 
-def write_json(obj, path: str) -> None:
-    with open(path + ".tmp", "w") as f:
-        json.dump(obj, f, indent=2)
-    os.replace(path + ".tmp", path)
-
-
-def print_config(args: Args, task: Task, preset: str, device: torch.device) -> None:
-    print(f"dataset {task.name} -> eval env {task.gym_id} (reward: {task.reward_fn}), preset: {preset}, device: {device}")
-    for k, v in asdict(args).items():
-        print(f"  {k:24s} {v}")
+def finish(args: Args, task: Task, preset: str, device: torch.device, run_dir: str, epochs_done: int, scores: list[float],
+           logger: Logger, wall_seconds: float) -> dict:
+    """summary.json: the last evaluation and the mean of the last 10 evaluations (the paper's protocol)."""
+    last = next((r for r in reversed(logger.rows) if "eval/return" in r), {})
+    summary = {
+        "env": task.name, "eval_env": task.gym_id, "algorithm": args.exp_name, "seed": args.seed, "epochs": epochs_done,
+        "finished": epochs_done == args.epochs, "device": str(device), "run_dir": run_dir, "preset": preset,
+        "score_kind": "d4rl_normalized" if task.ref_min is not None else "raw_return",
+        "normalized_score": last.get("eval/normalized_score"), "normalized_score_std": last.get("eval/normalized_score_std"),
+        "return": last.get("eval/return"), "return_std": last.get("eval/return_std"),
+        "last10_score": float(np.mean(scores[-10:])) if scores else None, "wall_seconds": wall_seconds,
+    }
+    write_json(summary, os.path.join(run_dir, "summary.json"))
+    logger.close()
+    print(json.dumps(summary, indent=2))
+    return summary
 
 
 # --- end ---
 
 
 def main(args: Args) -> dict:
-    # TRY NOT TO MODIFY: resume, config, seeding
-    if args.resume is not None:
-        config_path = os.path.join(args.resume, "config.json")
-        if not os.path.isfile(config_path):
-            raise UserError(f"--resume {args.resume} holds no config.json; pass a run directory made by this script")
-        with open(config_path) as f:
-            saved = json.load(f)
-        saved.update(resume=args.resume, epochs=saved["epochs"] if args.epochs == Args.epochs else args.epochs,
-                     stop_after_epochs=args.stop_after_epochs, cuda=args.cuda, track=args.track)
-        args = Args(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved.items()})
-    task, data_path = resolve_task(args.env, args.dataset_path, args.eval_env, args.data_dir)
-    args, preset = apply_presets(args, task)
-    if abs(sum(args.mix) - 1) > 1e-6 or min(args.mix) < 0:
-        raise UserError(f"--mix {args.mix} must be three non-negative proportions summing to 1")
-    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
-    if args.resume is not None:
-        run_dir = args.resume
-    else:
-        run_name = f"{task.name.replace('/', '_')}__{args.exp_name}__{args.seed}__{int(time.time())}"
-        run_dir = os.path.join(args.runs_dir, run_name)
-        os.makedirs(run_dir, exist_ok=True)
-        write_json(asdict(args), os.path.join(run_dir, "config.json"))
-    print_config(args, task, preset, device)
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    torch.manual_seed(args.seed)
-    torch.backends.cudnn.deterministic = args.torch_deterministic
-
-    # Data: D as tensors on the device
-    data = {k: torch.as_tensor(v, device=device) for k, v in load_transitions(data_path).items()}
+    # TRY NOT TO MODIFY: run directory, data, evaluation envs, dynamics
+    args, task, data_path, preset, device, run_dir = setup(args)
+    data, real, envs, max_action, obs_norm = prepare_data(task, data_path, args, device)
     obs_dim, act_dim = data["obs"].shape[1], data["act"].shape[1]
-    real = ReplayBuffer(len(data["obs"]), {"obs": obs_dim, "act": act_dim, "rew": 1, "next_obs": obs_dim, "done": 1}, device)
-    real.add(data)
-    envs = make_eval_envs(task, args.eval_episodes)
-    if envs.single_observation_space.shape != (obs_dim,) or envs.single_action_space.shape != (act_dim,):
-        raise UserError(f"the data has obs/action dims {obs_dim}/{act_dim} but {task.gym_id} has "
-                        f"{envs.single_observation_space.shape}/{envs.single_action_space.shape}; pass the matching --eval-env")
-    max_action = float(envs.single_action_space.high[0])
+    dynamics, dyn_metrics = load_or_fit_dynamics(args, data, run_dir, device)
     terminal = termination_fn(task.domain)
 
-    # Dynamics: fit once (or load), saved with the run
-    dynamics = EnsembleDynamics(obs_dim, act_dim, args.dynamics_hidden_dims, args.num_ensemble, args.num_elites).to(device)
-    dynamics_path = os.path.join(run_dir, "dynamics.pt")
-    load_path = args.load_dynamics_path or (dynamics_path if args.resume else None)
-    dyn_metrics: dict[str, float] = {}
-    if load_path is not None:
-        try:
-            dynamics.load_state_dict(torch.load(load_path, map_location=device)["model"])
-        except (OSError, KeyError, RuntimeError) as e:
-            raise UserError(f"cannot load the ensemble from {load_path} ({str(e).splitlines()[0]}); "
-                            "pass a dynamics.pt saved by a run on the same dataset and ensemble sizes") from None
-    else:
-        t0 = time.time()
-        dyn_metrics = fit_dynamics(dynamics, data, args)
-        dyn_metrics["dynamics/fit_seconds"] = time.time() - t0
-        print(f"dynamics: holdout MSE {dyn_metrics['dynamics/holdout_mse']:.4f} after {dyn_metrics['dynamics/epochs']} epochs")
-    if load_path != dynamics_path:
-        atomic_save({"model": dynamics.state_dict(), "metrics": dyn_metrics}, dynamics_path)
-    dynamics.requires_grad_(False)
-
-    # ALGO LOGIC: the two policies and the three model buffers of Algorithm 2
-    obs_mean, obs_std = data["obs"].mean(0), data["obs"].std(0) + 1e-3
-    if not args.normalize_obs:
-        obs_mean, obs_std = torch.zeros_like(obs_mean), torch.ones_like(obs_std)
-    obs_norm = ObsNorm(obs_mean, obs_std)
+    # ALGO LOGIC: the two policies and the model buffers of Algorithm 2
     rollout_policy = SAC(obs_norm, obs_dim, act_dim, args.hidden_dims, max_action, args.sac_actor_lr, args.sac_critic_lr,
                          args.sac_alpha_lr, args.gamma, args.tau, args.target_entropy).to(device)
     output_policy = TD3BC(obs_norm, obs_dim, act_dim, args.hidden_dims, max_action, args.actor_lr, args.critic_lr, args.gamma,
                           args.tau, args.alpha, args.policy_noise, args.noise_clip, args.policy_freq).to(device)
     actor_schedule = torch.optim.lr_scheduler.CosineAnnealingLR(rollout_policy.actor_optim, T_max=args.epochs)
     fields = {"obs": obs_dim, "act": act_dim, "rew": 1, "u": 1, "rew_o": 1, "rew_p": 1, "next_obs": obs_dim, "done": 1}
-    buf_o = ReplayBuffer(args.rollout_batch_size * args.rollout_length_o * args.model_retain_epochs, fields, device)  # D^o, D^p_πo
+    buf_o = ReplayBuffer(args.rollout_batch_size * args.rollout_length_o * args.model_retain_epochs, fields, device)  # D^o and D^p_πo
     buf_p = ReplayBuffer(args.rollout_batch_size * args.rollout_length * args.model_retain_epochs, fields, device)  # D^p_πp
-    n_real_o = mix_counts(args.batch_size, (args.real_ratio_o, 1 - args.real_ratio_o))
-    n_mix_p = mix_counts(args.batch_size, args.mix)
+    n_o = mix_counts(args.batch_size, (args.real_ratio_o, 1 - args.real_ratio_o))
+    n_p = mix_counts(args.batch_size, args.mix)
+    parts = {"rollout_policy": rollout_policy, "output_policy": output_policy, "actor_schedule": actor_schedule, "buf_o": buf_o, "buf_p": buf_p}
 
-    # TRY NOT TO MODIFY: checkpoint state, logging
-    def state() -> dict:
-        return {"epoch": epoch + 1, "rollout_policy": rollout_policy.state_dict(), "output_policy": output_policy.state_dict(),
-                "optimizers": {name: opt.state_dict() for name, opt in optimizers.items()}, "td3_total_it": output_policy.total_it,
-                "actor_schedule": actor_schedule.state_dict(), "buffers": {"o": buf_o.state_dict(), "p": buf_p.state_dict()},
-                "rng": rng_state(), "rows": logger.rows, "scores": scores}
-
-    optimizers = {"sac_actor": rollout_policy.actor_optim, "sac_critic": rollout_policy.critic_optim, "sac_alpha": rollout_policy.alpha_optim,
-                  "td3_actor": output_policy.actor_optim, "td3_critic": output_policy.critic_optim}
+    # TRY NOT TO MODIFY: resume, logging
     ckpt_path = os.path.join(run_dir, "checkpoint.pt")
-    start_epoch, rows, scores = 0, [], []
-    if args.resume is not None:
-        if not os.path.isfile(ckpt_path):
-            raise UserError(f"{args.resume} has no checkpoint.pt to resume from; start a new run instead")
-        ckpt = torch.load(ckpt_path, map_location=device, weights_only=False)
-        rollout_policy.load_state_dict(ckpt["rollout_policy"])
-        output_policy.load_state_dict(ckpt["output_policy"])
-        for name, opt in optimizers.items():
-            opt.load_state_dict(ckpt["optimizers"][name])
-        output_policy.total_it = ckpt["td3_total_it"]
-        actor_schedule.load_state_dict(ckpt["actor_schedule"])
-        buf_o.load_state_dict(ckpt["buffers"]["o"])
-        buf_p.load_state_dict(ckpt["buffers"]["p"])
-        set_rng_state(ckpt["rng"])
-        start_epoch, rows, scores = ckpt["epoch"], ckpt["rows"], ckpt["scores"]
-        print(f"resumed {run_dir} at epoch {start_epoch}")
-    logger = Logger(run_dir, args, os.path.basename(run_dir), rows)
-    if dyn_metrics:
-        for k, v in dyn_metrics.items():
-            logger.writer.add_scalar(k, v, 0)
-
-    start_time, epoch = time.time(), start_epoch - 1
+    start_epoch, rows, scores = load_checkpoint(ckpt_path, parts, device) if args.resume else (0, [], [])
+    logger = Logger(run_dir, args, rows)
+    for k, v in dyn_metrics.items():
+        logger.writer.add_scalar(k, v, 0)
+    start_time, epoch = time.time(), start_epoch
     end_epoch = args.epochs if args.stop_after_epochs is None else min(args.epochs, start_epoch + args.stop_after_epochs)
-    bar = tqdm(range(start_epoch, end_epoch), initial=start_epoch, total=args.epochs, desc=f"orpo {task.name}", unit="epoch")
+    bar = tqdm(range(start_epoch + 1, end_epoch + 1), initial=start_epoch, total=args.epochs, desc=f"{args.exp_name} {task.name}", unit="epoch")
     for epoch in bar:
         t_epoch = time.time()
-        # ALGO LOGIC: Algorithm 2, lines 5-22: model rollouts from b states of D
+        # ALGO LOGIC: Algorithm 2, lines 5-22: rollouts of π^o (stochastic SAC) and π^p (TD3 noise) from b states of D
         start = real.sample(args.rollout_batch_size)
         ro = rollout(dynamics, rollout_policy.act, start["obs"], args.rollout_length_o, terminal, args.uncertainty)
         ro["rew_o"], ro["rew_p"] = relabel(ro["rew"], ro["u"], args.lambda_o, args.lambda_p)
@@ -1031,89 +1090,43 @@ def main(args: Args) -> dict:
         buf_p.add(rp)
         t_rollout = time.time() - t_epoch
 
-        # ALGO LOGIC: lines 24-25, one SAC update of π^o in the O-MDP and one TD3+BC update of π^p in the P-MDP per step
-        sums: dict[str, torch.Tensor] = {}
+        # ALGO LOGIC: lines 24-25, per step one SAC update of π^o on D ∪ D^o (O-MDP rewards) and one TD3+BC update of
+        # π^p on D ∪ D^p_πo ∪ D^p_πp (P-MDP rewards)
+        sums, counts = {}, {}
         for _ in range(args.steps_per_epoch):
-            batch_o = sample_mix([(real, n_real_o[0], "rew"), (buf_o, n_real_o[1], "rew_o")])
-            for k, v in rollout_policy.update(batch_o).items():
-                sums[f"rollout_policy/{k}"] = sums.get(f"rollout_policy/{k}", 0) + v
-            batch_p = sample_mix([(real, n_mix_p[0], "rew"), (buf_o, n_mix_p[1], "rew_p"), (buf_p, n_mix_p[2], "rew_p")])
-            for k, v in output_policy.update(batch_p).items():
-                sums[f"losses/{k}"] = sums.get(f"losses/{k}", 0) + v
+            stats_o = rollout_policy.update(sample_mix([(real, n_o[0], "rew"), (buf_o, n_o[1], "rew_o")]))
+            stats_p = output_policy.update(sample_mix([(real, n_p[0], "rew"), (buf_o, n_p[1], "rew_p"), (buf_p, n_p[2], "rew_p")]))
+            for k, v in [*((f"rollout_policy/{k}", v) for k, v in stats_o.items()), *((f"losses/{k}", v) for k, v in stats_p.items())]:
+                sums[k], counts[k] = sums.get(k, 0) + v, counts.get(k, 0) + 1
         actor_schedule.step()
-
-        # TRY NOT TO MODIFY: once-per-epoch logging (the only host syncs of the epoch)
-        metrics = {k: float(v) / args.steps_per_epoch for k, v in sums.items()}
-        metrics.update({
-            "rollout/u_optimistic": ro["u"].mean().item(), "rollout/u_pessimistic": rp["u"].mean().item(),
-            "rollout/reward_optimistic": ro["rew"].mean().item(), "rollout/reward_pessimistic": rp["rew"].mean().item(),
+        metrics = {
+            "rollout/u_optimistic": ro["u"].mean(), "rollout/u_pessimistic": rp["u"].mean(),
+            "rollout/reward_optimistic": ro["rew"].mean(), "rollout/reward_pessimistic": rp["rew"].mean(),
             "rollout/length_optimistic": len(ro["u"]) / args.rollout_batch_size, "rollout/length_pessimistic": len(rp["u"]) / args.rollout_batch_size,
-            "rollout/action_distance_optimistic": (ro["first_act"] - start["act"]).norm(dim=-1).mean().item(),
-            "rollout/action_distance_pessimistic": (rp["first_act"] - start["act"]).norm(dim=-1).mean().item(),
+            "rollout/action_distance_optimistic": (ro["first_act"] - start["act"]).norm(dim=-1).mean(),
+            "rollout/action_distance_pessimistic": (rp["first_act"] - start["act"]).norm(dim=-1).mean(),
             "charts/rollout_seconds": t_rollout, "charts/lr_rollout_actor": actor_schedule.get_last_lr()[0],
-        })
-        if (epoch + 1) % args.eval_every == 0 or epoch + 1 == args.epochs:
+        }
+
+        # TRY NOT TO MODIFY: once-per-epoch logging (the epoch's only host syncs), evaluation, checkpoint
+        metrics = {**{k: float(v) / counts[k] for k, v in sums.items()}, **{k: float(v) for k, v in metrics.items()}}
+        if epoch % args.eval_every == 0 or epoch == args.epochs:
             t_eval = time.time()
-            returns, first_obs = evaluate(output_policy.actor, envs, task, args.seed + 1000 * (epoch + 1), device)
+            returns, first_obs = evaluate(output_policy.actor, envs, task, args.seed + 1000 * epoch, device)
             metrics.update(eval_metrics(task, returns))
             metrics.update(model_eval(dynamics, output_policy.actor, first_obs, envs, terminal, args, device))
             scores.append(metrics.get("eval/normalized_score", metrics["eval/return"]))
-            metrics["eval/last10_score"] = float(np.mean(scores[-10:]))
-            metrics["charts/eval_seconds"] = time.time() - t_eval
+            metrics.update({"eval/last10_score": float(np.mean(scores[-10:])), "charts/eval_seconds": time.time() - t_eval})
             bar.set_postfix(score=f"{scores[-1]:.1f}")
         metrics["charts/epoch_seconds"] = time.time() - t_epoch
         metrics["charts/SPS"] = args.steps_per_epoch / (metrics["charts/epoch_seconds"] - metrics.get("charts/eval_seconds", 0))
-        logger.log(epoch + 1, metrics)
-        if (epoch + 1) % args.checkpoint_every == 0 or epoch + 1 in (end_epoch, args.epochs):
-            atomic_save(state(), ckpt_path)
+        logger.log(epoch, metrics)
+        if epoch % args.checkpoint_every == 0 or epoch == end_epoch:
+            save_checkpoint(ckpt_path, epoch, parts, logger, scores)
     bar.close()
-
-    finished = epoch + 1 == args.epochs
-    output_policy.export(os.path.join(run_dir, "policy.pt"))
-    last = next((r for r in reversed(logger.rows) if "eval/return" in r), {})
-    summary = {
-        "env": task.name, "eval_env": task.gym_id, "algorithm": args.exp_name, "seed": args.seed, "epochs": epoch + 1,
-        "finished": finished, "device": str(device), "run_dir": run_dir, "preset": preset,
-        "normalized_score": last.get("eval/normalized_score"), "normalized_score_std": last.get("eval/normalized_score_std"),
-        "return": last.get("eval/return"), "return_std": last.get("eval/return_std"),
-        "last10_score": float(np.mean(scores[-10:])) if scores else None,
-        "score_kind": "d4rl_normalized" if task.ref_min is not None else "raw_return",
-        "wall_seconds": time.time() - start_time,
-    }
-    write_json(summary, os.path.join(run_dir, "summary.json"))
-    logger.close()
     envs.close()
-    print(json.dumps(summary, indent=2))
-    return summary
-
-
-# --- shared: reporting ---
-def eval_metrics(task: Task, returns: np.ndarray) -> dict[str, float]:
-    metrics = {"eval/return": float(returns.mean()), "eval/return_std": float(returns.std())}
-    normalized = task.normalize(returns)
-    if normalized is not None:
-        metrics.update({"eval/normalized_score": float(normalized.mean()), "eval/normalized_score_std": float(normalized.std())})
-    return metrics
-
-
-@torch.no_grad()
-def model_eval(dynamics: EnsembleDynamics, actor: Callable, first_obs: np.ndarray, envs: gym.vector.VectorEnv,
-               terminal: Callable, args: Args, device) -> dict[str, float]:
-    """η_M̂(π) and ε_u(π) (Fig. 6): the deterministic policy's discounted return and mean u in the model MDP."""
-    horizon = envs.envs[0].spec.max_episode_steps or 1000
-    obs = torch.as_tensor(first_obs, dtype=torch.float32, device=device)
-    alive = torch.ones(len(obs), device=device)
-    ret, u_sum, steps = torch.zeros(len(obs), device=device), torch.zeros((), device=device), torch.zeros((), device=device)
-    for t in range(horizon):
-        obs, rew, u = dynamics.step(obs, actor(obs), args.uncertainty)
-        ret += alive * args.gamma**t * rew
-        u_sum, steps = u_sum + (alive * u).sum(), steps + alive.sum()
-        alive = alive * (~terminal(obs)).float()
-        obs = torch.nan_to_num(obs)  # a dead, diverged row must not poison the batch
-    return {"eval/model_return": ret.mean().item(), "eval/model_uncertainty": (u_sum / steps.clamp(min=1)).item()}
-
-
-# --- end ---
+    output_policy.export(os.path.join(run_dir, "policy.pt"))
+    return finish(args, task, preset, device, run_dir, epoch, scores, logger, time.time() - start_time)
 
 
 if __name__ == "__main__":

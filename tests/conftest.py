@@ -8,6 +8,14 @@ import gymnasium as gym
 import h5py
 import numpy as np
 import pytest
+import torch
+
+torch.set_num_threads(1)  # a 2-core machine: a second busy core makes OpenMP spin-waits very slow
+
+def pytest_configure(config):
+    # the *-v4 MuJoCo envs are used on purpose (closest to D4RL's v2 data)
+    config.addinivalue_line("filterwarnings", "ignore:.*is out of date.*:DeprecationWarning")
+
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ALGORITHMS = ("orpo", "mopo", "oroo", "mbpo", "td3bc")
@@ -66,9 +74,13 @@ TINY = ["--epochs", "2", "--steps-per-epoch", "20", "--batch-size", "32", "--rol
         "--eval-episodes", "2", "--num-ensemble", "3", "--num-elites", "2", "--no-cuda"]
 
 
-def run_script(script: str, *args: str, data_dir: str | None = None, cwd: str | None = None, timeout: int = 300):
-    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", WANDB_MODE="offline")
+def run_script(script: str, *args: str, data_dir: str | None = None, cwd: str | None = None, timeout: int = 300,
+               extra_env: dict | None = None):
+    """Run a script as a user would; one thread, since a second busy core makes OpenMP spin-waits very slow."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", WANDB_MODE="offline", **(extra_env or {}))
     if data_dir:
         env["D4RL_DATASET_DIR"] = data_dir
+    if cwd:
+        os.makedirs(cwd, exist_ok=True)
     return subprocess.run([sys.executable, os.path.join(ROOT, script), *args], capture_output=True, text=True,
                           cwd=cwd, env=env, timeout=timeout)

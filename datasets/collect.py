@@ -1,0 +1,116 @@
+"""Collect an offline dataset in the D4RL HDF5 layout by running a fixed policy in a
+Gymnasium MuJoCo env (the D4RL recipe: one long stream of episodes, 1000-step limit).
+
+    python datasets/collect.py --env Hopper-v4 --policy random --steps 1000000
+    python datasets/collect.py --env Hopper-v4 --policy runs/hopper/policy.pt --name local/hopper-mine
+
+The file goes to `<data_dir>/<name>.hdf5` (data_dir: --data-dir, else $D4RL_DATASET_DIR,
+else ~/.d4rl/datasets), or to --out.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import tyro
+
+from common import collect_rollouts, dataset_path, env_slug, episode_returns, uniform_policy, write_dataset
+
+
+@dataclass
+class Args:
+    env: str = "Hopper-v4"
+    """Gymnasium env id"""
+    policy: str = "random"
+    """"random", or the path of a saved policy file (see `load_policy`)"""
+    steps: int = 1_000_000
+    """number of transitions to collect"""
+    seed: int = 0
+    """seeds the env resets and the random policy"""
+    name: str | None = None
+    """dataset name; default local/<env>-<policy tag>, e.g. local/hopper-random"""
+    data_dir: str | None = None
+    """overrides $D4RL_DATASET_DIR / ~/.d4rl/datasets"""
+    out: str | None = None
+    """write to this exact path instead of <data_dir>/<name>.hdf5"""
+
+
+def load_policy(path: str, obs_dim: int, act_dim: int, device: str = "cpu"):
+    """Load a deterministic MLP policy saved by this repo and return `policy(obs_batch)`.
+
+    Supports exactly one format for now: a `torch.save`d dict
+        {"kind": "deterministic_mlp", "obs_dim": int, "act_dim": int, "hidden_dims": [int, ...],
+         "max_action": float, "obs_mean": tensor, "obs_std": tensor, "state_dict": ...}
+    whose net is Linear-ReLU-...-Linear on (obs - obs_mean) / obs_std, squashed by
+    tanh * max_action. (May be swapped for the algorithms' own loader later.)
+    """
+    ckpt = torch.load(path, map_location=device, weights_only=True)
+    if ckpt.get("kind") != "deterministic_mlp":
+        raise ValueError(f"{path}: unsupported policy kind {ckpt.get('kind')!r}")
+    if (ckpt["obs_dim"], ckpt["act_dim"]) != (obs_dim, act_dim):
+        raise ValueError(f"{path}: policy is for obs/act dims {ckpt['obs_dim']}/{ckpt['act_dim']}, env has {obs_dim}/{act_dim}")
+    dims = [ckpt["obs_dim"], *ckpt["hidden_dims"], ckpt["act_dim"]]
+    layers = []
+    for i, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:])):
+        layers += [nn.Linear(d_in, d_out)] + ([nn.ReLU()] if i < len(dims) - 2 else [])
+    net = nn.Sequential(*layers).to(device)
+    net.load_state_dict(ckpt["state_dict"])
+    net.eval()
+    mean, std = ckpt["obs_mean"].float().to(device), ckpt["obs_std"].float().to(device)
+    max_action = float(ckpt["max_action"])
+
+    @torch.no_grad()
+    def policy(obs_batch: np.ndarray) -> np.ndarray:
+        obs = torch.as_tensor(obs_batch, dtype=torch.float32, device=device)
+        return (torch.tanh(net((obs - mean) / std)) * max_action).cpu().numpy()
+
+    return policy
+
+
+def policy_tag(policy: str) -> str:
+    """Short name of the policy for default dataset names. Saved policies are usually all
+    called policy.pt, so then the run directory's name is more telling."""
+    if policy == "random":
+        return "random"
+    p = Path(policy)
+    return p.parent.name if p.stem == "policy" and p.parent.name else p.stem
+
+
+def main(args: Args) -> None:
+    start = time.perf_counter()
+    env = gym.make(args.env)
+    if args.policy == "random":
+        policy = uniform_policy(env.action_space, args.seed)
+    else:
+        policy = load_policy(args.policy, env.observation_space.shape[0], env.action_space.shape[0])
+
+    name = args.name or f"local/{env_slug(args.env)}-{policy_tag(args.policy)}"
+    path = dataset_path(name, args.data_dir, args.out)
+    data = collect_rollouts(env, policy, args.steps, args.seed, desc=name)
+    env.close()
+
+    write_dataset(
+        path,
+        data,
+        env_id=args.env,
+        reward_fn="env",
+        policy="random" if args.policy == "random" else os.path.abspath(args.policy),
+        seed=args.seed,
+        created_by=Path(__file__).name,
+    )
+    returns = episode_returns(data["rewards"], data["terminals"], data["timeouts"])
+    wall = time.perf_counter() - start
+    print(f"{len(returns)} episodes, mean return {returns.mean():.1f} (last one may be cut short)")
+    print(f"wall time {wall:.1f} s ({args.steps / wall:.0f} steps/s)")
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args))

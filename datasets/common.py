@@ -1,0 +1,186 @@
+"""Shared pieces of the dataset scripts: where datasets live, how transitions are
+recorded, the HalfCheetah jump rewards, and the atomic D4RL-layout HDF5 writer.
+
+A dataset file holds, at its root:
+    observations       float32 [N, obs_dim]
+    actions            float32 [N, act_dim]
+    rewards            float32 [N]
+    next_observations  float32 [N, obs_dim]   true next obs returned by `step`
+    terminals          bool    [N]            the environment terminated
+    timeouts           bool    [N]            the episode was cut here without terminating
+and the attrs env_id, reward_fn, policy, steps, seed, created_by, plus
+ref_min_score / ref_max_score when D4RL has reference returns for the task.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import gymnasium as gym
+import h5py
+import numpy as np
+from tqdm import tqdm
+
+DATA_KEYS = ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts")
+REWARD_FNS = ("env", "halfcheetah-jump", "halfcheetah-jump-hard")
+
+# D4RL's reference returns (random / expert policy) for normalised scores. They only
+# mean something for the environment's own reward, so the jump tasks report raw returns.
+REF_SCORES = {
+    "Hopper-v4": (-20.272305, 3234.3),
+    "HalfCheetah-v4": (-280.178953, 12135.0),
+    "Walker2d-v4": (1.629008, 4592.3),
+}
+
+
+# ---------------------------------------------------------------------------- paths
+
+
+def data_dir(override: str | None = None) -> Path:
+    """Same lookup as D4RL, so files written here are found by D4RL-style loaders."""
+    if override:
+        return Path(override).expanduser()
+    return Path(os.environ.get("D4RL_DATASET_DIR", "~/.d4rl/datasets")).expanduser()
+
+
+def dataset_path(name: str, data_dir_override: str | None = None, out: str | None = None) -> Path:
+    """`<data_dir>/<name>.hdf5`, unless an explicit `--out` path is given."""
+    if out:
+        return Path(out).expanduser()
+    return data_dir(data_dir_override) / f"{name}.hdf5"
+
+
+def env_slug(env_id: str) -> str:
+    """"HalfCheetah-v4" -> "halfcheetah", the stem D4RL uses in dataset names."""
+    return re.sub(r"-v\d+$", "", env_id).lower()
+
+
+# ---------------------------------------------------------------------------- recording
+
+
+def allocate_buffer(steps: int, obs_dim: int, act_dim: int, info_keys=()) -> dict[str, np.ndarray]:
+    """Preallocated arrays for `steps` transitions, plus float64 columns for info fields
+    (e.g. "x_velocity") that rewards are later relabelled from."""
+    buf = {
+        "observations": np.zeros((steps, obs_dim), np.float32),
+        "actions": np.zeros((steps, act_dim), np.float32),
+        "rewards": np.zeros(steps, np.float32),
+        "next_observations": np.zeros((steps, obs_dim), np.float32),
+        "terminals": np.zeros(steps, bool),
+        "timeouts": np.zeros(steps, bool),
+    }
+    for key in info_keys:
+        buf[key] = np.zeros(steps, np.float64)
+    return buf
+
+
+def record(buf, t, obs, action, reward, next_obs, terminated, truncated, info) -> None:
+    """Store transition `t`. A step that both terminates and hits the time limit counts
+    as a terminal only: it is a true end (no bootstrapping), and D4RL-style loaders drop
+    timeout steps, which would otherwise lose a real terminal transition."""
+    buf["observations"][t] = obs
+    buf["actions"][t] = action
+    buf["rewards"][t] = reward
+    buf["next_observations"][t] = next_obs
+    buf["terminals"][t] = terminated
+    buf["timeouts"][t] = truncated and not terminated
+    for key in buf.keys() - set(DATA_KEYS):
+        buf[key][t] = info[key]
+
+
+def close_last_episode(buf) -> None:
+    """The collection usually stops mid-episode; mark that cut as a timeout so every
+    episode in the file ends with either a terminal or a timeout."""
+    if not buf["terminals"][-1]:
+        buf["timeouts"][-1] = True
+
+
+def uniform_policy(action_space: gym.spaces.Box, seed: int):
+    """Uniform random actions from its own RNG, so the env's RNG only drives resets."""
+    rng = np.random.default_rng(seed)
+    low, high = action_space.low, action_space.high
+
+    def policy(obs_batch: np.ndarray) -> np.ndarray:
+        return rng.uniform(low, high, size=(len(obs_batch), len(low))).astype(np.float32)
+
+    return policy
+
+
+def collect_rollouts(env: gym.Env, policy, steps: int, seed: int, info_keys=(), desc: str = "collect"):
+    """Step `env` for `steps` transitions with `policy(obs_batch) -> action_batch`,
+    resetting at episode ends. Episodes stay contiguous, in order."""
+    buf = allocate_buffer(steps, env.observation_space.shape[0], env.action_space.shape[0], info_keys)
+    obs, _ = env.reset(seed=seed)
+    for t in tqdm(range(steps), desc=desc, unit="step", mininterval=1.0):
+        # Policies see float32, exactly what the dataset stores, so actions can be
+        # recomputed from the file.
+        action = np.asarray(policy(obs[None].astype(np.float32)), dtype=np.float32)[0]
+        next_obs, reward, terminated, truncated, info = env.step(action)
+        record(buf, t, obs, action, reward, next_obs, terminated, truncated, info)
+        obs = env.reset()[0] if terminated or truncated else next_obs
+    close_last_episode(buf)
+    return buf
+
+
+def episode_returns(rewards: np.ndarray, terminals: np.ndarray, timeouts: np.ndarray) -> np.ndarray:
+    """Returns of the episodes in a dataset (the last, cut one included)."""
+    ends = np.flatnonzero(terminals | timeouts)
+    return np.array([seg.sum() for seg in np.split(rewards, ends + 1)[: len(ends)]])
+
+
+# ---------------------------------------------------------------------------- rewards
+
+
+def halfcheetah_run_reward(action: np.ndarray, x_velocity: np.ndarray) -> np.ndarray:
+    """HalfCheetah-v4's reward with the forward velocity clipped to [-3, 3] (what the
+    behaviour SAC of halfcheetah-jump is trained on). Batched: action [B, act_dim]."""
+    return np.clip(x_velocity, -3.0, 3.0) - 0.1 * np.sum(np.square(action), axis=-1)
+
+
+def halfcheetah_jump_reward(next_obs: np.ndarray, action: np.ndarray, x_velocity: np.ndarray, hard: bool = False):
+    """Jump rewards of the ORPO paper, from HalfCheetah-v4 transitions (batched).
+
+    r = clip(v_x, -3, 3) - 0.1 ||a||^2 + 15 z, with z = next_obs[:, 0] the root height
+    (qpos[1]) and v_x = info["x_velocity"]. The hard variant pays -3 whenever the root
+    angle next_obs[:, 1] (qpos[2]) exceeds 1 rad, i.e. the cheetah is flipping over.
+    """
+    next_obs = np.asarray(next_obs)
+    reward = halfcheetah_run_reward(action, x_velocity) + 15.0 * next_obs[:, 0]
+    if hard:
+        reward = np.where(next_obs[:, 1] > 1.0, -3.0, reward)
+    return reward
+
+
+# ---------------------------------------------------------------------------- writing
+
+
+def write_dataset(path, data, *, env_id: str, reward_fn: str, policy: str, seed: int, created_by: str, extra_attrs=None):
+    """Write the D4RL-layout file atomically: into `<path>.tmp`, then renamed, so a
+    crash or a kill never leaves a file that looks complete."""
+    if reward_fn not in REWARD_FNS:
+        raise ValueError(f"reward_fn must be one of {REWARD_FNS}, got {reward_fn!r}")
+    dtypes = {"terminals": bool, "timeouts": bool}
+    arrays = {k: np.asarray(data[k], dtype=dtypes.get(k, np.float32)) for k in DATA_KEYS}
+    n = len(arrays["observations"])
+    if any(len(a) != n for a in arrays.values()) or arrays["observations"].shape != arrays["next_observations"].shape:
+        raise ValueError(f"inconsistent shapes: { {k: a.shape for k, a in arrays.items()} }")
+
+    attrs = dict(env_id=env_id, reward_fn=reward_fn, policy=policy, steps=n, seed=seed, created_by=created_by)
+    if reward_fn == "env" and env_id in REF_SCORES:
+        attrs["ref_min_score"], attrs["ref_max_score"] = REF_SCORES[env_id]
+    attrs.update(extra_attrs or {})
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with h5py.File(tmp, "w") as f:
+            for key, value in arrays.items():
+                f.create_dataset(key, data=value)
+            f.attrs.update(attrs)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path

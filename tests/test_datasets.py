@@ -1,0 +1,305 @@
+"""Tests of the dataset scripts in datasets/: run them as a user would (subprocess, tiny
+sizes) and check the files against the HDF5 contract and against a replay of the env."""
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+import h5py
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+
+DATASETS = Path(__file__).resolve().parents[1] / "datasets"
+KEYS = {"observations", "actions", "rewards", "next_observations", "terminals", "timeouts"}
+# D4RL's reference returns, restated here so a typo in common.py cannot hide.
+D4RL_REFS = {"Hopper-v4": (-20.272305, 3234.3), "HalfCheetah-v4": (-280.178953, 12135.0)}
+
+spec = importlib.util.spec_from_file_location("datasets_common", DATASETS / "common.py")
+common = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(common)
+
+
+def run_script(script, *args, data_dir, expect_ok=True):
+    # One torch thread: deterministic SAC (the resume test compares bits) and light on CPU.
+    env = os.environ | {"OMP_NUM_THREADS": "1", "D4RL_DATASET_DIR": str(data_dir)}
+    proc = subprocess.run([sys.executable, str(DATASETS / script), *map(str, args)],
+                          env=env, capture_output=True, text=True, timeout=300)
+    if expect_ok:
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def check_dataset(path, *, env_id, reward_fn, policy, steps, seed, created_by, max_episode_steps=1000):
+    """Assert the file meets the contract; return its arrays."""
+    assert path.exists()
+    assert not list(path.parent.rglob("*.tmp")), "temporary file left behind"
+    env = gym.make(env_id)
+    obs_dim, act_dim = env.observation_space.shape[0], env.action_space.shape[0]
+    with h5py.File(path, "r") as f:
+        assert set(f.keys()) == KEYS
+        data = {k: f[k][()] for k in f}
+        attrs = dict(f.attrs)
+
+    for key, shape, dtype in [("observations", (steps, obs_dim), np.float32), ("actions", (steps, act_dim), np.float32),
+                              ("rewards", (steps,), np.float32), ("next_observations", (steps, obs_dim), np.float32),
+                              ("terminals", (steps,), np.bool_), ("timeouts", (steps,), np.bool_)]:
+        assert data[key].shape == shape, key
+        assert data[key].dtype == dtype, key
+        assert np.isfinite(data[key]).all(), key
+
+    expected = dict(env_id=env_id, reward_fn=reward_fn, policy=policy, steps=steps, seed=seed, created_by=created_by)
+    for key, value in expected.items():
+        assert attrs[key] == value, key
+    if reward_fn == "env":
+        assert (attrs["ref_min_score"], attrs["ref_max_score"]) == pytest.approx(D4RL_REFS[env_id])
+    else:
+        assert "ref_min_score" not in attrs and "ref_max_score" not in attrs
+
+    terminals, timeouts = data["terminals"], data["timeouts"]
+    ends = terminals | timeouts
+    assert not (terminals & timeouts).any()
+    assert ends[-1], "the last episode must be closed"
+    # Within an episode the next row starts where this one ended; across an end it is a reset.
+    jumps = (data["next_observations"][:-1] != data["observations"][1:]).any(axis=1)
+    np.testing.assert_array_equal(jumps, ends[:-1])
+    end_idx = np.flatnonzero(ends)
+    lengths = np.diff(np.r_[-1, end_idx])
+    assert lengths.max() <= max_episode_steps
+    # A timeout before the final step can only be the time limit.
+    assert (lengths[:-1][timeouts[end_idx[:-1]]] == max_episode_steps).all()
+    return data
+
+
+def replay(env_id, data, seed, max_episode_steps=1000):
+    """Step a fresh env with the stored actions (same seed, same reset order) and return
+    its rewards plus the state facts the jump rewards are defined on."""
+    env = gym.make(env_id, max_episode_steps=max_episode_steps)
+    sim, dt = env.unwrapped.data, env.unwrapped.dt
+    obs, _ = env.reset(seed=seed)
+    out = {"reward": [], "x_velocity": [], "z": [], "angle": []}
+    for t, action in enumerate(data["actions"]):
+        np.testing.assert_array_equal(obs.astype(np.float32), data["observations"][t])
+        x_before = sim.qpos[0]
+        next_obs, reward, terminated, truncated, _ = env.step(action)
+        np.testing.assert_array_equal(next_obs.astype(np.float32), data["next_observations"][t])
+        assert terminated == data["terminals"][t]
+        if t < len(data["actions"]) - 1:
+            assert (truncated and not terminated) == data["timeouts"][t]
+        out["reward"].append(reward)
+        out["x_velocity"].append((sim.qpos[0] - x_before) / dt)
+        out["z"].append(sim.qpos[1])
+        out["angle"].append(sim.qpos[2])
+        obs = env.reset()[0] if terminated or truncated else next_obs
+    return {k: np.array(v) for k, v in out.items()}
+
+
+def reference_jump_reward(actions, state, hard):
+    """The paper's jump rewards written from the simulator state, one step at a time."""
+    rewards = []
+    for a, vx, z, angle in zip(actions, state["x_velocity"], state["z"], state["angle"]):
+        r = min(max(vx, -3.0), 3.0) - 0.1 * float(np.sum(np.square(a))) + 15.0 * z
+        rewards.append(-3.0 if hard and angle > 1.0 else r)
+    return np.array(rewards)
+
+
+# ---------------------------------------------------------------------------- collect.py
+
+
+def test_collect_random_round_trip(tmp_path):
+    # No --out / --data-dir: the default name under $D4RL_DATASET_DIR.
+    proc = run_script("collect.py", "--env", "Hopper-v4", "--policy", "random", "--steps", 1000, "--seed", 3,
+                      data_dir=tmp_path)
+    path = tmp_path / "local" / "hopper-random.hdf5"
+    assert str(path) in proc.stdout
+    data = check_dataset(path, env_id="Hopper-v4", reward_fn="env", policy="random", steps=1000, seed=3,
+                         created_by="collect.py")
+    assert data["terminals"].sum() > 10  # random Hopper falls quickly: many episode ends tested
+    actions = data["actions"]
+    assert actions.min() >= -1 and actions.max() <= 1 and actions.std() > 0.5  # uniform on [-1, 1]
+    state = replay("Hopper-v4", data, seed=3)
+    np.testing.assert_allclose(data["rewards"], state["reward"], rtol=1e-6, atol=1e-5)
+
+
+def test_collect_saved_policy(tmp_path):
+    obs_dim, act_dim, max_action = 11, 3, 0.5
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(obs_dim, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, act_dim))
+    mean, std = torch.randn(obs_dim), torch.rand(obs_dim) + 0.5
+    policy_file = tmp_path / "runs" / "tiny-hopper" / "policy.pt"
+    policy_file.parent.mkdir(parents=True)
+    torch.save({"kind": "deterministic_mlp", "obs_dim": obs_dim, "act_dim": act_dim, "hidden_dims": [16, 16],
+                "max_action": max_action, "obs_mean": mean, "obs_std": std, "state_dict": net.state_dict()},
+               policy_file)
+
+    data_dir = tmp_path / "data"
+    run_script("collect.py", "--env", "Hopper-v4", "--policy", policy_file, "--steps", 1000,
+               "--data-dir", data_dir, data_dir=tmp_path / "unused")
+    assert not (tmp_path / "unused").exists()  # --data-dir wins over $D4RL_DATASET_DIR
+    data = check_dataset(data_dir / "local" / "hopper-tiny-hopper.hdf5", env_id="Hopper-v4", reward_fn="env",
+                         policy=str(policy_file), steps=1000, seed=0, created_by="collect.py")
+    with torch.no_grad():
+        expected = torch.tanh(net((torch.from_numpy(data["observations"]) - mean) / std)) * max_action
+    np.testing.assert_allclose(data["actions"], expected.numpy(), atol=1e-6)
+    replay("Hopper-v4", data, seed=0)
+
+
+def test_collect_rejects_policy_for_another_env(tmp_path):
+    net = nn.Sequential(nn.Linear(5, 4))
+    policy_file = tmp_path / "policy.pt"
+    torch.save({"kind": "deterministic_mlp", "obs_dim": 5, "act_dim": 4, "hidden_dims": [], "max_action": 1.0,
+                "obs_mean": torch.zeros(5), "obs_std": torch.ones(5), "state_dict": net.state_dict()}, policy_file)
+    proc = run_script("collect.py", "--policy", policy_file, "--steps", 10, "--out", tmp_path / "x.hdf5",
+                      data_dir=tmp_path, expect_ok=False)
+    assert proc.returncode != 0 and "obs/act dims" in proc.stderr
+    assert not (tmp_path / "x.hdf5").exists()
+
+
+# ---------------------------------------------------------------------------- halfcheetah_jump.py
+
+
+def test_jump_hard_round_trip(tmp_path):
+    out = tmp_path / "somewhere" / "jh.hdf5"
+    run_script("halfcheetah_jump.py", "--task", "halfcheetah-jump-hard", "--steps", 1000, "--seed", 1, "--out", out,
+               data_dir=tmp_path)
+    data = check_dataset(out, env_id="HalfCheetah-v4", reward_fn="halfcheetah-jump-hard", policy="random",
+                         steps=1000, seed=1, created_by="halfcheetah_jump.py")
+    state = replay("HalfCheetah-v4", data, seed=1)
+    np.testing.assert_allclose(data["rewards"], reference_jump_reward(data["actions"], state, hard=True), atol=1e-4)
+
+
+def test_jump_sac_round_trip(tmp_path):
+    # No --out: the default name, where the algorithms' `--env halfcheetah-jump` looks.
+    proc = run_script("halfcheetah_jump.py", "--task", "halfcheetah-jump", "--no-cuda", "--steps", 1000,
+                      "--learning-starts", 200, "--batch-size", 16, "--hidden-dim", 64, data_dir=tmp_path)
+    assert "800 gradient updates" in proc.stdout
+    path = tmp_path / "halfcheetah-jump.hdf5"
+    data = check_dataset(path, env_id="HalfCheetah-v4", reward_fn="halfcheetah-jump", policy="sac-online",
+                         steps=1000, seed=0, created_by="halfcheetah_jump.py")
+    assert not list(tmp_path.rglob("*.ckpt.pt"))
+    state = replay("HalfCheetah-v4", data, seed=0)
+    np.testing.assert_allclose(data["rewards"], reference_jump_reward(data["actions"], state, hard=False), atol=1e-4)
+
+
+def test_jump_sac_resume_matches_uninterrupted_run(tmp_path):
+    sac = ["--task", "halfcheetah-jump", "--no-cuda", "--steps", 500, "--max-episode-steps", 100, "--learning-starts", 100,
+           "--batch-size", 16, "--hidden-dim", 32, "--checkpoint-every", 200]
+    whole, split = tmp_path / "whole.hdf5", tmp_path / "split.hdf5"
+    ckpt = tmp_path / "split.hdf5.ckpt.pt"
+    run_script("halfcheetah_jump.py", *sac, "--out", whole, data_dir=tmp_path)
+
+    proc = run_script("halfcheetah_jump.py", *sac, "--out", split, "--stop-at", 250, data_dir=tmp_path)
+    assert "stopped at step 300" in proc.stdout  # the first episode end at or after 250
+    assert ckpt.exists() and not split.exists()
+    # A checkpoint is never silently overwritten, nor continued with other settings.
+    proc = run_script("halfcheetah_jump.py", *sac, "--out", split, data_dir=tmp_path, expect_ok=False)
+    assert proc.returncode != 0 and "--resume" in proc.stderr
+    proc = run_script("halfcheetah_jump.py", *sac, "--out", split, "--resume", "--gamma", 0.9, data_dir=tmp_path,
+                      expect_ok=False)
+    assert proc.returncode != 0 and "gamma" in proc.stderr
+
+    proc = run_script("halfcheetah_jump.py", *sac, "--out", split, "--resume", data_dir=tmp_path)
+    assert "at step 300" in proc.stdout and "200 env steps with 200 gradient updates" in proc.stdout
+    assert not ckpt.exists()
+    data = check_dataset(split, env_id="HalfCheetah-v4", reward_fn="halfcheetah-jump", policy="sac-online",
+                         steps=500, seed=0, created_by="halfcheetah_jump.py", max_episode_steps=100)
+    with h5py.File(whole, "r") as f:
+        for key in KEYS:
+            np.testing.assert_array_equal(data[key], f[key][()], err_msg=key)
+
+
+# ---------------------------------------------------------------------------- rewards
+
+
+def test_jump_rewards_match_halfcheetah_state():
+    env = gym.make("HalfCheetah-v4")
+    sim, dt = env.unwrapped.data, env.unwrapped.dt
+    rng = np.random.default_rng(0)
+    env.reset(seed=0)
+    rows = {"next_obs": [], "action": [], "x_velocity": [], "vx": [], "z": [], "angle": [], "env_reward": []}
+    for t in range(60):
+        if t == 30:  # tip the cheetah onto its back so the jump-hard penalty fires on real steps
+            qpos = sim.qpos.copy()
+            qpos[1:3] = 0.3, 2.0
+            env.unwrapped.set_state(qpos, sim.qvel.copy())
+        action = rng.uniform(-1, 1, 6).astype(np.float32)
+        x_before = sim.qpos[0]
+        next_obs, reward, _, _, info = env.step(action)
+        for key, value in [("next_obs", next_obs), ("action", action), ("x_velocity", info["x_velocity"]),
+                           ("vx", (sim.qpos[0] - x_before) / dt), ("z", sim.qpos[1]), ("angle", sim.qpos[2]),
+                           ("env_reward", reward)]:
+            rows[key].append(value)
+    rows = {k: np.array(v) for k, v in rows.items()}
+    flipped = rows["angle"] > 1
+    assert 0 < flipped.sum() < len(flipped)  # both branches are exercised
+
+    # The observation columns the rewards read are the root height and angle.
+    np.testing.assert_array_equal(rows["next_obs"][:, 0], rows["z"])
+    np.testing.assert_array_equal(rows["next_obs"][:, 1], rows["angle"])
+    np.testing.assert_allclose(rows["x_velocity"], rows["vx"])
+
+    state = {"x_velocity": rows["vx"], "z": rows["z"], "angle": rows["angle"]}
+    for hard in (False, True):
+        got = common.halfcheetah_jump_reward(rows["next_obs"], rows["action"], rows["x_velocity"], hard=hard)
+        np.testing.assert_allclose(got, reference_jump_reward(rows["action"], state, hard), atol=1e-6)
+    # Unclipped, the run part is HalfCheetah-v4's own reward (same control cost).
+    slow = np.abs(rows["vx"]) < 3
+    assert slow.any()
+    run = common.halfcheetah_run_reward(rows["action"], rows["x_velocity"])
+    np.testing.assert_allclose(run[slow], rows["env_reward"][slow], rtol=1e-6)
+
+
+def test_jump_rewards_hand_computed():
+    next_obs = np.zeros((3, 17))
+    next_obs[:, 0] = [0.5, -0.1, 0.7]  # root height
+    next_obs[:, 1] = [0.2, 0.9, 1.5]  # root angle
+    action = np.zeros((3, 6))
+    action[0, :2] = [1.0, 0.5]  # ||a||^2 = 1.25
+    action[1, 0] = -2.0  # ||a||^2 = 4
+    x_velocity = np.array([5.0, -4.0, 1.0])
+    # clip(5) = 3: 3 - 0.125 + 7.5;  clip(-4) = -3: -3 - 0.4 - 1.5;  1 - 0 + 10.5
+    expected = np.array([10.375, -4.9, 11.5])
+    np.testing.assert_allclose(common.halfcheetah_jump_reward(next_obs, action, x_velocity), expected)
+    expected_hard = np.array([10.375, -4.9, -3.0])  # only the third row is past 1 rad
+    np.testing.assert_allclose(common.halfcheetah_jump_reward(next_obs, action, x_velocity, hard=True), expected_hard)
+
+
+# ---------------------------------------------------------------------------- common.py
+
+
+def test_dataset_paths(tmp_path, monkeypatch):
+    monkeypatch.delenv("D4RL_DATASET_DIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert common.dataset_path("local/hopper-random") == tmp_path / "home/.d4rl/datasets/local/hopper-random.hdf5"
+    monkeypatch.setenv("D4RL_DATASET_DIR", str(tmp_path / "d4rl"))
+    assert common.dataset_path("local/hopper-random") == tmp_path / "d4rl/local/hopper-random.hdf5"
+    assert common.dataset_path("x", data_dir_override=str(tmp_path / "dd")) == tmp_path / "dd/x.hdf5"
+    assert common.dataset_path("x", out=str(tmp_path / "o.h5")) == tmp_path / "o.h5"
+    assert common.env_slug("HalfCheetah-v4") == "halfcheetah"
+    assert common.env_slug("Walker2d-v4") == "walker2d"
+
+
+def test_write_dataset_never_leaves_a_partial_file(tmp_path):
+    def data(n):
+        return {"observations": np.zeros((n, 2)), "actions": np.zeros((n, 1)), "rewards": np.full(n, float(n)),
+                "next_observations": np.zeros((n, 2)), "terminals": np.zeros(n), "timeouts": np.ones(n)}
+
+    meta = dict(env_id="Hopper-v4", reward_fn="env", policy="random", seed=0, created_by="test")
+    path = tmp_path / "d.hdf5"
+    common.write_dataset(path, data(3), **meta)
+    # Fails after the arrays are written (an attr h5py cannot store): the old file must survive.
+    with pytest.raises(TypeError):
+        common.write_dataset(path, data(5), **meta, extra_attrs={"bad": {"not": "storable"}})
+    with h5py.File(path, "r") as f:
+        np.testing.assert_array_equal(f["rewards"][()], [3.0, 3.0, 3.0])
+        assert f["timeouts"].dtype == np.bool_
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.hdf5"]
+
+    bad = data(4) | {"rewards": np.zeros(3)}
+    with pytest.raises(ValueError, match="inconsistent"):
+        common.write_dataset(tmp_path / "e.hdf5", bad, **meta)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.hdf5"]

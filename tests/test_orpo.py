@@ -1,0 +1,324 @@
+"""Unit and end-to-end tests of algorithms/orpo.py on a small real Hopper-v4 dataset."""
+import csv
+import json
+import os
+import re
+
+import gymnasium as gym
+import h5py
+import numpy as np
+import pytest
+import torch
+from conftest import ROOT, TINY, run_script, write_random_dataset
+
+PAPER = os.path.join(ROOT, "..", "shared", "paper", "orpo_aaai24.tex")
+
+
+# ---------------------------------------------------------------- data
+def test_loader_uses_next_observations_and_drops_timeouts(orpo, hopper_data_dir):
+    data_dir, raw = hopper_data_dir
+    task, path = orpo.resolve_task("hopper-random-v2", None, None, data_dir)
+    assert (task.gym_id, task.domain, task.ref_min, task.ref_max) == ("Hopper-v4", "hopper", -20.272305, 3234.3)
+    data = orpo.load_transitions(path)
+    keep = ~raw["timeouts"]
+    assert raw["timeouts"].sum() > 0 and raw["terminals"].sum() > 0  # the fixture has both kinds of episode end
+    assert len(data["obs"]) == keep.sum()
+    np.testing.assert_array_equal(data["next_obs"], raw["next_observations"][keep])
+    np.testing.assert_array_equal(data["done"][:, 0], raw["terminals"][keep].astype(np.float32))
+    # at a terminal step the next row is the next episode's first state, which a model must never learn
+    end = np.flatnonzero(raw["terminals"][:-1])[0]
+    assert not np.allclose(raw["next_observations"][end], raw["observations"][end + 1])
+    row = keep[:end].sum()
+    np.testing.assert_array_equal(data["next_obs"][row], raw["next_observations"][end])
+    # inside an episode next_observations[i] == observations[i + 1]
+    inner = np.flatnonzero(~raw["terminals"][:-1] & ~raw["timeouts"][:-1])
+    np.testing.assert_array_equal(raw["next_observations"][inner], raw["observations"][inner + 1])
+
+
+def test_dataset_path_takes_eval_env_from_metadata_or_flag(orpo, tmp_path):
+    path = str(tmp_path / "mine.hdf5")
+    write_random_dataset(path, steps=200, attrs={"env_id": "Hopper-v4"})
+    task, _ = orpo.resolve_task("ignored", path, None, None)
+    assert task.gym_id == "Hopper-v4" and task.ref_min == -20.272305  # env reward: D4RL's reference returns apply
+    bare = str(tmp_path / "bare.hdf5")
+    write_random_dataset(bare, steps=200)
+    with pytest.raises(orpo.UserError, match="--eval-env"):
+        orpo.resolve_task("ignored", bare, None, None)
+    assert orpo.resolve_task("ignored", bare, "Hopper-v4", None)[0].gym_id == "Hopper-v4"
+
+
+# ---------------------------------------------------------------- uncertainty
+def test_uncertainty_heuristics_by_hand(orpo):
+    # two models, one sample, two output dims
+    mean = torch.tensor([[[1.0, 2.0]], [[3.0, 2.0]]])
+    std = torch.tensor([[[3.0, 4.0]], [[1.0, 0.0]]])
+    # max_i ||σ_i||: ||(3,4)|| = 5, ||(1,0)|| = 1
+    assert orpo.uncertainty_fn(mean, std, "max_aleatoric").item() == pytest.approx(5.0)
+    # E[μᵀμ + σᵀσ] − E[μ]ᵀE[μ] = ((1+4+9+16) + (9+4+1+0))/2 − (2² + 2²) = 22 − 8 = 14
+    assert orpo.uncertainty_fn(mean, std, "ensemble_var").item() == pytest.approx(14.0)
+    assert orpo.uncertainty_fn(mean, std, "ensemble_std").item() == pytest.approx(14.0**0.5)
+    with pytest.raises(ValueError):
+        orpo.uncertainty_fn(mean, std, "nope")
+
+
+def test_uncertainty_grows_away_from_data_and_step_shapes(orpo):
+    model = orpo.EnsembleDynamics(3, 1, (16, 16), 4, 2)
+    obs, act = torch.randn(10, 3), torch.randn(10, 1)
+    next_obs, rew, u = model.step(obs, act, "ensemble_std")
+    assert next_obs.shape == (10, 3) and rew.shape == (10,) and u.shape == (10,) and (u > 0).all()
+
+
+# ---------------------------------------------------------------- termination
+@pytest.mark.parametrize("gym_id,domain", [("Hopper-v4", "hopper"), ("Walker2d-v4", "walker2d"), ("HalfCheetah-v4", "halfcheetah")])
+def test_termination_matches_the_env(orpo, gym_id, domain):
+    env = gym.make(gym_id)
+    env.action_space.seed(0)
+    fn = orpo.termination_fn(domain)
+    obs, _ = env.reset(seed=0)
+    next_obs, done = [], []
+    for _ in range(1500):
+        o, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        next_obs.append(o)
+        done.append(terminated)
+        if terminated or truncated:
+            env.reset()
+    predicted = fn(torch.as_tensor(np.array(next_obs), dtype=torch.float32)).numpy()
+    np.testing.assert_array_equal(predicted, np.array(done))
+    if domain != "halfcheetah":
+        assert 0 < np.sum(done) < len(done)  # both outcomes were exercised
+    # the usual hopper function's np.abs(bool) bug checked only the upper bound: a velocity of −150 must
+    # terminate Hopper (the env bounds every state entry to ±100); Walker2d and HalfCheetah have no such bound
+    state = torch.zeros(1, len(obs))
+    state[0, 0], state[0, 5] = 1.25, -150.0
+    assert bool(fn(state)[0]) == (domain == "hopper")
+    assert bool(fn(torch.tensor([[float("nan")] * len(obs)]))[0])
+
+
+# ---------------------------------------------------------------- O-MDP / P-MDP, buffers
+def test_relabel_identity(orpo):
+    rew, u = torch.randn(1000), torch.rand(1000)
+    r_o, r_p = orpo.relabel(rew, u, lambda_o=0.015, lambda_p=5.0)
+    torch.testing.assert_close(r_o - r_p, (0.015 + 5.0) * u)
+    torch.testing.assert_close(r_o, rew + 0.015 * u)
+
+
+@pytest.mark.parametrize("ratios,expected", [((0.05, 0.45, 0.5), [12, 115, 129]), ((0.5, 0.3, 0.2), [128, 76, 52]),
+                                             ((0.05, 0.95), [12, 244]), ((0.05, 0.05, 0.9), [12, 12, 232])])
+def test_batch_mix_counts(orpo, ratios, expected):
+    assert orpo.mix_counts(256, ratios) == expected
+
+
+def test_sample_mix_takes_each_sources_reward(orpo):
+    fields = {"obs": 2, "act": 1, "rew": 1, "rew_p": 1, "next_obs": 2, "done": 1}
+    a, b = orpo.ReplayBuffer(10, fields, "cpu"), orpo.ReplayBuffer(10, fields, "cpu")
+    for buf, value in ((a, 1.0), (b, 2.0)):
+        buf.add({k: torch.full((10, d), value) if k != "rew_p" else torch.full((10, d), -value) for k, d in fields.items()})
+    batch = orpo.sample_mix([(a, 3, "rew"), (b, 5, "rew_p")])
+    assert batch["obs"].shape == (8, 2) and batch["rew"].shape == (8,) and batch["done"].shape == (8,)
+    assert batch["rew"].tolist() == [1.0] * 3 + [-2.0] * 5
+
+
+def test_ring_buffer_is_fifo(orpo):
+    buf = orpo.ReplayBuffer(5, {"x": 1}, "cpu")
+    buf.add({"x": torch.arange(3.0)})
+    assert (buf.size, buf.ptr) == (3, 3)
+    buf.add({"x": torch.arange(3.0, 7.0)})  # 3 and 4 fill the end, 5 and 6 overwrite the two oldest (0 and 1)
+    assert buf.size == 5 and sorted(buf.data["x"][:, 0].tolist()) == [2, 3, 4, 5, 6]
+    buf.add({"x": torch.arange(10.0, 18.0)})  # more than the capacity: the newest 5 remain
+    assert sorted(buf.data["x"][:, 0].tolist()) == [13, 14, 15, 16, 17]
+    assert set(buf.sample(100)["x"][:, 0].tolist()) <= {13, 14, 15, 16, 17}
+
+
+def test_rollout_stops_rows_at_termination(orpo):
+    model = orpo.EnsembleDynamics(11, 3, (16,), 3, 2)
+    start = torch.zeros(50, 11)
+    start[:, 0] = 1.25
+    # a termination function that ends the even rows of each step's batch: 50 rows, then 25, then 12 left
+    terminal = lambda s: torch.arange(len(s)) % 2 == 0  # noqa: E731
+    out = orpo.rollout(model, lambda s: torch.zeros(len(s), 3), start, 3, terminal, "max_aleatoric")
+    assert len(out["obs"]) == 50 + 25 + 12
+    assert out["done"].sum() == 25 + 13 + 6
+    assert out["first_act"].shape == (50, 3)
+
+
+# ---------------------------------------------------------------- ensemble
+def test_ensemble_fits_a_known_function(orpo):
+    torch.manual_seed(0)
+    n = 4000
+    obs, act = torch.rand(n, 3) * 2 - 1, torch.rand(n, 2) * 2 - 1
+    delta = torch.stack([torch.sin(2 * obs[:, 0]) + act[:, 0], obs[:, 1] * act[:, 1], 0.5 * obs[:, 2]], dim=1)
+    rew = (obs**2).sum(1) - act[:, 0]
+    data = {"obs": obs, "act": act, "next_obs": obs + delta, "rew": rew[:, None]}
+    args = orpo.Args(dynamics_max_epochs=25, dynamics_batch_size=256)
+    model = orpo.EnsembleDynamics(3, 2, (64, 64), 5, 3)
+    metrics = orpo.fit_dynamics(model, data, args)
+    target_var = torch.cat([delta, rew[:, None]], 1).var(0).mean().item()
+    assert metrics["dynamics/holdout_mse"] < 0.05 * target_var
+    assert sorted(model.elites.tolist()) == sorted(set(model.elites.tolist())) and len(model.elites) == 3
+    # predictions on fresh inputs are close to the truth
+    o, a = torch.rand(500, 3) * 2 - 1, torch.rand(500, 2) * 2 - 1
+    mean, _ = model(torch.cat([o, a], 1))
+    truth = torch.stack([torch.sin(2 * o[:, 0]) + a[:, 0], o[:, 1] * a[:, 1], 0.5 * o[:, 2]], 1)
+    assert ((mean[model.elites, :, :3].mean(0) - truth) ** 2).mean() < 0.05 * target_var
+
+
+def test_early_stopping_restores_each_models_best(orpo):
+    """Training stops on patience, and the weights left are each model's best on the holdout set."""
+    torch.manual_seed(1)
+    obs, act = torch.randn(600, 2), torch.randn(600, 1)
+    data = {"obs": obs, "act": act, "next_obs": obs + 0.3 * obs.roll(1, 1) + 0.1 * torch.randn(600, 2), "rew": torch.randn(600, 1)}
+    model = orpo.EnsembleDynamics(2, 1, (32,), 3, 2)
+    torch.manual_seed(5)
+    metrics = orpo.fit_dynamics(model, data, orpo.Args(dynamics_patience=2, dynamics_max_epochs=300, dynamics_batch_size=64))
+    assert metrics["dynamics/epochs"] < 300  # the noisy reward stops improving long before
+    torch.manual_seed(5)
+    hold = torch.randperm(600)[: min(int(600 * 0.2), 1000)]  # fit_dynamics' first random draw is its holdout split
+    x, y = torch.cat([obs, act], 1)[hold], torch.cat([data["next_obs"] - obs, data["rew"]], 1)[hold]
+    with torch.no_grad():
+        mse = ((model(x)[0] - y) ** 2).mean(dim=(1, 2))
+    assert metrics["dynamics/holdout_mse"] == pytest.approx(mse[model.elites].mean().item(), rel=1e-5)
+    assert set(model.elites.tolist()) == set(torch.argsort(mse)[:2].tolist())
+
+
+# ---------------------------------------------------------------- presets
+def paper_table():
+    """The rows of the paper's "Tuned hyper-parameters" table, parsed from the LaTeX source."""
+    if not os.path.isfile(PAPER):
+        pytest.skip("the paper's source is not beside the checkout")
+    tex = open(PAPER).read()
+    table = tex[tex.index("Optimized MOPO~\\cite{lu2022revisiting} \\\\ $(N"): tex.index("label{fig:d4rl-tuned-hyperparams}")]
+    rows = {}
+    names = {"Ensemble Std": "ensemble_std", "Ensemble Var": "ensemble_var", "Max Aleatoric": "max_aleatoric"}
+    row = r"^\s*\\!\\!\\!([a-z-]+)(?:\\!)*\s*&\s*(\w+)\s*&([^&]+)&([^&]+)&\s*([\d.]+,\s*\d+)\s*\\\\"
+    for kind, env, _, ours, orpo_cols in re.findall(row, table, flags=re.M):
+        kind = {"med-expert": "medium-expert"}.get(kind, kind)
+        lp, unc, hp = [x.strip() for x in re.sub(r"\\makecell\[c\]\{|\}", "", ours).split(",")]
+        lo, ho = [x.strip() for x in orpo_cols.split(",")]
+        rows[f"{env}-{kind}-v2"] = (float(lp), names[unc], int(hp), float(lo), int(ho))
+    return rows
+
+
+def test_presets_equal_the_papers_table(orpo):
+    table = paper_table()
+    assert len(table) == 12
+    for name, row in table.items():
+        assert orpo.PRESETS[name] == row, name
+    for name in table:
+        assert orpo.preset_mix(name) == ((0.5, 0.3, 0.2) if "medium-replay" in name else (0.05, 0.45, 0.5))
+    assert orpo.preset_mix("halfcheetah-jump") == (0.05, 0.05, 0.9)
+
+
+def test_presets_fill_only_unset_fields(orpo, hopper_data_dir):
+    task, _ = orpo.resolve_task("hopper-random-v2", None, None, hopper_data_dir[0])
+    args, source = orpo.apply_presets(orpo.Args(env="hopper-random-v2", lambda_p=1.5), task)
+    assert source == "hopper-random-v2"
+    assert (args.lambda_p, args.uncertainty, args.rollout_length, args.lambda_o, args.rollout_length_o) == (1.5, "max_aleatoric", 5, 0.015, 5)
+    assert args.normalize_obs is False  # the official code does not normalise hopper/walker2d observations
+
+
+# ---------------------------------------------------------------- end to end
+def read_metrics(run_dir):
+    with open(os.path.join(run_dir, "metrics.csv")) as f:
+        return list(csv.DictReader(f))
+
+
+def test_end_to_end_run_writes_a_finite_score(hopper_data_dir, tmp_path):
+    result = run_script("algorithms/orpo.py", "--env", "hopper-random-v2", *TINY, data_dir=hopper_data_dir[0], cwd=str(tmp_path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert run_dir.name.startswith("hopper-random-v2__orpo__1__")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert np.isfinite(summary["normalized_score"]) and np.isfinite(summary["last10_score"]) and summary["finished"]
+    for name in ("config.json", "metrics.csv", "checkpoint.pt", "dynamics.pt", "policy.pt"):
+        assert (run_dir / name).is_file(), name
+    assert any(p.name.startswith("events.out.tfevents") for p in run_dir.iterdir())
+    rows = read_metrics(run_dir)
+    assert [r["epoch"] for r in rows] == ["1", "2"]
+    for key in ("eval/normalized_score", "eval/model_return", "eval/model_uncertainty", "rollout/u_optimistic",
+                "rollout/u_pessimistic", "rollout/action_distance_optimistic", "losses/critic_loss", "losses/actor_loss",
+                "rollout_policy/alpha", "rollout_policy/critic_loss", "losses/q"):
+        assert np.isfinite(float(rows[-1][key])), key
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["lambda_p"] == 5.9 and config["rollout_length_o"] == 5  # the preset was applied and saved
+    assert not list(run_dir.glob("*.tmp"))
+
+
+def test_resume_continues_a_stopped_run_exactly(hopper_data_dir, tmp_path):
+    data_dir = hopper_data_dir[0]
+    straight = run_script("algorithms/orpo.py", "--env", "hopper-random-v2", *TINY, "--seed", "7", data_dir=data_dir, cwd=str(tmp_path / "a"))
+    assert straight.returncode == 0, straight.stderr[-2000:]
+    (tmp_path / "b").mkdir()
+    stopped = run_script("algorithms/orpo.py", "--env", "hopper-random-v2", *TINY, "--seed", "7", "--stop-after-epochs", "1",
+                         data_dir=data_dir, cwd=str(tmp_path / "b"))
+    assert stopped.returncode == 0, stopped.stderr[-2000:]
+    (run_b,) = (tmp_path / "b" / "runs").iterdir()
+    assert len(read_metrics(run_b)) == 1 and not json.loads((run_b / "summary.json").read_text())["finished"]
+    resumed = run_script("algorithms/orpo.py", "--resume", str(run_b), "--no-cuda", data_dir=data_dir, cwd=str(tmp_path / "b"))
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "resumed" in resumed.stdout
+    (run_a,) = (tmp_path / "a" / "runs").iterdir()
+    rows_a, rows_b = read_metrics(run_a), read_metrics(run_b)
+    assert len(rows_b) == 2
+    timing = ("seconds", "SPS")
+    for key in rows_a[1]:
+        if not any(t in key for t in timing):
+            assert rows_a[1][key] == rows_b[1][key], key  # same seed on CPU: the same numbers, to the last digit
+
+
+# ---------------------------------------------------------------- bad input: one line, non-zero exit
+def assert_one_line_error(result, *needles):
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr, result.stderr[-2000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: "), result.stderr[-2000:]
+    for needle in needles:
+        assert needle in last, last
+
+
+def test_unknown_env(tmp_path):
+    assert_one_line_error(run_script("algorithms/orpo.py", "--env", "hopper-mediun-v2", cwd=str(tmp_path)), "unknown dataset", "hopper-medium-v2")
+
+
+def test_missing_file_without_network(tmp_path):
+    # a proxy on a closed local port makes every download fail at once, like a machine without network
+    env_dir = tmp_path / "empty"
+    env_dir.mkdir()
+    offline = {"http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9"}
+    result = run_script("algorithms/orpo.py", "--env", "walker2d-medium-v2", data_dir=str(env_dir), cwd=str(tmp_path), extra_env=offline)
+    assert_one_line_error(result, "rail.eecs.berkeley.edu", str(env_dir / "walker2d_medium-v2.hdf5"))
+    assert not list(env_dir.iterdir())  # nothing half-written
+
+
+def test_corrupt_hdf5(tmp_path):
+    path = tmp_path / "hopper_medium-v2.hdf5"
+    path.write_bytes(b"\x89HDF\r\n\x1a\n" + os.urandom(2000))
+    result = run_script("algorithms/orpo.py", "--env", "hopper-medium-v2", data_dir=str(tmp_path), cwd=str(tmp_path))
+    assert_one_line_error(result, "not a readable HDF5 file", str(path))
+
+
+def test_nan_rows(tmp_path):
+    path = tmp_path / "nan.hdf5"
+    write_random_dataset(str(path), steps=300, attrs={"env_id": "Hopper-v4"})
+    with h5py.File(path, "r+") as f:
+        f["observations"][17, 3] = np.nan
+    result = run_script("algorithms/orpo.py", "--dataset-path", str(path), cwd=str(tmp_path))
+    assert_one_line_error(result, "NaN", "observations", "row 17")
+
+
+def test_wrong_shapes_and_missing_keys(tmp_path):
+    path = tmp_path / "bad.hdf5"
+    write_random_dataset(str(path), steps=300, attrs={"env_id": "Hopper-v4"})
+    with h5py.File(path, "r+") as f:
+        del f["rewards"]
+        f["rewards"] = np.zeros((299,), dtype=np.float32)
+    assert_one_line_error(run_script("algorithms/orpo.py", "--dataset-path", str(path), cwd=str(tmp_path)), "'rewards'", "300 rows")
+    with h5py.File(path, "r+") as f:
+        del f["next_observations"]
+    assert_one_line_error(run_script("algorithms/orpo.py", "--dataset-path", str(path), cwd=str(tmp_path)), "next_observations")
+
+
+def test_dims_must_match_the_eval_env(tmp_path):
+    path = tmp_path / "hopper.hdf5"
+    write_random_dataset(str(path), steps=300, attrs={"env_id": "Hopper-v4"})
+    result = run_script("algorithms/orpo.py", "--dataset-path", str(path), "--eval-env", "Walker2d-v4", *TINY, cwd=str(tmp_path))
+    assert_one_line_error(result, "--eval-env")
