@@ -690,6 +690,26 @@ class DeterministicActor(nn.Module):
         return torch.tanh(self.net(self.obs_norm(obs))) * self.max_action
 
 
+def export_policy(actor: nn.Module, path: str) -> None:
+    """Save an actor's deterministic policy alone, loadable without this file (see load_policy, datasets/collect.py)."""
+    linears = [m for m in actor.net if isinstance(m, nn.Linear)]
+    atomic_save({"kind": "deterministic_mlp" if isinstance(actor, DeterministicActor) else "tanh_gaussian_mlp",
+                 "obs_dim": linears[0].in_features, "act_dim": linears[-1].out_features // (1 if isinstance(actor, DeterministicActor) else 2),
+                 "hidden_dims": [m.out_features for m in linears[:-1]], "max_action": float(actor.max_action),
+                 "obs_mean": actor.obs_norm.mean.cpu(), "obs_std": actor.obs_norm.std.cpu(),
+                 "state_dict": {k: v.cpu() for k, v in actor.net.state_dict().items()}}, path)
+
+
+def load_policy(path: str, device: torch.device = torch.device("cpu")) -> Callable[[torch.Tensor], torch.Tensor]:
+    """An exported policy as a function obs -> deterministic action (tanh of the mean for SAC actors)."""
+    saved = torch.load(path, map_location=device)
+    obs_norm = ObsNorm(saved["obs_mean"], saved["obs_std"])
+    cls = DeterministicActor if saved["kind"] == "deterministic_mlp" else TanhGaussianActor
+    actor = cls(obs_norm, saved["obs_dim"], saved["act_dim"], tuple(saved["hidden_dims"]), saved["max_action"]).to(device)
+    actor.net.load_state_dict(saved["state_dict"])
+    return torch.no_grad()(actor if cls is DeterministicActor else lambda obs: actor(obs, deterministic=True)[0])
+
+
 def soft_update(target: nn.Module, source: nn.Module, tau: float) -> None:
     with torch.no_grad():
         torch._foreach_lerp_(list(target.parameters()), list(source.parameters()), tau)
@@ -805,15 +825,6 @@ class TD3BC(nn.Module):
         self.total_it = state["total_it"]
         self.actor_optim.load_state_dict(state["actor_optim"])
         self.critic_optim.load_state_dict(state["critic_optim"])
-
-    def export(self, path: str) -> None:
-        """Save the deterministic actor alone, loadable without this file (datasets/collect.py --policy)."""
-        obs_dim = self.actor.net[0].in_features
-        hidden = tuple(m.out_features for m in self.actor.net if isinstance(m, nn.Linear))[:-1]
-        atomic_save({"kind": "deterministic_mlp", "obs_dim": obs_dim, "act_dim": self.actor.net[-1].out_features,
-                     "hidden_dims": list(hidden), "max_action": float(self.max_action), "obs_mean": self.actor.obs_norm.mean.cpu(),
-                     "obs_std": self.actor.obs_norm.std.cpu(), "state_dict": {k: v.cpu() for k, v in self.actor.net.state_dict().items()}}, path)
-
 
 # --- end ---
 
@@ -1125,7 +1136,7 @@ def main(args: Args) -> dict:
             save_checkpoint(ckpt_path, epoch, parts, logger, scores)
     bar.close()
     envs.close()
-    output_policy.export(os.path.join(run_dir, "policy.pt"))
+    export_policy(output_policy.actor, os.path.join(run_dir, "policy.pt"))
     return finish(args, task, preset, device, run_dir, epoch, scores, logger, time.time() - start_time)
 
 
