@@ -158,6 +158,18 @@ class Args:
     target_entropy: Optional[float] = None
     """SAC target entropy (default: −|A|)"""
 
+    # ALGO LOGIC: ablations of the paper (Table 4 and RQ2)
+    output_algo: Literal["td3bc", "sac"] = "td3bc"
+    """optimiser of the output policy π^p; `sac` is the paper's "ORPO (SAC)" baseline"""
+    no_pessimism: bool = False
+    """"ORPO w/o pessimism": π^p is trained in the model MDP (λp = 0 for its data); π^o stays optimistic"""
+    rollout_policy: Literal["optimistic", "random", "cvae", "fixed"] = "optimistic"
+    """π^o (RQ2): trained optimistic SAC (ORPO), uniform random actions, a CVAE of D's actions, or a fixed trained SAC"""
+    rollout_policy_path: Optional[str] = None
+    """for `--rollout-policy fixed`: an earlier ORPO run directory (or its checkpoint.pt) whose rollout policy is used"""
+    cvae_steps: int = 20000
+    """for `--rollout-policy cvae`: gradient steps of the conditional VAE, trained on D at the start"""
+
 
 # ALGO LOGIC: per-dataset presets, the paper's "Tuned hyper-parameters" table (MOPO columns give λp, the
 # uncertainty type and h^p; ORPO's give λo and h^o) and its batch proportions D : D^p_πo : D^p_πp.
@@ -921,6 +933,55 @@ def relabel(rew: torch.Tensor, u: torch.Tensor, lambda_o: float, lambda_p: float
     return rew + lambda_o * u, rew - lambda_p * u
 
 
+class CVAE(nn.Module):
+    """A conditional VAE of D's actions (BCQ / CABI): a rollout policy that stays within the data's support (RQ2)."""
+
+    def __init__(self, obs_norm: ObsNorm, obs_dim: int, act_dim: int, hidden_dims: tuple[int, ...], max_action: float):
+        super().__init__()
+        self.obs_norm, self.latent_dim, self.max_action = copy.deepcopy(obs_norm), 2 * act_dim, max_action
+        self.encoder = mlp(obs_dim + act_dim, hidden_dims, 2 * self.latent_dim)
+        self.decoder = mlp(obs_dim + self.latent_dim, hidden_dims, act_dim)
+
+    def decode(self, obs: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.decoder(torch.cat([self.obs_norm(obs), z], dim=-1))) * self.max_action
+
+    def loss(self, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
+        mu, log_std = self.encoder(torch.cat([self.obs_norm(obs), act], dim=-1)).chunk(2, dim=-1)
+        log_std = log_std.clamp(-4, 15)
+        recon = self.decode(obs, mu + log_std.exp() * torch.randn_like(mu))
+        kl = -0.5 * (1 + 2 * log_std - mu.pow(2) - (2 * log_std).exp()).mean()
+        return F.mse_loss(recon, act) + 0.5 * kl  # BCQ's weighting
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor) -> torch.Tensor:  # BCQ's clipped prior keeps samples near the data
+        return self.decode(obs, torch.randn(len(obs), self.latent_dim, device=obs.device).clamp(-0.5, 0.5))
+
+
+def make_rollout_policy(args: Args, rollout_policy: SAC, real: ReplayBuffer, act_dim: int, max_action: float, device) -> Callable:
+    """π^o's action function for each --rollout-policy (only `optimistic` is trained during the run)."""
+    if args.rollout_policy == "random":
+        return lambda obs: (torch.rand(len(obs), act_dim, device=device) * 2 - 1) * max_action
+    if args.rollout_policy == "cvae":
+        cvae = CVAE(rollout_policy.actor.obs_norm, real.data["obs"].shape[1], act_dim, args.hidden_dims, max_action).to(device)
+        optimizer = torch.optim.Adam(cvae.parameters(), lr=1e-3)
+        for _ in tqdm(range(args.cvae_steps), desc="cvae", leave=False):
+            batch = real.sample(args.batch_size)
+            loss = cvae.loss(batch["obs"], batch["act"])
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+        return cvae.act
+    if args.rollout_policy == "fixed":
+        path = args.rollout_policy_path or ""
+        path = os.path.join(path, "checkpoint.pt") if os.path.isdir(path) else path
+        try:
+            rollout_policy.load_state_dict(torch.load(path, map_location=device, weights_only=False)["parts"]["rollout_policy"])
+        except (OSError, KeyError, RuntimeError) as e:
+            raise UserError(f"--rollout-policy fixed needs --rollout-policy-path, an earlier ORPO run with the same sizes "
+                            f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else path})") from None
+    return rollout_policy.act
+
+
 # --- shared: runs ---
 def atomic_save(obj, path: str) -> None:
     """torch.save to a temporary name, renamed when complete: a crash never leaves half a file."""
@@ -1069,8 +1130,16 @@ def main(args: Args) -> dict:
     # ALGO LOGIC: the two policies and the model buffers of Algorithm 2
     rollout_policy = SAC(obs_norm, obs_dim, act_dim, args.hidden_dims, max_action, args.sac_actor_lr, args.sac_critic_lr,
                          args.sac_alpha_lr, args.gamma, args.tau, args.target_entropy).to(device)
-    output_policy = TD3BC(obs_norm, obs_dim, act_dim, args.hidden_dims, max_action, args.actor_lr, args.critic_lr, args.gamma,
-                          args.tau, args.alpha, args.policy_noise, args.noise_clip, args.policy_freq).to(device)
+    rollout_act = make_rollout_policy(args, rollout_policy, real, act_dim, max_action, device)
+    if args.output_algo == "td3bc":
+        output_policy = TD3BC(obs_norm, obs_dim, act_dim, args.hidden_dims, max_action, args.actor_lr, args.critic_lr, args.gamma,
+                              args.tau, args.alpha, args.policy_noise, args.noise_clip, args.policy_freq).to(device)
+        output_act, output_eval = lambda s: output_policy.act(s, args.exploration_noise), output_policy.actor
+    else:  # "ORPO (SAC)": π^p is a second SAC, stochastic in its rollouts, deterministic in evaluation
+        output_policy = SAC(obs_norm, obs_dim, act_dim, args.hidden_dims, max_action, args.sac_actor_lr, args.sac_critic_lr,
+                            args.sac_alpha_lr, args.gamma, args.tau, args.target_entropy).to(device)
+        output_act, output_eval = output_policy.act, lambda s: output_policy.act(s, deterministic=True)
+    lambda_p = 0.0 if args.no_pessimism else args.lambda_p  # "w/o pessimism": π^p's data is labelled in the model MDP
     actor_schedule = torch.optim.lr_scheduler.CosineAnnealingLR(rollout_policy.actor_optim, T_max=args.epochs)
     fields = {"obs": obs_dim, "act": act_dim, "rew": 1, "u": 1, "rew_o": 1, "rew_p": 1, "next_obs": obs_dim, "done": 1}
     buf_o = ReplayBuffer(args.rollout_batch_size * args.rollout_length_o * args.model_retain_epochs, fields, device)  # D^o and D^p_πo
@@ -1092,12 +1161,11 @@ def main(args: Args) -> dict:
         t_epoch = time.time()
         # ALGO LOGIC: Algorithm 2, lines 5-22: rollouts of π^o (stochastic SAC) and π^p (TD3 noise) from b states of D
         start = real.sample(args.rollout_batch_size)
-        ro = rollout(dynamics, rollout_policy.act, start["obs"], args.rollout_length_o, terminal, args.uncertainty)
-        ro["rew_o"], ro["rew_p"] = relabel(ro["rew"], ro["u"], args.lambda_o, args.lambda_p)
+        ro = rollout(dynamics, rollout_act, start["obs"], args.rollout_length_o, terminal, args.uncertainty)
+        ro["rew_o"], ro["rew_p"] = relabel(ro["rew"], ro["u"], args.lambda_o, lambda_p)
         buf_o.add(ro)
-        rp = rollout(dynamics, lambda s: output_policy.act(s, args.exploration_noise), start["obs"], args.rollout_length,
-                     terminal, args.uncertainty)
-        rp["rew_o"], rp["rew_p"] = relabel(rp["rew"], rp["u"], args.lambda_o, args.lambda_p)
+        rp = rollout(dynamics, output_act, start["obs"], args.rollout_length, terminal, args.uncertainty)
+        rp["rew_o"], rp["rew_p"] = relabel(rp["rew"], rp["u"], args.lambda_o, lambda_p)
         buf_p.add(rp)
         t_rollout = time.time() - t_epoch
 
@@ -1105,7 +1173,9 @@ def main(args: Args) -> dict:
         # π^p on D ∪ D^p_πo ∪ D^p_πp (P-MDP rewards)
         sums, counts = {}, {}
         for _ in range(args.steps_per_epoch):
-            stats_o = rollout_policy.update(sample_mix([(real, n_o[0], "rew"), (buf_o, n_o[1], "rew_o")]))
+            stats_o = {}
+            if args.rollout_policy == "optimistic":  # the other rollout policies of RQ2 stay fixed
+                stats_o = rollout_policy.update(sample_mix([(real, n_o[0], "rew"), (buf_o, n_o[1], "rew_o")]))
             stats_p = output_policy.update(sample_mix([(real, n_p[0], "rew"), (buf_o, n_p[1], "rew_p"), (buf_p, n_p[2], "rew_p")]))
             for k, v in [*((f"rollout_policy/{k}", v) for k, v in stats_o.items()), *((f"losses/{k}", v) for k, v in stats_p.items())]:
                 sums[k], counts[k] = sums.get(k, 0) + v, counts.get(k, 0) + 1
@@ -1113,6 +1183,8 @@ def main(args: Args) -> dict:
         metrics = {
             "rollout/u_optimistic": ro["u"].mean(), "rollout/u_pessimistic": rp["u"].mean(),
             "rollout/reward_optimistic": ro["rew"].mean(), "rollout/reward_pessimistic": rp["rew"].mean(),
+            "rollout/reward_o_optimistic": ro["rew_o"].mean(), "rollout/reward_p_optimistic": ro["rew_p"].mean(),
+            "rollout/reward_p_pessimistic": rp["rew_p"].mean(),
             "rollout/length_optimistic": len(ro["u"]) / args.rollout_batch_size, "rollout/length_pessimistic": len(rp["u"]) / args.rollout_batch_size,
             "rollout/action_distance_optimistic": (ro["first_act"] - start["act"]).norm(dim=-1).mean(),
             "rollout/action_distance_pessimistic": (rp["first_act"] - start["act"]).norm(dim=-1).mean(),
@@ -1123,9 +1195,9 @@ def main(args: Args) -> dict:
         metrics = {**{k: float(v) / counts[k] for k, v in sums.items()}, **{k: float(v) for k, v in metrics.items()}}
         if epoch % args.eval_every == 0 or epoch == args.epochs:
             t_eval = time.time()
-            returns, first_obs = evaluate(output_policy.actor, envs, task, args.seed + 1000 * epoch, device)
+            returns, first_obs = evaluate(output_eval, envs, task, args.seed + 1000 * epoch, device)
             metrics.update(eval_metrics(task, returns))
-            metrics.update(model_eval(dynamics, output_policy.actor, first_obs, envs, terminal, args, device))
+            metrics.update(model_eval(dynamics, output_eval, first_obs, envs, terminal, args, device))
             scores.append(metrics.get("eval/normalized_score", metrics["eval/return"]))
             metrics.update({"eval/last10_score": float(np.mean(scores[-10:])), "charts/eval_seconds": time.time() - t_eval})
             bar.set_postfix(score=f"{scores[-1]:.1f}")

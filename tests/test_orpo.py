@@ -265,6 +265,63 @@ def test_resume_continues_a_stopped_run_exactly(hopper_data_dir, tmp_path):
             assert rows_a[1][key] == rows_b[1][key], key  # same seed on CPU: the same numbers, to the last digit
 
 
+# ---------------------------------------------------------------- ablation switches (Table 4, RQ2)
+@pytest.fixture(scope="module")
+def source_run(hopper_data_dir, tmp_path_factory):
+    """A finished tiny ORPO run, whose trained rollout policy the `fixed` variant reuses."""
+    cwd = tmp_path_factory.mktemp("source")
+    result = run_script("algorithms/orpo.py", "--env", "hopper-random-v2", *TINY, "--seed", "3", data_dir=hopper_data_dir[0], cwd=str(cwd))
+    assert result.returncode == 0, result.stderr[-2000:]
+    (run_dir,) = (cwd / "runs").iterdir()
+    return run_dir
+
+
+@pytest.mark.parametrize("switch", [["--output-algo", "sac"], ["--no-pessimism"], ["--rollout-policy", "random"],
+                                    ["--rollout-policy", "cvae", "--cvae-steps", "30"], ["--rollout-policy", "fixed"]])
+def test_ablation_switches_run(hopper_data_dir, tmp_path, source_run, switch):
+    extra = ["--rollout-policy-path", str(source_run)] if "fixed" in switch else []
+    result = run_script("algorithms/orpo.py", "--env", "hopper-random-v2", *TINY, *switch, *extra, data_dir=hopper_data_dir[0], cwd=str(tmp_path))
+    assert result.returncode == 0, result.stderr[-2000:]
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert np.isfinite(json.loads((run_dir / "summary.json").read_text())["normalized_score"])
+    row = read_metrics(run_dir)[-1]
+    trained = "rollout_policy/critic_loss" in row
+    assert trained == (switch[-1] not in ("random", "cvae", "fixed") and "--rollout-policy" not in switch)
+    if switch == ["--output-algo", "sac"]:
+        assert "losses/alpha" in row and "losses/bc_loss" not in row
+    reward, reward_p = float(row["rollout/reward_optimistic"]), float(row["rollout/reward_p_optimistic"])
+    if switch == ["--no-pessimism"]:
+        assert reward_p == pytest.approx(reward)  # the model MDP: r^p = r̂
+    else:
+        assert reward_p < reward  # the P-MDP penalty λp·u > 0
+
+
+def test_fixed_rollout_policy_loads_the_earlier_runs_weights(orpo, source_run):
+    args = orpo.Args(rollout_policy="fixed", rollout_policy_path=str(source_run), hidden_dims=(32, 32))
+    norm = orpo.ObsNorm(torch.zeros(11), torch.ones(11))
+    sac = orpo.SAC(norm, 11, 3, (32, 32), 1.0, 1e-4, 3e-4, 1e-4, 0.99, 0.005)
+    orpo.make_rollout_policy(args, sac, None, 3, 1.0, "cpu")
+    saved = torch.load(source_run / "checkpoint.pt", weights_only=False)["parts"]["rollout_policy"]
+    for k, v in sac.state_dict().items():
+        if isinstance(v, torch.Tensor):
+            torch.testing.assert_close(v, saved[k])
+    with pytest.raises(orpo.UserError, match="--rollout-policy-path"):
+        orpo.make_rollout_policy(orpo.Args(rollout_policy="fixed"), sac, None, 3, 1.0, "cpu")
+
+
+def test_cvae_learns_the_datas_actions(orpo):
+    torch.manual_seed(0)
+    obs = torch.rand(2000, 2) * 2 - 1
+    act = torch.stack([0.8 * obs[:, 0], -0.5 * obs[:, 1]], 1)  # a deterministic behaviour policy
+    real = orpo.ReplayBuffer(2000, {"obs": 2, "act": 2}, "cpu")
+    real.add({"obs": obs, "act": act})
+    sac = orpo.SAC(orpo.ObsNorm(torch.zeros(2), torch.ones(2)), 2, 2, (64, 64), 1.0, 1e-4, 3e-4, 1e-4, 0.99, 0.005)
+    policy = orpo.make_rollout_policy(orpo.Args(rollout_policy="cvae", cvae_steps=1500, hidden_dims=(64, 64)), sac, real, 2, 1.0, "cpu")
+    test_obs = torch.rand(500, 2) * 2 - 1
+    error = (policy(test_obs) - torch.stack([0.8 * test_obs[:, 0], -0.5 * test_obs[:, 1]], 1)).pow(2).mean()
+    assert error < 0.02  # uniform random actions would give ≈ 0.5
+
+
 # ---------------------------------------------------------------- bad input: one line, non-zero exit
 def assert_one_line_error(result, *needles):
     assert result.returncode != 0
