@@ -1075,7 +1075,7 @@ class Logger:
 
             wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, sync_tensorboard=True, config=asdict(args),
                        name=os.path.basename(run_dir), save_code=True, dir=run_dir)
-        self.writer = SummaryWriter(run_dir, purge_step=len(rows) + 1 if rows else None)
+        self.writer = SummaryWriter(run_dir, purge_step=rows[-1]["epoch"] + 1 if rows else None)
         self.writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items()))
         self.path, self.rows, self.track = os.path.join(run_dir, "metrics.csv"), rows, args.track
 
@@ -1152,8 +1152,8 @@ def main(args: Args) -> dict:
     ckpt_path = os.path.join(run_dir, "checkpoint.pt")
     start_epoch, rows, scores = load_checkpoint(ckpt_path, parts, device) if args.resume else (0, [], [])
     logger = Logger(run_dir, args, rows)
-    for k, v in dyn_metrics.items():
-        logger.writer.add_scalar(k, v, 0)
+    if dyn_metrics:  # row 0 of metrics.csv: the ensemble's fit
+        logger.log(0, dyn_metrics)
     start_time, epoch = time.time(), start_epoch
     end_epoch = args.epochs if args.stop_after_epochs is None else min(args.epochs, start_epoch + args.stop_after_epochs)
     bar = tqdm(range(start_epoch + 1, end_epoch + 1), initial=start_epoch, total=args.epochs, desc=f"{args.exp_name} {task.name}", unit="epoch")
