@@ -1,0 +1,118 @@
+"""The algorithms' loader on the other data sources: Minari datasets and the datasets this repo makes."""
+import json
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from conftest import TINY, run_script
+
+minari = pytest.importorskip("minari")
+
+
+@pytest.fixture(scope="module")
+def minari_dir(tmp_path_factory):
+    """A small Minari dataset made here (Hopper-v4, random policy, 4 episodes), in a private Minari root."""
+    root = tmp_path_factory.mktemp("minari")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("MINARI_DATASETS_PATH", str(root))
+    from minari.data_collector.episode_buffer import EpisodeBuffer
+
+    env = gym.make("Hopper-v4", max_episode_steps=60)
+    env.action_space.seed(0)
+    buffers = []
+    for episode in range(4):  # whole episodes, as Minari stores them (no jax needed for full buffers)
+        obs, _ = env.reset(seed=episode)
+        cols = {"observations": [obs], "actions": [], "rewards": [], "terminations": [], "truncations": []}
+        done = False
+        while not done:
+            action = env.action_space.sample()
+            obs, reward, terminated, truncated, _ = env.step(action)
+            for k, v in zip(("observations", "actions", "rewards", "terminations", "truncations"), (obs, action, reward, terminated, truncated)):
+                cols[k].append(v)
+            done = terminated or truncated
+        buffers.append(EpisodeBuffer(id=episode, seed=episode, **{k: np.asarray(v) for k, v in cols.items()}))
+    minari.create_dataset_from_buffers("test/hopper/random-v0", buffers, env="Hopper-v4", algorithm_name="random",
+                                       ref_min_score=-20.272305, ref_max_score=3234.3)
+    yield str(root)
+    mp.undo()
+
+
+def test_minari_dataset_through_the_loader(orpo, minari_dir, monkeypatch):
+    monkeypatch.setenv("MINARI_DATASETS_PATH", minari_dir)
+    task, path = orpo.resolve_task("test/hopper/random-v0", None, None, None)
+    assert (task.gym_id, task.domain, task.ref_min, task.ref_max) == ("Hopper-v4", "hopper", -20.272305, 3234.3)
+    data = orpo.load_transitions(path)
+    episodes = list(minari.load_dataset("test/hopper/random-v0").iterate_episodes())
+    truncated = sum(int(ep.truncations[-1]) for ep in episodes)
+    assert len(data["obs"]) == sum(len(ep.actions) for ep in episodes) - truncated  # timeout steps dropped
+    first = episodes[0]
+    n = len(first.actions) - 1  # Minari keeps float64; the loader stores float32
+    np.testing.assert_array_equal(data["obs"][:n], first.observations[:n].astype(np.float32))
+    np.testing.assert_array_equal(data["next_obs"][:n], first.observations[1 : n + 1].astype(np.float32))
+    assert data["done"].sum() == sum(int(ep.terminations[-1]) for ep in episodes)
+
+
+def test_minari_end_to_end_and_bad_id(minari_dir, tmp_path):
+    env = {"MINARI_DATASETS_PATH": minari_dir, "http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9"}
+    result = run_script("algorithms/orpo.py", "--env", "test/hopper/random-v0", *TINY, cwd=str(tmp_path), extra_env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["score_kind"] == "d4rl_normalized" and np.isfinite(summary["normalized_score"])
+    bad = run_script("algorithms/orpo.py", "--env", "test/hopper/nonexistent-v0", cwd=str(tmp_path), extra_env=env)
+    assert bad.returncode != 0 and "Traceback" not in bad.stderr
+    last = bad.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: could not load Minari dataset 'test/hopper/nonexistent-v0'"), last
+
+
+def test_jump_task_reports_raw_returns(tmp_path):
+    made = run_script("datasets/halfcheetah_jump.py", "--task", "halfcheetah-jump-hard", "--steps", "1500",
+                      "--data-dir", str(tmp_path / "data"))
+    assert made.returncode == 0, made.stderr[-2000:]
+    result = run_script("algorithms/orpo.py", "--env", "halfcheetah-jump-hard", *TINY, "--data-dir", str(tmp_path / "data"), cwd=str(tmp_path))
+    assert result.returncode == 0, result.stderr[-2000:]
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["score_kind"] == "raw_return" and summary["normalized_score"] is None and np.isfinite(summary["return"])
+    config = json.loads((run_dir / "config.json").read_text())
+    assert (config["lambda_p"], config["lambda_o"], config["rollout_length"], config["rollout_length_o"]) == (1.0, 0.1, 5, 5)
+    assert config["mix"] == [0.05, 0.05, 0.9]
+
+
+def test_jump_reward_in_evaluation_matches_the_dataset_scripts(orpo):
+    """The evaluation reward of the jump tasks equals the reward the dataset script relabels with."""
+    import importlib.util
+    import os
+
+    from conftest import ROOT
+
+    spec = importlib.util.spec_from_file_location("dcommon", os.path.join(ROOT, "datasets", "common.py"))
+    common = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(common)
+    env = gym.make("HalfCheetah-v4")
+    env.reset(seed=0)
+    env.action_space.seed(0)
+    for hard in (False, True):
+        task = orpo.Task("t", "HalfCheetah-v4", "halfcheetah", "halfcheetah-jump-hard" if hard else "halfcheetah-jump")
+        for _ in range(200):
+            action = env.action_space.sample()
+            obs, reward, _, _, info = env.step(action)
+            info = {"x_velocity": np.array([info["x_velocity"]])}
+            ours = orpo.task_reward(task, obs[None], action[None], np.array([reward]), info)
+            theirs = common.halfcheetah_jump_reward(obs[None], action[None], info["x_velocity"], hard=hard)
+            np.testing.assert_allclose(ours, theirs, rtol=1e-6)
+
+
+def test_local_dataset_from_collect_py(tmp_path):
+    data = str(tmp_path / "data")
+    made = run_script("datasets/collect.py", "--env", "Hopper-v4", "--policy", "random", "--steps", "1500", "--data-dir", data)
+    assert made.returncode == 0, made.stderr[-2000:]
+    result = run_script("algorithms/orpo.py", "--env", "local/hopper-random", *TINY, "--data-dir", data, cwd=str(tmp_path))
+    assert result.returncode == 0, result.stderr[-2000:]
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert run_dir.name.startswith("local_hopper-random__orpo__")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["preset"] == "hopper-random-v2" and summary["score_kind"] == "d4rl_normalized"
+    assert np.isfinite(summary["normalized_score"])
+    missing = run_script("algorithms/orpo.py", "--env", "local/walker2d-random", "--data-dir", data, cwd=str(tmp_path))
+    assert missing.returncode != 0 and "datasets/collect.py" in missing.stderr.strip().splitlines()[-1]
