@@ -52,6 +52,7 @@ class Args:
     steps: int = 1_000_000
     """env steps = transitions in the dataset"""
     seed: int = 0
+    """seeds the env, the random policy and SAC"""
     name: str | None = None
     """dataset name; default the task's name, where the algorithms' --env <task> looks"""
     data_dir: str | None = None
@@ -67,9 +68,13 @@ class Args:
     learning_starts: int = 5000
     """random-action warm-up steps before SAC acts and updates"""
     batch_size: int = 256
+    """SAC batch size"""
     gamma: float = 0.99
+    """SAC discount factor"""
     tau: float = 0.005
+    """SAC target network smoothing coefficient"""
     hidden_dim: int = 256
+    """width of SAC's two hidden layers"""
     cuda: bool = True
     """train SAC on the GPU if one is available"""
     checkpoint_every: int = 50_000
