@@ -10,6 +10,7 @@ import copy
 import csv
 import json
 import os
+import platform
 import random
 import sys
 import time
@@ -490,7 +491,7 @@ class SAC(nn.Module):
             getattr(self, k).load_state_dict(v)
 
     def update(self, b: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        alpha = self.log_alpha.exp().detach()
+        alpha = self.log_alpha.exp().clamp(max=1.0).detach()  # OfflineRL-Kit keeps α ≤ 1
         with torch.no_grad():
             next_act, next_log_prob = self.actor(b["next_obs"])
             next_q = self.critic_target(b["next_obs"], next_act).min(0).values - alpha * next_log_prob
@@ -741,13 +742,26 @@ class Logger:
             wandb.finish()
 
 
+def device_name(device: torch.device) -> str:
+    """The GPU's or CPU's model name, so every result says what it ran on."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        model = platform.processor() or platform.machine()
+    return f"{model} ({os.cpu_count()} cores, {torch.get_num_threads()} torch threads)"
+
+
 def finish(args: Args, task: Task, preset: str, device: torch.device, run_dir: str, epochs_done: int, scores: list[float],
            logger: Logger, wall_seconds: float) -> dict:
     """summary.json: the last evaluation and the mean of the last 10 evaluations (the paper's protocol)."""
     last = next((r for r in reversed(logger.rows) if "eval/return" in r), {})
     summary = {
         "env": task.name, "eval_env": task.gym_id, "algorithm": args.exp_name, "seed": args.seed, "epochs": epochs_done,
-        "finished": epochs_done == args.epochs, "device": str(device), "run_dir": run_dir, "preset": preset,
+        "finished": epochs_done == args.epochs, "device": str(device), "device_name": device_name(device), "run_dir": run_dir,
+        "preset": preset,
         "score_kind": "d4rl_normalized" if task.ref_min is not None else "raw_return",
         "normalized_score": last.get("eval/normalized_score"), "normalized_score_std": last.get("eval/normalized_score_std"),
         "return": last.get("eval/return"), "return_std": last.get("eval/return_std"),

@@ -59,7 +59,7 @@ def table(summaries: list[dict]) -> tuple[str, dict]:
     for (env, algo), runs in sorted(groups.items()):
         last10 = np.array([r["last10_score"] for r in runs])
         final = np.array([r["normalized_score"] if r["normalized_score"] is not None else r["return"] for r in runs])
-        devices = sorted({r["device"] for r in runs})
+        devices = sorted({r.get("device_name", r["device"]) for r in runs})
         epochs = sorted({r["epochs"] for r in runs})
         hours = np.mean([r["wall_seconds"] for r in runs]) / 3600
         kind = runs[0]["score_kind"]
