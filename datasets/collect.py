@@ -43,20 +43,21 @@ class Args:
 
 
 def load_policy(path: str, obs_dim: int, act_dim: int, device: str = "cpu"):
-    """Load a deterministic MLP policy saved by this repo and return `policy(obs_batch)`.
+    """Load a policy.pt saved by any algorithm here (`export_policy`) and return `policy(obs_batch)`.
 
-    Supports exactly one format for now: a `torch.save`d dict
-        {"kind": "deterministic_mlp", "obs_dim": int, "act_dim": int, "hidden_dims": [int, ...],
+    The file is a `torch.save`d dict
+        {"kind": "deterministic_mlp" | "tanh_gaussian_mlp", "obs_dim": int, "act_dim": int, "hidden_dims": [int, ...],
          "max_action": float, "obs_mean": tensor, "obs_std": tensor, "state_dict": ...}
-    whose net is Linear-ReLU-...-Linear on (obs - obs_mean) / obs_std, squashed by
-    tanh * max_action. (May be swapped for the algorithms' own loader later.)
+    whose net is Linear-ReLU-...-Linear on (obs - obs_mean) / obs_std. A TD3+BC actor's output is squashed by
+    tanh * max_action; a SAC actor outputs (mean, log_std) and acts deterministically with tanh(mean) * max_action.
     """
     ckpt = torch.load(path, map_location=device, weights_only=True)
-    if ckpt.get("kind") != "deterministic_mlp":
+    if ckpt.get("kind") not in ("deterministic_mlp", "tanh_gaussian_mlp"):
         raise ValueError(f"{path}: unsupported policy kind {ckpt.get('kind')!r}")
     if (ckpt["obs_dim"], ckpt["act_dim"]) != (obs_dim, act_dim):
         raise ValueError(f"{path}: policy is for obs/act dims {ckpt['obs_dim']}/{ckpt['act_dim']}, env has {obs_dim}/{act_dim}")
-    dims = [ckpt["obs_dim"], *ckpt["hidden_dims"], ckpt["act_dim"]]
+    outputs = ckpt["act_dim"] * (2 if ckpt["kind"] == "tanh_gaussian_mlp" else 1)
+    dims = [ckpt["obs_dim"], *ckpt["hidden_dims"], outputs]
     layers = []
     for i, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:])):
         layers += [nn.Linear(d_in, d_out)] + ([nn.ReLU()] if i < len(dims) - 2 else [])
@@ -69,7 +70,7 @@ def load_policy(path: str, obs_dim: int, act_dim: int, device: str = "cpu"):
     @torch.no_grad()
     def policy(obs_batch: np.ndarray) -> np.ndarray:
         obs = torch.as_tensor(obs_batch, dtype=torch.float32, device=device)
-        return (torch.tanh(net((obs - mean) / std)) * max_action).cpu().numpy()
+        return (torch.tanh(net((obs - mean) / std)[:, : ckpt["act_dim"]]) * max_action).cpu().numpy()
 
     return policy
 
