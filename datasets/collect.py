@@ -114,4 +114,7 @@ def main(args: Args) -> None:
 
 
 if __name__ == "__main__":
-    main(tyro.cli(Args))
+    try:
+        main(tyro.cli(Args))
+    except (ValueError, OSError, gym.error.Error) as e:  # bad input: one line naming the problem, not a traceback
+        raise SystemExit(f"error: {str(e).splitlines()[0]}") from None

@@ -142,3 +142,12 @@ def test_collect_py_runs_a_policy_exported_by_the_algorithms(orpo, tmp_path, kin
     if kind == "sac":  # deterministic: tanh of the mean, not a sample
         with torch.no_grad():
             np.testing.assert_allclose(act, actor(torch.as_tensor(obs), deterministic=True)[0].numpy(), atol=1e-5)
+
+
+@pytest.mark.parametrize("args,needle", [(["--env", "Hoppr-v4"], "Hoppr"), (["--policy", "/nonexistent/policy.pt"], "/nonexistent/policy.pt")])
+def test_collect_py_bad_input_is_one_line(tmp_path, args, needle):
+    result = run_script("datasets/collect.py", "--steps", "10", "--out", str(tmp_path / "x.hdf5"), *args)
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: ") and needle in last, last
+    assert not (tmp_path / "x.hdf5").exists()
