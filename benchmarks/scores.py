@@ -34,11 +34,39 @@ class Args:
     runs_dir: str = "runs/scores"
     """where the runs are written"""
     out: str = "docs/scores.md"
-    """markdown table written here (and a .json beside it)"""
+    """markdown table written here (and a .json and a .png of the learning curves beside it)"""
     table_only: bool = False
     """only rebuild the table from the runs already in --runs-dir"""
     extra: str = ""
     """extra flags passed to every script, as one string: --extra="--epochs 100 --no-cuda" """
+
+
+def plot_curves(summaries: list[dict], path: str) -> None:
+    """Evaluation score per epoch, mean over seeds, one panel per dataset."""
+    import csv
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    envs = sorted({s["env"] for s in summaries})
+    fig, axes = plt.subplots(1, len(envs), figsize=(5 * len(envs), 3.6), squeeze=False)
+    for ax, env in zip(axes[0], envs):
+        for algo in sorted({s["algorithm"] for s in summaries if s["env"] == env}):
+            curves = []
+            for s in (s for s in summaries if s["env"] == env and s["algorithm"] == algo):
+                with open(os.path.join(s["run_dir"], "metrics.csv")) as f:
+                    rows = [r for r in csv.DictReader(f) if r.get("eval/return")]
+                key = "eval/normalized_score" if s["score_kind"] == "d4rl_normalized" else "eval/return"
+                curves.append([(int(r["epoch"]), float(r[key])) for r in rows])
+            n = min(len(c) for c in curves)
+            epochs = [e for e, _ in curves[0][:n]]
+            ax.plot(epochs, np.mean([[v for _, v in c[:n]] for c in curves], axis=0), label=f"{algo} ({len(curves)} seeds)")
+        ax.set(title=env, xlabel="epoch (1000 gradient steps)", ylabel="score")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
 
 
 def finished_runs(runs_dir: str) -> list[dict]:
@@ -95,6 +123,7 @@ def main(args: Args) -> None:
                 "evaluations of each run (the paper's protocol), then mean ± std over seeds.\n\n" + text + "\n")
     with open(os.path.splitext(args.out)[0] + ".json", "w") as f:
         json.dump(data, f, indent=2)
+    plot_curves(finished_runs(args.runs_dir), os.path.splitext(args.out)[0] + ".png")
     print(text)
 
 
