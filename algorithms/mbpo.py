@@ -969,7 +969,8 @@ def save_checkpoint(path: str, epoch: int, parts: dict, logger: "Logger", scores
 def load_checkpoint(path: str, parts: dict, device: torch.device) -> tuple[int, list[dict], list[float]]:
     if not os.path.isfile(path):
         raise UserError(f"{os.path.dirname(path)} has no checkpoint.pt to resume from; start a new run instead")
-    ckpt = torch.load(path, map_location=device, weights_only=False)
+    # to the CPU: RNG states must stay CPU tensors; networks, optimisers and buffers copy to their own device on load
+    ckpt = torch.load(path, map_location="cpu", weights_only=False)
     for k, v in parts.items():
         v.load_state_dict(ckpt["parts"][k])
     rng = ckpt["rng"]
