@@ -694,7 +694,7 @@ def save_checkpoint(path: str, epoch: int, parts: dict, logger: "Logger", scores
                  "rows": logger.rows, "scores": scores}, path)
 
 
-def load_checkpoint(path: str, parts: dict, device: torch.device) -> tuple[int, list[dict], list[float]]:
+def load_checkpoint(path: str, parts: dict) -> tuple[int, list[dict], list[float]]:
     if not os.path.isfile(path):
         raise UserError(f"{os.path.dirname(path)} has no checkpoint.pt to resume from; start a new run instead")
     # to the CPU: RNG states must stay CPU tensors; networks, optimisers and buffers copy to their own device on load
@@ -790,7 +790,7 @@ def main(args: Args) -> dict:
 
     # TRY NOT TO MODIFY: resume, logging
     ckpt_path = os.path.join(run_dir, "checkpoint.pt")
-    start_epoch, rows, scores = load_checkpoint(ckpt_path, parts, device) if args.resume else (0, [], [])
+    start_epoch, rows, scores = load_checkpoint(ckpt_path, parts) if args.resume else (0, [], [])
     logger = Logger(run_dir, args, rows)
     start_time, epoch = time.time(), start_epoch
     end_epoch = args.epochs if args.stop_after_epochs is None else min(args.epochs, start_epoch + args.stop_after_epochs)
