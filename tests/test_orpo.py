@@ -62,10 +62,20 @@ def test_uncertainty_heuristics_by_hand(orpo):
 
 
 def test_uncertainty_grows_away_from_data_and_step_shapes(orpo):
-    model = orpo.EnsembleDynamics(3, 1, (16, 16), 4, 2)
-    obs, act = torch.randn(10, 3), torch.randn(10, 1)
-    next_obs, rew, u = model.step(obs, act, "ensemble_std")
-    assert next_obs.shape == (10, 3) and rew.shape == (10,) and u.shape == (10,) and (u > 0).all()
+    torch.manual_seed(0)
+    obs, act = torch.rand(2000, 3) * 2 - 1, torch.rand(2000, 1) * 2 - 1
+    data = {"obs": obs, "act": act, "next_obs": obs + 0.1 * act, "rew": obs.sum(1, keepdim=True)}
+    model = orpo.EnsembleDynamics(3, 1, (32, 32), 5, 3)
+    orpo.fit_dynamics(model, data, orpo.Args(dynamics_max_epochs=15))
+    near_obs, near_act = torch.rand(500, 3) * 2 - 1, torch.rand(500, 1) * 2 - 1
+    far_obs = near_obs.sign() * 6 + near_obs  # far outside the data's [-1, 1] cube
+    for kind in ("max_aleatoric", "ensemble_var", "ensemble_std"):
+        next_obs, rew, u_near = model.step(near_obs, near_act, kind)
+        u_far = model.step(far_obs, near_act, kind)[2]
+        assert next_obs.shape == (500, 3) and rew.shape == (500,) and u_near.shape == (500,) and (u_near > 0).all()
+        # the models' disagreement grows off the data (≈ 6× in var, ≈ 2.5× in std over seeds); a learned σ need not
+        if kind != "max_aleatoric":
+            assert u_far.mean() > {"ensemble_var": 3.0, "ensemble_std": 1.5}[kind] * u_near.mean(), kind
 
 
 # ---------------------------------------------------------------- termination
