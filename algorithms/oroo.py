@@ -873,7 +873,8 @@ def rollout(dynamics: EnsembleDynamics, policy: Callable, start_obs: torch.Tenso
             next_obs, rew, u = dynamics.step(obs, act, uncertainty)
             done = terminal(next_obs)
             steps.append({"obs": obs, "act": act, "rew": rew, "u": u, "next_obs": next_obs, "done": done.float()})
-            first_act += [act] if t == 0 else []
+            if t == 0:
+                first_act.append(act)
             obs = next_obs[~done]
             if len(obs) == 0:
                 break
