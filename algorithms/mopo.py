@@ -88,6 +88,9 @@ class Args:
     """models with the lowest holdout error, the ones sampled from in rollouts"""
     dynamics_hidden_dims: tuple[int, ...] = (200, 200, 200, 200)
     """hidden layer sizes of each dynamics model"""
+    dynamics_bf16: bool = False
+    """if toggled, the ensemble's hidden layers run in bfloat16 (autocast; weights, optimiser and outputs stay fp32): about
+    1.5x faster ensemble training and rollouts on CPUs with AVX512-BF16/AMX (docs/speed.md), slower on CPUs without"""
     dynamics_lr: float = 1e-3
     """Adam learning rate of the dynamics ensemble"""
     dynamics_batch_size: int = 256
@@ -465,7 +468,8 @@ def mlp(in_dim: int, hidden_dims: tuple[int, ...], out_dim: int) -> nn.Sequentia
 class EnsembleDynamics(nn.Module):
     """N Gaussian models of (Δs, r) given (s, a), with learned soft bounds on the log-variance."""
 
-    def __init__(self, obs_dim: int, act_dim: int, hidden_dims: tuple[int, ...], num_ensemble: int, num_elites: int):
+    def __init__(self, obs_dim: int, act_dim: int, hidden_dims: tuple[int, ...], num_ensemble: int, num_elites: int,
+                 bf16: bool = False):
         super().__init__()
         dims = [obs_dim + act_dim, *hidden_dims, 2 * (obs_dim + 1)]
         self.layers = nn.ModuleList(EnsembleLinear(i, o, num_ensemble) for i, o in zip(dims[:-1], dims[1:]))
@@ -480,22 +484,27 @@ class EnsembleDynamics(nn.Module):
         self.register_buffer("in_mean", torch.zeros(obs_dim + act_dim))
         self.register_buffer("in_std", torch.ones(obs_dim + act_dim))
         self.register_buffer("elites", torch.arange(num_elites))
-        self.num_ensemble = num_ensemble
+        self.num_ensemble, self.bf16 = num_ensemble, bf16
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """x = [s, a] of shape [B, in] (same batch to every model) or [E, B, in]; returns mean and log-variance [E, B, out]."""
         x = (x - self.in_mean) / self.in_std
         if x.dim() == 2:
             x = x.expand(self.num_ensemble, *x.shape)
-        for layer in self.layers[:-1]:
-            x = F.silu(layer(x))
-        mean, logvar = self.layers[-1](x).chunk(2, dim=-1)
+        # --dynamics-bf16: the hidden matmuls at bfloat16's ~2.2x rate; the output layer stays fp32 so (Δs, r) are not rounded
+        with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=self.bf16):
+            for layer in self.layers[:-1]:
+                x = F.silu(layer(x))
+        mean, logvar = self.layers[-1](x.float()).chunk(2, dim=-1)
         logvar = self.max_logvar - F.softplus(self.max_logvar - logvar)
         logvar = self.min_logvar + F.softplus(logvar - self.min_logvar)
         return mean, logvar
 
-    def decay_loss(self) -> torch.Tensor:
-        return sum(wd * 0.5 * layer.weight.pow(2).sum() for wd, layer in zip(self.weight_decays, self.layers))
+    def param_groups(self) -> list[dict]:
+        """Adam's parameter groups. The L2 term Σ 0.5·wd·‖W‖² enters as each layer's coupled `weight_decay`, which adds
+        the same gradient wd·W inside the fused step instead of two memory-bound passes over every weight per step."""
+        decayed = [{"params": [layer.weight], "weight_decay": wd} for wd, layer in zip(self.weight_decays, self.layers)]
+        return decayed + [{"params": [p for name, p in self.named_parameters() if not name.endswith(".weight")]}]
 
     @torch.no_grad()
     def step(self, obs: torch.Tensor, act: torch.Tensor, uncertainty: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -511,11 +520,12 @@ class EnsembleDynamics(nn.Module):
 
 
 def dynamics_step(model: EnsembleDynamics, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """One maximum-likelihood step on x [E, B, in] -> y [E, B, out] (each model its own rows); returns the NLL."""
+    """One maximum-likelihood step on x [E, B, in] -> y [E, B, out] (each model its own rows; the L2 term is in the
+    optimiser, see `param_groups`); returns the NLL."""
     mean, logvar = model(x)
     # Gaussian NLL (up to constants), mean over batch and dims, summed over models
     nll = ((mean - y) ** 2 * (-logvar).exp() + logvar).mean(dim=(1, 2)).sum()
-    loss = nll + model.decay_loss() + 0.01 * (model.max_logvar.sum() - model.min_logvar.sum())
+    loss = nll + 0.01 * (model.max_logvar.sum() - model.min_logvar.sum())
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     optimizer.step()
@@ -535,7 +545,7 @@ def fit_dynamics(model: EnsembleDynamics, data: dict[str, torch.Tensor], args: A
     model.in_mean.copy_(train_x.mean(0))
     model.in_std.copy_(torch.where(train_x.std(0) < 1e-12, torch.ones_like(train_x[0]), train_x.std(0)))
     bootstrap = torch.randint(n_train, (E, n_train), device=inputs.device)  # each model sees its own resample
-    optimizer = adam(model.parameters(), args.dynamics_lr)
+    optimizer = adam(model.param_groups(), args.dynamics_lr)
     members = [p for layer in model.layers for p in (layer.weight, layer.bias)]  # parameters with a model axis
     best_params = [p.detach().clone() for p in members]
     best = torch.full((E,), float("inf"), device=inputs.device)
@@ -566,7 +576,8 @@ def fit_dynamics(model: EnsembleDynamics, data: dict[str, torch.Tensor], args: A
 
 def load_or_fit_dynamics(args: Args, data: dict[str, torch.Tensor], run_dir: str, device: torch.device) -> tuple[EnsembleDynamics, dict]:
     """Fit the ensemble once per run (or reuse --load-dynamics-path); every run saves its ensemble as dynamics.pt."""
-    dynamics = EnsembleDynamics(data["obs"].shape[1], data["act"].shape[1], args.dynamics_hidden_dims, args.num_ensemble, args.num_elites).to(device)
+    dynamics = EnsembleDynamics(data["obs"].shape[1], data["act"].shape[1], args.dynamics_hidden_dims, args.num_ensemble, args.num_elites,
+                                args.dynamics_bf16).to(device)
     run_path = os.path.join(run_dir, "dynamics.pt")
     load_path = args.load_dynamics_path or (run_path if args.resume else None)
     metrics: dict[str, float] = {}

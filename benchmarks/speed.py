@@ -74,6 +74,9 @@ class Args:
     """phases to run: matmul ensemble rollout updates epoch"""
     labels: tuple[str, str] = ("module", "compare")
     """column names of --module and --compare (e.g. after before)"""
+    dynamics_bf16: tuple[str, ...] = ()
+    """columns (by label) whose ensembles run with the algorithms' --dynamics-bf16, e.g. `--compare algorithms/orpo.py
+    --labels bf16 fp32 --dynamics-bf16 bf16` for the same file with and without it; the references stay fp32"""
     out: Optional[str] = None
     """write OUT.md and OUT.json"""
     seed: int = 0
@@ -138,6 +141,11 @@ def adam(mod, params, lr: float) -> torch.optim.Optimizer:
     return mod.adam(params, lr) if hasattr(mod, "adam") else torch.optim.Adam(params, lr=lr)
 
 
+def ensemble_params(model: nn.Module):
+    """What fit_dynamics gives Adam: the parameter groups that carry the L2 term, or (older files) all parameters."""
+    return model.param_groups() if hasattr(model, "param_groups") else model.parameters()
+
+
 def synthetic_data(n: int, device: torch.device, seed: int) -> dict[str, torch.Tensor]:
     """Random transitions of HalfCheetah-v4 sizes (D4RL-like scales: obs ~ N(0, 1), actions in [-1, 1])."""
     g = torch.Generator().manual_seed(seed)
@@ -148,8 +156,13 @@ def synthetic_data(n: int, device: torch.device, seed: int) -> dict[str, torch.T
     return {k: v.to(device) for k, v in dict(obs=obs, act=act, rew=rew, next_obs=next_obs, done=torch.zeros(n, 1)).items()}
 
 
-def make_dynamics(mod, data: dict, device) -> nn.Module:
-    dynamics = mod.EnsembleDynamics(17, 6, (200, 200, 200, 200), 7, 5).to(device)
+def new_ensemble(mod, bf16: bool, device) -> nn.Module:
+    """The module's ensemble at ORPO's sizes (7 × 4×200); bf16 only where asked, so older module files still load."""
+    return mod.EnsembleDynamics(17, 6, (200, 200, 200, 200), 7, 5, **({"bf16": True} if bf16 else {})).to(device)
+
+
+def make_dynamics(mod, data: dict, device, bf16: bool = False) -> nn.Module:
+    dynamics = new_ensemble(mod, bf16, device)
     x = torch.cat([data["obs"], data["act"]], -1)
     dynamics.in_mean.copy_(x.mean(0))
     dynamics.in_std.copy_(x.std(0))
@@ -168,7 +181,7 @@ def module_dynamics_step(mod, model, optimizer, x, y):
     """One step of fit_dynamics' inner loop (the module's `dynamics_step` when it has one)."""
     if hasattr(mod, "dynamics_step"):
         return mod.dynamics_step(model, optimizer, x, y)
-    mean, logvar = model(x)  # fit_dynamics' inline step in the original file
+    mean, logvar = model(x)  # fit_dynamics' inline step in the original file (the L2 term in the loss)
     nll = ((mean - y) ** 2 * (-logvar).exp() + logvar).mean(dim=(1, 2)).sum()
     loss = nll + model.decay_loss() + 0.01 * (model.max_logvar.sum() - model.min_logvar.sum())
     optimizer.zero_grad(set_to_none=True)
@@ -178,7 +191,8 @@ def module_dynamics_step(mod, model, optimizer, x, y):
 
 
 class LoopEnsemble(nn.Module):
-    """Reference: 7 separate nn.Sequential models of the same sizes, called one after the other."""
+    """Reference: 7 separate nn.Sequential models of the same sizes, called one after the other. The same math as
+    `dynamics_step`, L2 term included: as Adam's per-layer weight decay (see `param_groups`)."""
 
     def __init__(self, in_dim: int, out_dim: int, hidden: tuple[int, ...], n: int):
         super().__init__()
@@ -190,16 +204,19 @@ class LoopEnsemble(nn.Module):
         self.min_logvar = nn.Parameter(torch.full((1, out_dim), -10.0))
         self.decays = [2.5e-5, 5e-5, 7.5e-5, 7.5e-5, 1e-4]
 
+    def param_groups(self) -> list[dict]:
+        linears = [[m for m in member if isinstance(m, nn.Linear)] for member in self.members]
+        decayed = [{"params": [m.weight for m in layer], "weight_decay": wd} for wd, layer in zip(self.decays, zip(*linears))]
+        return decayed + [{"params": [p for name, p in self.named_parameters() if not name.endswith(".weight")]}]
+
     def step(self, optimizer, x, y):
-        nll, decay = 0.0, 0.0
+        nll = 0.0
         for member, xi, yi in zip(self.members, x, y):
             mean, logvar = member(xi).chunk(2, dim=-1)
             logvar = self.max_logvar - F.softplus(self.max_logvar - logvar)
             logvar = self.min_logvar + F.softplus(logvar - self.min_logvar)
             nll = nll + ((mean - yi) ** 2 * (-logvar).exp() + logvar).mean()
-            linears = [m for m in member if isinstance(m, nn.Linear)]
-            decay = decay + sum(wd * 0.5 * m.weight.pow(2).sum() for wd, m in zip(self.decays, linears))
-        loss = nll + decay + 0.01 * (self.max_logvar.sum() - self.min_logvar.sum())
+        loss = nll + 0.01 * (self.max_logvar.sum() - self.min_logvar.sum())
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -212,8 +229,8 @@ def bench_ensemble(mods: dict, data: dict, timer: Timer, a: Args, rows: list, de
     n = len(x_all)
     fns, flops = {}, None
     for name, mod in mods.items():
-        model = mod.EnsembleDynamics(17, 6, (200, 200, 200, 200), 7, 5).to(device)
-        opt = adam(mod, model.parameters(), 1e-3)
+        model = new_ensemble(mod, name in a.dynamics_bf16, device)
+        opt = adam(mod, ensemble_params(model), 1e-3)
 
         def steps(mod=mod, model=model, opt=opt):
             for _ in range(a.ensemble_steps):
@@ -224,7 +241,7 @@ def bench_ensemble(mods: dict, data: dict, timer: Timer, a: Args, rows: list, de
             idx = torch.randint(n, (7, 256), device=device)
             flops = gflop(lambda: module_dynamics_step(mod, model, opt, x_all[idx], y_all[idx]))
     loop = LoopEnsemble(23, 18, (200, 200, 200, 200), 7).to(device)
-    loop_opt = torch.optim.Adam(loop.parameters(), lr=1e-3)
+    loop_opt = adam(next(iter(mods.values())), loop.param_groups(), 1e-3)
 
     def loop_steps():
         for _ in range(a.ensemble_steps):
@@ -278,7 +295,7 @@ def bench_rollout(mods: dict, data: dict, timer: Timer, a: Args, rows: list, dev
     h, b = a.rollout_horizon, a.rollout_batch_size
     fns, counts, flops = {}, {}, None
     for name, mod in mods.items():
-        dynamics, (sac, _) = make_dynamics(mod, data, device), make_agents(mod, device)
+        dynamics, (sac, _) = make_dynamics(mod, data, device, name in a.dynamics_bf16), make_agents(mod, device)
         real = mod.ReplayBuffer(len(data["obs"]), {k: v.shape[1] for k, v in data.items()}, device)
         real.add(data)
         buf = mod.ReplayBuffer(b * h, fields(), device)
@@ -373,10 +390,10 @@ def bench_updates(mods: dict, data: dict, timer: Timer, a: Args, rows: list, dev
 class EpochState:
     """Everything main() builds before its epoch loop, on the synthetic dataset (λ and mix: halfcheetah-medium-v2)."""
 
-    def __init__(self, mod, data: dict, h: int, a: Args, device, envs, task):
+    def __init__(self, mod, data: dict, h: int, a: Args, device, envs, task, bf16: bool):
         self.mod, self.h, self.a, self.device, self.envs, self.task = mod, h, a, device, envs, task
         self.args = mod.Args(uncertainty=a.uncertainty, gamma=0.99)  # what model_eval reads
-        self.dynamics = make_dynamics(mod, data, device)
+        self.dynamics = make_dynamics(mod, data, device, bf16)
         self.terminal = mod.termination_fn("halfcheetah")
         self.real = mod.ReplayBuffer(len(data["obs"]), {k: v.shape[1] for k, v in data.items()}, device)
         self.real.add(data)
@@ -446,7 +463,7 @@ def bench_epoch(mods: dict, data: dict, timer: Timer, a: Args, rows: list, devic
     chunked = device.type == "cpu"  # the faster bare forward on this device (see the bare forward rows)
     scale = a.steps_per_epoch / a.bare_steps
     for h in a.horizons:
-        states = {name: EpochState(mod, data, h, a, device, envs, task) for name, mod in mods.items()}
+        states = {name: EpochState(mod, data, h, a, device, envs, task, name in a.dynamics_bf16) for name, mod in mods.items()}
         bare_agents = {name: make_agents(mod, device) for name, mod in mods.items()}  # bare updates leave the epoch's agents alone
         for s in states.values():  # warm-up: a short epoch with evaluation
             s.run(20, 2048, True, timer)
@@ -528,6 +545,8 @@ def main(a: Args) -> dict:
     if a.compare:
         mods[a.labels[1]] = load_module(a.compare, "orpo_bench_compare")
     names = list(mods)
+    if set(a.dynamics_bf16) - set(names):
+        sys.exit(f"error: --dynamics-bf16 names columns; this run's columns are {', '.join(names)} (see --labels)")
     timer, rows, t_start = Timer(device), [], time.time()
     load_start = os.getloadavg()[0]
     data = synthetic_data(a.dataset_size, device, a.seed)
@@ -537,6 +556,10 @@ def main(a: Args) -> dict:
         t = timer.run({"mm": lambda: m @ m}, a.repeats)["mm"]
         peak = 2 * 2048**3 / t / 1e9
         rows.append(row("fp32 matmul 2048×2048 (machine limit)", "GFLOP/s", {k: peak for k in names}, None, note="median, this device and thread count"))
+        if a.dynamics_bf16:  # the limit --dynamics-bf16 works against ("% of matmul peak" stays relative to fp32)
+            m16 = m.bfloat16()
+            t16 = timer.run({"mm": lambda: m16 @ m16}, a.repeats)["mm"]
+            rows.append(row("bf16 matmul 2048×2048", "GFLOP/s", {k: 2 * 2048**3 / t16 / 1e9 for k in names}, None, note="median"))
     if "ensemble" in a.only:
         bench_ensemble(mods, data, timer, a, rows, device)
     if "rollout" in a.only:
@@ -556,7 +579,8 @@ def main(a: Args) -> dict:
     load = meta["load_1min"]
     header = (f"device: {meta['device']} ({device.type}), {meta['cores']} cores, torch {meta['torch']}, {meta['threads']} thread(s); "
               f"1-min load average {load['start']:.2f} at start, {load['min']:.2f}–{load['max']:.2f} during, {load['end']:.2f} at end; "
-              f"{meta['seconds']:.0f} s\ncolumns: " + ", ".join(f"{k} = {v}" for k, v in labels.items() if v)
+              f"{meta['seconds']:.0f} s\ncolumns: " + ", ".join(f"{k} = {v}{' --dynamics-bf16' * (k in a.dynamics_bf16)}"
+                                                              for k, v in labels.items() if v)
               + f"\nmedians of {a.repeats} (short), {a.heavy_repeats} (50k rows) and {a.epoch_repeats} (epochs) repeats after a warm-up")
     table = render(rows, names, peak)
     print(header + "\n\n" + table)

@@ -1,4 +1,5 @@
 """Unit and end-to-end tests of algorithms/orpo.py on a small real Hopper-v4 dataset."""
+import copy
 import csv
 import json
 import os
@@ -172,6 +173,51 @@ def test_ensemble_fits_a_known_function(orpo):
     assert ((mean[model.elites, :, :3].mean(0) - truth) ** 2).mean() < 0.05 * target_var
 
 
+def test_weight_decay_in_adam_equals_the_l2_term_in_the_loss(orpo):
+    """param_groups' coupled weight decay gives the same steps as 0.5·wd·‖W‖² added to the loss (MOPO's formulation)."""
+    torch.manual_seed(0)
+    grouped = orpo.EnsembleDynamics(5, 2, (32, 32), 4, 2)
+    in_loss, no_decay = copy.deepcopy(grouped), copy.deepcopy(grouped)
+    opt_grouped, opt_loss = orpo.adam(grouped.param_groups(), 1e-3), orpo.adam(in_loss.parameters(), 1e-3)
+    opt_none = orpo.adam(no_decay.parameters(), 1e-3)
+    assert sum(len(g["params"]) for g in grouped.param_groups()) == len(list(grouped.parameters()))
+    for _ in range(5):
+        x, y = torch.randn(4, 16, 7), torch.randn(4, 16, 6)
+        orpo.dynamics_step(grouped, opt_grouped, x, y)
+        orpo.dynamics_step(no_decay, opt_none, x, y)
+        mean, logvar = in_loss(x)
+        nll = ((mean - y) ** 2 * (-logvar).exp() + logvar).mean(dim=(1, 2)).sum()
+        l2 = sum(wd * 0.5 * layer.weight.pow(2).sum() for wd, layer in zip(in_loss.weight_decays, in_loss.layers))
+        opt_loss.zero_grad()
+        (nll + l2 + 0.01 * (in_loss.max_logvar.sum() - in_loss.min_logvar.sum())).backward()
+        opt_loss.step()
+    for a, b, c in zip(grouped.parameters(), in_loss.parameters(), no_decay.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
+    # the decay really acts: without it the weights differ
+    assert max((a - c).abs().max().item() for a, c in zip(grouped.parameters(), no_decay.parameters())) > 1e-7
+
+
+def test_bf16_ensemble_is_close_to_fp32(orpo):
+    """--dynamics-bf16: fp32 outputs, close to the fp32 ensemble's predictions and u, and it trains."""
+    torch.manual_seed(0)
+    obs, act = torch.rand(3000, 3) * 2 - 1, torch.rand(3000, 1) * 2 - 1
+    data = {"obs": obs, "act": act, "next_obs": obs + 0.1 * act + 0.05 * obs**2, "rew": obs.sum(1, keepdim=True)}
+    model = orpo.EnsembleDynamics(3, 1, (64, 64), 5, 3, bf16=True)
+    metrics = orpo.fit_dynamics(model, data, orpo.Args(dynamics_max_epochs=10))
+    assert metrics["dynamics/holdout_mse"] < 0.05 * torch.cat([data["next_obs"] - obs, data["rew"]], 1).var(0).mean().item()
+    x = torch.cat([obs[:500], act[:500]], 1)
+    with torch.no_grad():
+        mean16, logvar16 = model(x)
+        model.bf16 = False
+        mean32, logvar32 = model(x)
+    assert mean16.dtype == logvar16.dtype == torch.float32
+    assert 0 < (mean16 - mean32).abs().max() < 0.02 and (logvar16 - logvar32).abs().max() < 0.05
+    for kind in ("max_aleatoric", "ensemble_var", "ensemble_std"):
+        u16 = orpo.uncertainty_fn(mean16, (0.5 * logvar16).exp(), kind)
+        u32 = orpo.uncertainty_fn(mean32, (0.5 * logvar32).exp(), kind)
+        assert ((u16 - u32).abs() / u32).median() < 0.02, kind
+
+
 def test_early_stopping_restores_each_models_best(orpo):
     """Training stops on patience, and the weights left are each model's best on the holdout set."""
     torch.manual_seed(1)
@@ -287,7 +333,8 @@ def source_run(hopper_data_dir, tmp_path_factory):
 
 
 @pytest.mark.parametrize("switch", [["--output-algo", "sac"], ["--no-pessimism"], ["--rollout-policy", "random"],
-                                    ["--rollout-policy", "cvae", "--cvae-steps", "30"], ["--rollout-policy", "fixed"]])
+                                    ["--rollout-policy", "cvae", "--cvae-steps", "30"], ["--rollout-policy", "fixed"],
+                                    ["--dynamics-bf16"]])
 def test_ablation_switches_run(hopper_data_dir, tmp_path, source_run, switch):
     extra = ["--rollout-policy-path", str(source_run)] if "fixed" in switch else []
     result = run_script("algorithms/orpo.py", "--env", "hopper-random-v2", *TINY, *switch, *extra, data_dir=hopper_data_dir[0], cwd=str(tmp_path))
