@@ -19,9 +19,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn as nn
-import tyro
 
-from common import collect_rollouts, dataset_path, env_slug, episode_returns, uniform_policy, write_dataset
+from common import collect_rollouts, dataset_path, env_slug, episode_returns, run_cli, uniform_policy, write_dataset
 
 
 @dataclass
@@ -114,7 +113,4 @@ def main(args: Args) -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main(tyro.cli(Args))
-    except (ValueError, OSError, gym.error.Error) as e:  # bad input: one line naming the problem, not a traceback
-        raise SystemExit(f"error: {str(e).splitlines()[0]}") from None
+    run_cli(main, Args)

@@ -17,10 +17,12 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Callable
 
 import gymnasium as gym
 import h5py
 import numpy as np
+import tyro
 from tqdm import tqdm
 
 DATA_KEYS = ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts")
@@ -184,3 +186,12 @@ def write_dataset(path, data, *, env_id: str, reward_fn: str, policy: str, seed:
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+# ---------------------------------------------------------------------------- command line
+def run_cli(main: Callable, args_type: type) -> None:
+    """Parse the flags and run; bad input ends in one line naming the problem, not a traceback."""
+    try:
+        main(tyro.cli(args_type))
+    except (ValueError, OSError, gym.error.Error) as e:
+        raise SystemExit(f"error: {str(e).splitlines()[0]}") from None

@@ -27,7 +27,6 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-import tyro
 from tqdm import tqdm
 
 from common import (
@@ -38,6 +37,7 @@ from common import (
     halfcheetah_jump_reward,
     halfcheetah_run_reward,
     record,
+    run_cli,
     uniform_policy,
     write_dataset,
 )
@@ -336,7 +336,4 @@ def main(args: Args) -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main(tyro.cli(Args))
-    except (ValueError, OSError, gym.error.Error) as e:  # bad input: one line naming the problem, not a traceback
-        raise SystemExit(f"error: {str(e).splitlines()[0]}") from None
+    run_cli(main, Args)
