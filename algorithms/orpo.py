@@ -516,7 +516,7 @@ class EnsembleDynamics(nn.Module):
         x = (x - self.in_mean) / self.in_std
         if x.dim() == 2:
             x = x.expand(self.num_ensemble, *x.shape)
-        # --dynamics-bf16: the hidden matmuls at bfloat16's ~2.2x rate; the output layer stays fp32 so (Δs, r) are not rounded
+        # --dynamics-bf16: hidden matmuls in bfloat16 (~2.2x the fp32 rate on bf16 hardware); the output layer stays fp32
         with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=self.bf16):
             for layer in self.layers[:-1]:
                 x = F.silu(layer(x))
