@@ -576,6 +576,8 @@ def fit_dynamics(model: EnsembleDynamics, data: dict[str, torch.Tensor], args: A
 
 def load_or_fit_dynamics(args: Args, data: dict[str, torch.Tensor], run_dir: str, device: torch.device) -> tuple[EnsembleDynamics, dict]:
     """Fit the ensemble once per run (or reuse --load-dynamics-path); every run saves its ensemble as dynamics.pt."""
+    if args.dynamics_bf16 and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise UserError("--dynamics-bf16: this GPU has no bfloat16 support (it needs compute capability 8.0+); drop the flag")
     dynamics = EnsembleDynamics(data["obs"].shape[1], data["act"].shape[1], args.dynamics_hidden_dims, args.num_ensemble, args.num_elites,
                                 args.dynamics_bf16).to(device)
     run_path = os.path.join(run_dir, "dynamics.pt")
