@@ -218,6 +218,15 @@ def test_bf16_ensemble_is_close_to_fp32(orpo):
         assert ((u16 - u32).abs() / u32).median() < 0.02, kind
 
 
+def test_bf16_on_a_gpu_without_bfloat16_is_a_user_error(orpo, monkeypatch, tmp_path):
+    """Checked before anything touches the GPU, so a fake capability answer tests it on a CPU machine."""
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
+    data = {"obs": torch.zeros(8, 3), "act": torch.zeros(8, 1)}
+    with pytest.raises(orpo.UserError, match="--dynamics-bf16: this GPU has no bfloat16 support"):
+        orpo.load_or_fit_dynamics(orpo.Args(dynamics_bf16=True), data, str(tmp_path), torch.device("cuda"))
+    assert not os.listdir(tmp_path)  # nothing written
+
+
 def test_early_stopping_restores_each_models_best(orpo):
     """Training stops on patience, and the weights left are each model's best on the holdout set."""
     torch.manual_seed(1)
