@@ -105,8 +105,9 @@ class Args:
     """largest holdout set"""
     load_dynamics_path: Optional[str] = None
     """reuse a saved ensemble (a run's dynamics.pt) instead of fitting one"""
-    uncertainty: Optional[Literal["max_aleatoric", "ensemble_var", "ensemble_std"]] = None
-    """uncertainty heuristic u(s, a) (default: the dataset preset)"""
+    uncertainty: Optional[Literal["max_aleatoric", "ensemble_var", "ensemble_std", "mixture_var", "mixture_std"]] = None
+    """uncertainty heuristic u(s, a) (default: the dataset preset); ensemble_var/std are OfflineRL-Kit's spread of the
+    members' next-state means (what the authors' runs used), mixture_var/std the appendix's mixture formula"""
 
     # Model rollouts
     rollout_batch_size: int = 50000
@@ -154,9 +155,13 @@ class Args:
     """SAC entropy temperature learning rate"""
     target_entropy: Optional[float] = None
     """SAC target entropy (default: −|A|)"""
+    paper_literal: bool = False
+    """if toggled, the table's ensemble_var/ensemble_std presets use the appendix's mixture formula (mixture_var/std)
+    instead of OfflineRL-Kit's, which the authors' MOPO runs used (README)"""
 
 
-# ALGO LOGIC: per-dataset presets, the "MOPO (Our implementation)" column of the paper's "Tuned hyper-parameters" table
+# ALGO LOGIC: per-dataset presets, the "MOPO (Our implementation)" column of the paper's "Tuned hyper-parameters" table.
+# Its ensemble_var/ensemble_std are OfflineRL-Kit's formula: the authors' MOPO runner passes the flag to it.
 PRESETS = {
     # name: (λp, uncertainty, h^p)
     "halfcheetah-random-v2": (6.64, "ensemble_std", 5),
@@ -184,13 +189,15 @@ def apply_presets(args: Args, task: "Task") -> tuple[Args, str]:
     name = task.name if task.name in PRESETS else f"{task.name.removeprefix('local/')}-v2"
     source = name if name in PRESETS else "fallback"
     lambda_p, uncertainty, h_p = PRESETS.get(name, FALLBACK_PRESET)
+    if args.paper_literal:
+        uncertainty = {"ensemble_var": "mixture_var", "ensemble_std": "mixture_std"}.get(uncertainty, uncertainty)
     # SAC never normalises (OfflineRL-Kit); TD3+BC does as ORPO's output policy: not for hopper/walker2d
     defaults = dict(lambda_p=lambda_p, uncertainty=uncertainty, rollout_length=h_p,
                     normalize_obs=args.policy == "td3bc" and task.domain not in ("hopper", "walker2d"))
     for field, value in defaults.items():
         if getattr(args, field) is None:
             setattr(args, field, value)
-    return args, source
+    return args, source + (" (paper literal)" if args.paper_literal else "")
 
 
 # --- shared: data ---
@@ -603,23 +610,32 @@ def load_or_fit_dynamics(args: Args, data: dict[str, torch.Tensor], run_dir: str
 
 
 # --- shared: uncertainty ---
-def uncertainty_fn(mean: torch.Tensor, std: torch.Tensor, kind: str) -> torch.Tensor:
-    """u(s, a) from N Gaussians (appendix "Uncertainty Heuristics"); mean, std: [N, B, D] over (s', r).
+UNCERTAINTIES = ("max_aleatoric", "ensemble_var", "ensemble_std", "mixture_var", "mixture_std")
 
-    max_aleatoric: max_i ‖σ_i‖₂ (MOPO).
-    ensemble_var:  E_i[μ_iᵀμ_i + σ_iᵀσ_i] − E_i[μ_i]ᵀE_i[μ_i], the variance of the mixture, summed over dims.
+
+def uncertainty_fn(mean: torch.Tensor, std: torch.Tensor, kind: str) -> torch.Tensor:
+    """u(s, a) from all N Gaussians (not only the elites); mean, std: [N, B, D] over (s', r), the reward last.
+
+    max_aleatoric: max_i ‖σ_i‖₂ over s' and r (MOPO; the only u the official ORPO runner ever computes).
+    ensemble_var:  (1/d_s) Σ_d Var_i μ_i[d] over the next-state dims only, no σ: OfflineRL-Kit's formula, which the
+                   authors' MOPO runs used and the presets' λp were tuned on.
     ensemble_std:  its square root.
+    mixture_var:   Σ_d (Var_i μ_i[d] + E_i σ_i[d]²) over s' and r: the variance of the mixture, the appendix's
+                   "Uncertainty Heuristics" as written (100-490x ensemble_var on the same model: README).
+    mixture_std:   its square root.
+    Var_i is the population variance over the N members (numpy's default, as Kit).
     """
     if kind == "max_aleatoric":
         return std.norm(dim=-1).amax(dim=0)
-    # law of total variance: Var_i(μ_i) + E_i[σ_i²], the same quantity computed without cancellation
-    # (Var_i written out: torch's var over the leading model axis is ~20x slower on a CPU)
-    var = ((mean - mean.mean(dim=0)).pow(2).mean(dim=0) + std.pow(2).mean(dim=0)).sum(dim=-1)
-    if kind == "ensemble_var":
-        return var
-    if kind == "ensemble_std":
-        return var.sqrt()
-    raise ValueError(f"unknown uncertainty heuristic {kind}")
+    # Var_i written out: torch's var over the leading model axis is ~20x slower on a CPU
+    spread = (mean - mean.mean(dim=0)).pow(2).mean(dim=0)  # [B, D]
+    if kind in ("ensemble_var", "ensemble_std"):
+        var = spread[:, :-1].mean(dim=-1)
+        return var if kind == "ensemble_var" else var.sqrt()
+    if kind in ("mixture_var", "mixture_std"):  # law of total variance, computed without cancellation
+        var = (spread + std.pow(2).mean(dim=0)).sum(dim=-1)
+        return var if kind == "mixture_var" else var.sqrt()
+    raise ValueError(f"unknown uncertainty heuristic {kind}; use one of {', '.join(UNCERTAINTIES)}")
 
 
 # --- end ---
@@ -894,22 +910,27 @@ def sample_mix(sources: list[tuple[ReplayBuffer, int, str]]) -> dict[str, torch.
 @torch.no_grad()
 def rollout(dynamics: EnsembleDynamics, policy: Callable, start_obs: torch.Tensor, horizon: int,
             terminal: Callable, uncertainty: str) -> dict[str, torch.Tensor]:
-    """h steps of `policy` in the model from a batch of real states; a row stops at its first termination."""
-    steps, first_act = [], []
+    """h steps of `policy` in the model from a batch of real states; a row stops at its first termination.
+
+    A row whose predicted s', r̂ or u is not finite is dropped, not stored: with done = 1 its target r + γ·0·Q(NaN) is
+    still NaN and one such row turns a critic's weights to NaN. `nonfinite` counts the dropped rows."""
+    steps, first_act, nonfinite = [], [], torch.zeros((), device=start_obs.device)
     # on a CPU, 1024-row chunks keep the ensemble's activations in cache: ~1.8x faster than one 50k batch
     for obs in start_obs.split(1024 if start_obs.device.type == "cpu" else len(start_obs)):
         for t in range(horizon):
             act = policy(obs)
             next_obs, rew, u = dynamics.step(obs, act, uncertainty)
-            done = terminal(next_obs)
-            steps.append({"obs": obs, "act": act, "rew": rew, "u": u, "next_obs": next_obs, "done": done.float()})
             if t == 0:
                 first_act.append(act)
-            obs = next_obs[~done]
+            ok = torch.isfinite(next_obs).all(-1) & torch.isfinite(rew) & torch.isfinite(u) & torch.isfinite(act).all(-1)
+            nonfinite = nonfinite + (~ok).sum()
+            step = {"obs": obs, "act": act, "rew": rew, "u": u, "next_obs": next_obs, "done": terminal(next_obs).float()}
+            steps.append({k: v[ok] for k, v in step.items()})
+            obs = steps[-1]["next_obs"][steps[-1]["done"] == 0]
             if len(obs) == 0:
                 break
     out = {k: torch.cat([s[k] for s in steps]) for k in steps[0]}
-    out["first_act"] = torch.cat(first_act)
+    out["first_act"], out["nonfinite"] = torch.cat(first_act), nonfinite
     return out
 
 
@@ -1140,7 +1161,7 @@ def main(args: Args) -> dict:
         actor_schedule.step()
         metrics = {
             "rollout/u": ro["u"].mean(), "rollout/reward": ro["rew"].mean(), "rollout/reward_p": ro["rew_p"].mean(),
-            "rollout/length": len(ro["u"]) / args.rollout_batch_size,
+            "rollout/length": len(ro["u"]) / args.rollout_batch_size, "rollout/nonfinite_rows": ro["nonfinite"],
             "rollout/action_distance": (ro["first_act"] - start["act"]).norm(dim=-1).mean(),
             "charts/rollout_seconds": t_rollout, "charts/lr_actor": actor_schedule.get_last_lr()[0],
         }

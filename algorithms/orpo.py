@@ -107,8 +107,9 @@ class Args:
     """largest holdout set"""
     load_dynamics_path: Optional[str] = None
     """reuse a saved ensemble (a run's dynamics.pt) instead of fitting one"""
-    uncertainty: Optional[Literal["max_aleatoric", "ensemble_var", "ensemble_std"]] = None
-    """uncertainty heuristic u(s, a) (default: the dataset preset)"""
+    uncertainty: Optional[Literal["max_aleatoric", "ensemble_var", "ensemble_std", "mixture_var", "mixture_std"]] = None
+    """uncertainty heuristic u(s, a) (default: the dataset preset); ensemble_var/std are OfflineRL-Kit's spread of the
+    members' next-state means (what the authors' runs used), mixture_var/std the appendix's mixture formula"""
 
     # Model rollouts
     rollout_batch_size: int = 50000
@@ -123,8 +124,11 @@ class Args:
     """std of the Gaussian noise on π^p's actions in its model rollouts (TD3 exploration)"""
 
     # Output policy π^p: TD3+BC
-    mix: Optional[tuple[float, float, float]] = None
-    """π^p's batch proportions D : D^p_πo : D^p_πp (default: the dataset preset)"""
+    real_ratio: Optional[float] = None
+    """share of real transitions D in π^p's batch (default: the dataset preset; the official --real-ratio-final)"""
+    output_rollout_ratio: Optional[float] = None
+    """share of π^p's own rollouts D^p_πp in π^p's batch; π^o's relabelled rollouts D^p_πo get the rest (default: the
+    dataset preset; the official --final-policy-rollout-ratio-final)"""
     hidden_dims: tuple[int, ...] = (256, 256, 256)
     """hidden layer sizes of both policies' actors and critics"""
     actor_lr: float = 3e-4
@@ -167,16 +171,21 @@ class Args:
     """optimiser of the output policy π^p; `sac` is the paper's "ORPO (SAC)" baseline"""
     no_pessimism: bool = False
     """"ORPO w/o pessimism": π^p is trained in the model MDP (λp = 0 for its data); π^o stays optimistic"""
-    rollout_policy: Literal["optimistic", "random", "cvae", "fixed"] = "optimistic"
-    """π^o (RQ2): trained optimistic SAC (ORPO), uniform random actions, a CVAE of D's actions, or a fixed trained SAC"""
+    rollout_policy: Literal["optimistic", "untrained", "random", "cvae", "fixed"] = "optimistic"
+    """π^o: trained optimistic SAC (ORPO as written); `untrained`: the same SAC actor at its random initialisation,
+    sampled, never updated (what the official code ran); RQ2's uniform random actions, a CVAE of D's actions, a fixed SAC"""
     rollout_policy_path: Optional[str] = None
     """for `--rollout-policy fixed`: an earlier ORPO run directory (or its checkpoint.pt) whose rollout policy is used"""
     cvae_steps: int = 20000
     """for `--rollout-policy cvae`: gradient steps of the conditional VAE, trained on D at the start"""
+    paper_literal: bool = False
+    """if toggled, the presets read the paper's text literally where the authors' code differs: u is the table's type
+    with the appendix's mixture formula (not max_aleatoric) and the appendix's shares are D : D^p_πo : D^p_πp (README)"""
 
 
 # ALGO LOGIC: per-dataset presets, the paper's "Tuned hyper-parameters" table (MOPO columns give λp, the
-# uncertainty type and h^p; ORPO's give λo and h^o) and its batch proportions D : D^p_πo : D^p_πp.
+# uncertainty type and h^p; ORPO's give λo and h^o). The authors' ORPO runner never passes its uncertainty flag, so
+# every ORPO number was made with max_aleatoric: that is the default; the table's type is used with --paper-literal.
 PRESETS = {
     # name: (λp, uncertainty, h^p, λo, h^o)
     "halfcheetah-random-v2": (6.64, "ensemble_std", 5, 0.015, 5),
@@ -196,9 +205,11 @@ PRESETS = {
     "halfcheetah-jump-hard": (1.0, "max_aleatoric", 5, 0.1, 5),
 }
 FALLBACK_PRESET = (1.0, "max_aleatoric", 5, 0.015, 5)
+APPENDIX_FORMULA = {"ensemble_var": "mixture_var", "ensemble_std": "mixture_std"}
 
 
-def preset_mix(name: str) -> tuple[float, float, float]:
+def preset_shares(name: str) -> tuple[float, float, float]:
+    """The appendix's three batch proportions, as printed."""
     if "jump" in name:
         return (0.05, 0.05, 0.9)
     return (0.5, 0.3, 0.2) if "medium-replay" in name else (0.05, 0.45, 0.5)
@@ -209,13 +220,18 @@ def apply_presets(args: Args, task: "Task") -> tuple[Args, str]:
     # local/hopper-random is made with D4RL's recipe, so it takes hopper-random-v2's preset
     name = task.name if task.name in PRESETS else f"{task.name.removeprefix('local/')}-v2"
     source = name if name in PRESETS else "fallback"
-    lambda_p, uncertainty, h_p, lambda_o, h_o = PRESETS.get(name, FALLBACK_PRESET)
-    defaults = dict(lambda_p=lambda_p, uncertainty=uncertainty, rollout_length=h_p, lambda_o=lambda_o,
-                    rollout_length_o=h_o, mix=preset_mix(name), normalize_obs=task.domain not in ("hopper", "walker2d"))
+    lambda_p, table_u, h_p, lambda_o, h_o = PRESETS.get(name, FALLBACK_PRESET)
+    real, second, third = preset_shares(name)
+    # The official trainer takes (real, π^p's own, rest to π^o) and its commands pass 0.05 / 0.45 (0 on the jump tasks):
+    # the printed "D : D^p_πo : D^p_πp" fits only that order. Read literally, π^p's own share is the third number.
+    output_share = third if args.paper_literal else second
+    uncertainty = APPENDIX_FORMULA.get(table_u, table_u) if args.paper_literal else "max_aleatoric"
+    defaults = dict(lambda_p=lambda_p, uncertainty=uncertainty, rollout_length=h_p, lambda_o=lambda_o, rollout_length_o=h_o,
+                    real_ratio=real, output_rollout_ratio=output_share, normalize_obs=task.domain not in ("hopper", "walker2d"))
     for field, value in defaults.items():
         if getattr(args, field) is None:
             setattr(args, field, value)
-    return args, source
+    return args, source + (" (paper literal)" if args.paper_literal else "")
 
 
 # --- shared: data ---
@@ -628,23 +644,32 @@ def load_or_fit_dynamics(args: Args, data: dict[str, torch.Tensor], run_dir: str
 
 
 # --- shared: uncertainty ---
-def uncertainty_fn(mean: torch.Tensor, std: torch.Tensor, kind: str) -> torch.Tensor:
-    """u(s, a) from N Gaussians (appendix "Uncertainty Heuristics"); mean, std: [N, B, D] over (s', r).
+UNCERTAINTIES = ("max_aleatoric", "ensemble_var", "ensemble_std", "mixture_var", "mixture_std")
 
-    max_aleatoric: max_i ‖σ_i‖₂ (MOPO).
-    ensemble_var:  E_i[μ_iᵀμ_i + σ_iᵀσ_i] − E_i[μ_i]ᵀE_i[μ_i], the variance of the mixture, summed over dims.
+
+def uncertainty_fn(mean: torch.Tensor, std: torch.Tensor, kind: str) -> torch.Tensor:
+    """u(s, a) from all N Gaussians (not only the elites); mean, std: [N, B, D] over (s', r), the reward last.
+
+    max_aleatoric: max_i ‖σ_i‖₂ over s' and r (MOPO; the only u the official ORPO runner ever computes).
+    ensemble_var:  (1/d_s) Σ_d Var_i μ_i[d] over the next-state dims only, no σ: OfflineRL-Kit's formula, which the
+                   authors' MOPO runs used and the presets' λp were tuned on.
     ensemble_std:  its square root.
+    mixture_var:   Σ_d (Var_i μ_i[d] + E_i σ_i[d]²) over s' and r: the variance of the mixture, the appendix's
+                   "Uncertainty Heuristics" as written (100-490x ensemble_var on the same model: README).
+    mixture_std:   its square root.
+    Var_i is the population variance over the N members (numpy's default, as Kit).
     """
     if kind == "max_aleatoric":
         return std.norm(dim=-1).amax(dim=0)
-    # law of total variance: Var_i(μ_i) + E_i[σ_i²], the same quantity computed without cancellation
-    # (Var_i written out: torch's var over the leading model axis is ~20x slower on a CPU)
-    var = ((mean - mean.mean(dim=0)).pow(2).mean(dim=0) + std.pow(2).mean(dim=0)).sum(dim=-1)
-    if kind == "ensemble_var":
-        return var
-    if kind == "ensemble_std":
-        return var.sqrt()
-    raise ValueError(f"unknown uncertainty heuristic {kind}")
+    # Var_i written out: torch's var over the leading model axis is ~20x slower on a CPU
+    spread = (mean - mean.mean(dim=0)).pow(2).mean(dim=0)  # [B, D]
+    if kind in ("ensemble_var", "ensemble_std"):
+        var = spread[:, :-1].mean(dim=-1)
+        return var if kind == "ensemble_var" else var.sqrt()
+    if kind in ("mixture_var", "mixture_std"):  # law of total variance, computed without cancellation
+        var = (spread + std.pow(2).mean(dim=0)).sum(dim=-1)
+        return var if kind == "mixture_var" else var.sqrt()
+    raise ValueError(f"unknown uncertainty heuristic {kind}; use one of {', '.join(UNCERTAINTIES)}")
 
 
 # --- end ---
@@ -919,22 +944,27 @@ def sample_mix(sources: list[tuple[ReplayBuffer, int, str]]) -> dict[str, torch.
 @torch.no_grad()
 def rollout(dynamics: EnsembleDynamics, policy: Callable, start_obs: torch.Tensor, horizon: int,
             terminal: Callable, uncertainty: str) -> dict[str, torch.Tensor]:
-    """h steps of `policy` in the model from a batch of real states; a row stops at its first termination."""
-    steps, first_act = [], []
+    """h steps of `policy` in the model from a batch of real states; a row stops at its first termination.
+
+    A row whose predicted s', r̂ or u is not finite is dropped, not stored: with done = 1 its target r + γ·0·Q(NaN) is
+    still NaN and one such row turns a critic's weights to NaN. `nonfinite` counts the dropped rows."""
+    steps, first_act, nonfinite = [], [], torch.zeros((), device=start_obs.device)
     # on a CPU, 1024-row chunks keep the ensemble's activations in cache: ~1.8x faster than one 50k batch
     for obs in start_obs.split(1024 if start_obs.device.type == "cpu" else len(start_obs)):
         for t in range(horizon):
             act = policy(obs)
             next_obs, rew, u = dynamics.step(obs, act, uncertainty)
-            done = terminal(next_obs)
-            steps.append({"obs": obs, "act": act, "rew": rew, "u": u, "next_obs": next_obs, "done": done.float()})
             if t == 0:
                 first_act.append(act)
-            obs = next_obs[~done]
+            ok = torch.isfinite(next_obs).all(-1) & torch.isfinite(rew) & torch.isfinite(u) & torch.isfinite(act).all(-1)
+            nonfinite = nonfinite + (~ok).sum()
+            step = {"obs": obs, "act": act, "rew": rew, "u": u, "next_obs": next_obs, "done": terminal(next_obs).float()}
+            steps.append({k: v[ok] for k, v in step.items()})
+            obs = steps[-1]["next_obs"][steps[-1]["done"] == 0]
             if len(obs) == 0:
                 break
     out = {k: torch.cat([s[k] for s in steps]) for k in steps[0]}
-    out["first_act"] = torch.cat(first_act)
+    out["first_act"], out["nonfinite"] = torch.cat(first_act), nonfinite
     return out
 
 
@@ -988,7 +1018,8 @@ class CVAE(nn.Module):
 
 
 def make_rollout_policy(args: Args, rollout_policy: SAC, real: ReplayBuffer, act_dim: int, max_action: float, device) -> Callable:
-    """π^o's action function for each --rollout-policy (only `optimistic` is trained during the run)."""
+    """π^o's action function for each --rollout-policy (only `optimistic` is trained during the run; `untrained` samples
+    the same SAC actor at its initialisation, as the official code's dead update leaves it)."""
     if args.rollout_policy == "random":
         return lambda obs: (torch.rand(len(obs), act_dim, device=device) * 2 - 1) * max_action
     if args.rollout_policy == "cvae":
@@ -1189,7 +1220,8 @@ def main(args: Args) -> dict:
     buf_o = ReplayBuffer(args.rollout_batch_size * args.rollout_length_o * args.model_retain_epochs, fields, device)  # D^o and D^p_πo
     buf_p = ReplayBuffer(args.rollout_batch_size * args.rollout_length * args.model_retain_epochs, fields, device)  # D^p_πp
     n_o = mix_counts(args.batch_size, (args.real_ratio_o, 1 - args.real_ratio_o))
-    n_p = mix_counts(args.batch_size, args.mix)
+    # π^p's batch in the official trainer's order: D, then its own rollouts D^p_πp, the rest from π^o's D^p_πo
+    n_p = mix_counts(args.batch_size, (args.real_ratio, args.output_rollout_ratio, 1 - args.real_ratio - args.output_rollout_ratio))
     parts = {"rollout_policy": rollout_policy, "output_policy": output_policy, "actor_schedule": actor_schedule, "buf_o": buf_o, "buf_p": buf_p}
 
     # TRY NOT TO MODIFY: resume, logging
@@ -1220,7 +1252,7 @@ def main(args: Args) -> dict:
             stats_o = {}
             if args.rollout_policy == "optimistic":  # the other rollout policies of RQ2 stay fixed
                 stats_o = rollout_policy.update(sample_mix([(real, n_o[0], "rew"), (buf_o, n_o[1], "rew_o")]))
-            stats_p = output_policy.update(sample_mix([(real, n_p[0], "rew"), (buf_o, n_p[1], "rew_p"), (buf_p, n_p[2], "rew_p")]))
+            stats_p = output_policy.update(sample_mix([(real, n_p[0], "rew"), (buf_p, n_p[1], "rew_p"), (buf_o, n_p[2], "rew_p")]))
             for k, v in [*((f"rollout_policy/{k}", v) for k, v in stats_o.items()), *((f"losses/{k}", v) for k, v in stats_p.items())]:
                 sums[k], counts[k] = sums.get(k, 0) + v, counts.get(k, 0) + 1
         actor_schedule.step()
@@ -1230,6 +1262,7 @@ def main(args: Args) -> dict:
             "rollout/reward_o_optimistic": ro["rew_o"].mean(), "rollout/reward_p_optimistic": ro["rew_p"].mean(),
             "rollout/reward_p_pessimistic": rp["rew_p"].mean(),
             "rollout/length_optimistic": len(ro["u"]) / args.rollout_batch_size, "rollout/length_pessimistic": len(rp["u"]) / args.rollout_batch_size,
+            "rollout/nonfinite_rows_optimistic": ro["nonfinite"], "rollout/nonfinite_rows_pessimistic": rp["nonfinite"],
             "rollout/action_distance_optimistic": (ro["first_act"] - start["act"]).norm(dim=-1).mean(),
             "rollout/action_distance_pessimistic": (rp["first_act"] - start["act"]).norm(dim=-1).mean(),
             "charts/rollout_seconds": t_rollout, "charts/lr_rollout_actor": actor_schedule.get_last_lr()[0],

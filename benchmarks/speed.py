@@ -66,7 +66,7 @@ class Args:
     eval_episodes: int = 10
     """evaluation episodes (one vectorised HalfCheetah-v4 env each)"""
     uncertainty: str = "ensemble_var"
-    """uncertainty heuristic of the rollouts (halfcheetah-medium-v2's preset)"""
+    """uncertainty heuristic of the rollouts (halfcheetah-medium-v2's table type, OfflineRL-Kit's formula)"""
     clock: Literal["wall", "cpu"] = "wall"
     """wall: elapsed time; cpu: this process's CPU time (time.process_time), which a busy machine's time-slicing does not
     inflate; use it for before/after comparisons on a shared CPU with --threads 1 (never on a GPU)"""
@@ -274,9 +274,12 @@ def naive_rollout(dynamics, actor: Callable, start: np.ndarray, horizon: int, un
         done = ~np.isfinite(next_obs).all(-1, keepdims=True)  # halfcheetah: only a diverged state ends a row
         if uncertainty == "max_aleatoric":
             u = np.amax(np.linalg.norm(std, axis=2), axis=0)[:, None]
-        else:
-            u = (mean.var(0) + (std**2).mean(0)).sum(-1, keepdims=True)
+        elif uncertainty.startswith("ensemble"):  # OfflineRL-Kit: the members' next-state means only
+            u = mean[..., :-1].var(0).mean(-1, keepdims=True)
             u = np.sqrt(u) if uncertainty == "ensemble_std" else u
+        else:  # the appendix's mixture variance over s' and r
+            u = (mean.var(0) + (std**2).mean(0)).sum(-1, keepdims=True)
+            u = np.sqrt(u) if uncertainty == "mixture_std" else u
         m = len(obs)
         for k, v in dict(obs=obs, act=act, rew=rew, u=u, rew_o=rew + 0.015 * u, rew_p=rew - 5.0 * u, next_obs=next_obs, done=done).items():
             buffer[k][ptr : ptr + m] = v
@@ -403,7 +406,7 @@ class EpochState:
         self.buf_o = mod.ReplayBuffer(b * h * 5, fields(), device)
         self.buf_p = mod.ReplayBuffer(b * h * 5, fields(), device)
         self.n_o = mod.mix_counts(256, (0.05, 0.95))
-        self.n_p = mod.mix_counts(256, (0.05, 0.45, 0.5))
+        self.n_p = mod.mix_counts(256, (0.05, 0.45, 0.5))  # D, π^p's own D^p_πp, π^o's D^p_πo (the official order)
         self.lambda_o, self.lambda_p, self.epoch = 0.015, 5.92, 0
 
     def run(self, steps: int, b: int, evaluate: bool, timer: Timer) -> dict[str, float]:
@@ -424,7 +427,7 @@ class EpochState:
         sums, counts = {}, {}
         for _ in range(steps):
             stats_o = s.sac.update(mod.sample_mix([(real, n_o[0], "rew"), (buf_o, n_o[1], "rew_o")]))
-            stats_p = s.td3.update(mod.sample_mix([(real, n_p[0], "rew"), (buf_o, n_p[1], "rew_p"), (buf_p, n_p[2], "rew_p")]))
+            stats_p = s.td3.update(mod.sample_mix([(real, n_p[0], "rew"), (buf_p, n_p[1], "rew_p"), (buf_o, n_p[2], "rew_p")]))
             for k, v in [*((f"rollout_policy/{k}", v) for k, v in stats_o.items()), *((f"losses/{k}", v) for k, v in stats_p.items())]:
                 sums[k], counts[k] = sums.get(k, 0) + v, counts.get(k, 0) + 1
         s.schedule.step()

@@ -229,10 +229,11 @@ def test_help_lists_every_field_with_its_docstring(tmp_path):
 
 
 # deliberate differences from orpo.py's Args (default and docstring); every other shared field is identical
+# (real_ratio: one policy's batch share of D in the baselines, π^p's with a preset default in orpo.py)
 DIFFERENT = {
-    "mopo": {"rollout_length", "exploration_noise", "hidden_dims", "normalize_obs"},
-    "oroo": {"rollout_length", "hidden_dims", "normalize_obs"},
-    "mbpo": {"uncertainty", "rollout_length", "hidden_dims", "normalize_obs"},
+    "mopo": {"rollout_length", "real_ratio", "exploration_noise", "hidden_dims", "normalize_obs", "paper_literal"},
+    "oroo": {"rollout_length", "real_ratio", "hidden_dims", "normalize_obs"},
+    "mbpo": {"uncertainty", "rollout_length", "real_ratio", "hidden_dims", "normalize_obs"},
     "td3bc": {"epochs", "steps_per_epoch", "hidden_dims", "normalize_obs"},
 }
 

@@ -76,7 +76,7 @@ def test_jump_task_reports_raw_returns(tmp_path):
     assert summary["score_kind"] == "raw_return" and summary["normalized_score"] is None and np.isfinite(summary["return"])
     config = json.loads((run_dir / "config.json").read_text())
     assert (config["lambda_p"], config["lambda_o"], config["rollout_length"], config["rollout_length_o"]) == (1.0, 0.1, 5, 5)
-    assert config["mix"] == [0.05, 0.05, 0.9]
+    assert (config["real_ratio"], config["output_rollout_ratio"]) == (0.05, 0.05)  # 12 D / 12 π^p / 232 π^o rows
 
 
 def test_jump_reward_in_evaluation_matches_the_dataset_scripts(orpo):

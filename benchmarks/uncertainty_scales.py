@@ -1,0 +1,124 @@
+"""The scale of every uncertainty heuristic u(s, a), so a user who tunes λp knows what it multiplies.
+
+    python datasets/collect.py --env Hopper-v4 --policy random --steps 30000 --name local/hopper-random-30k
+    python benchmarks/uncertainty_scales.py --envs local/hopper-random-30k local/walker2d-random-30k --out docs/uncertainty_scales.md
+
+For each dataset: fit the ensemble exactly as orpo.py does (default sizes 7 × 4×200, 5 elites), then report the
+median u of each heuristic (a) on D's own (s, a) pairs and (b) after 5 model steps of a uniform random policy
+started from D's states, and the median |r| of D for comparison. The same model serves every heuristic.
+"""
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import tyro
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def load_orpo():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("orpo", os.path.join(ROOT, "algorithms", "orpo.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["orpo"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@dataclass
+class Args:
+    envs: list[str] = field(default_factory=lambda: ["local/hopper-random"])
+    """datasets (any --env value of algorithms/orpo.py)"""
+    data_dir: str | None = None
+    """where the datasets live (default: $D4RL_DATASET_DIR or ~/.d4rl/datasets)"""
+    rows: int = 5000
+    """state-action pairs of D on which u is measured, and start states of the 5-step rollouts"""
+    steps: int = 5
+    """model steps away from D"""
+    seed: int = 1
+    """seed of the fit and the rollouts"""
+    threads: int = 1
+    """torch threads"""
+    out: str = "docs/uncertainty_scales.md"
+    """markdown table written here"""
+    extra: str = ""
+    """extra orpo.py flags for the ensemble, e.g. --extra="--dynamics-max-epochs 5" (for a quick look)"""
+
+
+def measure(orpo, env: str, args: Args) -> dict:
+    import shlex
+
+    run = orpo.Args(env=env, data_dir=args.data_dir, seed=args.seed, cuda=False)
+    if args.extra:
+        run = tyro.cli(orpo.Args, args=["--env", env, "--seed", str(args.seed), "--no-cuda", *shlex.split(args.extra)]
+                       + (["--data-dir", args.data_dir] if args.data_dir else []))
+    task, path = orpo.resolve_task(run.env, run.dataset_path, run.eval_env, run.data_dir)
+    torch.manual_seed(args.seed)
+    data = {k: torch.as_tensor(v) for k, v in orpo.load_transitions(path).items()}
+    model = orpo.EnsembleDynamics(data["obs"].shape[1], data["act"].shape[1], run.dynamics_hidden_dims, run.num_ensemble,
+                                  run.num_elites)
+    t0 = time.time()
+    fit = orpo.fit_dynamics(model, data, run)
+    fit_seconds = time.time() - t0
+    idx = torch.randperm(len(data["obs"]))[: args.rows]
+    obs, act = data["obs"][idx], data["act"][idx]
+    terminal = orpo.termination_fn(task.domain)
+    row = {"env": task.name, "rows": len(data["obs"]), "holdout_mse": fit["dynamics/holdout_mse"], "fit_seconds": fit_seconds,
+           "median_abs_reward": float(data["rew"].abs().median())}
+    with torch.no_grad():
+        mean, logvar = model(torch.cat([obs, act], -1))
+        std = (0.5 * logvar).exp()
+        for kind in orpo.UNCERTAINTIES:
+            row[f"D/{kind}"] = float(orpo.uncertainty_fn(mean, std, kind).median())
+        state, alive = obs, torch.ones(len(obs), dtype=torch.bool)
+        for _ in range(args.steps):  # a uniform random policy, as far from D's actions as the box allows
+            action = torch.rand(len(state), act.shape[1]) * 2 - 1
+            state = model.step(state, action, "max_aleatoric")[0]
+            alive &= ~terminal(state)
+            state = torch.nan_to_num(state)
+        action = torch.rand(len(state), act.shape[1]) * 2 - 1
+        mean, logvar = model(torch.cat([state, action], -1))
+        std = (0.5 * logvar).exp()
+        row["alive_after_steps"] = float(alive.float().mean())
+        for kind in orpo.UNCERTAINTIES:
+            row[f"far/{kind}"] = float(orpo.uncertainty_fn(mean, std, kind)[alive].median())
+    return row
+
+
+def main(args: Args) -> None:
+    torch.set_num_threads(args.threads)
+    orpo = load_orpo()
+    rows = []
+    for env in args.envs:
+        try:
+            rows.append(measure(orpo, env, args))
+        except orpo.UserError as e:
+            sys.exit(f"error: {e}")
+        print(rows[-1], flush=True)
+    kinds = orpo.UNCERTAINTIES
+    lines = ["| dataset | where | " + " | ".join(kinds) + " | ensemble_var : mixture_var | median abs(r) of D |",
+             "|---|---|" + "---|" * (len(kinds) + 2)]
+    for r in rows:
+        for where, label in (("D", "on D"), ("far", f"{args.steps} model steps away")):
+            values = " | ".join(f"{r[f'{where}/{k}']:.3g}" for k in kinds)
+            ratio = r[f"{where}/mixture_var"] / max(r[f"{where}/ensemble_var"], 1e-30)
+            lines.append(f"| {r['env']} ({r['rows']} rows) | {label} | {values} | 1 : {ratio:.0f} | {r['median_abs_reward']:.3g} |")
+    cpu = orpo.device_name(torch.device("cpu"))
+    fits = "; ".join(f"{r['env']}: holdout MSE {r['holdout_mse']:.4f}, fit {r['fit_seconds']:.0f} s" for r in rows)
+    text = (f"# Uncertainty scales\n\nMade by `python benchmarks/uncertainty_scales.py --envs {' '.join(args.envs)}` on {cpu}, "
+            f"{time.strftime('%Y-%m-%d')}, seed {args.seed}. Median u over {args.rows} of D's (s, a) pairs, and over the same "
+            f"start states after {args.steps} model steps of a uniform random policy (rows that terminated are left out). "
+            f"Ensemble as orpo.py fits it ({fits}).\n\n" + "\n".join(lines) + "\n")
+    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+    with open(args.out + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(args.out + ".tmp", args.out)
+    print(text)
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args))

@@ -1,0 +1,159 @@
+"""The presets run what produced the paper's numbers (the authors' code), the literal reading is one flag away,
+and no non-finite model row reaches a buffer."""
+import numpy as np
+import pytest
+import torch
+import tyro
+from conftest import TINY, load_module
+
+TABLE = {  # a few rows of the paper's table, by kind: (dataset, the table's uncertainty type)
+    "halfcheetah-random-v2": "ensemble_std", "walker2d-random-v2": "ensemble_var", "hopper-medium-v2": "max_aleatoric",
+    "halfcheetah-medium-replay-v2": "ensemble_var", "walker2d-medium-replay-v2": "ensemble_std", "halfcheetah-jump": "max_aleatoric",
+}
+
+
+@pytest.fixture(scope="module")
+def mopo():
+    return load_module("algorithms/mopo.py", "mopo_fidelity")
+
+
+def preset(module, name, **kw):
+    domain = name.split("-")[0]
+    task = module.Task(name, "X-v4", domain)
+    return module.apply_presets(module.Args(env=name, **kw), task)[0]
+
+
+def output_batch_rows(orpo, args) -> dict[str, int]:
+    n = orpo.mix_counts(args.batch_size, (args.real_ratio, args.output_rollout_ratio, 1 - args.real_ratio - args.output_rollout_ratio))
+    return dict(zip(("D", "pi_p", "pi_o"), n))
+
+
+@pytest.mark.parametrize("name,official,literal", [
+    ("hopper-medium-v2", (12, 115, 129), (12, 128, 116)),  # official commands: --real-ratio-final 0.05 --final-policy-rollout-ratio-final 0.45
+    ("walker2d-medium-replay-v2", (128, 76, 52), (128, 51, 77)),  # 0.5 : 0.3 : 0.2
+    ("halfcheetah-jump", (12, 12, 232), (12, 230, 14)),  # 0.05 : 0.05 : 0.9; 95 % of the batch from π^o
+])
+def test_output_policy_batch_rows_per_preset(orpo, name, official, literal):
+    """Rows of π^p's 256-row batch from D, its own rollouts D^p_πp and π^o's D^p_πo: the trainer's order by default."""
+    assert tuple(output_batch_rows(orpo, preset(orpo, name)).values()) == official
+    assert tuple(output_batch_rows(orpo, preset(orpo, name, paper_literal=True)).values()) == literal
+
+
+def test_uncertainty_presets_orpo_official_vs_literal(orpo):
+    for name, table_type in TABLE.items():
+        assert preset(orpo, name).uncertainty == "max_aleatoric", name  # the ORPO runner never passes its flag
+        literal = preset(orpo, name, paper_literal=True).uncertainty
+        assert literal == {"ensemble_var": "mixture_var", "ensemble_std": "mixture_std"}.get(table_type, table_type), name
+        assert preset(orpo, name, uncertainty="ensemble_std").uncertainty == "ensemble_std"  # a flag wins over a preset
+
+
+def test_uncertainty_presets_mopo_use_kits_formula(mopo):
+    for name, table_type in TABLE.items():
+        assert preset(mopo, name).uncertainty == table_type, name  # the MOPO runner passes the flag to Kit's formula
+        literal = preset(mopo, name, paper_literal=True).uncertainty
+        assert literal == {"ensemble_var": "mixture_var", "ensemble_std": "mixture_std"}.get(table_type, table_type), name
+
+
+def test_kits_ensemble_var_ignores_sigma_and_reward_and_uses_all_members(orpo):
+    torch.manual_seed(0)
+    mean, std = torch.randn(7, 50, 4), torch.rand(7, 50, 4)
+    expected = torch.from_numpy(mean[..., :-1].numpy().var(0).mean(1))  # Kit: np.var over members, mean over s' dims
+    torch.testing.assert_close(orpo.uncertainty_fn(mean, std, "ensemble_var"), expected)
+    torch.testing.assert_close(orpo.uncertainty_fn(mean, 5 * std, "ensemble_var"), expected)  # no σ
+    changed = mean.clone()
+    changed[..., -1] += torch.randn(7, 50)  # the reward dimension does not count
+    torch.testing.assert_close(orpo.uncertainty_fn(changed, std, "ensemble_std"), expected.sqrt())
+    mixture = (mean.var(0, unbiased=False) + std.pow(2).mean(0)).sum(-1)
+    torch.testing.assert_close(orpo.uncertainty_fn(mean, std, "mixture_var"), mixture)
+
+
+# ---------------------------------------------------------------- π^o as the official code ran it
+def sac(orpo):
+    norm = orpo.ObsNorm(torch.zeros(3), torch.ones(3))
+    return orpo.SAC(norm, 3, 2, (16, 16), 1.0, 1e-4, 3e-4, 1e-4, 0.99, 0.005)
+
+
+def test_untrained_rollout_policy_samples_the_initial_actor(orpo):
+    torch.manual_seed(0)
+    policy = sac(orpo)
+    act = orpo.make_rollout_policy(orpo.Args(rollout_policy="untrained"), policy, None, 2, 1.0, "cpu")
+    obs = torch.zeros(256, 3)
+    a, b = act(obs), act(obs)
+    assert not torch.equal(a, b) and a.std(0).min() > 0.1  # a stochastic sample, not the deterministic mean
+    assert a.abs().max() <= 1.0
+
+
+@pytest.mark.parametrize("rollout_policy,trained", [("untrained", False), ("optimistic", True)])
+def test_only_the_optimistic_rollout_policy_is_updated(orpo, hopper_data_dir, tmp_path, monkeypatch, rollout_policy, trained):
+    """A 1-epoch in-process run: with `untrained`, π^o's SAC gets no update and its weights stay at their init."""
+    created, updates = [], []
+    original_init, original_update = orpo.SAC.__init__, orpo.SAC.update
+
+    def recording_init(self, *a, **k):
+        original_init(self, *a, **k)
+        created.append((self, [p.detach().clone() for p in self.actor.parameters()]))
+
+    def recording_update(self, batch):
+        updates.append(self)
+        return original_update(self, batch)
+
+    monkeypatch.setattr(orpo.SAC, "__init__", recording_init)
+    monkeypatch.setattr(orpo.SAC, "update", recording_update)
+    args = tyro.cli(orpo.Args, args=[*TINY, "--epochs", "1", "--steps-per-epoch", "3", "--env", "hopper-random-v2", "--data-dir",
+                                     hopper_data_dir[0], "--runs-dir", str(tmp_path), "--rollout-policy", rollout_policy])
+    orpo.main(args)
+    (pi_o, init), = created  # π^p is TD3+BC: the only SAC is π^o
+    assert len(updates) == (3 if trained else 0)
+    same = all(torch.equal(p, q) for p, q in zip(pi_o.actor.parameters(), init))
+    assert same != trained
+
+
+# ---------------------------------------------------------------- no non-finite row enters a buffer
+class PoisonedDynamics:
+    """A model whose predictions are NaN / inf for every third row (a diverged ensemble)."""
+
+    def step(self, obs, act, uncertainty):
+        next_obs, rew, u = obs + 0.01 * act.sum(-1, keepdim=True), torch.ones(len(obs)), torch.full((len(obs),), 0.5)
+        bad = torch.arange(len(obs)) % 3 == 0
+        next_obs = torch.where(bad[:, None], torch.nan, next_obs)
+        u = torch.where(torch.arange(len(obs)) % 3 == 1, torch.inf, u)
+        return next_obs, rew, u
+
+
+def test_rollout_drops_and_counts_nonfinite_rows(orpo):
+    start = torch.zeros(30, 3)
+    out = orpo.rollout(PoisonedDynamics(), lambda obs: torch.ones(len(obs), 2), start, 2, lambda s: torch.zeros(len(s), dtype=torch.bool),
+                       "max_aleatoric")
+    # step 1: 30 rows, 20 bad (10 NaN s', 10 inf u) -> 10 kept; step 2: those 10 rows, 7 bad (rows 0,3,6,9 and 1,4,7)
+    assert int(out["nonfinite"]) == 20 + 7
+    assert len(out["u"]) == 10 + 3
+    for k in ("obs", "act", "rew", "u", "next_obs", "done"):
+        assert torch.isfinite(out[k]).all(), k
+    assert len(out["first_act"]) == 30  # the action-distance diagnostic still sees every start state
+
+
+def test_nonfinite_model_rows_never_reach_the_critic(orpo, hopper_data_dir, tmp_path, monkeypatch):
+    """End to end: a model that predicts NaN for some rows leaves both policies' weights finite, and the run logs the count."""
+    original_step = orpo.EnsembleDynamics.step
+
+    def poisoned_step(self, obs, act, uncertainty):
+        next_obs, rew, u = original_step(self, obs, act, uncertainty)
+        bad = torch.rand(len(obs)) < 0.2
+        return torch.where(bad[:, None], torch.nan, next_obs), torch.where(bad, torch.nan, rew), u
+
+    monkeypatch.setattr(orpo.EnsembleDynamics, "step", poisoned_step)
+    args = tyro.cli(orpo.Args, args=[*TINY, "--epochs", "1", "--steps-per-epoch", "20", "--env", "hopper-random-v2",
+                                     "--data-dir", hopper_data_dir[0], "--runs-dir", str(tmp_path), "--eval-episodes", "1"])
+    summary = orpo.main(args)
+    (run_dir,) = tmp_path.iterdir()
+    ckpt = torch.load(run_dir / "checkpoint.pt", weights_only=False)
+    for part in ("rollout_policy", "output_policy"):
+        for k, v in ckpt["parts"][part].items():
+            if isinstance(v, torch.Tensor) and v.is_floating_point():
+                assert torch.isfinite(v).all(), (part, k)
+    import csv
+
+    with open(run_dir / "metrics.csv") as f:
+        row = list(csv.DictReader(f))[-1]
+    assert float(row["rollout/nonfinite_rows_optimistic"]) > 0 and float(row["rollout/nonfinite_rows_pessimistic"]) > 0
+    assert np.isfinite(float(row["losses/critic_loss"])) and np.isfinite(summary["return"])
