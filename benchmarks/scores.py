@@ -1,57 +1,898 @@
-"""Score harness: run algorithms × datasets × seeds, then tabulate last-10 scores (mean ± std over seeds).
+"""Score harness: run the paper's grid (algorithms × datasets × seeds) here or on Slurm, then aggregate it.
 
-    python benchmarks/scores.py --algos orpo mopo --envs hopper-medium-v2 walker2d-medium-replay-v2 --seeds 1 2 3
-    python benchmarks/scores.py --table-only --out docs/scores.md      # rebuild the table from finished runs
+    python benchmarks/scores.py --algos orpo mopo --envs hopper-medium-v2 --seeds 1 2 3          # one machine
+    python benchmarks/scores.py --paper-table 4 --launcher slurm --partition gpu --dry-run      # what Slurm would get
+    python benchmarks/scores.py --paper-table 4 --launcher slurm --partition gpu               # submit (job array)
+    python benchmarks/scores.py --status                                                       # queued/running/...
+    python benchmarks/scores.py --table-only --out docs/scores.md                              # aggregate finished runs
 
-Each run is the algorithm's own script in a subprocess (its run directory under --runs-dir); finished runs
-are skipped, so the harness can be stopped and started again. `--extra="..."` flags go to every script.
-The table names the device the runs used (from each summary.json) and the date.
+Each run is the algorithm's own script in a subprocess, writing its run directory under --runs-dir. A cell
+(dataset, --exp-name, seed) is found by the config.json of its run directory, never by the directory's name:
+a finished cell is never started again, an unfinished one is continued with the script's own `--resume RUN_DIR`
+(a fresh start only when it holds no checkpoint.pt yet), and a failed one (non-zero exit, `"status": "failed"`,
+a NaN score) is skipped and reported until `--retry-failed`. `--launcher slurm` submits one job per cell through
+submitit (one job array); on a time limit or preemption the job stops its run (SIGTERM: the run saves), is requeued
+and resumes. `--launcher submitit-local` runs the same job code through submitit's LocalExecutor on this machine.
+
+The aggregate (docs/grid.md explains it): per cell mean ± std over seeds of `last10_score` and a 95 % bootstrap
+interval; per algorithm over the datasets the IQM and mean with stratified-bootstrap intervals, ORPO's probability
+of improvement over each baseline, and a performance profile (rliable). The paper's number for each cell is parsed
+from its LaTeX source. Exit status: 0 when every run is finished, 1 when a run failed, 130 when interrupted.
 """
+import contextlib
+import csv
 import glob
+import io
 import json
+import math
 import os
 import platform
+import re
+import select
 import shlex
+import shutil
+import signal
+import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import Literal, Optional
 
 import numpy as np
 import tyro
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PAPER_TEX = os.path.normpath(os.path.join(ROOT, "..", "shared", "paper", "orpo_aaai24.tex"))
+PAPER_EPOCHS = 1000  # the scripts' default, from ORPO's official runner: 1000 epochs × 1000 gradient steps
+PAPER_TABLES = {"1": "d4rl-part", "4": "table:all-results", "jump": "fig:generalize"}
+# the paper's column name -> ours; a variant is (script in algorithms/, the flags that make it)
+PAPER_COLUMNS = {"TD3+BC": "td3bc", "MBPO": "mbpo", "MOPO": "mopo", "ORPO": "orpo", "ORPO (SAC)": "orpo_sac",
+                 "OROO": "oroo", "MOPO (TD3+BC)": "mopo_td3bc"}
+VARIANTS = {"orpo": ("orpo", []), "orpo_sac": ("orpo", ["--output-algo", "sac", "--exp-name", "orpo_sac"]),
+            "mopo": ("mopo", []), "mopo_td3bc": ("mopo", ["--policy", "td3bc", "--exp-name", "mopo_td3bc"]),
+            "oroo": ("oroo", []), "mbpo": ("mbpo", []), "td3bc": ("td3bc", [])}
+D4RL_12 = [f"{d}-{k}-v2" for k in ("random", "medium", "medium-replay", "medium-expert") for d in ("halfcheetah", "hopper", "walker2d")]
+# what each paper table needs from this repo (its other columns are other papers' methods); the numbers are parsed
+PRESETS = {"1": (["td3bc", "mopo", "orpo"], D4RL_12),
+           "4": (["td3bc", "mbpo", "mopo", "orpo", "orpo_sac", "oroo", "mopo_td3bc"], D4RL_12),
+           "jump": (["td3bc", "mopo", "orpo"], ["halfcheetah-jump", "halfcheetah-jump-hard"])}
+INTERRUPTED = {130, 143, -signal.SIGINT, -signal.SIGTERM}
+
+
+class UserError(Exception):
+    pass
 
 
 @dataclass
 class Args:
     algos: list[str] = field(default_factory=lambda: ["orpo"])
-    """scripts in algorithms/ to run"""
+    """what to run: orpo orpo_sac mopo mopo_td3bc oroo mbpo td3bc (a variant is a script plus its flags)"""
     envs: list[str] = field(default_factory=lambda: ["hopper-medium-v2"])
     """datasets (any --env value the scripts take)"""
     seeds: list[int] = field(default_factory=lambda: [1, 2, 3])
     """seeds per algorithm and dataset"""
+    paper_table: Optional[Literal["1", "4", "jump"]] = None
+    """the grid of one paper table (its algorithms, datasets and 5 seeds); --algos/--envs/--seeds given override it"""
     runs_dir: str = "runs/scores"
-    """where the runs are written"""
+    """where the runs are written (the launcher's own state goes to RUNS_DIR/_grid)"""
     out: str = "docs/scores.md"
-    """markdown table written here (and a .json and a .png of the learning curves beside it)"""
-    table_only: bool = False
-    """only rebuild the table from the runs already in --runs-dir"""
+    """markdown table written here, and beside it a .json, a .png of the learning curves and a _profile.png"""
     extra: str = ""
     """extra flags passed to every script, as one string: --extra="--epochs 100 --no-cuda" """
+    extra_for: list[str] = field(default_factory=list)
+    """extra flags for one algorithm only, as ALGO=FLAGS: --extra-for "orpo=--dynamics-max-epochs 30" """
+    launcher: Literal["local", "slurm", "submitit-local"] = "local"
+    """local: one run after another in this process; slurm: one job per run through submitit (a job array);
+    submitit-local: the slurm job code through submitit's LocalExecutor on this machine"""
+    table_only: bool = False
+    """run nothing: only aggregate the finished runs in --runs-dir"""
+    status: bool = False
+    """run nothing: count the grid's runs by state (queued, running, finished, failed, ...) and show failures"""
+    dry_run: bool = False
+    """print what would be run (and for slurm the sbatch script) and exit"""
+    retry_failed: bool = False
+    """run failed cells again (resumed from their last checkpoint when they have one)"""
+    wait: bool = False
+    """slurm: wait for the jobs to end, then aggregate (submitit-local always waits)"""
+    partition: Optional[str] = None
+    """slurm partition"""
+    time: int = 1440
+    """slurm: minutes per job; a job that reaches it is requeued and resumes"""
+    gpus: int = 1
+    """slurm: GPUs per job"""
+    cpus: int = 4
+    """slurm: CPUs per job"""
+    mem: int = 32
+    """slurm: memory per job, GB"""
+    account: Optional[str] = None
+    """slurm account"""
+    qos: Optional[str] = None
+    """slurm quality of service"""
+    slurm_param: list[str] = field(default_factory=list)
+    """more sbatch parameters as KEY=VALUE, e.g. constraint=a100"""
+    array_parallelism: int = 64
+    """slurm: most jobs of the array running at once (submitit-local: most processes at once)"""
+    max_requeues: int = 20
+    """slurm: most times a job is requeued after a time limit or preemption"""
+    signal_delay_s: int = 180
+    """slurm: seconds before the time limit at which the job stops its run (the run finishes its epoch and saves)"""
+    reps: int = 2000
+    """bootstrap resamples for every interval"""
+    bootstrap_seed: int = 0
+    """numpy seed of the bootstrap (the same seed gives the same intervals)"""
+    paper_tex: str = PAPER_TEX
+    """the paper's LaTeX source, for the paper's numbers beside ours"""
 
 
-def plot_curves(summaries: list[dict], path: str) -> None:
+SLURM_FLAGS = ("partition", "time", "gpus", "cpus", "mem", "account", "qos", "slurm_param", "max_requeues",
+               "signal_delay_s", "wait")
+
+
+# ----------------------------------------------------------------------------------------------- the grid
+@dataclass(frozen=True)
+class Cell:
+    algo: str  # the variant's name
+    script: str  # algorithms/{script}.py
+    flags: tuple  # the variant's flags, then --extra
+    exp_name: str
+    env: str
+    seed: int
+
+    @property
+    def key(self) -> tuple:
+        return (self.env, self.exp_name, self.seed)
+
+    @property
+    def id(self) -> str:
+        return f"{self.env.replace('/', '_')}__{self.exp_name}__{self.seed}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.exp_name} {self.env} seed {self.seed}"
+
+
+def exp_name_of(script: str, flags: list[str]) -> str:
+    name = script
+    for i, flag in enumerate(flags):
+        if flag == "--exp-name" and i + 1 < len(flags):
+            name = flags[i + 1]
+        elif flag.startswith("--exp-name="):
+            name = flag.split("=", 1)[1]
+    return name
+
+
+def make_grid(args: Args) -> list[Cell]:
+    def split(name: str, text: str) -> list[str]:
+        try:
+            flags = shlex.split(text)
+        except ValueError as e:
+            raise UserError(f"{name}: {e}")
+        for flag in ("--env", "--seed", "--runs-dir", "--resume"):
+            if any(x == flag or x.startswith(flag + "=") for x in flags):
+                raise UserError(f"{name} may not hold {flag}: the harness sets it for each run")
+        return flags
+
+    extra = split("--extra", args.extra)
+    extra_for = {}
+    for item in args.extra_for:
+        algo, _, flags = item.partition("=")
+        if not _ or algo not in args.algos:
+            raise UserError(f"--extra-for {item!r}: use ALGO=FLAGS with ALGO one of --algos ({', '.join(args.algos)})")
+        extra_for[algo] = extra_for.get(algo, []) + split(f"--extra-for {algo}", flags)
+    cells, owner = [], {}
+    for algo in args.algos:
+        if algo in VARIANTS:
+            script, flags = VARIANTS[algo]
+        elif os.path.isfile(os.path.join(ROOT, "algorithms", f"{algo}.py")):
+            script, flags = algo, []
+        else:
+            raise UserError(f"unknown algorithm '{algo}'; use one of {', '.join(VARIANTS)}")
+        flags = [*flags, *extra, *extra_for.get(algo, [])]
+        exp_name = exp_name_of(script, flags)
+        if owner.setdefault(exp_name, algo) != algo:
+            raise UserError(f"--algos {owner[exp_name]} and {algo} would both run as --exp-name {exp_name}; give each its own")
+        for env in args.envs:
+            for seed in args.seeds:
+                cells.append(Cell(algo, script, tuple(flags), exp_name, env, seed))
+    return cells
+
+
+def validate(args: Args, argv: list[str]) -> None:
+    given = {a.split("=", 1)[0] for a in argv if a.startswith("--")}
+    if args.paper_table:
+        algos, envs = PRESETS[args.paper_table]
+        if "--algos" not in given:
+            args.algos = list(algos)
+        if "--envs" not in given:
+            args.envs = list(envs)
+        if "--seeds" not in given:
+            args.seeds = [1, 2, 3, 4, 5]
+    problems = []
+    for name in ("algos", "envs", "seeds"):
+        values = getattr(args, name)
+        if not values:
+            problems.append(f"--{name} needs at least one value")
+        elif len(set(values)) != len(values):
+            problems.append(f"--{name} lists a value twice")
+    checks = [("time", 1, "minutes"), ("gpus", 0, "GPUs"), ("cpus", 1, "CPUs"), ("mem", 1, "GB"),
+              ("array_parallelism", 1, "jobs"), ("max_requeues", 0, "requeues"), ("signal_delay_s", 10, "seconds"),
+              ("reps", 100, "resamples")]
+    for name, low, unit in checks:
+        if getattr(args, name) < low:
+            problems.append(f"--{name.replace('_', '-')} {getattr(args, name)}: needs at least {low} ({unit})")
+    for p in args.slurm_param:
+        if "=" not in p or not p.split("=", 1)[0]:
+            problems.append(f"--slurm-param {p!r}: use KEY=VALUE")
+    if args.launcher != "slurm":
+        for name in SLURM_FLAGS:
+            if f"--{name.replace('_', '-')}" in given:
+                problems.append(f"--{name.replace('_', '-')} only applies to --launcher slurm (this is --launcher {args.launcher})")
+    modes = [m for m in ("table_only", "status", "dry_run") if getattr(args, m)]
+    if len(modes) > 1:
+        problems.append(f"--{modes[0].replace('_', '-')} and --{modes[1].replace('_', '-')} exclude each other")
+    if problems:
+        raise UserError("; ".join(problems))
+
+
+# ----------------------------------------------------------------------------------------------- run state
+def read_json(path: str) -> Optional[dict]:
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def write_json(obj, path: str) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=2)
+    os.replace(tmp, path)
+
+
+def grid_dir(runs_dir: str) -> str:
+    return os.path.join(runs_dir, "_grid")
+
+
+def record_path(runs_dir: str, cell_id: str) -> str:
+    return os.path.join(grid_dir(runs_dir), f"{cell_id}.json")
+
+
+def update_record(runs_dir: str, cell: Cell, **fields) -> dict:
+    path = record_path(runs_dir, cell.id)
+    rec = read_json(path) or {"env": cell.env, "exp_name": cell.exp_name, "seed": cell.seed, "algo": cell.algo}
+    rec.update(fields, updated=time.strftime("%Y-%m-%d %H:%M:%S"))
+    write_json(rec, path)
+    return rec
+
+
+def summary_state(summary: Optional[dict]) -> str:
+    """finished / failed / stopped from a summary.json, today's (no "status") and with "status" alike."""
+    if summary is None:
+        return "stopped"
+    status = summary.get("status") or ("finished" if summary.get("finished") else "stopped")
+    if status == "finished":
+        score = summary.get("last10_score")
+        return "finished" if isinstance(score, (int, float)) and math.isfinite(score) else "failed"
+    return "failed" if status == "failed" else "stopped"
+
+
+def summary_error(summary: dict) -> str:
+    if summary.get("error"):
+        return str(summary["error"]).strip().splitlines()[-1]
+    return f"non-finite score (last10_score = {summary.get('last10_score')}) although the run finished"
+
+
+def scan_runs(runs_dir: str) -> dict[tuple, list[dict]]:
+    """Every run directory under runs_dir, by (env, exp_name, seed) from its config.json."""
+    runs: dict[tuple, list[dict]] = {}
+    for config_path in glob.glob(os.path.join(runs_dir, "*", "config.json")):
+        config = read_json(config_path)
+        if not config or not all(k in config for k in ("env", "exp_name", "seed")):
+            continue
+        run_dir = os.path.dirname(config_path)
+        summary = read_json(os.path.join(run_dir, "summary.json"))
+        runs.setdefault((config["env"], config["exp_name"], int(config["seed"])), []).append(
+            {"run_dir": run_dir, "config": config, "summary": summary, "state": summary_state(summary),
+             "has_checkpoint": os.path.isfile(os.path.join(run_dir, "checkpoint.pt")),
+             "mtime": os.path.getmtime(config_path)})
+    return runs
+
+
+def best_run(runs: list[dict]) -> Optional[dict]:
+    """The run directory that stands for a cell: a finished one, else one with a checkpoint, else the newest."""
+    if not runs:
+        return None
+    order = {"finished": 0, "failed": 1, "stopped": 2}
+    return min(runs, key=lambda r: (order[r["state"]], not r["has_checkpoint"], -r["mtime"]))
+
+
+def pid_alive(pid: Optional[int]) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def shutil_which(name: str) -> Optional[str]:
+    return shutil.which(name)
+
+
+def slurm_live_jobs(job_ids: list[str]) -> Optional[set]:
+    """Job ids squeue still lists (None where squeue is not available)."""
+    if not job_ids or not shutil_which("squeue"):
+        return None
+    try:
+        out = subprocess.run(["squeue", "-h", "-o", "%i", "-j", ",".join(sorted(set(job_ids)))], capture_output=True,
+                             text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return set(out.split())
+
+
+def cell_state(key: tuple, runs: list[dict], record: Optional[dict], live_jobs: Optional[set] = None) -> dict:
+    """One of finished, failed, running, queued, stopped (resumable), not started; with the run dir and error line."""
+    run = best_run(runs)
+    out = {"state": "not started", "run_dir": run["run_dir"] if run else None, "error": None, "run": run,
+           "record": record}
+    if run and run["state"] == "finished":
+        return {**out, "state": "finished"}
+    if run and run["state"] == "failed":
+        return {**out, "state": "failed", "error": summary_error(run["summary"])}
+    state = (record or {}).get("state")
+    if state == "failed":
+        return {**out, "state": "failed", "error": record.get("error")}
+    if state in ("running", "queued"):
+        if record.get("host") == socket.gethostname() and record.get("launcher") == "local":
+            alive = state == "running" and pid_alive(record.get("pid"))
+        elif record.get("job_id") and live_jobs is not None:
+            alive = str(record["job_id"]) in live_jobs
+        else:
+            alive = True
+        if alive:
+            return {**out, "state": state}
+    if run:
+        return {**out, "state": "stopped"}
+    return out
+
+
+def collect(runs_dir: str, cells: Optional[list[Cell]] = None) -> dict[tuple, dict]:
+    """The state of each cell: the given ones, or every cell found in runs_dir (run dirs and launcher records)."""
+    runs = scan_runs(runs_dir)
+    records = {}
+    for path in glob.glob(os.path.join(grid_dir(runs_dir), "*.json")):
+        rec = read_json(path)
+        if rec and all(k in rec for k in ("env", "exp_name", "seed")):
+            records[(rec["env"], rec["exp_name"], int(rec["seed"]))] = rec
+    keys = [c.key for c in cells] if cells is not None else sorted(set(runs) | set(records))
+    job_ids = [str(r["job_id"]) for r in records.values() if r.get("job_id") and r.get("launcher") == "slurm"
+               and r.get("state") in ("running", "queued")]
+    live = slurm_live_jobs(job_ids)
+    return {k: cell_state(k, runs.get(k, []), records.get(k), live) for k in keys}
+
+
+def last_error_line(text: str) -> str:
+    if "╭─" in text:  # a tyro parse error box
+        return one_line_tyro_error(text[text.rindex("╭─"):])
+    lines = [ln.rsplit("\r", 1)[-1].strip() for ln in text.splitlines()]
+    lines = [ln for ln in lines if ln]
+    for ln in reversed(lines):
+        if ln.startswith("error:") or re.match(r"^\w*(Error|Exception)\b", ln):
+            return ln
+    return lines[-1] if lines else "(no output)"
+
+
+def run_epochs(run_dir: str) -> int:
+    """Epochs done so far (metrics.csv rows after the dynamics-fit row 0)."""
+    try:
+        with open(os.path.join(run_dir, "metrics.csv")) as f:
+            epochs = [int(r["epoch"]) for r in csv.DictReader(f) if r.get("epoch")]
+        return max(epochs, default=0)
+    except (OSError, ValueError, KeyError):
+        return 0
+
+
+def git_commit() -> str:
+    try:
+        head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              timeout=30).stdout.strip()
+        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--", "algorithms"], capture_output=True,
+                               text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (head + ("+uncommitted algorithms/" if dirty else "")) if head else "unknown"
+
+
+# ----------------------------------------------------------------------------------------------- one cell
+class GridJob:
+    """Runs one cell to its end: the same code under the local launcher and inside a submitit job.
+
+    A finished run is left alone, a stopped one is resumed with the script's --resume, a failed one is skipped
+    unless retry_failed. Under submitit, `checkpoint()` (called on the time-limit/preemption signal) stops the
+    run with one SIGTERM (the run saves), waits for it, and returns the same job for the requeue, which resumes.
+    """
+
+    def __init__(self, cell: Cell, runs_dir: str, launcher: str, retry_failed: bool = False, commit: str = "unknown",
+                 grace_s: int = 150):
+        self.cell, self.runs_dir, self.launcher = cell, os.path.abspath(runs_dir), launcher
+        self.retry_failed, self.commit, self.grace_s = retry_failed, commit, grace_s
+        self._reset()
+
+    def _reset(self) -> None:
+        self._child, self._stopping, self._term_seen, self._log, self._tail = None, False, False, None, bytearray()
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        for k in ("_child", "_stopping", "_term_seen", "_log", "_tail"):
+            state.pop(k, None)
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._reset()
+
+    # -- output: to this process's stdout (the terminal, or submitit's log) and to RUNS_DIR/_grid/logs/CELL.log
+    def _emit(self, chunk: bytes) -> None:
+        sys.stdout.buffer.write(chunk)
+        sys.stdout.flush()
+        if self._log:
+            self._log.write(chunk)
+            self._log.flush()
+        self._tail += chunk
+        del self._tail[:-65536]
+
+    def _pump(self, deadline: Optional[float] = None) -> bool:
+        """Copy the child's output until it closes (True) or the deadline passes (False)."""
+        fd = self._child.stdout.fileno()
+        while True:
+            timeout = None if deadline is None else max(0.0, deadline - time.time())
+            if not select.select([fd], [], [], timeout)[0]:
+                return False
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return True
+            self._emit(chunk)
+
+    def _command(self, run: Optional[dict]) -> list[str]:
+        script = os.path.join(ROOT, "algorithms", f"{self.cell.script}.py")
+        if run is not None and run["has_checkpoint"]:
+            cmd = [sys.executable, script, "--resume", run["run_dir"]]
+            if run["config"].get("cuda") is False:  # --resume takes the device flag from its own command line
+                cmd.append("--no-cuda")
+            return cmd
+        # no checkpoint yet (e.g. killed during the ensemble fit): nothing to keep, start the cell afresh
+        return [sys.executable, script, "--env", self.cell.env, "--seed", str(self.cell.seed), "--runs-dir",
+                self.runs_dir, *self.cell.flags]
+
+    def _run_child(self, cmd: list[str]) -> int:
+        print("$", shlex.join(cmd), flush=True)
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        os.makedirs(os.path.join(grid_dir(self.runs_dir), "logs"), exist_ok=True)
+        self._tail = bytearray()
+        with open(os.path.join(grid_dir(self.runs_dir), "logs", f"{self.cell.id}.log"), "ab") as log:
+            self._log = log
+            log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {socket.gethostname()} $ {shlex.join(cmd)}\n".encode())
+            # Slurm's time-limit signal (USR2) goes to every process of the job: the run must not die of it
+            self._child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
+                                           preexec_fn=lambda: signal.signal(signal.SIGUSR2, signal.SIG_IGN))
+            update_record(self.runs_dir, self.cell, child_pid=self._child.pid)
+            while True:
+                try:
+                    self._pump()
+                    break
+                except KeyboardInterrupt:  # Ctrl-C reached the run too (same process group): it saves and exits
+                    if not self._stopping:
+                        print("\ninterrupted: waiting for the run to save (Ctrl-C again stops it at once)", file=sys.stderr, flush=True)
+                    self._stopping = True
+            rc = self._child.wait()
+            self._child, self._log = None, None
+        return rc
+
+    def _on_sigterm(self, previous):
+        def handler(signum, frame):
+            self._term_seen = True  # the run got it too (same process group / Slurm job): do not send a second one
+            if self.launcher == "local" and not self._stopping and self._child is not None:
+                self._child.send_signal(signal.SIGTERM)  # `kill LAUNCHER_PID` reaches only the launcher
+            self._stopping = True
+            if callable(previous):
+                previous(signum, frame)
+        return handler
+
+    def checkpoint(self, *args, **kwargs):
+        """submitit calls this on a time limit or preemption: stop the run so it saves, then requeue this job."""
+        import submitit
+
+        self._stopping = True
+        child = self._child
+        if child is not None and child.poll() is None:
+            if not self._term_seen:
+                child.send_signal(signal.SIGTERM)
+            if not self._pump(deadline=time.time() + self.grace_s):
+                child.kill()  # it is past the grace time: the last checkpoint is what is kept
+            child.wait()
+        print(f"{self.cell.label}: stopped for a requeue; the requeued job resumes it", flush=True)
+        update_record(self.runs_dir, self.cell, state="queued", note="requeued after a time limit or preemption")
+        return submitit.helpers.DelayedSubmission(GridJob(self.cell, self.runs_dir, self.launcher, self.retry_failed,
+                                                          self.commit, self.grace_s))
+
+    def __call__(self) -> dict:
+        previous = signal.getsignal(signal.SIGTERM)
+        signal.signal(signal.SIGTERM, self._on_sigterm(previous))
+        try:
+            return self._run()
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+    def _finish(self, state: str, run_dir: Optional[str], error: Optional[str] = None) -> dict:
+        update_record(self.runs_dir, self.cell, state=state, run_dir=run_dir, error=error, child_pid=None)
+        result = {"cell": self.cell.label, "state": state, "run_dir": run_dir, "error": error}
+        print(f"{self.cell.label}: {state}" + (f": {error}" if error else "") + (f" ({run_dir})" if run_dir else ""), flush=True)
+        return result
+
+    def _run(self) -> dict:
+        cell, job_id = self.cell, None
+        if self.launcher != "local":
+            import submitit
+
+            with contextlib.suppress(RuntimeError):
+                job_id = submitit.JobEnvironment().job_id
+        rec = read_json(record_path(self.runs_dir, cell.id)) or {}
+        commits = rec.get("commits", [])
+        update_record(self.runs_dir, cell, state="running", launcher=self.launcher, host=socket.gethostname(),
+                      pid=os.getpid(), job_id=job_id or rec.get("job_id"), error=None,
+                      commits=commits + ([self.commit] if self.commit not in commits else []))
+        last_epochs, started = -1, 0
+        while True:
+            run = best_run(scan_runs(self.runs_dir).get(cell.key, []))
+            if run and run["state"] == "finished":
+                return self._finish("finished", run["run_dir"])
+            if run and run["state"] == "failed" and not (self.retry_failed and started == 0):
+                return self._finish("failed", run["run_dir"], summary_error(run["summary"]))
+            epochs = run_epochs(run["run_dir"]) if run else 0
+            if started and epochs <= last_epochs:
+                return self._finish("failed", run and run["run_dir"], "the run exited 0 without finishing or progressing")
+            last_epochs, started = epochs, started + 1
+            action = f"resume {run['run_dir']} at epoch {epochs}" if run and run["has_checkpoint"] else "start"
+            print(f"{cell.label}: {action}", flush=True)
+            rc = self._run_child(self._command(run))
+            run = best_run(scan_runs(self.runs_dir).get(cell.key, []))
+            run_dir = run["run_dir"] if run else None
+            if run and run["state"] == "finished":
+                return self._finish("finished", run_dir)
+            if run and run["state"] == "failed":
+                return self._finish("failed", run_dir, summary_error(run["summary"]))
+            if self._stopping or rc in INTERRUPTED:
+                return self._finish("stopped", run_dir, f"interrupted (exit {rc}); it resumes on the next launch")
+            if rc != 0:
+                error = last_error_line(self._tail.decode(errors="replace"))
+                if rc == 2 and action == "start" and run_dir is None:  # a flag error: every cell would get it
+                    with contextlib.suppress(OSError):
+                        os.remove(record_path(self.runs_dir, cell.id))
+                    if self.launcher == "local":
+                        raise UserError(f"{cell.label}: the script rejected its flags (exit 2): {error}")
+                return self._finish("failed", run_dir, f"exit {rc}: {error}")
+            # exit 0 but not finished (e.g. --stop-after-epochs in --extra): resume it while it makes progress
+
+
+# ----------------------------------------------------------------------------------------------- the paper's tables
+def _skip_group(text: str, i: int) -> int:
+    """Index after the balanced {...} that starts at text[i]."""
+    depth = 0
+    for j in range(i, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[j], 0)
+        if depth == 0:
+            return j + 1
+    raise ValueError("unbalanced braces")
+
+
+def _split_top(text: str, sep: str) -> list[str]:
+    """Split at `sep` outside braces (so \\shortstack{Medium\\\\Replay} stays one cell)."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(text):
+        if depth == 0 and text.startswith(sep, i):
+            parts.append(text[start:i])
+            i += len(sep)
+            start = i
+            continue
+        if text[i] == "\\" and text[i + 1: i + 2] in ("{", "}"):
+            i += 2
+            continue
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        i += 1
+    parts.append(text[start:])
+    return parts
+
+
+def _clean(cell: str) -> str:
+    cell = re.sub(r"\\color\[HTML\]\{\w+\}", "", cell)
+    cell = re.sub(r"\\(cellcolor|colorbox)\{\w+\}", "", cell)
+    return re.sub(r"\\multicolumn\{\d+\}\{[^}]*\}", "", cell)
+
+
+def _numbers(cell: str) -> list[float]:
+    return [float(x) for x in re.findall(r"-?\d+(?:\.\d+)?", _clean(cell))]
+
+
+def _method_name(header_cell: str) -> str:
+    i = header_cell.index("\\makecell[c]") + len("\\makecell[c]")
+    inner = header_cell[i + 1: _skip_group(header_cell, i) - 1]
+    parts = [p.strip() for p in inner.split("\\\\")]
+    keep = [p for p in parts if p and not re.fullmatch(r"\(.*\)|\d{4}|NeurIPS|ICLR|ICML", p)]
+    return keep[0]
+
+
+def paper_tables(path: str) -> dict[str, dict]:
+    """The paper's score tables, parsed from its LaTeX: {table: {"cells": {(dataset, ours): (mean, std)}, ...}}."""
+    with open(path) as f:
+        tex = f.read()
+    tables = {}
+    for name, label in PAPER_TABLES.items():
+        end = tex.index(f"\\label{{{label}}}")
+        begin = tex.rindex("\\begin{tabular}", 0, end)
+        body_start = _skip_group(tex, begin + len("\\begin{tabular}"))
+        body = tex[body_start: tex.index("\\end{tabular}", body_start)]
+        env_start = max(0, tex.rfind("\\begin{table}", 0, end), tex.rfind("\\begin{table*}", 0, end))
+        seeds = re.search(r"(\d+) (?:different|random) seeds", tex[env_start: end + 40])
+        body = re.sub(r"\\(toprule|midrule|bottomrule|hline)|\\specialrule\{[^}]*\}\{[^}]*\}\{[^}]*\}|(?<!\\)%[^\n]*", "", body)
+        rows = [_split_top(r, "&") for r in _split_top(body, "\\\\") if r.strip()]
+        cells, methods, group = {}, None, ""
+        for row in rows:
+            if name == "jump":
+                if row[0].strip() == "Environments":
+                    methods = [c.strip() for c in row[1:]]
+                elif methods and len(row) == len(methods) + 1:
+                    for method, c in zip(methods, row[1:]):
+                        mean, std = _numbers(c)[:2]
+                        cells[(row[0].strip().lower(), method)] = (mean, std)
+                continue
+            if any("\\makecell" in c for c in row):
+                methods = [_method_name(c) for c in row if "\\makecell" in c]
+                continue
+            env = re.sub(r"[^A-Za-z0-9]", "", _clean(row[1])) if len(row) > 1 else ""
+            if methods is None or env.lower() not in ("halfcheetah", "hopper", "walker2d"):
+                continue
+            if row[0].strip():
+                g = re.sub(r"\\multirow\{\d+\}\{\*\}|\\rotatebox\[[^\]]*\]\{\d+\}|\\shortstack", "", row[0])
+                group = re.sub(r"\s+", " ", re.sub(r"[{}]", "", g.replace("\\\\", " "))).strip().lower()
+            k = 2
+            for method in methods:
+                if "\\multicolumn{2}" in row[k]:
+                    cells[(f"{env.lower()}-{group.replace(' ', '-')}-v2", method)] = (_numbers(row[k])[0], None)
+                    k += 1
+                else:
+                    cells[(f"{env.lower()}-{group.replace(' ', '-')}-v2", method)] = (_numbers(row[k])[0], _numbers(row[k + 1])[0])
+                    k += 2
+        tables[name] = {"label": label, "seeds": int(seeds.group(1)) if seeds else None, "methods": methods,
+                        "cells": {(d, PAPER_COLUMNS.get(m, m)): v for (d, m), v in cells.items()}}
+    return tables
+
+
+def paper_number(tables: Optional[dict], env: str, algo: str) -> Optional[tuple]:
+    """(text, table) of the paper's number for a cell: Table 1 first, then Table 4, then the jump table."""
+    if not tables:
+        return None
+    dataset = env
+    if env.startswith("local/"):  # made with D4RL's recipe: the D4RL dataset of the same name
+        dataset = env[len("local/"):] + "-v2"
+    for name in ("1", "4", "jump"):
+        value = tables.get(name, {}).get("cells", {}).get((dataset, algo))
+        if value is not None:
+            mean, std = value
+            return (f"{mean:.1f}" + (f" ± {std:.1f}" if std is not None else ""), name, dataset)
+    return None
+
+
+# ----------------------------------------------------------------------------------------------- aggregation
+def bootstrap(score_dict: dict, func, reps: int, seed: int) -> tuple[dict, dict]:
+    """rliable's stratified bootstrap (runs resampled within each task); rliable draws from numpy's global RNG."""
+    from rliable import library as rly
+
+    state = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        return rly.get_interval_estimates(score_dict, func, reps=reps, confidence_interval_size=0.95)
+    finally:
+        np.random.set_state(state)
+
+
+def cell_score(s: dict) -> float:
+    return float(s["last10_score"])
+
+
+def final_score(s: dict) -> Optional[float]:
+    v = s.get("normalized_score") if s.get("normalized_score") is not None else s.get("return")
+    return float(v) if v is not None else None
+
+
+def aggregate(states: dict[tuple, dict], reps: int = 2000, seed: int = 0, paper: Optional[dict] = None) -> dict:
+    """Every number of the report, from the finished cells' summary.json files."""
+    from rliable import metrics
+
+    finished = [st["run"]["summary"] for st in states.values() if st["state"] == "finished"]
+    failed = [{"env": k[0], "algorithm": k[1], "seed": k[2], "run_dir": st["run_dir"], "error": st["error"]}
+              for k, st in sorted(states.items()) if st["state"] == "failed"]
+    groups: dict[tuple, list[dict]] = {}
+    for s in finished:
+        groups.setdefault((s["env"], s["algorithm"]), []).append(s)
+    cells = {}
+    for (env, algo), runs in sorted(groups.items()):
+        runs = sorted(runs, key=lambda r: r["seed"])
+        scores = np.array([cell_score(r) for r in runs])
+        point, ci = bootstrap({"cell": scores[:, None]}, lambda x: np.array([metrics.aggregate_mean(x)]), reps, seed)
+        finals = [final_score(r) for r in runs]
+        cells[f"{env}/{algo}"] = {
+            "env": env, "algorithm": algo, "seeds": [r["seed"] for r in runs], "last10": scores.tolist(),
+            "final": finals, "mean": float(scores.mean()), "std": float(scores.std()),
+            "ci95": [float(ci["cell"][0][0]), float(ci["cell"][1][0])],
+            "epochs": sorted({int(r["epochs"]) for r in runs}), "score_kind": runs[0].get("score_kind"),
+            "devices": sorted({str(r.get("device_name", r.get("device"))) for r in runs}),
+            "hours_per_run": float(np.mean([r.get("wall_seconds", 0.0) for r in runs]) / 3600),
+            "failed": sum(1 for f in failed if (f["env"], f["algorithm"]) == (env, algo)),
+            "paper": paper_number(paper, env, algo)}
+    for f in failed:  # cells with failed runs only still get a row
+        cells.setdefault(f"{f['env']}/{f['algorithm']}", {"env": f["env"], "algorithm": f["algorithm"], "seeds": [],
+                                                          "failed": 0, "paper": paper_number(paper, f["env"], f["algorithm"])})
+        if not cells[f"{f['env']}/{f['algorithm']}"]["seeds"]:
+            cells[f"{f['env']}/{f['algorithm']}"]["failed"] += 1
+    # across datasets: D4RL-normalised ones only, those every algorithm has, and per algorithm the seeds it
+    # finished on all of them (rliable's score matrices are runs × tasks)
+    normalised = {k: v for k, v in groups.items() if v[0].get("score_kind") == "d4rl_normalized"}
+    algos = sorted({a for _, a in normalised})
+    tasks = sorted(e for e in {e for e, _ in normalised} if all((e, a) in normalised for a in algos))
+    matrices, notes = {}, []
+    for algo in algos:
+        seeds = sorted(set.intersection(*[{r["seed"] for r in normalised[(e, algo)]} for e in tasks])) if tasks else []
+        if not seeds:
+            notes.append(f"{algo}: no seed finished on every dataset")
+            continue
+        by_seed = {(r["env"], r["seed"]): cell_score(r) for e in tasks for r in normalised[(e, algo)]}
+        matrices[algo] = np.array([[by_seed[(e, s)] for e in tasks] for s in seeds])
+    dropped = sorted({e for e, _ in normalised} - set(tasks))
+    if dropped:
+        notes.append(f"left out of the aggregate (not every algorithm has them): {', '.join(dropped)}")
+    agg = {}
+    if matrices:
+        point, ci = bootstrap(matrices, lambda x: np.array([metrics.aggregate_iqm(x), metrics.aggregate_mean(x)]), reps, seed)
+        for algo, m in matrices.items():
+            agg[algo] = {"runs": int(m.shape[0]), "tasks": int(m.shape[1]), "iqm": float(point[algo][0]),
+                         "iqm_ci95": [float(ci[algo][0][0]), float(ci[algo][1][0])], "mean": float(point[algo][1]),
+                         "mean_ci95": [float(ci[algo][0][1]), float(ci[algo][1][1])],
+                         "epochs": sorted({int(r["epochs"]) for e in tasks for r in normalised[(e, algo)]})}
+    poi = {}
+    if "orpo" in matrices:
+        pairs = {b: (matrices["orpo"], matrices[b]) for b in matrices if b != "orpo"}
+        if pairs:
+            point, ci = bootstrap(pairs, metrics.probability_of_improvement, reps, seed)
+            poi = {b: {"p": float(point[b]), "ci95": [float(ci[b][0][0]), float(ci[b][1][0])]} for b in pairs}
+    epochs = sorted({int(s["epochs"]) for s in finished})
+    return {"cells": cells, "aggregate": agg, "tasks": tasks, "probability_of_improvement": poi, "failed": failed,
+            "notes": notes, "epochs": epochs, "short": bool(epochs) and min(epochs) < PAPER_EPOCHS,
+            "seeds": sorted({int(s["seed"]) for s in finished}), "matrices": {a: m.tolist() for a, m in matrices.items()},
+            "devices": sorted({str(s.get("device_name", s.get("device"))) for s in finished})}
+
+
+def short_mark(epochs: list[int]) -> str:
+    return " †" if epochs and min(epochs) < PAPER_EPOCHS else ""
+
+
+def epochs_note(report: dict) -> str:
+    if not report["short"]:
+        return ""
+    return (f"† fewer epochs than the paper's {PAPER_EPOCHS} ({'/'.join(map(str, report['epochs']))}): "
+            "not comparable with the paper's numbers")
+
+
+def markdown(report: dict, meta: dict) -> str:
+    fmt = lambda lo_hi: f"[{lo_hi[0]:.1f}, {lo_hi[1]:.1f}]"
+    lines = [f"# Scores\n",
+             f"Made by `python benchmarks/scores.py` on {meta['date']} (aggregated on {meta['host_cpu']}). "
+             f"Runs: device(s) {', '.join(report['devices']) or 'none'}; commit(s) {', '.join(meta['commits']) or 'unknown'}; "
+             f"epochs {'/'.join(map(str, report['epochs'])) or '-'} (the paper: {PAPER_EPOCHS}); "
+             f"seeds {', '.join(map(str, report['seeds'])) or '-'}.\n",
+             "Score: `last10_score`, the mean of a run's last 10 evaluations (the paper's protocol); per cell the mean ± "
+             "std over seeds (numpy's std, ddof = 0) and a 95 % percentile-bootstrap interval of that mean "
+             f"({meta['reps']} resamples, rliable). Paper: the paper's number for the same cell, parsed from "
+             f"{meta['paper_source']}; (1) = Table 1 `d4rl-part`, (4) = Table 4 `table:all-results`, (jump) = "
+             "`fig:generalize`.\n"]
+    if report["short"]:
+        lines.append(f"**{epochs_note(report)}.**\n")
+    if any(c["env"].startswith("local/") for c in report["cells"].values()):
+        lines.append("‡ `local/` data made with D4RL's recipe by `datasets/collect.py`, not D4RL's file: the paper's "
+                     "number is for the D4RL dataset of that name.\n")
+    lines += ["| dataset | algorithm | ours: last-10 score | 95 % CI | paper | final score | seeds | epochs | failed | device | hours/run |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for key, c in sorted(report["cells"].items()):
+        paper = f"{c['paper'][0]} ({c['paper'][1]})" if c.get("paper") else "-"
+        env = c["env"] + (" ‡" if c["env"].startswith("local/") else "")
+        if not c["seeds"]:
+            lines.append(f"| {env} | {c['algorithm']} | no finished run | - | {paper} | - | 0 | - | {c['failed']} | - | - |")
+            continue
+        finals = [f for f in c["final"] if f is not None]
+        final = f"{np.mean(finals):.1f} ± {np.std(finals):.1f}" if finals else "-"
+        lines.append(f"| {env} | {c['algorithm']} | {c['mean']:.1f} ± {c['std']:.1f}{short_mark(c['epochs'])} | {fmt(c['ci95'])} | "
+                     f"{paper} | {final} | {len(c['seeds'])} ({', '.join(map(str, c['seeds']))}) | "
+                     f"{'/'.join(map(str, c['epochs']))}{short_mark(c['epochs'])} | {c['failed']} | {', '.join(c['devices'])} | "
+                     f"{c['hours_per_run']:.2f} |")
+    if report["aggregate"]:
+        lines += ["", f"## Across datasets ({len(report['tasks'])}: {', '.join(report['tasks'])})\n",
+                  "D4RL-normalised `last10_score`s of the seeds each algorithm finished on every one of these datasets; "
+                  "IQM = mean of the middle 50 % of all runs × datasets, mean = mean over datasets of the per-dataset "
+                  f"means; 95 % stratified-bootstrap intervals (runs resampled within each dataset, {meta['reps']} "
+                  "resamples, rliable).\n",
+                  "| algorithm | runs × datasets | IQM | 95 % CI | mean | 95 % CI | epochs |", "|---|---|---|---|---|---|---|"]
+        for algo, a in sorted(report["aggregate"].items()):
+            lines.append(f"| {algo} | {a['runs']} × {a['tasks']} | {a['iqm']:.1f}{short_mark(a['epochs'])} | {fmt(a['iqm_ci95'])} | "
+                         f"{a['mean']:.1f}{short_mark(a['epochs'])} | {fmt(a['mean_ci95'])} | {'/'.join(map(str, a['epochs']))}{short_mark(a['epochs'])} |")
+    if report["probability_of_improvement"]:
+        lines += ["", "Probability of improvement: P(ORPO's score > the baseline's) on a dataset, for a run of each drawn "
+                      "at random (ties count half), averaged over the datasets; 95 % stratified-bootstrap interval.\n",
+                  "| ORPO over | P(ORPO > baseline) | 95 % CI |", "|---|---|---|"]
+        for b, p in sorted(report["probability_of_improvement"].items()):
+            lines.append(f"| {b} | {p['p']:.2f}{short_mark(report['epochs'])} | [{p['ci95'][0]:.2f}, {p['ci95'][1]:.2f}] |")
+    for note in report["notes"]:
+        lines.append(f"\nNote: {note}.")
+    if meta.get("profile"):
+        lines.append(f"\n![performance profile]({meta['profile']})")
+    if meta.get("curves"):
+        lines.append(f"\n![learning curves]({meta['curves']})")
+    if report["failed"]:
+        lines += ["", f"## Failed runs ({len(report['failed'])}), left out of every number above\n",
+                  "| dataset | algorithm | seed | run dir | error |", "|---|---|---|---|---|"]
+        for f in report["failed"]:
+            lines.append(f"| {f['env']} | {f['algorithm']} | {f['seed']} | {f['run_dir'] or '-'} | {(f['error'] or '').replace('|', '/')} |")
+    return "\n".join(lines) + "\n"
+
+
+def figure_title(report: dict, what: str) -> str:
+    title = f"{what} ({'/'.join(map(str, report['epochs']))} epochs, seeds {', '.join(map(str, report['seeds']))})"
+    if report["short"]:
+        title += f"\n† fewer epochs than the paper's {PAPER_EPOCHS}: not comparable with the paper"
+    return title
+
+
+def plot_profile(report: dict, reps: int, seed: int):
+    """Performance profile (rliable): the fraction of runs × datasets whose score is above τ, per algorithm."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from rliable import library as rly, plot_utils
+
+    matrices = {a: np.array(m) for a, m in report["matrices"].items()}
+    values = np.concatenate([m.ravel() for m in matrices.values()])
+    taus = np.linspace(min(0.0, values.min()), max(values.max(), 1.0), 101)
+    state = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        profiles, cis = rly.create_performance_profile(matrices, taus, reps=reps)
+    finally:
+        np.random.set_state(state)
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    plot_utils.plot_performance_profiles(profiles, taus, performance_profile_cis=cis, ax=ax,
+                                         xlabel=r"D4RL-normalised last-10 score $\tau$",
+                                         ylabel=r"fraction of runs with score $> \tau$")
+    ax.legend([plt.Line2D([], [], color=ln.get_color()) for ln in ax.get_lines()], list(profiles), loc="upper right")
+    fig.suptitle(figure_title(report, f"Performance profile over {len(report['tasks'])} dataset(s)"), fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def plot_curves(summaries: list[dict], report: dict):
     """Evaluation score per epoch, mean over seeds, one panel per dataset."""
-    import csv
-
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     envs = sorted({s["env"] for s in summaries})
-    fig, axes = plt.subplots(1, len(envs), figsize=(5 * len(envs), 3.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(envs), figsize=(5 * len(envs), 3.9), squeeze=False)
     for ax, env in zip(axes[0], envs):
         for algo in sorted({s["algorithm"] for s in summaries if s["env"] == env}):
             curves = []
@@ -63,69 +904,254 @@ def plot_curves(summaries: list[dict], path: str) -> None:
             n = min(len(c) for c in curves)
             epochs = [e for e, _ in curves[0][:n]]
             ax.plot(epochs, np.mean([[v for _, v in c[:n]] for c in curves], axis=0), label=f"{algo} ({len(curves)} seeds)")
-        ax.set(title=env, xlabel="epoch (1000 gradient steps)", ylabel="score")
+        ax.set(title=env, xlabel="epoch (1000 gradient steps at the paper's size)", ylabel="score")
         ax.legend()
+    fig.suptitle(figure_title(report, "Learning curves"), fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    return fig
 
 
-def finished_runs(runs_dir: str) -> list[dict]:
-    out = []
-    for path in glob.glob(os.path.join(runs_dir, "*", "summary.json")):
-        with open(path) as f:
-            summary = json.load(f)
-        if summary.get("finished"):
-            out.append(summary)
-    return out
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
-def table(summaries: list[dict]) -> tuple[str, dict]:
-    groups: dict[tuple[str, str], list[dict]] = {}
-    for s in summaries:
-        groups.setdefault((s["env"], s["algorithm"]), []).append(s)
-    rows, data = [], {}
-    for (env, algo), runs in sorted(groups.items()):
-        last10 = np.array([r["last10_score"] for r in runs])
-        final = np.array([r["normalized_score"] if r["normalized_score"] is not None else r["return"] for r in runs])
-        devices = sorted({r.get("device_name", r["device"]) for r in runs})
-        epochs = sorted({r["epochs"] for r in runs})
-        hours = np.mean([r["wall_seconds"] for r in runs]) / 3600
-        kind = runs[0]["score_kind"]
-        rows.append(f"| {env} | {algo} | {last10.mean():.1f} ± {last10.std():.1f} | {final.mean():.1f} ± {final.std():.1f} | "
-                    f"{len(runs)} | {'/'.join(map(str, epochs))} | {kind} | {', '.join(devices)} | {hours:.2f} |")
-        data[f"{env}/{algo}"] = {"last10": last10.tolist(), "final": final.tolist(), "seeds": [r["seed"] for r in runs],
-                                 "epochs": epochs, "devices": devices, "score_kind": kind}
-    header = ("| dataset | algorithm | last-10 score | final score | seeds | epochs | score | device | hours/run |\n"
-              "|---|---|---|---|---|---|---|---|---|")
-    return header + "\n" + "\n".join(rows), data
-
-
-def main(args: Args) -> None:
-    if not args.table_only:
-        done = {(s["env"], s["algorithm"], s["seed"]) for s in finished_runs(args.runs_dir)}
-        for env in args.envs:
-            for algo in args.algos:
-                for seed in args.seeds:
-                    if (env, algo, seed) in done:
-                        print(f"skip {algo} {env} seed {seed}: finished")
-                        continue
-                    cmd = [sys.executable, os.path.join(ROOT, "algorithms", f"{algo}.py"), "--env", env, "--seed", str(seed),
-                           "--runs-dir", args.runs_dir, *shlex.split(args.extra)]
-                    print("$", " ".join(cmd), flush=True)
-                    t0 = time.time()
-                    result = subprocess.run(cmd)
-                    print(f"  exit {result.returncode} after {time.time() - t0:.0f} s", flush=True)
-    text, data = table(finished_runs(args.runs_dir))
-    stamp = f"{time.strftime('%Y-%m-%d')}, {platform.processor() or platform.machine()}"
+def write_report(args: Args, states: dict[tuple, dict]) -> dict:
+    paper, paper_source = None, f"`{args.paper_tex}` (not found: no paper numbers)"
+    if os.path.isfile(args.paper_tex):
+        paper, paper_source = paper_tables(args.paper_tex), f"`{os.path.basename(args.paper_tex)}`"
+    report = aggregate(states, args.reps, args.bootstrap_seed, paper)
+    stem = os.path.splitext(args.out)[0]
+    commits = sorted({c for st in states.values() if st["state"] == "finished" for c in (st["record"] or {}).get("commits", [])})
+    if any(st["state"] == "finished" and not (st["record"] or {}).get("commits") for st in states.values()):
+        commits.append(f"unrecorded (code at aggregation: {git_commit()})")
+    meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "host_cpu": cpu_name(), "commits": commits,
+            "reps": args.reps, "bootstrap_seed": args.bootstrap_seed, "paper_source": paper_source,
+            "paper_epochs": PAPER_EPOCHS, "runs_dir": args.runs_dir}
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    with open(args.out, "w") as f:
-        f.write(f"# Scores\n\nMade by `python benchmarks/scores.py` ({stamp}). last-10 score: the mean of the last 10 "
-                "evaluations of each run (the paper's protocol), then mean ± std over seeds.\n\n" + text + "\n")
-    with open(os.path.splitext(args.out)[0] + ".json", "w") as f:
-        json.dump(data, f, indent=2)
-    plot_curves(finished_runs(args.runs_dir), os.path.splitext(args.out)[0] + ".png")
+    summaries = [st["run"]["summary"] for st in states.values() if st["state"] == "finished"]
+    for name, make in (("curves", lambda: plot_curves(summaries, report) if summaries else None),
+                       ("profile", lambda: plot_profile(report, args.reps, args.bootstrap_seed) if report["matrices"] else None)):
+        fig = make()
+        if fig is not None:
+            path = f"{stem}{'' if name == 'curves' else '_profile'}.png"
+            tmp = f"{path}.{os.getpid()}.tmp.png"
+            fig.savefig(tmp, dpi=120)
+            os.replace(tmp, path)
+            meta[name] = os.path.basename(path)
+            meta[f"{name}_title"] = fig._suptitle.get_text()
+    text = markdown(report, meta)
+    tmp = f"{args.out}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, args.out)
+    write_json({"meta": meta, **{k: v for k, v in report.items()}}, f"{stem}.json")
     print(text)
+    return report
+
+
+# ----------------------------------------------------------------------------------------------- launchers
+def status_view(args: Args, cells: Optional[list[Cell]]) -> None:
+    states = collect(args.runs_dir, cells)
+    order = ["queued", "running", "finished", "failed", "stopped", "not started"]
+    counts = {s: sum(1 for st in states.values() if st["state"] == s) for s in order}
+    print(f"{args.runs_dir}: {len(states)} runs: " + ", ".join(f"{counts[s]} {s}" for s in order)
+          + ("  (stopped = interrupted, resumes on the next launch)" if counts["stopped"] else ""))
+    for key, st in sorted(states.items()):
+        if st["state"] in ("running", "stopped", "failed"):
+            rec = st["record"] or {}
+            where = f" on {rec['host']}" if rec.get("host") else ""
+            job = f" job {rec['job_id']}" if rec.get("job_id") else ""
+            epochs = f" epoch {run_epochs(st['run_dir'])}/{st['run']['config'].get('epochs')}" if st["run"] else ""
+            line = f"  {st['state']:8s} {key[1]} {key[0]} seed {key[2]}{epochs}{where}{job}"
+            if st["state"] == "failed":
+                line += f": {st['error']}"
+            print(line)
+
+
+def dry_run(args: Args, cells: list[Cell], todo: list[tuple[Cell, dict]]) -> None:
+    for cell, st in todo:
+        job = GridJob(cell, args.runs_dir, args.launcher)
+        run = st["run"]
+        print(f"{cell.label}: {'resume' if run and run['has_checkpoint'] else 'start'}: {shlex.join(job._command(run))}")
+    if args.launcher == "slurm":
+        params = slurm_parameters(args)
+        folder = os.path.join(os.path.abspath(grid_dir(args.runs_dir)), "submitit", "%j")
+        try:
+            from submitit.slurm.slurm import _make_sbatch_string
+
+            script = _make_sbatch_string(command=f"{shlex.quote(sys.executable)} -u -m submitit.core._submit {folder}",
+                                         folder=folder, map_count=len(todo),
+                                         **{k: v for k, v in params.items() if k != "mem"}, mem=f"{args.mem}GB")
+            print(f"\nwould submit {len(todo)} job(s) as one array, with this sbatch script:\n{script}")
+        except Exception as e:  # the script text is a convenience; the parameters are what matters
+            print(f"\nwould submit {len(todo)} job(s) as one array with {params} ({e})")
+    print(f"dry run: {len(todo)} of {len(cells)} runs to do; nothing was started")
+
+
+def slurm_parameters(args: Args) -> dict:
+    params = {"job_name": "orpo-grid", "time": args.time, "gpus_per_node": args.gpus, "cpus_per_task": args.cpus,
+              "mem": f"{args.mem}GB", "array_parallelism": args.array_parallelism, "signal_delay_s": args.signal_delay_s,
+              "stderr_to_stdout": True}
+    for k, v in (("partition", args.partition), ("account", args.account), ("qos", args.qos)):
+        if v:
+            params[k] = v
+    if args.slurm_param:
+        params["additional_parameters"] = dict(p.split("=", 1) for p in args.slurm_param)
+    return params
+
+
+def submit(args: Args, todo: list[tuple[Cell, dict]], commit: str) -> list:
+    import submitit
+
+    folder = os.path.join(os.path.abspath(grid_dir(args.runs_dir)), "submitit", "%j")
+    if args.launcher == "slurm":
+        if not shutil_which("sbatch"):
+            raise UserError("--launcher slurm needs Slurm's sbatch on PATH (none here); --dry-run prints what it would submit")
+        try:
+            executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=args.max_requeues)
+            executor.update_parameters(**slurm_parameters(args))
+        except (RuntimeError, ValueError) as e:
+            raise UserError(f"slurm: {str(e).splitlines()[0]}")
+        grace = max(10, args.signal_delay_s - 30)
+    else:
+        executor = submitit.LocalExecutor(folder=folder, max_num_timeout=args.max_requeues)
+        executor.update_parameters(timeout_min=args.time, signal_delay_s=args.signal_delay_s)
+        grace = max(10, args.signal_delay_s - 5)
+    jobs = [GridJob(cell, args.runs_dir, args.launcher, args.retry_failed, commit, grace) for cell, _ in todo]
+    for job in jobs:
+        update_record(args.runs_dir, job.cell, state="queued", launcher=args.launcher, job_id=None, error=None,
+                      host=None, pid=None)
+    waves = [jobs] if args.launcher == "slurm" else [jobs[i: i + args.array_parallelism] for i in range(0, len(jobs), args.array_parallelism)]
+    submitted = []
+    for wave in waves:
+        if args.launcher == "slurm":
+            with executor.batch():
+                handles = [executor.submit(job) for job in wave]
+        else:
+            handles = [executor.submit(job) for job in wave]
+        for job, handle in zip(wave, handles):
+            rec = read_json(record_path(args.runs_dir, job.cell.id)) or {}
+            if rec.get("state") == "queued" and not rec.get("job_id"):
+                update_record(args.runs_dir, job.cell, job_id=str(handle.job_id))
+            print(f"submitted {job.cell.label}: job {handle.job_id}", flush=True)
+        submitted += list(zip(wave, handles))
+        if args.launcher == "submitit-local":
+            wait_jobs(list(zip(wave, handles)))
+    return submitted
+
+
+def wait_jobs(pairs: list) -> None:
+    for job, handle in pairs:
+        try:
+            handle.result()
+        except Exception as e:  # the job's own record holds its state; say what submitit saw
+            lines = [ln for ln in str(e).splitlines() if ln.strip()]
+            print(f"{job.cell.label}: job {handle.job_id} ended with an error: {lines[-1] if lines else type(e).__name__}", flush=True)
+
+
+def main(args: Args, argv: list[str]) -> int:
+    validate(args, argv)
+    grid_given = any(a.split("=", 1)[0] in ("--algos", "--envs", "--seeds", "--paper-table") for a in argv)
+    cells = make_grid(args)
+    if args.status:
+        status_view(args, cells if grid_given else None)
+        return 0
+    if args.table_only:
+        report = write_report(args, collect(args.runs_dir))
+        return 1 if report["failed"] else 0
+    states = collect(args.runs_dir, cells)
+    todo, skipped_failed = [], []
+    for cell in cells:
+        st = states[cell.key]
+        if st["state"] == "finished":
+            print(f"skip {cell.label}: finished ({st['run_dir']})")
+        elif st["state"] == "failed" and not args.retry_failed:
+            print(f"skip {cell.label}: failed earlier: {st['error']} (--retry-failed runs it again)")
+            skipped_failed.append(cell)
+        elif st["state"] in ("running", "queued"):
+            rec = st["record"]
+            print(f"skip {cell.label}: {st['state']} ({rec.get('launcher')} {rec.get('job_id') or ''} on {rec.get('host')})")
+        else:
+            todo.append((cell, st))
+    if args.dry_run:
+        dry_run(args, cells, todo)
+        return 0
+    commit = git_commit()
+    interrupted = False
+    if args.launcher == "local":
+        for cell, _ in todo:
+            job = GridJob(cell, args.runs_dir, "local", args.retry_failed, commit)
+            t0 = time.time()
+            result = job()
+            print(f"  {cell.label}: {result['state']} after {time.time() - t0:.0f} s", flush=True)
+            if job._stopping:
+                interrupted = True
+                break
+    elif todo:
+        submitted = submit(args, todo, commit)
+        if args.launcher == "slurm" and not args.wait:
+            print(f"submitted {len(submitted)} job(s); `python benchmarks/scores.py --status --runs-dir {args.runs_dir}` "
+                  f"follows them, `--table-only` aggregates")
+            return 0
+        if args.launcher == "slurm":
+            wait_jobs(submitted)
+    report = write_report(args, collect(args.runs_dir))
+    states = collect(args.runs_dir, cells)
+    failed = [c for c in cells if states[c.key]["state"] == "failed"]
+    unfinished = [c for c in cells if states[c.key]["state"] != "finished"]
+    if failed:
+        print(f"{len(failed)} of {len(cells)} runs failed (left out of the table):", file=sys.stderr)
+        for c in failed:
+            print(f"  {c.label}: {states[c.key]['error']}", file=sys.stderr)
+    if interrupted:
+        print("interrupted: run the same command again to resume", file=sys.stderr)
+        return 130
+    if failed or report["failed"]:
+        return 1
+    if unfinished:
+        print(f"{len(unfinished)} of {len(cells)} runs are not finished: run the same command again to resume", file=sys.stderr)
+        return 1
+    return 0
+
+
+def one_line_tyro_error(text: str) -> str:
+    """tyro's boxed parse error as one line: the box's first paragraph, and its "Perhaps you meant" hint."""
+    lines = [ln.strip().strip("│╭╮╰╯").strip() for ln in text.splitlines()[1:]]
+    body, hint, in_body = [], "", True
+    for i, ln in enumerate(lines):
+        if ln.startswith("Perhaps you meant") and i + 1 < len(lines) and lines[i + 1]:
+            hint = f" (did you mean {lines[i + 1].split()[0]}?)"
+        elif ln and set(ln) <= {"─"}:
+            in_body = False
+        elif in_body and ln and not ln.startswith("For full helptext"):
+            body.append(ln)
+    return (" ".join(body) or "bad command line; see --help") + hint
+
+
+def cli(argv: list[str]) -> int:
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            args = tyro.cli(Args, args=argv)
+    except SystemExit as e:
+        if e.code not in (0, None):
+            print(f"error: {one_line_tyro_error(err.getvalue())}", file=sys.stderr)
+            return 2
+        sys.stderr.write(err.getvalue())
+        return 0
+    try:
+        return main(args, argv)
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
-    main(tyro.cli(Args))
+    sys.exit(cli(sys.argv[1:]))
