@@ -20,7 +20,20 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from common import collect_rollouts, dataset_path, env_slug, episode_returns, run_cli, uniform_policy, write_dataset
+from common import (
+    check_box_env,
+    check_int,
+    check_memory,
+    check_output_path,
+    collect_rollouts,
+    dataset_path,
+    env_slug,
+    episode_returns,
+    load_torch_file,
+    run_cli,
+    uniform_policy,
+    write_dataset,
+)
 
 
 @dataclass
@@ -41,6 +54,9 @@ class Args:
     """write to this exact path instead of <data_dir>/<name>.hdf5"""
 
 
+POLICY_KEYS = ("obs_dim", "act_dim", "hidden_dims", "max_action", "obs_mean", "obs_std", "state_dict")
+
+
 def load_policy(path: str, obs_dim: int, act_dim: int, device: str = "cpu"):
     """Load a policy.pt saved by any algorithm here (`export_policy`) and return `policy(obs_batch)`.
 
@@ -50,21 +66,32 @@ def load_policy(path: str, obs_dim: int, act_dim: int, device: str = "cpu"):
     whose net is Linear-ReLU-...-Linear on (obs - obs_mean) / obs_std. A TD3+BC actor's output is squashed by
     tanh * max_action; a SAC actor outputs (mean, log_std) and acts deterministically with tanh(mean) * max_action.
     """
-    ckpt = torch.load(path, map_location=device, weights_only=True)
-    if ckpt.get("kind") not in ("deterministic_mlp", "tanh_gaussian_mlp"):
-        raise ValueError(f"{path}: unsupported policy kind {ckpt.get('kind')!r}")
+    ckpt = load_torch_file(path, "policy file", "pass a policy.pt saved by an algorithm here")
+    kinds = ("deterministic_mlp", "tanh_gaussian_mlp")
+    if not isinstance(ckpt, dict) or ckpt.get("kind") not in kinds:
+        kind = ckpt.get("kind") if isinstance(ckpt, dict) else type(ckpt).__name__
+        raise ValueError(f"{path}: unsupported policy kind {kind!r}; pass a policy.pt saved by an algorithm here")
+    missing = [k for k in POLICY_KEYS if k not in ckpt]
+    if missing:
+        raise ValueError(f"{path}: the policy file lacks {', '.join(missing)}; pass a policy.pt saved by an algorithm here")
     if (ckpt["obs_dim"], ckpt["act_dim"]) != (obs_dim, act_dim):
         raise ValueError(f"{path}: policy is for obs/act dims {ckpt['obs_dim']}/{ckpt['act_dim']}, env has {obs_dim}/{act_dim}")
-    outputs = ckpt["act_dim"] * (2 if ckpt["kind"] == "tanh_gaussian_mlp" else 1)
-    dims = [ckpt["obs_dim"], *ckpt["hidden_dims"], outputs]
-    layers = []
-    for i, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:])):
-        layers += [nn.Linear(d_in, d_out)] + ([nn.ReLU()] if i < len(dims) - 2 else [])
-    net = nn.Sequential(*layers).to(device)
-    net.load_state_dict(ckpt["state_dict"])
+    try:
+        outputs = ckpt["act_dim"] * (2 if ckpt["kind"] == "tanh_gaussian_mlp" else 1)
+        dims = [ckpt["obs_dim"], *ckpt["hidden_dims"], outputs]
+        layers = []
+        for i, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:])):
+            layers += [nn.Linear(d_in, d_out)] + ([nn.ReLU()] if i < len(dims) - 2 else [])
+        net = nn.Sequential(*layers).to(device)
+        net.load_state_dict(ckpt["state_dict"])
+        mean, std = ckpt["obs_mean"].float().to(device), ckpt["obs_std"].float().to(device)
+        if mean.shape != (obs_dim,) or std.shape != (obs_dim,):
+            raise ValueError(f"obs_mean/obs_std have shapes {tuple(mean.shape)}/{tuple(std.shape)}, not ({obs_dim},)")
+        max_action = float(ckpt["max_action"])
+    except (RuntimeError, ValueError, TypeError, AttributeError) as e:
+        raise ValueError(f"{path}: the policy file's weights do not match the net it describes "
+                         f"({' '.join(str(e).split())[:240]}); pass a policy.pt saved by an algorithm here") from None
     net.eval()
-    mean, std = ckpt["obs_mean"].float().to(device), ckpt["obs_std"].float().to(device)
-    max_action = float(ckpt["max_action"])
 
     @torch.no_grad()
     def policy(obs_batch: np.ndarray) -> np.ndarray:
@@ -83,16 +110,33 @@ def policy_tag(policy: str) -> str:
     return p.parent.name if p.stem == "policy" and p.parent.name else p.stem
 
 
+def output_path(args: Args) -> tuple[str, Path]:
+    name = args.name or f"local/{env_slug(args.env)}-{policy_tag(args.policy)}"
+    return name, dataset_path(name, args.data_dir, args.out)
+
+
+def check_flags(args: Args) -> list[str]:
+    """Every problem with the flags, found before any work (one line each)."""
+    problems: list[str] = []
+    check_int(problems, "--steps", args.steps, 1)
+    check_int(problems, "--seed", args.seed, 0)
+    check_output_path(problems, output_path(args)[1], "--out" if args.out else "--data-dir/--name")
+    if args.policy != "random" and not Path(args.policy).is_file():
+        problems.append(f"--policy {args.policy}: no such file; pass 'random' or a policy.pt saved by an algorithm here")
+    return problems
+
+
 def main(args: Args) -> None:
     start = time.perf_counter()
     env = gym.make(args.env)
+    obs_dim, act_dim = check_box_env(env, args.env)
+    check_memory(args.steps, obs_dim, act_dim)
     if args.policy == "random":
         policy = uniform_policy(env.action_space, args.seed)
     else:
-        policy = load_policy(args.policy, env.observation_space.shape[0], env.action_space.shape[0])
+        policy = load_policy(args.policy, obs_dim, act_dim)
 
-    name = args.name or f"local/{env_slug(args.env)}-{policy_tag(args.policy)}"
-    path = dataset_path(name, args.data_dir, args.out)
+    name, path = output_path(args)
     data = collect_rollouts(env, policy, args.steps, args.seed, desc=name)
     env.close()
 
@@ -113,4 +157,4 @@ def main(args: Args) -> None:
 
 
 if __name__ == "__main__":
-    run_cli(main, Args)
+    run_cli(main, Args, check_flags)

@@ -14,8 +14,12 @@ ref_min_score / ref_max_score when D4RL has reference returns for the task.
 
 from __future__ import annotations
 
+import math
 import os
+import pickle
 import re
+import sys
+import tempfile
 from pathlib import Path
 from typing import Callable
 
@@ -188,10 +192,111 @@ def write_dataset(path, data, *, env_id: str, reward_fn: str, policy: str, seed:
     return path
 
 
-# ---------------------------------------------------------------------------- command line
-def run_cli(main: Callable, args_type: type) -> None:
-    """Parse the flags and run; bad input ends in one line naming the problem, not a traceback."""
+# ---------------------------------------------------------------------------- checks
+
+
+class FlagError(ValueError):
+    """A flag's value cannot work; the scripts exit 2 on it (as for a flag tyro cannot parse)."""
+
+
+def check_int(problems: list[str], flag: str, value: int | None, minimum: int) -> None:
+    if value is not None and value < minimum:
+        problems.append(f"{flag} must be at least {minimum}, got {value}")
+
+
+def check_float(problems: list[str], flag: str, value: float, low: float, high: float = math.inf,
+                low_open: bool = False) -> None:
+    """low <= value <= high (low < value with low_open); NaN and infinities never pass."""
+    ok = math.isfinite(value) and (value > low if low_open else value >= low) and value <= high
+    if not ok:
+        bound = f"in ({low}, {high}]" if low_open else f"in [{low}, {high}]"
+        if high == math.inf:
+            bound = f"{'above' if low_open else 'at least'} {low}"
+        problems.append(f"{flag} must be a finite number {bound}, got {value}")
+
+
+def check_output_path(problems: list[str], path: Path, flag: str) -> None:
+    """The dataset can be written there: not a directory, and its nearest existing parent is a writable directory.
+    Checked before the collection, so a bad path costs nothing."""
+    path = Path(path)
+    if path.is_dir():
+        problems.append(f"{flag}: {path} is a directory; give the file to write, e.g. {path / 'dataset.hdf5'}")
+        return
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        problems.append(f"{flag}: cannot create {path}: {parent} is not a directory")
+    else:
+        try:  # a probe, not os.access: root passes os.access even where writes fail (read-only mounts, /proc)
+            tempfile.TemporaryFile(dir=parent).close()
+        except OSError as e:
+            problems.append(f"{flag}: cannot create {path}: {parent} is not writable ({e.strerror}); "
+                            "choose another --out or --data-dir")
+
+
+def check_box_env(env: gym.Env, env_id: str) -> tuple[int, int]:
+    """obs/action dims of an env with a flat Box observation and a Box action space (what the datasets hold)."""
+    obs_space, act_space = env.observation_space, env.action_space
+    if not isinstance(act_space, gym.spaces.Box) or len(act_space.shape) != 1:
+        raise FlagError(f"--env {env_id} has a {type(act_space).__name__} action space {act_space}; "
+                        "the datasets need continuous (Box) actions, e.g. --env Hopper-v4")
+    if not isinstance(obs_space, gym.spaces.Box) or len(obs_space.shape) != 1:
+        raise FlagError(f"--env {env_id} has the observation space {obs_space}; the datasets need flat Box observations")
+    return obs_space.shape[0], act_space.shape[0]
+
+
+def check_memory(steps: int, obs_dim: int, act_dim: int, info_columns: int = 0) -> None:
+    """The preallocated buffer must fit in this machine's memory (numpy would allocate it lazily and be killed later)."""
+    need = steps * (4 * (2 * obs_dim + act_dim + 1) + 2 + 8 * info_columns)
     try:
-        main(tyro.cli(args_type))
+        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return
+    if need > have:
+        raise FlagError(f"--steps {steps} needs {need / 2**30:.1f} GiB for the dataset, more than this machine's "
+                        f"{have / 2**30:.1f} GiB; collect fewer steps")
+
+
+def load_torch_file(path, what: str, fix: str):
+    """torch.load with weights_only=True (tensors and plain values only: a crafted file cannot run code); a missing,
+    truncated, corrupt or unsafe file is a ValueError naming the file and what is wrong."""
+    import torch
+
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as e:
+        raise ValueError(f"{path}: cannot read the {what} ({e.strerror or e}); {fix}") from None
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        if "GLOBAL" in str(e):  # torch refused a class or function (its text advises weights_only=False)
+            raise ValueError(f"{path}: the {what} holds objects other than tensors and plain values; "
+                             f"it is not loaded (unsafe); {fix}") from None
+        raise ValueError(f"{path}: the {what} is truncated or corrupt (UnpicklingError); {fix}") from None
+    except Exception as e:  # damage surfaces as RuntimeError, EOFError, KeyError, OSError, ...
+        raise ValueError(f"{path}: the {what} is truncated or corrupt ({type(e).__name__}); {fix}") from None
+
+
+# ---------------------------------------------------------------------------- command line
+def run_cli(main: Callable, args_type: type, check_flags: Callable | None = None,
+            on_interrupt: str = "interrupted; no dataset was written") -> None:
+    """Parse the flags, check them all before any work (one line per problem, exit 2), and run; bad input ends in
+    one line naming the problem, not a traceback (exit 2 for a flag whose value cannot work, else 1)."""
+    args = tyro.cli(args_type)
+    problems = check_flags(args) if check_flags else []
+    if problems:
+        for problem in problems:
+            print(f"error: {problem}", file=sys.stderr)
+        raise SystemExit(2)
+    try:
+        main(args)
+    except FlagError as e:
+        print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
+        raise SystemExit(2) from None
     except (ValueError, OSError, gym.error.Error) as e:
         raise SystemExit(f"error: {str(e).splitlines()[0]}") from None
+    except KeyboardInterrupt:
+        print(f"\n{on_interrupt}", file=sys.stderr)
+        raise SystemExit(130) from None

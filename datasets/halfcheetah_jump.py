@@ -31,11 +31,17 @@ from tqdm import tqdm
 
 from common import (
     allocate_buffer,
+    check_box_env,
+    check_float,
+    check_int,
+    check_memory,
+    check_output_path,
     close_last_episode,
     collect_rollouts,
     dataset_path,
     halfcheetah_jump_reward,
     halfcheetah_run_reward,
+    load_torch_file,
     record,
     run_cli,
     uniform_policy,
@@ -232,19 +238,29 @@ def save_checkpoint(path: Path, step: int, sac: SAC, buf, env: gym.Env, rng: np.
 
 
 def load_checkpoint(path: Path, sac: SAC, buf, env: gym.Env, rng: np.random.Generator, args: Args) -> int:
-    state = torch.load(path, map_location=sac.device, weights_only=True)
-    changed = {k: (v, getattr(args, k)) for k, v in state["settings"].items() if getattr(args, k) != v}
+    fix = f"delete {path} to start the collection over"
+    state = load_torch_file(path, "checkpoint", fix)
+    if (not isinstance(state, dict) or not {"step", "settings", "sac", "buffer", "rng"} <= state.keys()
+            or not isinstance(state["settings"], dict)):
+        raise ValueError(f"{path} is not a checkpoint of this script (keys missing); {fix}")
+    changed = {k: (v, getattr(args, k, None)) for k, v in state["settings"].items() if getattr(args, k, None) != v}
     if changed:
         raise ValueError(f"{path} was made with other settings (checkpoint, now): {changed}")
     step = state["step"]
-    sac.load_state_dict(state["sac"])
-    for k, v in state["buffer"].items():
-        buf[k][:step] = v.numpy()
-    rng.bit_generator.state = state["rng"]["numpy"]
-    env.unwrapped.np_random.bit_generator.state = state["rng"]["env"]
-    torch.set_rng_state(state["rng"]["torch"].cpu())
-    if torch.cuda.is_available() and state["rng"]["cuda"]:
-        torch.cuda.set_rng_state_all([s.cpu() for s in state["rng"]["cuda"]])
+    try:
+        if not isinstance(step, int) or not 0 < step < args.steps:
+            raise ValueError(f"step {step!r} is not within (0, {args.steps})")
+        sac.load_state_dict(state["sac"])
+        for k in buf:
+            buf[k][:step] = state["buffer"][k].numpy()
+        rng.bit_generator.state = state["rng"]["numpy"]
+        env.unwrapped.np_random.bit_generator.state = state["rng"]["env"]
+        torch.set_rng_state(state["rng"]["torch"].cpu())
+        if torch.cuda.is_available() and state["rng"]["cuda"]:
+            torch.cuda.set_rng_state_all([s.cpu() for s in state["rng"]["cuda"]])
+    except (KeyError, ValueError, TypeError, RuntimeError, AttributeError) as e:
+        detail = " ".join(str(e).split())[:200]
+        raise ValueError(f"{path} does not match this collection ({type(e).__name__}: {detail}); {fix}") from None
     return step
 
 
@@ -307,10 +323,37 @@ def collect_sac(args: Args, ckpt_path: Path) -> dict[str, np.ndarray] | None:
     return buf
 
 
+def check_flags(args: Args) -> list[str]:
+    """Every problem with the flags, found before any work (one line each)."""
+    problems: list[str] = []
+    for flag, value, minimum in [("--steps", args.steps, 1), ("--seed", args.seed, 0),
+                                 ("--max-episode-steps", args.max_episode_steps, 1),
+                                 ("--learning-starts", args.learning_starts, 0), ("--batch-size", args.batch_size, 1),
+                                 ("--hidden-dim", args.hidden_dim, 1), ("--checkpoint-every", args.checkpoint_every, 1),
+                                 ("--stop-at", args.stop_at, 1)]:
+        check_int(problems, flag, value, minimum)
+    check_float(problems, "--learning-rate", args.learning_rate, 0.0, low_open=True)
+    check_float(problems, "--gamma", args.gamma, 0.0, 1.0)
+    check_float(problems, "--tau", args.tau, 0.0, 1.0, low_open=True)
+    path = output_path(args)
+    check_output_path(problems, path, "--out" if args.out else "--data-dir/--name")
+    ckpt_path = path.with_name(path.name + ".ckpt.pt")
+    if args.task == "halfcheetah-jump" and ckpt_path.exists() and not args.resume:
+        problems.append(f"{ckpt_path} exists: pass --resume to continue it, or delete it")
+    return problems
+
+
+def output_path(args: Args) -> Path:
+    return dataset_path(args.name or args.task, args.data_dir, args.out)
+
+
 def main(args: Args) -> None:
     start = time.perf_counter()
-    path = dataset_path(args.name or args.task, args.data_dir, args.out)
+    path = output_path(args)
     ckpt_path = path.with_name(path.name + ".ckpt.pt")
+    env = make_env(args)
+    check_memory(args.steps, *check_box_env(env, ENV_ID), info_columns=1)
+    env.close()
     if args.task == "halfcheetah-jump-hard":
         data, policy = collect_random(args), "random"
     else:
@@ -336,4 +379,5 @@ def main(args: Args) -> None:
 
 
 if __name__ == "__main__":
-    run_cli(main, Args)
+    run_cli(main, Args, check_flags, on_interrupt="interrupted; no dataset was written (halfcheetah-jump: rerun with "
+                                                 "--resume to continue from the last checkpoint, if one was taken)")

@@ -1,6 +1,7 @@
 """Tests of the dataset scripts in datasets/: run them as a user would (subprocess, tiny
 sizes) and check the files against the HDF5 contract and against a replay of the env."""
 
+import importlib
 import importlib.util
 import os
 import subprocess
@@ -303,3 +304,199 @@ def test_write_dataset_never_leaves_a_partial_file(tmp_path):
     with pytest.raises(ValueError, match="inconsistent"):
         common.write_dataset(tmp_path / "e.hdf5", bad, **meta)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d.hdf5"]
+
+
+# ---------------------------------------------------------------------------- bad input: one line each, exit 2, nothing written
+
+sys.path.insert(0, str(DATASETS))  # the scripts import `common` from their own folder
+collect = importlib.import_module("collect")
+jump = importlib.import_module("halfcheetah_jump")
+
+
+def error_lines(proc):
+    """stderr without the v4 envs' deprecation warnings (two lines each)."""
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    return [line for line in lines if "DeprecationWarning" not in line and "logger.deprecation" not in line]
+
+
+@pytest.mark.parametrize("script,flags,expected", [
+    ("collect.py", ["--steps", 0, "--seed", -1], ["--steps must be at least 1, got 0", "--seed must be at least 0, got -1"]),
+    ("collect.py", ["--steps", -5, "--policy", "/nonexistent/policy.pt"],
+     ["--steps must be at least 1, got -5", "--policy /nonexistent/policy.pt: no such file"]),
+    ("halfcheetah_jump.py", ["--task", "halfcheetah-jump", "--checkpoint-every", 0, "--gamma", "nan", "--tau", 0,
+                             "--learning-rate", "-1e-5", "--batch-size", 0, "--hidden-dim", 0, "--stop-at", 0,
+                             "--max-episode-steps", 0, "--learning-starts", -1, "--steps", 0, "--seed", -2],
+     ["--checkpoint-every must be at least 1, got 0", "--gamma must be a finite number in [0.0, 1.0], got nan",
+      "--tau must be a finite number in (0.0, 1.0], got 0.0", "--learning-rate must be a finite number above 0.0",
+      "--batch-size must be at least 1", "--hidden-dim must be at least 1", "--stop-at must be at least 1",
+      "--max-episode-steps must be at least 1", "--learning-starts must be at least 0", "--steps must be at least 1",
+      "--seed must be at least 0"]),
+])
+def test_bad_flags_are_one_line_each_and_exit_2(tmp_path, script, flags, expected):
+    out = tmp_path / "out" / "d.hdf5"
+    proc = run_script(script, *flags, "--out", out, data_dir=tmp_path, expect_ok=False)
+    lines = error_lines(proc)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert len(lines) == len(expected), lines  # one line per problem, nothing else (no traceback, no progress bar)
+    assert all(line.startswith("error: ") for line in lines), lines
+    for want in expected:
+        assert sum(want in line for line in lines) == 1, (want, lines)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing made, not even the output folder
+
+
+@pytest.mark.parametrize("script,flags", [("collect.py", []), ("halfcheetah_jump.py", ["--task", "halfcheetah-jump-hard"])])
+def test_output_path_that_cannot_be_written_fails_before_collecting(tmp_path, script, flags):
+    """With the default 1M steps: a check after the collection would time out here (it takes minutes)."""
+    (tmp_path / "a_file").write_text("x")
+    for out, needle in [(tmp_path, "is a directory"), (tmp_path / "a_file" / "d.hdf5", "is not a directory")]:
+        proc = subprocess.run([sys.executable, str(DATASETS / script), *flags, "--out", str(out)], capture_output=True,
+                              text=True, timeout=60, env=os.environ | {"OMP_NUM_THREADS": "1"})
+        lines = error_lines(proc)
+        assert proc.returncode == 2 and len(lines) == 1 and needle in lines[0], proc.stderr[-2000:]
+        assert str(out) in lines[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]
+
+
+def test_check_flags_accept_the_defaults_and_find_each_problem(tmp_path):
+    out = str(tmp_path / "d.hdf5")
+    assert collect.check_flags(collect.Args(out=out)) == []
+    assert jump.check_flags(jump.Args(task="halfcheetah-jump", out=out)) == []
+    assert jump.check_flags(jump.Args(task="halfcheetah-jump", out=out, gamma=1.0, tau=1.0, learning_starts=0)) == []
+    for field, value in [("steps", 0), ("seed", -1), ("max_episode_steps", 0), ("learning_rate", 0.0),
+                         ("learning_rate", float("inf")), ("learning_starts", -1), ("batch_size", 0), ("gamma", -0.1),
+                         ("gamma", 1.01), ("tau", 0.0), ("tau", 1.5), ("tau", float("nan")), ("hidden_dim", 0),
+                         ("checkpoint_every", 0), ("stop_at", 0)]:
+        problems = jump.check_flags(jump.Args(task="halfcheetah-jump", out=out, **{field: value}))
+        assert len(problems) == 1 and problems[0].startswith("--" + field.replace("_", "-")), (field, problems)
+    # the SAC checkpoint of an earlier collection is never silently overwritten
+    (tmp_path / "d.hdf5.ckpt.pt").write_bytes(b"")
+    (problem,) = jump.check_flags(jump.Args(task="halfcheetah-jump", out=out))
+    assert "--resume" in problem
+    assert jump.check_flags(jump.Args(task="halfcheetah-jump", out=out, resume=True)) == []
+
+
+def test_discrete_env_is_a_flag_error(tmp_path):
+    proc = run_script("collect.py", "--env", "CartPole-v1", "--steps", 10, "--out", tmp_path / "d.hdf5", data_dir=tmp_path,
+                      expect_ok=False)
+    (line,) = error_lines(proc)
+    assert proc.returncode == 2 and "CartPole-v1" in line and "Discrete" in line and "Box" in line, proc.stderr[-2000:]
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(common.FlagError, match="observation space"):
+        common.check_box_env(_BoxActDiscreteObs(), "X")
+
+
+class _BoxActDiscreteObs:
+    action_space = gym.spaces.Box(-1, 1, (2,))
+    observation_space = gym.spaces.Discrete(4)
+
+
+def test_memory_check_names_the_size():
+    with pytest.raises(common.FlagError, match=r"--steps 100000000000 needs \d+\.\d GiB"):
+        common.check_memory(10**11, 11, 3)
+    common.check_memory(1000, 11, 3)
+
+
+# ---------------------------------------------------------------------------- torch files: weights only, one line each
+
+
+class _RunsCode:
+    """Unpickling this runs a shell command (what a crafted checkpoint can do without weights_only=True)."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+def policy_dict(hidden=(16,)):
+    net = nn.Sequential(nn.Linear(11, hidden[0]), nn.ReLU(), nn.Linear(hidden[0], 3))
+    return {"kind": "deterministic_mlp", "obs_dim": 11, "act_dim": 3, "hidden_dims": list(hidden), "max_action": 1.0,
+            "obs_mean": torch.zeros(11), "obs_std": torch.ones(11), "state_dict": net.state_dict()}
+
+
+def bad_torch_files(tmp_path, good: dict) -> dict:
+    """name -> (path, what the one line must say)."""
+    files = {}
+    whole = tmp_path / "whole.pt"
+    torch.save(good | {"padding": torch.zeros(10_000)}, whole)
+    raw = whole.read_bytes()
+    for name, data in [("truncated", raw[: len(raw) // 2]), ("empty", b""), ("garbage", b"not a torch file" * 100)]:
+        (tmp_path / f"{name}.pt").write_bytes(data)
+        files[name] = (tmp_path / f"{name}.pt", "truncated or corrupt")
+    torch.save({"x": _RunsCode(tmp_path / "PWNED")}, tmp_path / "crafted.pt")
+    files["crafted"] = (tmp_path / "crafted.pt", "not loaded (unsafe)")
+    files["missing"] = (tmp_path / "nonexistent.pt", "No such file")
+    return files
+
+
+def test_policy_files_load_weights_only_and_fail_in_one_line(tmp_path):
+    good = policy_dict()
+    cases = bad_torch_files(tmp_path, good)
+    torch.save(policy_dict(hidden=(16,)) | {"hidden_dims": [32]}, tmp_path / "wrong_sizes.pt")
+    torch.save({k: v for k, v in good.items() if k != "obs_std"}, tmp_path / "no_std.pt")
+    torch.save(good | {"obs_mean": torch.zeros(5)}, tmp_path / "short_mean.pt")
+    torch.save([1, 2, 3], tmp_path / "a_list.pt")
+    cases |= {"wrong_sizes": (tmp_path / "wrong_sizes.pt", "do not match"), "no_std": (tmp_path / "no_std.pt", "lacks obs_std"),
+              "short_mean": (tmp_path / "short_mean.pt", "obs_mean/obs_std have shapes (5,)"),
+              "a_list": (tmp_path / "a_list.pt", "unsupported policy kind 'list'")}
+    for name, (path, needle) in cases.items():
+        with pytest.raises(ValueError) as info:
+            collect.load_policy(str(path), 11, 3)
+        message = str(info.value)
+        assert str(path) in message and needle in message and "\n" not in message, (name, message)
+        assert "weights_only" not in message, name  # never the advice to load it unsafely
+    assert not (tmp_path / "PWNED").exists()
+    torch.save(good, tmp_path / "good.pt")
+    assert collect.load_policy(str(tmp_path / "good.pt"), 11, 3)(np.zeros((2, 11), np.float32)).shape == (2, 3)
+
+    # end to end: exit 1, the one line, no dataset
+    proc = run_script("collect.py", "--policy", tmp_path / "truncated.pt", "--steps", 10, "--out", tmp_path / "d.hdf5",
+                      data_dir=tmp_path, expect_ok=False)
+    (line,) = error_lines(proc)
+    assert proc.returncode == 1 and line.startswith("error: ") and "truncated.pt" in line, proc.stderr[-2000:]
+    assert not (tmp_path / "d.hdf5").exists()
+
+
+def test_sac_checkpoints_load_weights_only_and_fail_in_one_line(tmp_path):
+    args = jump.Args(task="halfcheetah-jump", steps=300, hidden_dim=8, cuda=False)
+    env = jump.make_env(args)
+    sac = jump.SAC(env, args, torch.device("cpu"))
+    buf = common.allocate_buffer(args.steps, 17, 6, ("x_velocity",))
+    rng = np.random.default_rng(0)
+    env.reset(seed=0)
+    good = tmp_path / "good.ckpt.pt"
+    jump.save_checkpoint(good, 100, sac, buf, env, rng, args)
+    state = torch.load(good, weights_only=True)
+    cases = bad_torch_files(tmp_path, state)
+    broken = {"keys": {"step": 100}, "sac": state | {"sac": {}}, "step": state | {"step": 300},
+              "buffer": state | {"buffer": {k: v[:, :3] if v.dim() == 2 else v for k, v in state["buffer"].items()}}}
+    for name, value in broken.items():
+        torch.save(value, tmp_path / f"{name}.pt")
+        cases[name] = (tmp_path / f"{name}.pt", "not a checkpoint of this script" if name == "keys" else "does not match")
+    for name, (path, needle) in cases.items():
+        with pytest.raises(ValueError) as info:
+            jump.load_checkpoint(path, sac, buf, env, rng, args)
+        message = str(info.value)
+        assert str(path) in message and needle in message and "\n" not in message, (name, message)
+        assert "weights_only" not in message, name
+    assert not (tmp_path / "PWNED").exists()
+    with pytest.raises(ValueError, match="other settings.*hidden_dim"):
+        jump.load_checkpoint(good, sac, buf, env, rng, jump.Args(task="halfcheetah-jump", steps=300, hidden_dim=16))
+    assert jump.load_checkpoint(good, sac, buf, env, rng, args) == 100
+
+    # end to end: exit 1, one line naming the file and the fix, no dataset
+    out = tmp_path / "d.hdf5"
+    (tmp_path / "d.hdf5.ckpt.pt").write_bytes((tmp_path / "truncated.pt").read_bytes())
+    proc = run_script("halfcheetah_jump.py", "--task", "halfcheetah-jump", "--steps", 300, "--hidden-dim", 8, "--no-cuda",
+                      "--out", out, "--resume", data_dir=tmp_path, expect_ok=False)
+    (line,) = error_lines(proc)
+    assert proc.returncode == 1 and "d.hdf5.ckpt.pt" in line and "delete" in line, proc.stderr[-2000:]
+    assert not out.exists()
+
+
+def test_every_torch_load_in_datasets_is_weights_only():
+    for path in DATASETS.glob("*.py"):
+        for line in path.read_text().splitlines():
+            if "torch.load(" in line:
+                assert "weights_only=True" in line, (path.name, line)
