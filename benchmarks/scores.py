@@ -518,7 +518,8 @@ class GridJob:
                 child.kill()  # it is past the grace time: the last checkpoint is what is kept
             child.wait()
         print(f"{self.cell.label}: stopped for a requeue; the requeued job resumes it", flush=True)
-        update_record(self.runs_dir, self.cell, state="queued", note="requeued after a time limit or preemption")
+        requeues = (read_json(record_path(self.runs_dir, self.cell.id)) or {}).get("requeues", 0) + 1
+        update_record(self.runs_dir, self.cell, state="queued", requeues=requeues, child_pid=None)
         return submitit.helpers.DelayedSubmission(GridJob(self.cell, self.runs_dir, self.launcher, self.retry_failed,
                                                           self.commit, self.grace_s))
 
@@ -713,8 +714,6 @@ def final_score(s: dict) -> Optional[float]:
 
 def aggregate(states: dict[tuple, dict], reps: int = 2000, seed: int = 0, paper: Optional[dict] = None) -> dict:
     """Every number of the report, from the finished cells' summary.json files."""
-    from rliable import metrics
-
     finished = [st["run"]["summary"] for st in states.values() if st["state"] == "finished"]
     failed = [{"env": k[0], "algorithm": k[1], "seed": k[2], "run_dir": st["run_dir"], "error": st["error"]}
               for k, st in sorted(states.items()) if st["state"] == "failed"]
@@ -722,6 +721,8 @@ def aggregate(states: dict[tuple, dict], reps: int = 2000, seed: int = 0, paper:
     for s in finished:
         groups.setdefault((s["env"], s["algorithm"]), []).append(s)
     cells = {}
+    if groups:
+        from rliable import metrics  # imported only when there is something to estimate (it takes seconds)
     for (env, algo), runs in sorted(groups.items()):
         runs = sorted(runs, key=lambda r: r["seed"])
         scores = np.array([cell_score(r) for r in runs])
