@@ -4,7 +4,6 @@ aggregate statistics equal a hand computation, the paper's numbers come from its
 import csv
 import glob
 import json
-import math
 import os
 import shlex
 import signal
