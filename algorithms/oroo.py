@@ -12,6 +12,7 @@ import json
 import os
 import platform
 import random
+import signal
 import sys
 import time
 import urllib.error
@@ -79,7 +80,9 @@ class Args:
     eval_episodes: int = 10
     """episodes per evaluation, run as one vectorised environment"""
     checkpoint_every: int = 100
-    """save a checkpoint every this many epochs (and after the last)"""
+    """save a checkpoint every this many epochs (and after the last, and after a SIGINT/SIGTERM)"""
+    checkpoint_minutes: float = 10.0
+    """also save a checkpoint at the end of the first epoch after this many minutes since the last one"""
 
     # Dynamics ensemble
     num_ensemble: int = 7
@@ -180,6 +183,8 @@ def apply_presets(args: Args, task: "Task") -> tuple[Args, str]:
 # --- shared: data ---
 class UserError(Exception):
     """A problem with the user's input, reported as one line and a non-zero exit."""
+
+    code = 1
 
 
 # D4RL's reference returns (d4rl/infos.py): random and expert policies, used for the normalised score
@@ -565,21 +570,31 @@ def load_or_fit_dynamics(args: Args, data: dict[str, torch.Tensor], run_dir: str
     dynamics = EnsembleDynamics(data["obs"].shape[1], data["act"].shape[1], args.dynamics_hidden_dims, args.num_ensemble, args.num_elites,
                                 args.dynamics_bf16).to(device)
     run_path = os.path.join(run_dir, "dynamics.pt")
-    load_path = args.load_dynamics_path or (run_path if args.resume else None)
+    resuming = args.resume is not None and os.path.isfile(run_path)
+    if args.resume is not None and not resuming and args.load_dynamics_path is None:
+        print(f"{run_dir} has no dynamics.pt (stopped during the ensemble fit): fitting the ensemble again")
+    load_path = args.load_dynamics_path or (run_path if resuming else None)
     metrics: dict[str, float] = {}
     if load_path is not None:
+        saved = safe_load(load_path, "ensemble (a run's dynamics.pt)")
         try:
-            dynamics.load_state_dict(torch.load(load_path, map_location=device)["model"])
-        except (OSError, KeyError, RuntimeError) as e:
-            raise UserError(f"cannot load the ensemble from {load_path} ({str(e).splitlines()[0]}); "
+            dynamics.load_state_dict(saved["model"])
+        except (KeyError, RuntimeError, TypeError) as e:
+            raise UserError(f"cannot load the ensemble from {load_path} ({type(e).__name__}: {str(e).splitlines()[0]}); "
                             "pass a dynamics.pt saved by a run on the same dataset and ensemble sizes") from None
+        if resuming:  # the RNG as it was right after the fit: a resume without a checkpoint continues as if uninterrupted
+            metrics = saved.get("metrics", {})
+            set_rng_state(saved["rng"])
     else:
         t0 = time.time()
         metrics = fit_dynamics(dynamics, data, args)
         metrics["dynamics/fit_seconds"] = time.time() - t0
+        if not np.isfinite(metrics["dynamics/holdout_mse"]):
+            raise UserError(f"the ensemble fit diverged (holdout MSE {metrics['dynamics/holdout_mse']}); lower --dynamics-lr "
+                            "or check the dataset for huge values")
         print(f"dynamics: holdout MSE {metrics['dynamics/holdout_mse']:.4f} after {metrics['dynamics/epochs']} epochs")
     if load_path != run_path:
-        atomic_save({"model": dynamics.state_dict(), "metrics": metrics}, run_path)
+        atomic_save({"model": dynamics.state_dict(), "metrics": metrics, "rng": rng_state()}, run_path)
     return dynamics.requires_grad_(False), metrics
 
 
@@ -708,11 +723,14 @@ def export_policy(actor: nn.Module, path: str) -> None:
 
 def load_policy(path: str, device: torch.device = torch.device("cpu")) -> Callable[[torch.Tensor], torch.Tensor]:
     """An exported policy as a function obs -> deterministic action (tanh of the mean for SAC actors)."""
-    saved = torch.load(path, map_location=device)
-    obs_norm = ObsNorm(saved["obs_mean"], saved["obs_std"])
-    cls = DeterministicActor if saved["kind"] == "deterministic_mlp" else TanhGaussianActor
-    actor = cls(obs_norm, saved["obs_dim"], saved["act_dim"], tuple(saved["hidden_dims"]), saved["max_action"]).to(device)
-    actor.net.load_state_dict(saved["state_dict"])
+    saved = safe_load(path, "policy file (a run's policy.pt)")
+    try:
+        obs_norm = ObsNorm(saved["obs_mean"], saved["obs_std"])
+        cls = DeterministicActor if saved["kind"] == "deterministic_mlp" else TanhGaussianActor
+        actor = cls(obs_norm, saved["obs_dim"], saved["act_dim"], tuple(saved["hidden_dims"]), saved["max_action"]).to(device)
+        actor.net.load_state_dict(saved["state_dict"])
+    except (KeyError, RuntimeError, TypeError) as e:
+        raise UserError(f"{path} is not a policy exported by these scripts ({type(e).__name__}: {e}); pass a run's policy.pt") from None
     return torch.no_grad()(actor if cls is DeterministicActor else lambda obs: actor(obs, deterministic=True)[0])
 
 
@@ -937,10 +955,83 @@ def relabel(rew: torch.Tensor, u: torch.Tensor, lambda_o: float) -> torch.Tensor
 
 
 # --- shared: runs ---
+class UsageError(UserError):
+    """Bad flags: one line per problem, exit 2, found before any data is read or anything is written."""
+
+    code = 2
+
+
+class RunEnded(UserError):
+    """A run that stops early on purpose (a signal) or because training turned non-finite; `code` is the exit status."""
+
+    def __init__(self, message: str, code: int):
+        super().__init__(message)
+        self.code = code
+
+
+# the numeric flags every algorithm file may have, by the range they must lie in (a file checks the ones it has)
+POSITIVE_INTS = ("epochs", "steps_per_epoch", "batch_size", "eval_every", "eval_episodes", "checkpoint_every", "num_ensemble",
+                 "num_elites", "dynamics_batch_size", "dynamics_max_epochs", "dynamics_patience", "dynamics_max_holdout",
+                 "rollout_batch_size", "model_retain_epochs", "rollout_length", "rollout_length_o", "policy_freq", "stop_after_epochs")
+POSITIVE = ("actor_lr", "critic_lr", "dynamics_lr", "sac_actor_lr", "sac_critic_lr", "sac_alpha_lr", "checkpoint_minutes")
+NON_NEGATIVE = ("lambda_p", "lambda_o", "exploration_noise", "policy_noise", "noise_clip", "alpha", "cvae_steps")
+FRACTIONS = ("real_ratio", "real_ratio_o", "output_rollout_ratio", "gamma", "tau")  # in [0, 1]
+
+
+def check_args(args: Args) -> None:
+    """Every numeric flag in its range, before anything is read or written: one line per problem, exit 2."""
+    problems = []
+    for name, value in asdict(args).items():
+        flag = "--" + name.replace("_", "-")
+        values = value if isinstance(value, (tuple, list)) else [value]
+        if any(isinstance(v, float) and not np.isfinite(v) for v in values):
+            problems.append(f"{flag} {value}: must be a finite number")
+        elif name.endswith("hidden_dims") and (not values or min(values) < 1):
+            problems.append(f"{flag} {value}: every layer needs at least 1 unit")
+        elif value is None or isinstance(value, (bool, str, tuple, list)):
+            continue
+        elif name in POSITIVE_INTS and value < 1:
+            problems.append(f"{flag} {value}: must be at least 1")
+        elif name in POSITIVE and value <= 0:
+            problems.append(f"{flag} {value}: must be positive")
+        elif name in NON_NEGATIVE and value < 0:
+            problems.append(f"{flag} {value}: must be 0 or more")
+        elif name in FRACTIONS and not 0 <= value <= 1:
+            problems.append(f"{flag} {value}: must lie in [0, 1]")
+        elif name == "dynamics_holdout_ratio" and not 0 < value < 1:
+            problems.append(f"{flag} {value}: must lie strictly between 0 and 1")
+    elites, models = getattr(args, "num_elites", None), getattr(args, "num_ensemble", None)
+    if elites is not None and models is not None and elites > models:
+        problems.append(f"--num-elites {elites}: cannot exceed --num-ensemble {models}")
+    for name in ("dataset_path", "load_dynamics_path", "rollout_policy_path"):
+        path = getattr(args, name, None)
+        if path is not None and not os.path.exists(path):
+            problems.append(f"--{name.replace('_', '-')} {path}: no such file or directory")
+    if getattr(args, "rollout_policy", None) == "fixed" and getattr(args, "rollout_policy_path", None) is None:
+        problems.append("--rollout-policy fixed needs --rollout-policy-path RUN_DIR (an earlier ORPO run)")
+    shares = [getattr(args, k, None) for k in ("real_ratio", "output_rollout_ratio")]
+    if None not in shares and sum(shares) > 1 + 1e-9:
+        problems.append(f"--real-ratio {shares[0]} + --output-rollout-ratio {shares[1]} exceed 1 (π^o's rollouts get the rest)")
+    if problems:
+        raise UsageError("\n".join(problems))
+
+
 def atomic_save(obj, path: str) -> None:
     """torch.save to a temporary name, renamed when complete: a crash never leaves half a file."""
     torch.save(obj, path + ".tmp")
     os.replace(path + ".tmp", path)
+
+
+def safe_load(path: str, what: str):
+    """torch.load with weights_only=True (a crafted pickle cannot run code); any failure is one line naming the file."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise UserError(f"{path} does not exist; pass the path of {what}") from None
+    except Exception as e:  # torch raises many types for truncated, corrupt or foreign files
+        reason = "it holds objects other than tensors and plain values" if "Weights only load failed" in str(e) else \
+            f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'unreadable'}"
+        raise UserError(f"{path} is not a usable {what} ({reason}); delete it or pass another file") from None
 
 
 def write_json(obj, path: str) -> None:
@@ -949,24 +1040,40 @@ def write_json(obj, path: str) -> None:
     os.replace(path + ".tmp", path)
 
 
-def setup(args: Args) -> tuple[Args, Task, str, str, torch.device, str]:
-    """Resume or create the run directory, resolve the dataset, fill in presets, seed everything."""
-    if args.resume is not None:
-        config_path = os.path.join(args.resume, "config.json")
-        if not os.path.isfile(config_path):
-            raise UserError(f"--resume {args.resume} holds no config.json; pass a run directory made by this script")
+RESUME_FLAGS = ("resume", "epochs", "stop_after_epochs", "cuda", "track", "checkpoint_minutes")  # a resume may change these
+
+
+def resumed_args(args: Args) -> Args:
+    """The saved config of --resume RUN_DIR, with the flags a resume may change; names every other flag it ignores."""
+    config_path = os.path.join(args.resume, "config.json")
+    if not os.path.isfile(config_path):
+        raise UserError(f"--resume {args.resume} holds no config.json; pass a run directory made by this script")
+    try:
         with open(config_path) as f:
-            saved = json.load(f)
-        saved.update(resume=args.resume, epochs=saved["epochs"] if args.epochs == Args.epochs else args.epochs,
-                     stop_after_epochs=args.stop_after_epochs, cuda=args.cuda, track=args.track)
-        args = Args(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved.items()})
+            saved = {k: v for k, v in json.load(f).items() if not k.startswith("_")}
+        resumed = Args(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved.items()})
+    except (ValueError, TypeError) as e:
+        raise UserError(f"{config_path} is not a config of this script ({e}); start a new run instead") from None
+    defaults = Args()
+    for k in asdict(args):
+        given, kept = getattr(args, k), getattr(resumed, k)
+        if k not in RESUME_FLAGS and given != getattr(defaults, k) and given != kept:
+            print(f"note: --resume ignores --{k.replace('_', '-')} {given}; the run keeps its saved {kept}")
+    for k in RESUME_FLAGS:
+        if k != "epochs" or args.epochs != defaults.epochs:
+            setattr(resumed, k, getattr(args, k))
+    return resumed
+
+
+def setup(args: Args) -> tuple[Args, Task, str, str, torch.device]:
+    """Check the flags, resolve the dataset, fill in presets, seed everything. Nothing is written yet."""
+    check_args(args)
+    if args.resume is not None:
+        args = resumed_args(args)
     task, data_path = resolve_task(args.env, args.dataset_path, args.eval_env, args.data_dir)
     args, preset = apply_presets(args, task)
+    check_args(args)  # preset values combined with the user's (e.g. the batch shares)
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
-    run_dir = args.resume or os.path.join(args.runs_dir, f"{task.name.replace('/', '_')}__{args.exp_name}__{args.seed}__{int(time.time())}")
-    if args.resume is None:
-        os.makedirs(run_dir, exist_ok=True)
-        write_json(asdict(args), os.path.join(run_dir, "config.json"))
     print(f"dataset {task.name} -> eval env {task.gym_id} (reward: {task.reward_fn}), preset: {preset}, device: {device}")
     for k, v in asdict(args).items():
         print(f"  {k:24s} {v}")
@@ -974,19 +1081,26 @@ def setup(args: Args) -> tuple[Args, Task, str, str, torch.device, str]:
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
     torch.backends.cudnn.deterministic = args.torch_deterministic
-    return args, task, data_path, preset, device, run_dir
+    return args, task, data_path, preset, device
 
 
 def prepare_data(task: Task, data_path: str, args: Args, device: torch.device):
     """D as tensors on the device (a full ReplayBuffer), the vectorised eval envs, and the action bound."""
     data = {k: torch.as_tensor(v, device=device) for k, v in load_transitions(data_path).items()}
     obs_dim, act_dim = data["obs"].shape[1], data["act"].shape[1]
+    if len(data["obs"]) < 10:
+        raise UserError(f"{data_path} holds only {len(data['obs'])} usable transitions; a run needs at least 10")
     real = ReplayBuffer(len(data["obs"]), {"obs": obs_dim, "act": act_dim, "rew": 1, "next_obs": obs_dim, "done": 1}, device)
     real.add(data)
     envs = make_eval_envs(task, args.eval_episodes)
     if envs.single_observation_space.shape != (obs_dim,) or envs.single_action_space.shape != (act_dim,):
         raise UserError(f"the data has obs/action dims {obs_dim}/{act_dim} but {task.gym_id} has "
                         f"{envs.single_observation_space.shape}/{envs.single_action_space.shape}; pass the matching --eval-env")
+    low, high = (torch.as_tensor(b, dtype=torch.float32, device=device) for b in (envs.single_action_space.low, envs.single_action_space.high))
+    outside = ((data["act"] < low - 1e-3) | (data["act"] > high + 1e-3)).any(-1)
+    if outside.any():
+        raise UserError(f"{data_path}: {int(outside.sum())} action(s) lie outside {task.gym_id}'s action space "
+                        f"(first: row {int(outside.nonzero()[0])}); clip them to [{low.min():g}, {high.max():g}] or pass the right --eval-env")
     obs_mean, obs_std = data["obs"].mean(0), data["obs"].std(0) + 1e-3  # TD3+BC's normalisation, std + 1e-3
     if not args.normalize_obs:
         obs_mean, obs_std = torch.zeros_like(obs_mean), torch.ones_like(obs_std)
@@ -994,31 +1108,33 @@ def prepare_data(task: Task, data_path: str, args: Args, device: torch.device):
 
 
 def rng_state() -> dict:
+    """Every RNG state as tensors and plain values, so checkpoints load with weights_only=True."""
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
     return {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-            "numpy": np.random.get_state(), "random": random.getstate()}
+            "numpy": (kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, gauss), "random": random.getstate()}
 
 
-def save_checkpoint(path: str, epoch: int, parts: dict, logger: "Logger", scores: list[float]) -> None:
-    """Everything needed to continue bit for bit: networks, optimisers, schedules, buffers, RNG states, metrics."""
-    atomic_save({"epoch": epoch, "parts": {k: v.state_dict() for k, v in parts.items()}, "rng": rng_state(),
-                 "rows": logger.rows, "scores": scores}, path)
-
-
-def load_checkpoint(path: str, parts: dict) -> tuple[int, list[dict], list[float]]:
-    if not os.path.isfile(path):
-        raise UserError(f"{os.path.dirname(path)} has no checkpoint.pt to resume from; start a new run instead")
-    # to the CPU: RNG states must stay CPU tensors; networks, optimisers and buffers copy to their own device on load
-    ckpt = torch.load(path, map_location="cpu", weights_only=False)
-    for k, v in parts.items():
-        v.load_state_dict(ckpt["parts"][k])
-    rng = ckpt["rng"]
+def set_rng_state(rng: dict) -> None:
     torch.set_rng_state(rng["torch"])
-    if rng["cuda"]:
+    if rng["cuda"] and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(rng["cuda"])
-    np.random.set_state(rng["numpy"])
-    random.setstate(rng["random"])
-    print(f"resumed {os.path.dirname(path)} at epoch {ckpt['epoch']}")
-    return ckpt["epoch"], ckpt["rows"], ckpt["scores"]
+    kind, keys, pos, has_gauss, gauss = rng["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, gauss))
+    random.setstate((rng["random"][0], tuple(rng["random"][1]), rng["random"][2]))
+
+
+def file_fingerprint(path: str) -> str:
+    """Size and a hash of the first and last MiB: enough to notice a dataset file replaced under a run."""
+    if path.startswith("minari:"):
+        return path
+    import hashlib
+
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        head = f.read(1 << 20)
+        f.seek(max(0, size - (1 << 20)))
+        tail = f.read(1 << 20)
+    return f"{size}:{hashlib.sha256(head + tail).hexdigest()[:16]}"
 
 
 class Logger:
@@ -1065,34 +1181,178 @@ def device_name(device: torch.device) -> str:
     return f"{model} ({os.cpu_count()} cores, {torch.get_num_threads()} torch threads)"
 
 
-def finish(args: Args, task: Task, preset: str, device: torch.device, run_dir: str, epochs_done: int, scores: list[float],
-           logger: Logger, wall_seconds: float) -> dict:
-    """summary.json: the last evaluation and the mean of the last 10 evaluations (the paper's protocol)."""
-    last = next((r for r in reversed(logger.rows) if "eval/return" in r), {})
-    summary = {
-        "env": task.name, "eval_env": task.gym_id, "algorithm": args.exp_name, "seed": args.seed, "epochs": epochs_done,
-        "finished": epochs_done == args.epochs, "device": str(device), "device_name": device_name(device), "run_dir": run_dir,
-        "preset": preset,
-        "score_kind": "d4rl_normalized" if task.ref_min is not None else "raw_return",
-        "normalized_score": last.get("eval/normalized_score"), "normalized_score_std": last.get("eval/normalized_score_std"),
-        "return": last.get("eval/return"), "return_std": last.get("eval/return_std"),
-        "last10_score": float(np.mean(scores[-10:])) if scores else None, "wall_seconds": wall_seconds,
-    }
-    write_json(summary, os.path.join(run_dir, "summary.json"))
-    logger.close()
-    print(json.dumps(summary, indent=2))
-    return summary
+class Run:
+    """Everything around the epoch loop: the run directory, resume, logging, checkpoints, signals and the summary.
+
+    Checkpoints are written every --checkpoint-every epochs, every --checkpoint-minutes of wall time, at the end,
+    and after the epoch in which SIGINT/SIGTERM arrives (a second signal stops at once). Only a checkpoint whose
+    weights and losses are finite is written: a run that turns non-finite stops, keeping the last good one."""
+
+    last_dir: Optional[str] = None  # for the one-line message of an interrupt before the first epoch
+
+    def __init__(self, args: Args, task: Task, preset: str, device: torch.device, data_path: str):
+        self.args, self.task, self.preset, self.device = args, task, preset, device
+        fingerprint = {"path": os.path.abspath(data_path) if not data_path.startswith("minari:") else data_path,
+                       "fingerprint": file_fingerprint(data_path)}
+        if args.resume is not None:
+            self.dir = args.resume
+            with open(os.path.join(self.dir, "config.json")) as f:
+                saved = json.load(f).get("_dataset")
+            if saved is not None and saved["fingerprint"] != fingerprint["fingerprint"]:
+                raise UserError(f"the dataset {data_path} changed since {self.dir} started (size:hash {saved['fingerprint']} -> "
+                                f"{fingerprint['fingerprint']}); resume with the original file or start a new run")
+        else:
+            base = os.path.join(args.runs_dir, f"{task.name.replace('/', '_')}__{args.exp_name}__{args.seed}__{int(time.time())}")
+            self.dir, n = base, 1
+            os.makedirs(args.runs_dir, exist_ok=True)
+            while True:  # mkdir is atomic: two runs started in the same second get different directories
+                try:
+                    os.mkdir(self.dir)
+                    break
+                except FileExistsError:
+                    n += 1
+                    self.dir = f"{base}_{n}"
+            write_json({**asdict(args), "_dataset": fingerprint}, os.path.join(self.dir, "config.json"))
+        Run.last_dir = self.dir
+        self.ckpt_path = os.path.join(self.dir, "checkpoint.pt")
+        self.signal, self.deferring, self.logger = None, False, None
+        self.previous_handlers = {s: signal.signal(s, self.on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def on_signal(self, signum, frame) -> None:
+        if not self.deferring or self.signal is not None:  # before the loop, or a second signal: stop now
+            raise KeyboardInterrupt
+        self.signal = signum
+        tqdm.write(f"{signal.Signals(signum).name}: stopping after this epoch with a checkpoint (signal again to stop now)")
+
+    def start(self, parts: dict, first_row: dict) -> None:
+        """Load the checkpoint of a resumed run (or start at epoch 0), open the logger; row 0 of metrics.csv is `first_row`."""
+        self.parts = parts
+        if self.args.resume and os.path.isfile(self.ckpt_path):
+            self.start_epoch, rows, self.scores = load_checkpoint(self.ckpt_path, parts)
+        else:
+            if self.args.resume:
+                print(f"{self.dir} has no checkpoint yet: the run starts again from epoch 0 in the same directory")
+            self.start_epoch, rows, self.scores = 0, [], []
+        self.logger = Logger(self.dir, self.args, rows)
+        if not rows and first_row:
+            self.logger.log(0, first_row)
+        args = self.args
+        self.last_epoch = args.epochs if args.stop_after_epochs is None else min(args.epochs, self.start_epoch + args.stop_after_epochs)
+        self.epoch, self.start_time, self.last_save = self.start_epoch, time.time(), time.time()
+
+    def epochs(self):
+        """The epoch numbers still to run, with a progress bar; stops early after a signal."""
+        self.bar = tqdm(range(self.start_epoch + 1, self.last_epoch + 1), initial=self.start_epoch, total=self.args.epochs,
+                        desc=f"{self.args.exp_name} {self.task.name}", unit="epoch")
+        self.deferring = True
+        for self.epoch in self.bar:
+            yield self.epoch
+            if self.signal is not None:
+                break
+        self.bar.close()
+
+    def end_epoch(self, metrics: dict[str, float]) -> None:
+        """Log the epoch, check that losses and weights are finite, and checkpoint when one is due."""
+        epoch, args = self.epoch, self.args
+        self.logger.log(epoch, metrics)
+        bad = next((k for k, v in metrics.items() if not np.isfinite(v)), None) or first_nonfinite_weight(self.parts)
+        if bad is not None:
+            kept = f"the last good checkpoint in {self.dir} is kept" if os.path.isfile(self.ckpt_path) else "no checkpoint was written"
+            self.end("failed", f"training turned non-finite in epoch {epoch}: {bad} is NaN or infinite; {kept} (lower the "
+                               "learning rates or λ, or check the data)", 1)
+        due = epoch % args.checkpoint_every == 0 or epoch == self.last_epoch or self.signal is not None
+        if due or time.time() - self.last_save >= 60 * args.checkpoint_minutes:
+            save_checkpoint(self.ckpt_path, epoch, self.parts, self.logger, self.scores)
+            self.last_save = time.time()
+
+    def finish(self, actor: nn.Module) -> dict:
+        """After the loop: the exported policy and summary.json (or the interrupt's checkpoint message)."""
+        if self.signal is not None:
+            self.end("interrupted", f"interrupted by {signal.Signals(self.signal).name} after epoch {self.epoch}; checkpoint "
+                                    f"saved; continue with --resume {self.dir}", 128 + self.signal)
+        export_policy(actor, os.path.join(self.dir, "policy.pt"))
+        return self.end("finished" if self.epoch == self.args.epochs else "stopped")
+
+    def end(self, status: str, error: Optional[str] = None, code: int = 0) -> dict:
+        """summary.json: the last evaluation and the mean of the last 10 evaluations (the paper's protocol)."""
+        for s, handler in self.previous_handlers.items():
+            signal.signal(s, handler)
+        args, task, scores = self.args, self.task, getattr(self, "scores", [])
+        rows = self.logger.rows if self.logger else []
+        last = next((r for r in reversed(rows) if "eval/return" in r), {})
+        summary = {
+            "env": task.name, "eval_env": task.gym_id, "algorithm": args.exp_name, "seed": args.seed, "epochs": self.epoch,
+            "finished": status == "finished", "status": status, "error": error, "device": str(self.device),
+            "device_name": device_name(self.device), "run_dir": self.dir, "preset": self.preset,
+            "score_kind": "d4rl_normalized" if task.ref_min is not None else "raw_return",
+            "normalized_score": last.get("eval/normalized_score"), "normalized_score_std": last.get("eval/normalized_score_std"),
+            "return": last.get("eval/return"), "return_std": last.get("eval/return_std"),
+            "last10_score": float(np.mean(scores[-10:])) if scores else None,
+            "wall_seconds": time.time() - getattr(self, "start_time", time.time()),
+        }
+        write_json(summary, os.path.join(self.dir, "summary.json"))
+        if self.logger:
+            self.logger.close()
+        if code:
+            raise RunEnded(error, code)
+        print(json.dumps(summary, indent=2))
+        return summary
+
+
+def first_nonfinite_weight(parts: dict) -> Optional[str]:
+    """The name of the first parameter with a NaN or infinite entry (one host sync for all of them), or None."""
+    named = [(f"{k}.{n}", p) for k, part in parts.items() if isinstance(part, nn.Module) for n, p in part.named_parameters()]
+    if not named:
+        return None
+    finite = torch.stack([torch.isfinite(p).all() for _, p in named])
+    return None if bool(finite.all()) else named[int((~finite).nonzero()[0])][0]
+
+
+def save_checkpoint(path: str, epoch: int, parts: dict, logger: Logger, scores: list[float]) -> None:
+    """Everything needed to continue bit for bit: networks, optimisers, schedules, buffers, RNG states, metrics."""
+    atomic_save({"epoch": epoch, "parts": {k: v.state_dict() for k, v in parts.items()}, "rng": rng_state(),
+                 "rows": logger.rows, "scores": scores}, path)
+
+
+def load_checkpoint(path: str, parts: dict) -> tuple[int, list[dict], list[float]]:
+    # to the CPU: RNG states must stay CPU tensors; networks, optimisers and buffers copy to their own device on load
+    ckpt = safe_load(path, "checkpoint")
+    try:
+        for k, v in parts.items():
+            v.load_state_dict(ckpt["parts"][k])
+        set_rng_state(ckpt["rng"])
+    except (KeyError, RuntimeError, ValueError, TypeError, IndexError) as e:
+        raise UserError(f"{path} does not match this run ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
+                        "it was saved with other sizes or by another script") from None
+    print(f"resumed {os.path.dirname(path)} at epoch {ckpt['epoch']}")
+    return ckpt["epoch"], ckpt["rows"], ckpt["scores"]
+
+
+def cli(main: Callable, args_class: type) -> None:
+    """The command line: every error as one line and a non-zero exit (2 for bad flags), never a traceback."""
+    try:
+        main(tyro.cli(args_class))
+    except RunEnded as e:
+        print(f"error: {e}" if e.code == 1 else str(e), file=sys.stderr)
+        sys.exit(e.code)
+    except UserError as e:
+        print("\n".join(f"error: {line}" for line in str(e).splitlines()), file=sys.stderr)
+        sys.exit(e.code)
+    except KeyboardInterrupt:
+        where = f"; continue with --resume {Run.last_dir}" if Run.last_dir else ""
+        sys.exit(f"interrupted{where} (from its last checkpoint, or from the start if it has none)")
 
 
 # --- end ---
 
 
 def main(args: Args) -> dict:
-    # TRY NOT TO MODIFY: run directory, data, evaluation envs, dynamics
-    args, task, data_path, preset, device, run_dir = setup(args)
+    # TRY NOT TO MODIFY: flags, data, evaluation envs, run directory, dynamics
+    args, task, data_path, preset, device = setup(args)
     data, real, envs, max_action, obs_norm = prepare_data(task, data_path, args, device)
     obs_dim, act_dim = data["obs"].shape[1], data["act"].shape[1]
-    dynamics, dyn_metrics = load_or_fit_dynamics(args, data, run_dir, device)
+    run = Run(args, task, preset, device, data_path)
+    dynamics, dyn_metrics = load_or_fit_dynamics(args, data, run.dir, device)
     terminal = termination_fn(task.domain)
 
     # ALGO LOGIC: the policy (SAC with a cosine-annealed actor LR) and the model buffer
@@ -1104,17 +1364,9 @@ def main(args: Args) -> dict:
     buf = ReplayBuffer(args.rollout_batch_size * args.rollout_length * args.model_retain_epochs, fields, device)  # D_model
     n = mix_counts(args.batch_size, (args.real_ratio, 1 - args.real_ratio))
     parts = {"policy": policy, "actor_schedule": actor_schedule, "buf": buf}
+    run.start(parts, dyn_metrics)  # resumes from the checkpoint, if any
 
-    # TRY NOT TO MODIFY: resume, logging
-    ckpt_path = os.path.join(run_dir, "checkpoint.pt")
-    start_epoch, rows, scores = load_checkpoint(ckpt_path, parts) if args.resume else (0, [], [])
-    logger = Logger(run_dir, args, rows)
-    if dyn_metrics:  # row 0 of metrics.csv: the ensemble's fit
-        logger.log(0, dyn_metrics)
-    start_time, epoch = time.time(), start_epoch
-    end_epoch = args.epochs if args.stop_after_epochs is None else min(args.epochs, start_epoch + args.stop_after_epochs)
-    bar = tqdm(range(start_epoch + 1, end_epoch + 1), initial=start_epoch, total=args.epochs, desc=f"{args.exp_name} {task.name}", unit="epoch")
-    for epoch in bar:
+    for epoch in run.epochs():
         t_epoch = time.time()
         # ALGO LOGIC: rollouts of the policy (stochastic SAC) from b states of D, labelled in the O-MDP
         start = real.sample(args.rollout_batch_size)
@@ -1144,24 +1396,15 @@ def main(args: Args) -> dict:
             returns, first_obs = evaluate(policy_eval, envs, task, args.seed + 1000 * epoch, device)
             metrics.update(eval_metrics(task, returns))
             metrics.update(model_eval(dynamics, policy_eval, first_obs, envs, terminal, args, device))
-            scores.append(metrics.get("eval/normalized_score", metrics["eval/return"]))
-            metrics.update({"eval/last10_score": float(np.mean(scores[-10:])), "charts/eval_seconds": time.time() - t_eval})
-            bar.set_postfix(score=f"{scores[-1]:.1f}")
+            run.scores.append(metrics.get("eval/normalized_score", metrics["eval/return"]))
+            metrics.update({"eval/last10_score": float(np.mean(run.scores[-10:])), "charts/eval_seconds": time.time() - t_eval})
+            run.bar.set_postfix(score=f"{run.scores[-1]:.1f}")
         metrics["charts/epoch_seconds"] = time.time() - t_epoch
         metrics["charts/SPS"] = args.steps_per_epoch / (metrics["charts/epoch_seconds"] - metrics.get("charts/eval_seconds", 0))
-        logger.log(epoch, metrics)
-        if epoch % args.checkpoint_every == 0 or epoch == end_epoch:
-            save_checkpoint(ckpt_path, epoch, parts, logger, scores)
-    bar.close()
+        run.end_epoch(metrics)
     envs.close()
-    export_policy(policy.actor, os.path.join(run_dir, "policy.pt"))
-    return finish(args, task, preset, device, run_dir, epoch, scores, logger, time.time() - start_time)
+    return run.finish(policy.actor)
 
 
 if __name__ == "__main__":
-    try:
-        main(tyro.cli(Args))
-    except UserError as e:
-        sys.exit(f"error: {e}")
-    except KeyboardInterrupt:
-        sys.exit("interrupted; continue with --resume RUN_DIR from the last checkpoint")
+    cli(main, Args)
