@@ -86,7 +86,8 @@ class Args:
     """local: one run after another in this process; slurm: one job per run through submitit (a job array);
     submitit-local: the slurm job code through submitit's LocalExecutor on this machine"""
     table_only: bool = False
-    """run nothing: only aggregate the finished runs in --runs-dir"""
+    """run nothing: aggregate the finished runs in --runs-dir (only the grid's, when --paper-table/--algos/--envs/--seeds
+    are given)"""
     status: bool = False
     """run nothing: count the grid's runs by state (queued, running, finished, failed, ...) and show failures"""
     dry_run: bool = False
@@ -199,7 +200,12 @@ def make_grid(args: Args) -> list[Cell]:
 
 
 def validate(args: Args, argv: list[str]) -> None:
-    given = {a.split("=", 1)[0] for a in argv if a.startswith("--")}
+    flags = [a.split("=", 1)[0] for a in argv if a.startswith("--")]
+    given = set(flags)
+    twice = sorted({f for f in flags if flags.count(f) > 1})
+    if twice:  # tyro keeps only the last one: `--extra-for A --extra-for B` would silently drop A
+        raise UserError(f"{', '.join(twice)} given more than once; give it once with all its values "
+                        "(e.g. --extra-for \"orpo=...\" \"mopo=...\")")
     if args.paper_table:
         algos, envs = PRESETS[args.paper_table]
         if "--algos" not in given:
@@ -1064,8 +1070,8 @@ def main(args: Args, argv: list[str]) -> int:
     if args.status:
         status_view(args, cells if grid_given else None)
         return 0
-    if args.table_only:
-        report = write_report(args, collect(args.runs_dir))
+    if args.table_only:  # the grid's cells when it is given (e.g. --paper-table 1 of a runs dir that holds Table 4)
+        report = write_report(args, collect(args.runs_dir, cells if grid_given else None))
         return 1 if report["failed"] else 0
     states = collect(args.runs_dir, cells)
     todo, skipped_failed = [], []

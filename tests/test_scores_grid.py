@@ -279,6 +279,7 @@ def test_paper_tables_are_parsed_from_the_latex_and_the_presets_match_them(score
     (["--extra=--seed 3"], "--extra may not hold --seed"),
     (["--algos", "mopo", "mopo_td3bc", "--extra=--exp-name x"], "both run as --exp-name x"),
     (["--tim", "5"], "did you mean --time?"),
+    (["--extra-for", "orpo=--epochs 2", "--extra-for", "mopo=--epochs 2"], "--extra-for given more than once"),
 ])
 def test_bad_flags_give_one_line_errors(tmp_path, argv, words):
     result = run_script("benchmarks/scores.py", *argv, "--runs-dir", str(tmp_path / "runs"), cwd=str(tmp_path))
