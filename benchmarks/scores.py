@@ -486,7 +486,7 @@ class GridJob:
             self._log = log
             log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {socket.gethostname()} $ {shlex.join(cmd)}\n".encode())
             # Slurm's time-limit signal (USR2) goes to every process of the job: the run must not die of it
-            self._child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
+            self._child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
                                            preexec_fn=lambda: signal.signal(signal.SIGUSR2, signal.SIG_IGN))
             update_record(self.runs_dir, self.cell, child_pid=self._child.pid)
             while True:
