@@ -241,12 +241,15 @@ def resolve_minari(dataset_id: str, eval_env: Optional[str]) -> tuple[Task, str]
     try:
         import minari
     except ImportError:
-        raise UserError(f"'{dataset_id}' looks like a Minari id but minari is not installed; pip install minari") from None
+        raise UserError(f"'{dataset_id}' looks like a Minari id but minari is not installed; pip install \"minari[hf]\"") from None
     try:
         dataset = minari.load_dataset(dataset_id, download=True)
     except Exception as e:  # minari raises several types for unknown ids and network failures
+        import importlib.util
+
+        hint = "" if importlib.util.find_spec("huggingface_hub") else "; downloading needs pip install \"minari[hf]\""
         raise UserError(f"could not load Minari dataset '{dataset_id}' ({type(e).__name__}: {e}); check the id "
-                        "with `minari list remote` or put it in the local cache") from None
+                        f"with `minari list remote` or put it in the local cache{hint}") from None
     gym_id = eval_env or dataset.spec.env_spec.id
     meta = dataset.storage.metadata
     ref = (meta.get("ref_min_score"), meta.get("ref_max_score"))
@@ -297,6 +300,11 @@ def load_transitions(path: str) -> dict[str, np.ndarray]:
         if v.dtype.kind == "f" and not np.isfinite(v).all():
             bad = np.flatnonzero(~np.isfinite(v.reshape(n, -1)).all(1))
             raise UserError(f"{path}: {len(bad)} row(s) of '{k}' are NaN or infinite (first: row {bad[0]}); drop them from the file")
+    for k in ("terminals", "timeouts"):
+        if not np.isin(data[k], (0, 1)).all():
+            bad = np.flatnonzero(~np.isin(data[k], (0, 1)))
+            raise UserError(f"{path}: '{k}' must hold only 0/1 (or booleans); {len(bad)} row(s) hold other values (first: row "
+                            f"{bad[0]}, {data[k][bad[0]]}); fix the file")
     if data["next_observations"].shape != data["observations"].shape:
         raise UserError(f"{path}: next_observations {data['next_observations'].shape} != observations {data['observations'].shape}")
     keep = ~data["timeouts"].astype(bool)

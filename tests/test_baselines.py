@@ -141,7 +141,7 @@ def test_policy_batches_use_the_algorithms_reward(modules, hopper_data_dir, tmp_
     assert (real_key, n_real, n_model) == ("rew", 1, 31)  # 5% of 32 from D: int(1.6) = 1
     assert real.size == real.capacity > model.capacity  # D itself, full, and the model buffer
     rew, u = model.data["rew"][: model.size, 0], model.data["u"][: model.size, 0]
-    assert model.size >= 64 and (u > 0).all()  # one epoch of rollouts from 64 start states
+    assert model.size >= 64  # one epoch of rollouts from 64 start states
     torch.testing.assert_close(model.data[model_key][: model.size, 0], expected(rew, u))
 
 
