@@ -537,7 +537,21 @@ def render(rows: list, names: list[str], peak: Optional[float]) -> str:
     return "\n".join(lines)
 
 
+def check(a: Args) -> None:
+    """Every count at least 1, the files and the heuristic known: one line per problem, exit 2, before any work."""
+    problems = [f"--{k.replace('_', '-')} {v}: must be at least 1" for k, v in vars(a).items()
+                if k != "seed" and ((isinstance(v, int) and not isinstance(v, bool) and v < 1)
+                                    or (k == "horizons" and (not v or min(v) < 1)))]
+    problems += [f"--{k} {path}: no such file" for k, path in (("module", a.module), ("compare", a.compare)) if path and not os.path.isfile(path)]
+    if a.uncertainty not in ("max_aleatoric", "ensemble_var", "ensemble_std", "mixture_var", "mixture_std"):
+        problems.append(f"--uncertainty {a.uncertainty}: use max_aleatoric, ensemble_var, ensemble_std, mixture_var or mixture_std")
+    if problems:
+        print("\n".join(f"error: {p}" for p in problems), file=sys.stderr)
+        sys.exit(2)
+
+
 def main(a: Args) -> dict:
+    check(a)
     torch.set_num_threads(a.threads)
     device = torch.device("cuda" if a.cuda and torch.cuda.is_available() else "cpu")
     if device.type == "cuda" and a.clock == "cpu":

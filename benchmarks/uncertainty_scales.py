@@ -90,6 +90,10 @@ def measure(orpo, env: str, args: Args) -> dict:
 
 
 def main(args: Args) -> None:
+    problems = [f"--{k} {getattr(args, k)}: must be at least 1" for k in ("rows", "steps", "threads") if getattr(args, k) < 1]
+    if problems:
+        print("\n".join(f"error: {p}" for p in problems), file=sys.stderr)
+        sys.exit(2)
     torch.set_num_threads(args.threads)
     orpo = load_orpo()
     rows = []

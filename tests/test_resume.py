@@ -253,3 +253,14 @@ def test_bad_terminals_and_out_of_range_actions_are_one_line(orpo, tmp_path):
     task = orpo.Task("x", "Hopper-v4", "hopper")
     with pytest.raises(orpo.UserError, match=r"1 action\(s\) lie outside Hopper-v4's action space \(first: row 1\d\)"):
         orpo.prepare_data(task, path, orpo.Args(eval_episodes=1, normalize_obs=False), torch.device("cpu"))
+
+
+@pytest.mark.parametrize("script,flags,expected", [
+    ("benchmarks/speed.py", ["--repeats", "0", "--horizons", "0", "--compare", "/nope"], {"--repeats", "--horizons", "--compare"}),
+    ("benchmarks/uncertainty_scales.py", ["--rows", "0", "--steps", "-1"], {"--rows", "--steps"}),
+])
+def test_benchmark_scripts_check_their_flags_first(script, flags, expected, tmp_path):
+    result = run_script(script, *flags, cwd=str(tmp_path))
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-1000:]
+    lines = result.stderr.strip().splitlines()
+    assert {line.split()[1] for line in lines} == expected and all(line.startswith("error: --") for line in lines)
