@@ -796,6 +796,10 @@ def epochs_note(report: dict) -> str:
             "not comparable with the paper's numbers")
 
 
+def wall(hours: float) -> str:
+    return f"{hours:.2f} h" if hours >= 1 else f"{hours * 60:.1f} min"
+
+
 def markdown(report: dict, meta: dict) -> str:
     fmt = lambda lo_hi: f"[{lo_hi[0]:.1f}, {lo_hi[1]:.1f}]"
     lines = [f"# Scores\n",
@@ -813,7 +817,7 @@ def markdown(report: dict, meta: dict) -> str:
     if any(c["env"].startswith("local/") for c in report["cells"].values()):
         lines.append("‡ `local/` data made with D4RL's recipe by `datasets/collect.py`, not D4RL's file: the paper's "
                      "number is for the D4RL dataset of that name.\n")
-    lines += ["| dataset | algorithm | ours: last-10 score | 95 % CI | paper | final score | seeds | epochs | failed | device | hours/run |",
+    lines += ["| dataset | algorithm | ours: last-10 score | 95 % CI | paper | final score | seeds | epochs | failed | device | wall time/run |",
               "|---|---|---|---|---|---|---|---|---|---|---|"]
     for key, c in sorted(report["cells"].items()):
         paper = f"{c['paper'][0]} ({c['paper'][1]})" if c.get("paper") else "-"
@@ -826,7 +830,7 @@ def markdown(report: dict, meta: dict) -> str:
         lines.append(f"| {env} | {c['algorithm']} | {c['mean']:.1f} ± {c['std']:.1f}{short_mark(c['epochs'])} | {fmt(c['ci95'])} | "
                      f"{paper} | {final} | {len(c['seeds'])} ({', '.join(map(str, c['seeds']))}) | "
                      f"{'/'.join(map(str, c['epochs']))}{short_mark(c['epochs'])} | {c['failed']} | {', '.join(c['devices'])} | "
-                     f"{c['hours_per_run']:.2f} |")
+                     f"{wall(c['hours_per_run'])} |")
     if report["aggregate"]:
         lines += ["", f"## Across datasets ({len(report['tasks'])}: {', '.join(report['tasks'])})\n",
                   "D4RL-normalised `last10_score`s of the seeds each algorithm finished on every one of these datasets; "

@@ -210,7 +210,7 @@ def fixed_runs(tmp_path):
 
 
 def test_aggregate_equals_a_hand_computation(scores, fixed_runs):
-    report = scores.aggregate(scores.collect(str(fixed_runs)), reps=1000, seed=0, paper=scores.paper_tables(PAPER))
+    report = scores.aggregate(scores.collect(str(fixed_runs)), reps=500, seed=0, paper=scores.paper_tables(PAPER))
     cell = report["cells"]["hopper-random-v2/orpo"]
     assert cell["seeds"] == [1, 2, 3] and cell["mean"] == pytest.approx(43.0) and cell["std"] == pytest.approx(np.std([10, 20, 99]))
     # 2 seeds a < b: a resampled mean is a, (a+b)/2 or b with probability 1/4, 1/2, 1/4, so the 95 % interval is [a, b]
@@ -231,7 +231,7 @@ def test_aggregate_equals_a_hand_computation(scores, fixed_runs):
     assert 0 <= poi["ci95"][0] <= poi["p"] <= poi["ci95"][1] <= 1
     assert any("halfcheetah-random-v2" in n for n in report["notes"])
     # the markdown: the paper's Table 1 numbers beside ours, only the short runs marked †
-    text = scores.markdown(report, {"date": "d", "host_cpu": "c", "commits": ["abc"], "reps": 1000, "paper_source": "p"})
+    text = scores.markdown(report, {"date": "d", "host_cpu": "c", "commits": ["abc"], "reps": 500, "paper_source": "p"})
     row = next(line for line in text.splitlines() if line.startswith("| hopper-random-v2 | orpo |"))
     assert row.startswith("| hopper-random-v2 | orpo | 43.0 ± 39.8 | [") and "| 9.2 ± 1.4 (1) |" in row
     assert "| hopper-random-v2 | mopo | 10.0 ± 5.0 † | [5.0, 15.0] | 31.7 ± 0.3 (1) |" in text
