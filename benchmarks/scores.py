@@ -9,7 +9,7 @@
 Each run is the algorithm's own script in a subprocess, writing its run directory under --runs-dir. A cell
 (dataset, --exp-name, seed) is found by the config.json of its run directory, never by the directory's name:
 a finished cell is never started again, an unfinished one is continued with the script's own `--resume RUN_DIR`
-(a fresh start only when it holds no checkpoint.pt yet), and a failed one (non-zero exit, `"status": "failed"`,
+(which refits in place a run killed before its first checkpoint), and a failed one (non-zero exit, `"status": "failed"`,
 a NaN score) is skipped and reported until `--retry-failed`. `--launcher slurm` submits one job per cell through
 submitit (one job array); on a time limit or preemption the job stops its run (SIGTERM: the run saves), is requeued
 and resumes. `--launcher submitit-local` runs the same job code through submitit's LocalExecutor on this machine.
@@ -468,12 +468,11 @@ class GridJob:
 
     def _command(self, run: Optional[dict]) -> list[str]:
         script = os.path.join(ROOT, "algorithms", f"{self.cell.script}.py")
-        if run is not None and run["has_checkpoint"]:
+        if run is not None:  # from its last checkpoint; one killed before its first (in the ensemble fit) refits in place
             cmd = [sys.executable, script, "--resume", run["run_dir"]]
             if run["config"].get("cuda") is False:  # --resume takes the device flag from its own command line
                 cmd.append("--no-cuda")
             return cmd
-        # no checkpoint yet (e.g. killed during the ensemble fit): nothing to keep, start the cell afresh
         return [sys.executable, script, "--env", self.cell.env, "--seed", str(self.cell.seed), "--runs-dir",
                 self.runs_dir, *self.cell.flags]
 
@@ -566,7 +565,7 @@ class GridJob:
             if started and epochs <= last_epochs:
                 return self._finish("failed", run and run["run_dir"], "the run exited 0 without finishing or progressing")
             last_epochs, started = epochs, started + 1
-            action = f"resume {run['run_dir']} at epoch {epochs}" if run and run["has_checkpoint"] else "start"
+            action = f"resume {run['run_dir']} at epoch {epochs}" if run else "start"
             print(f"{cell.label}: {action}", flush=True)
             rc = self._run_child(self._command(run))
             run = best_run(scan_runs(self.runs_dir).get(cell.key, []))
@@ -990,7 +989,7 @@ def dry_run(args: Args, cells: list[Cell], todo: list[tuple[Cell, dict]]) -> Non
     for cell, st in todo:
         job = GridJob(cell, args.runs_dir, args.launcher)
         run = st["run"]
-        print(f"{cell.label}: {'resume' if run and run['has_checkpoint'] else 'start'}: {shlex.join(job._command(run))}")
+        print(f"{cell.label}: {'resume' if run else 'start'}: {shlex.join(job._command(run))}")
     if args.launcher == "slurm":
         params = slurm_parameters(args)
         folder = os.path.join(os.path.abspath(grid_dir(args.runs_dir)), "submitit", "%j")
@@ -1162,6 +1161,9 @@ def cli(argv: list[str]) -> int:
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # outside a run (a run's own Ctrl-C is handled where it runs)
+        print("interrupted: run the same command again to resume", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":
