@@ -500,3 +500,30 @@ def test_every_torch_load_in_datasets_is_weights_only():
         for line in path.read_text().splitlines():
             if "torch.load(" in line:
                 assert "weights_only=True" in line, (path.name, line)
+
+
+def test_ctrl_c_is_one_line_and_writes_nothing(tmp_path):
+    import signal
+    import time
+
+    out = tmp_path / "d.hdf5"
+    proc = subprocess.Popen([sys.executable, str(DATASETS / "collect.py"), "--out", str(out)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=os.environ | {"OMP_NUM_THREADS": "1"})
+    os.set_blocking(proc.stderr.fileno(), False)
+    deadline, err = time.time() + 60, ""
+    while time.time() < deadline and proc.poll() is None:  # until the collection runs (its progress bar is on stderr)
+        time.sleep(0.5)
+        try:
+            err += os.read(proc.stderr.fileno(), 65536).decode(errors="replace")
+        except BlockingIOError:
+            continue
+        if "step/s" in err:
+            break
+    os.set_blocking(proc.stderr.fileno(), True)
+    assert proc.poll() is None, err
+    proc.send_signal(signal.SIGINT)
+    _, rest = proc.communicate(timeout=60)
+    lines = [line for line in (err + rest).replace("\r", "\n").splitlines() if line.strip() and "step" not in line]
+    assert proc.returncode == 130 and "Traceback" not in err + rest, (err + rest)[-2000:]
+    assert lines[-1] == "interrupted; no dataset was written"
+    assert list(tmp_path.iterdir()) == []
