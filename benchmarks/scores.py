@@ -578,6 +578,8 @@ class GridJob:
                 return self._finish("stopped", run_dir, f"interrupted (exit {rc}); it resumes on the next launch")
             if rc != 0:
                 error = last_error_line(self._tail.decode(errors="replace"))
+                if rc < 0:  # killed from outside, e.g. by the kernel's out-of-memory killer
+                    error = f"killed by {signal.Signals(-rc).name}" + (" (out of memory?)" if rc == -signal.SIGKILL else "")
                 if rc == 2 and action == "start" and run_dir is None:  # a flag error: every cell would get it
                     with contextlib.suppress(OSError):
                         os.remove(record_path(self.runs_dir, cell.id))
@@ -1006,9 +1008,11 @@ def dry_run(args: Args, cells: list[Cell], todo: list[tuple[Cell, dict]]) -> Non
 
 
 def slurm_parameters(args: Args) -> dict:
-    params = {"job_name": "orpo-grid", "time": args.time, "gpus_per_node": args.gpus, "cpus_per_task": args.cpus,
+    params = {"job_name": "orpo-grid", "time": args.time, "cpus_per_task": args.cpus,
               "mem": f"{args.mem}GB", "array_parallelism": args.array_parallelism, "signal_delay_s": args.signal_delay_s,
               "stderr_to_stdout": True}
+    if args.gpus:
+        params["gpus_per_node"] = args.gpus
     for k, v in (("partition", args.partition), ("account", args.account), ("qos", args.qos)):
         if v:
             params[k] = v
