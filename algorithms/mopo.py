@@ -894,6 +894,8 @@ class ReplayBuffer:
 
     def add(self, batch: dict[str, torch.Tensor]) -> None:
         n = len(next(iter(batch.values())))
+        if n == 0:  # e.g. a rollout whose every row was non-finite
+            return
         skip = max(0, n - self.capacity)  # a batch larger than the buffer keeps its newest rows
         idx = (self.ptr + torch.arange(skip, n, device=self.device)) % self.capacity
         for k, v in self.data.items():
@@ -901,6 +903,9 @@ class ReplayBuffer:
         self.ptr, self.size = (self.ptr + n) % self.capacity, min(self.size + n, self.capacity)
 
     def sample(self, n: int) -> dict[str, torch.Tensor]:
+        if self.size == 0:
+            raise UserError("a model buffer is still empty: every rollout row so far was NaN or infinite (the ensemble "
+                            "diverged); check the dataset for huge values or lower --dynamics-lr")
         idx = torch.randint(self.size, (n,), device=self.device)
         return {k: v[idx] for k, v in self.data.items()}
 

@@ -157,3 +157,17 @@ def test_nonfinite_model_rows_never_reach_the_critic(orpo, hopper_data_dir, tmp_
         row = list(csv.DictReader(f))[-1]
     assert float(row["rollout/nonfinite_rows_optimistic"]) > 0 and float(row["rollout/nonfinite_rows_pessimistic"]) > 0
     assert np.isfinite(float(row["losses/critic_loss"])) and np.isfinite(summary["return"])
+
+
+def test_a_rollout_with_no_finite_row_adds_nothing_and_sampling_it_is_one_line(orpo):
+    class AllNaN:
+        def step(self, obs, act, uncertainty):
+            return torch.full_like(obs, torch.nan), torch.zeros(len(obs)), torch.zeros(len(obs))
+
+    out = orpo.rollout(AllNaN(), lambda obs: torch.zeros(len(obs), 2), torch.zeros(8, 3), 3, lambda s: torch.zeros(len(s), dtype=torch.bool), "max_aleatoric")
+    assert int(out["nonfinite"]) == 8 and len(out["u"]) == 0
+    buf = orpo.ReplayBuffer(16, {"obs": 3, "act": 2, "rew": 1, "u": 1, "next_obs": 3, "done": 1}, "cpu")
+    buf.add(out)
+    assert buf.size == 0
+    with pytest.raises(orpo.UserError, match="every rollout row so far was NaN or infinite"):
+        orpo.sample_mix([(buf, 4, "rew")])
