@@ -1108,12 +1108,14 @@ def main(args: Args, argv: list[str]) -> int:
             if job._stopping:
                 interrupted = True
                 break
-    elif todo:
-        submitted = submit(args, todo, commit)
+    else:
+        submitted = submit(args, todo, commit) if todo else []
         if args.launcher == "slurm" and not args.wait:
             print(f"submitted {len(submitted)} job(s); `python benchmarks/scores.py --status --runs-dir {args.runs_dir}` "
                   f"follows them, `--table-only` aggregates")
-            return 0
+            if skipped_failed:
+                print(f"{len(skipped_failed)} of {len(cells)} runs failed earlier and were not submitted (--retry-failed)", file=sys.stderr)
+            return 1 if skipped_failed else 0
         if args.launcher == "slurm":
             wait_jobs(submitted)
     report = write_report(args, collect(args.runs_dir))
