@@ -484,15 +484,19 @@ class GridJob:
         with open(os.path.join(grid_dir(self.runs_dir), "logs", f"{self.cell.id}.log"), "ab") as log:
             self._log = log
             log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {socket.gethostname()} $ {shlex.join(cmd)}\n".encode())
-            # Slurm's time-limit signal (USR2) goes to every process of the job: the run must not die of it
+            # Slurm's time-limit signal (USR2) goes to every process of the job: the run must not die of it. Locally
+            # the run gets its own session, so a signal to the launcher's process group reaches it once, forwarded.
             self._child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                                           start_new_session=self.launcher == "local",
                                            preexec_fn=lambda: signal.signal(signal.SIGUSR2, signal.SIG_IGN))
             update_record(self.runs_dir, self.cell, child_pid=self._child.pid)
             while True:
                 try:
                     self._pump()
                     break
-                except KeyboardInterrupt:  # Ctrl-C reached the run too (same process group): it saves and exits
+                except KeyboardInterrupt:  # Ctrl-C: the run (its own session when local) gets it once and saves
+                    if self.launcher == "local" and self._child.poll() is None:
+                        self._child.send_signal(signal.SIGINT)  # a second Ctrl-C is forwarded too: it stops at once
                     if not self._stopping:
                         print("\ninterrupted: waiting for the run to save (Ctrl-C again stops it at once)", file=sys.stderr, flush=True)
                     self._stopping = True
@@ -502,9 +506,9 @@ class GridJob:
 
     def _on_sigterm(self, previous):
         def handler(signum, frame):
-            self._term_seen = True  # the run got it too (same process group / Slurm job): do not send a second one
+            self._term_seen = self.launcher != "local"  # under Slurm the run got it too: do not send a second one
             if self.launcher == "local" and not self._stopping and self._child is not None:
-                self._child.send_signal(signal.SIGTERM)  # `kill LAUNCHER_PID` reaches only the launcher
+                self._child.send_signal(signal.SIGTERM)  # locally the run has its own session: forward it once
             self._stopping = True
             if callable(previous):
                 previous(signum, frame)
