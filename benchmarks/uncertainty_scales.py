@@ -113,7 +113,8 @@ def main(args: Args) -> None:
             lines.append(f"| {r['env']} ({r['rows']} rows) | {label} | {values} | 1 : {ratio:.0f} | {r['median_abs_reward']:.3g} |")
     cpu = orpo.device_name(torch.device("cpu"))
     fits = "; ".join(f"{r['env']}: holdout MSE {r['holdout_mse']:.4f}, fit {r['fit_seconds']:.0f} s" for r in rows)
-    text = (f"# Uncertainty scales\n\nMade by `python benchmarks/uncertainty_scales.py --envs {' '.join(args.envs)}` on {cpu}, "
+    extra = f' --extra="{args.extra}"' if args.extra else ""
+    text = (f"# Uncertainty scales\n\nMade by `python benchmarks/uncertainty_scales.py --envs {' '.join(args.envs)}{extra}` on {cpu}, "
             f"{time.strftime('%Y-%m-%d')}, seed {args.seed}. Median u over {args.rows} of D's (s, a) pairs, and over the same "
             f"start states after {args.steps} model steps of a uniform random policy (rows that terminated are left out). "
             f"Ensemble as orpo.py fits it ({fits}).\n\n" + "\n".join(lines) + "\n")
