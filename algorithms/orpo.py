@@ -1310,12 +1310,13 @@ class Run:
     and after the epoch in which SIGINT/SIGTERM arrives (a second signal stops at once). Only a checkpoint whose
     weights and losses are finite is written: a run that turns non-finite stops, keeping the last good one."""
 
-    last_dir: Optional[str] = None  # for the one-line message of an interrupt before the first epoch
+    current: Optional["Run"] = None  # for the one-line messages of a failure or an interrupt before the first epoch
 
     def __init__(self, args: Args, task: Task, preset: str, device: torch.device, data_path: str):
         self.args, self.task, self.preset, self.device = args, task, preset, device
         fingerprint = {"path": os.path.abspath(data_path) if not data_path.startswith("minari:") else data_path,
                        "fingerprint": file_fingerprint(data_path)}
+        self.created = args.resume is None
         if args.resume is not None:
             self.dir = args.resume
             with open(os.path.join(self.dir, "config.json")) as f:
@@ -1335,7 +1336,7 @@ class Run:
                     n += 1
                     self.dir = f"{base}_{n}"
             write_json({**asdict(args), "_dataset": fingerprint}, os.path.join(self.dir, "config.json"))
-        Run.last_dir = self.dir
+        Run.current = self
         self.ckpt_path = os.path.join(self.dir, "checkpoint.pt")
         self.signal, self.deferring, self.logger = None, False, None
         self.previous_handlers = {s: signal.signal(s, self.on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -1458,10 +1459,15 @@ def cli(main: Callable, args_class: type) -> None:
         print(f"error: {e}" if e.code == 1 else str(e), file=sys.stderr)
         sys.exit(e.code)
     except UserError as e:
+        run = Run.current
+        if run is not None and run.created and not os.path.isfile(run.ckpt_path):  # a failed start leaves no run dir
+            import shutil
+
+            shutil.rmtree(run.dir, ignore_errors=True)
         print("\n".join(f"error: {line}" for line in str(e).splitlines()), file=sys.stderr)
         sys.exit(e.code)
     except KeyboardInterrupt:
-        where = f"; continue with --resume {Run.last_dir}" if Run.last_dir else ""
+        where = f"; continue with --resume {Run.current.dir}" if Run.current else ""
         sys.exit(f"interrupted{where} (from its last checkpoint, or from the start if it has none)")
 
 

@@ -264,3 +264,19 @@ def test_benchmark_scripts_check_their_flags_first(script, flags, expected, tmp_
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-1000:]
     lines = result.stderr.strip().splitlines()
     assert {line.split()[1] for line in lines} == expected and all(line.startswith("error: --") for line in lines)
+
+
+def test_a_fit_that_diverges_is_one_line_and_leaves_no_run_dir(tmp_path):
+    import h5py
+    from conftest import write_random_dataset
+
+    path = str(tmp_path / "huge.hdf5")
+    write_random_dataset(path, steps=400, attrs={"env_id": "Hopper-v4"})
+    with h5py.File(path, "r+") as f:
+        rewards = f["rewards"][()] * 1e30  # finite in float32, but their squares are not
+        del f["rewards"]
+        f["rewards"] = rewards
+    result = run_script("algorithms/orpo.py", "--dataset-path", path, *SMALL, cwd=str(tmp_path))
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines()[-1].startswith("error: the ensemble fit diverged"), result.stderr[-500:]
+    assert not (tmp_path / "runs").exists() or not os.listdir(tmp_path / "runs")
