@@ -1404,7 +1404,7 @@ class Run:
         rows = self.logger.rows if self.logger else []
         last = next((r for r in reversed(rows) if "eval/return" in r), {})
         summary = {
-            "env": task.name, "eval_env": task.gym_id, "algorithm": args.exp_name, "seed": args.seed, "epochs": self.epoch,
+            "env": task.name, "eval_env": task.gym_id, "algorithm": args.exp_name, "seed": args.seed, "epochs": getattr(self, "epoch", 0),
             "finished": status == "finished", "status": status, "error": error, "device": str(self.device),
             "device_name": device_name(self.device), "run_dir": self.dir, "preset": self.preset,
             "score_kind": "d4rl_normalized" if task.ref_min is not None else "raw_return",
