@@ -1,4 +1,5 @@
-"""The RiskWorld toy (toy/riskworld.py): env dynamics and reward, the offline dataset, evaluation, and a tiny run."""
+"""The RiskWorld toy (toy/riskworld.py): env dynamics and reward sign, the dataset recipe, evaluation, the statistics,
+and one tiny run that checks each arm trained with the u and λp it claims and reused the seed's ensemble."""
 import json
 import os
 
@@ -65,12 +66,13 @@ def test_dataset_lies_in_the_band_and_follows_the_env(tmp_path):
     np.testing.assert_allclose(nxt, np.clip(obs + act, -3, 3), atol=1e-6)
     np.testing.assert_allclose(data["rewards"], (nxt[:, 0] + nxt[:, 1]) / SQRT2, atol=1e-5)
     assert not data["terminals"].any() and not data["timeouts"].any()
+    # the band is covered end to end, so "out of distribution" means off the band, not a gap in it
+    assert np.histogram(obs[:, 0], bins=12, range=(-3, 3))[0].min() > 300
 
     small = rw.make_dataset(500, seed=3)
     path = rw.write_dataset(str(tmp_path / "riskworld.hdf5"), small)
     with h5py.File(path, "r") as f:
         assert f.attrs["env_id"] == "RiskWorld-v0" and f.attrs["reward_fn"] == "env"
-        assert f["observations"].dtype == np.float32 and f["terminals"].dtype == bool and f["timeouts"].dtype == bool
     orpo = load_module("algorithms/orpo.py", "orpo")
     task, _ = orpo.resolve_task("ignored", path, None, None)
     assert task.gym_id == "RiskWorld-v0"
@@ -79,7 +81,7 @@ def test_dataset_lies_in_the_band_and_follows_the_env(tmp_path):
     assert loaded["done"].sum() == 0
 
 
-# ---------------------------------------------------------------- evaluation
+# ---------------------------------------------------------------- evaluation and statistics
 def test_roll_returns_the_real_envs_episode_returns():
     def up_right(obs):
         return torch.ones_like(obs)
@@ -94,23 +96,75 @@ def test_roll_returns_the_real_envs_episode_returns():
             expected += (s[0] + s[1]) / SQRT2
         assert returns[ep] == pytest.approx(expected, abs=1e-4)
         np.testing.assert_allclose(states[ep, -1], (3.0, 3.0))
+    assert rw.upper_right_share(states[:, 1:]) == pytest.approx(np.mean(states[:, 1:].reshape(-1, 2).min(1) > 1.5))
+
+
+def test_bootstrap_interval_is_the_percentile_interval_of_resampled_means():
+    assert rw.bootstrap_ci([4.0, 4.0, 4.0]) == (4.0, 4.0)
+    # one 10 among five 0s: a resample mean is 2·(number of 10s drawn); P(≥ 3 draws) = 5.8 %, P(≥ 4) = 0.7 %,
+    # so the 97.5th percentile is 6 and the 2.5th is 0
+    assert rw.bootstrap_ci([0.0, 0.0, 0.0, 0.0, 10.0]) == (0.0, 6.0)
+    # many seeds: the resampled mean is close to normal, so the interval is mean ± 1.96·σ/√n (90 % would be ± 1.64)
+    v = np.arange(20.0)
+    half = 1.96 * v.std() / np.sqrt(len(v))
+    lo, hi = rw.bootstrap_ci(v)
+    assert lo == pytest.approx(v.mean() - half, abs=0.2) and hi == pytest.approx(v.mean() + half, abs=0.2)
+
+
+def test_orpo_beats_mopo_only_with_disjoint_intervals():
+    def entry(algo, u, mean, ci, seeds=3):
+        return {f"{algo}|{u}|100": {"algo": algo, "u": u, "lambda_p": 100.0, "mean": mean, "ci95": ci, "per_seed": [mean] * seeds}}
+
+    table = {**entry("mopo", "ensemble_std", 5.0, [1.0, 9.0]), **entry("orpo", "max_aleatoric", 35.0, [34.0, 36.0]),
+             **entry("mopo", "max_aleatoric", 33.0, [20.0, 35.0]), **entry("orpo", "ensemble_std", 5.5, [2.0, 9.0])}
+    got = {c["comparison"]: c for c in rw.comparisons(table, (100.0,))}
+    assert got["as the authors ran it"]["orpo_better"]  # MOPO with ensemble_std against ORPO with max_aleatoric
+    assert not got["matched max_aleatoric"]["orpo_better"] and not got["matched max_aleatoric"]["mopo_better"]
+    assert not got["matched ensemble_std"]["orpo_better"]
+    assert "matched mixture_std" not in got  # no cells, no comparison
+    one_seed = {**table, **entry("mopo", "ensemble_std", 5.0, [5.0, 5.0], seeds=1)}
+    assert not next(c for c in rw.comparisons(one_seed, (100.0,)) if c["comparison"] == "as the authors ran it")["orpo_better"]
+
+
+# ---------------------------------------------------------------- the command line
+def test_results_go_to_runs_unless_docs_are_asked_for(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert rw.resolve(rw.ToyArgs())[1] == str(tmp_path / "runs" / "toy" / "demo")
+    assert rw.resolve(rw.ToyArgs(setting="paper", write_docs=True))[1] == os.path.join(ROOT, "docs", "toy_paper")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--lambda-ps", "-1"], "λp and λo must be >= 0"),
+    (["--workers", "0"], "must be >= 1"),
+    (["--write-docs", "--out-dir", "x"], "either --write-docs or --out-dir"),
+])
+def test_bad_input_is_a_one_line_error(argv, message, capsys):
+    assert rw.cli(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and err.count("\n") == 1
 
 
 # ---------------------------------------------------------------- a tiny run of the whole pipeline
-@pytest.mark.skipif(not os.path.isfile(os.path.join(ROOT, "algorithms", "mopo.py")), reason="algorithms/mopo.py not written yet")
-def test_quick_run_writes_figures_and_results(tmp_path):
-    out = tmp_path / "docs"
-    results = rw.run(rw.ToyArgs(quick=True, out_dir=str(out), runs_dir=str(tmp_path / "runs")))
-    for name in ("toy_figure2.png", "toy_figure9.png"):
-        path = out / name
-        assert path.stat().st_size > 10_000
-        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    saved = json.loads((out / "toy_results.json").read_text())
-    assert saved["settings"]["epochs"] == 1 and saved["settings"]["seeds"] == [1]
-    for algo in ("mopo", "orpo"):
-        assert len(saved[algo]["per_seed"]) == 1 and np.isfinite(saved[algo]["mean"])
-        assert saved[algo]["mean"] == pytest.approx(results[algo]["mean"])
-        assert abs(saved[algo]["mean"]) <= 10 * 6 / SQRT2  # a 10-step return is bounded by 10 · max reward
-    # both algorithms trained on the toy file and left their exported policies in their run dirs
-    runs = sorted(os.listdir(tmp_path / "runs"))
-    assert any(r.startswith("riskworld__orpo__1") for r in runs) and any(r.startswith("riskworld__mopo__1") for r in runs)
+def test_quick_run_trains_each_arm_with_its_u_on_the_seeds_ensemble_and_resumes(tmp_path):
+    out, ens = tmp_path / "out", tmp_path / "ensembles"
+    args = rw.ToyArgs(setting="quick", out_dir=str(out), ensembles_dir=str(ens), workers=1)
+    results = rw.run(args)
+    ensembles = list(ens.iterdir())
+    assert len(ensembles) == 1  # one fit for the seed, shared by the 4 runs
+    cells = {p.name: json.loads(p.read_text()) for p in (out / "cells").glob("*.json")}
+    assert sorted(cells) == sorted(f"{a}__{u}__lp100__s1.json" for a in ("mopo", "orpo") for u in ("ensemble_std", "max_aleatoric"))
+    for row in cells.values():  # what the algorithm's own run recorded in its config.json
+        assert row["config_uncertainty"] == row["u"] and row["config_lambda_p"] == 100.0
+        assert row["config_load_dynamics_path"] == str(ensembles[0])
+        assert row["episodes"] == 20 and np.isfinite(row["avg_return"])
+    authors = next(c for c in results["comparisons"] if c["comparison"] == "as the authors ran it")
+    assert authors["mopo"] == cells["mopo__ensemble_std__lp100__s1.json"]["avg_return"]
+    assert authors["orpo"] == cells["orpo__max_aleatoric__lp100__s1.json"]["avg_return"]
+    for name in ("uncertainty.png", "visited_lp100.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert results["ensembles"]["per_seed"][0]["holdout_mse"] > 0
+    # a second invocation finds every cell and the ensemble done: nothing is retrained
+    stamps = {p: p.stat().st_mtime_ns for p in [*(out / "cells").iterdir(), *ensembles]}
+    again = rw.run(args)
+    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps
+    assert again["table"] == results["table"]
