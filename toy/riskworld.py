@@ -11,10 +11,12 @@
 # seed (--load-dynamics-path): it depends on the data and the seed, not on the algorithm, u or λp. Every finished
 # run is a file in <out>/cells/, so an interrupted invocation resumes where it stopped.
 # Usage (docs/toy.md has the results and wall times):
-#   python toy/riskworld.py                               # demo: λp = 100 both ways, 2 seeds, reduced size
-#   python toy/riskworld.py --setting paper               # the paper's setting, 5 seeds (1 h+ on 2 cores)
-#   python toy/riskworld.py --setting phase               # return vs λp for every u, 3 seeds, reduced size
-#   python toy/riskworld.py --setting paper --write-docs  # regenerate docs/toy_paper/ (without it: runs/toy/<setting>)
+#   python toy/riskworld.py                               # demo: λp = 100 both ways, 1 seed, reduced size (~7 min, 2 idle cores)
+#   python toy/riskworld.py --setting reduced             # the same, 5 seeds
+#   python toy/riskworld.py --setting paper               # the paper's setting, 5 seeds (~3 core-hours in all)
+#   python toy/riskworld.py --setting phase               # return vs λp for both u, 3 seeds, reduced size (~1.7 core-hours)
+#   python toy/riskworld.py --setting paper --write-docs  # resume/regenerate docs/toy_paper/ (without it: runs/toy/<setting>)
+#   python toy/riskworld.py --setting phase --write-docs --report-only   # redraw from the finished runs only
 import dataclasses
 import importlib.util
 import json
