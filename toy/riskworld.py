@@ -315,7 +315,7 @@ def fit_ensemble(job: tuple) -> dict:
 
     setting, args, dataset_path, path, seed = job
     if os.path.isfile(path):
-        return torch.load(path, map_location="cpu")["metrics"]
+        return torch.load(path, map_location="cpu", weights_only=True)["metrics"]
     torch.set_num_threads(1)
     orpo = load_module("orpo")
     fit_args = algo_args(orpo, setting, args, "max_aleatoric", 0.0, seed, dataset_path, "unused")
@@ -338,7 +338,7 @@ def load_ensemble(module, setting: Setting, path: str):
     import torch
 
     model = module.EnsembleDynamics(2, 2, setting.dynamics_hidden_dims, setting.num_ensemble, setting.num_elites)
-    model.load_state_dict(torch.load(path, map_location="cpu")["model"])
+    model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True)["model"])
     return model
 
 
@@ -641,7 +641,7 @@ def run(args: ToyArgs, command: Optional[str] = None) -> dict:
         missing = [cell_key(*j[-1]) for j in jobs if j not in done]
         if not done:
             raise UserError(f"--report-only: no finished cells in {cells_dir}")
-        fits = [torch.load(ens_paths[s], map_location="cpu")["metrics"] for s in setting.seeds if os.path.isfile(ens_paths[s])]
+        fits = [torch.load(ens_paths[s], map_location="cpu", weights_only=True)["metrics"] for s in setting.seeds if os.path.isfile(ens_paths[s])]
         rows = [run_cell(j) for j in done]
     else:
         fits = parallel_map(fit_ensemble, [(setting, args, dataset_path, ens_paths[s], s) for s in setting.seeds], args.workers)
