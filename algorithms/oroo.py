@@ -621,7 +621,7 @@ def uncertainty_fn(mean: torch.Tensor, std: torch.Tensor, kind: str) -> torch.Te
                    authors' MOPO runs used and the presets' λp were tuned on.
     ensemble_std:  its square root.
     mixture_var:   Σ_d (Var_i μ_i[d] + E_i σ_i[d]²) over s' and r: the variance of the mixture, the appendix's
-                   "Uncertainty Heuristics" as written (100-490x ensemble_var on the same model: README).
+                   "Uncertainty Heuristics" as written (41-153x ensemble_var on D: docs/uncertainty_scales.md).
     mixture_std:   its square root.
     Var_i is the population variance over the N members (numpy's default, as Kit).
     """
