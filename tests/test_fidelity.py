@@ -34,7 +34,8 @@ def output_batch_rows(orpo, args) -> dict[str, int]:
     ("halfcheetah-jump", (12, 12, 232), (12, 230, 14)),  # 0.05 : 0.05 : 0.9; 95 % of the batch from π^o
 ])
 def test_output_policy_batch_rows_per_preset(orpo, name, official, literal):
-    """Rows of π^p's 256-row batch from D, its own rollouts D^p_πp and π^o's D^p_πo: the trainer's order by default."""
+    """The presets' shares give these rows of π^p's 256-row batch (D, its own D^p_πp, π^o's D^p_πo) by main's rule
+    for the counts; that main samples the sources in this order is checked by tests/test_mutations.py."""
     assert tuple(output_batch_rows(orpo, preset(orpo, name)).values()) == official
     assert tuple(output_batch_rows(orpo, preset(orpo, name, paper_literal=True)).values()) == literal
 
