@@ -1,75 +1,81 @@
-"""The blocks marked `# --- shared: NAME ---` ... `# --- end ---` must be byte-identical in every algorithm file.
+"""The shared blocks: byte-identical wherever carried, carried only where used, and in tutorial order.
 
-Fix a bug once, in algorithms/orpo.py, then copy it everywhere with:  python tests/test_shared_blocks.py --sync
+The check and the sync tool live in .ci/sync_shared.py (`python .ci/sync_shared.py` copies orpo.py's blocks to the
+other files); these tests only read files.
 """
+
+import importlib.util
+import io
 import os
 import re
-import sys
+import tokenize
+
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FILES = ("orpo", "mopo", "oroo", "mbpo", "td3bc")
-BLOCK = re.compile(r"^# --- shared: (\w+) ---\n(.*?)^# --- end ---\n", re.S | re.M)
-# blocks every file must carry; td3bc.py (model-free) has no ensemble, uncertainty, termination or rollouts
-REQUIRED = {"imports", "data", "evaluation", "layers", "agents", "buffers", "runs"}
-MODEL_BASED = {"ensemble", "uncertainty", "termination", "rollouts"}
+spec = importlib.util.spec_from_file_location("sync_shared", os.path.join(ROOT, ".ci", "sync_shared.py"))
+sync_shared = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(sync_shared)
 
-
-def blocks(path: str) -> dict[str, str]:
-    text = open(path).read()
-    found = BLOCK.findall(text)
-    names = [name for name, _ in found]
-    assert len(names) == len(set(names)), f"{path}: a shared block appears twice"
-    assert text.count("# --- shared: ") == len(found), f"{path}: a shared block is not closed by '# --- end ---'"
-    return dict(found)
-
-
-def present(root: str = ROOT) -> list[str]:
-    return [f for f in FILES if os.path.isfile(os.path.join(root, "algorithms", f + ".py"))]
-
-
-def check(root: str = ROOT) -> None:
-    reference = blocks(os.path.join(root, "algorithms", "orpo.py"))
-    assert REQUIRED | MODEL_BASED <= set(reference)
-    for name in present(root):
-        other = blocks(os.path.join(root, "algorithms", name + ".py"))
-        need = REQUIRED | (set() if name == "td3bc" else MODEL_BASED)
-        assert need <= set(other), f"{name}.py lacks shared block(s) {sorted(need - set(other))}"
-        for block, body in other.items():
-            assert block in reference, f"{name}.py has a shared block '{block}' that orpo.py lacks"
-            assert body == reference[block], f"shared block '{block}' differs between orpo.py and {name}.py; run python tests/test_shared_blocks.py --sync"
+MODEL = ["layers", "ensemble", "uncertainty", "termination", "rollouts"]
+PLUMBING = ["data", "evaluation", "runs"]
+# the blocks each file carries, in order: the method above `main`, the plumbing below the banner
+CARRIES = {
+    "orpo": [*MODEL, "agents", "sac", "td3bc", "buffers"],
+    "mopo": [*MODEL, "agents", "sac", "td3bc", "buffers"],
+    "oroo": [*MODEL, "agents", "sac", "buffers"],
+    "mbpo": [*MODEL, "agents", "sac", "buffers"],
+    "td3bc": ["layers", "agents", "td3bc", "buffers"],
+}
+BANNER = "# The method ends here: a reader can stop."
 
 
 def test_shared_blocks_are_identical():
-    check()
+    assert sync_shared.differences() == []
 
 
 def test_the_check_catches_a_one_character_difference(tmp_path):
-    import pytest
-
     (tmp_path / "algorithms").mkdir()
     text = open(os.path.join(ROOT, "algorithms", "orpo.py")).read()
     (tmp_path / "algorithms" / "orpo.py").write_text(text)
     (tmp_path / "algorithms" / "mopo.py").write_text(text)
-    check(str(tmp_path))
-    (tmp_path / "algorithms" / "mopo.py").write_text(text.replace("os.replace(path + \".tmp\", path)", "os.replace(path + \".tmp\",path)", 1))
-    with pytest.raises(AssertionError, match="'runs' differs"):
-        check(str(tmp_path))
+    assert sync_shared.differences(str(tmp_path)) == []
+    changed = text.replace('os.replace(path + ".tmp", path)', 'os.replace(path + ".tmp",path)', 1)
+    (tmp_path / "algorithms" / "mopo.py").write_text(changed)
+    assert sync_shared.differences(str(tmp_path)) == ["shared block 'runs' differs between orpo.py and mopo.py"]
+    sync_shared.sync(str(tmp_path))
+    assert (tmp_path / "algorithms" / "mopo.py").read_text() == text
 
 
-def sync() -> None:
-    """Copy every shared block of orpo.py into the other algorithm files."""
-    reference = blocks(os.path.join(ROOT, "algorithms", "orpo.py"))
-    for name in present():
-        path = os.path.join(ROOT, "algorithms", name + ".py")
-        text = open(path).read()
-        new = BLOCK.sub(lambda m: f"# --- shared: {m.group(1)} ---\n{reference[m.group(1)]}# --- end ---\n", text)
-        if new != text:
-            open(path, "w").write(new)
-            print(f"synced {path}")
+def layout(name: str) -> list[str]:
+    """The file's shared blocks, `main` and the banner, in the order they appear."""
+    text = open(os.path.join(ROOT, "algorithms", name + ".py")).read()
+    marks = [(m.start(), m.group(1)) for m in re.finditer(r"^# --- shared: (\w+) ---$", text, re.M)]
+    marks += [(m.start(), "main") for m in re.finditer(r"^def main\(", text, re.M)]
+    marks += [(text.index(BANNER), "banner")] if BANNER in text else []
+    return [name for _, name in sorted(marks)]
 
 
-if __name__ == "__main__":
-    if sys.argv[1:] == ["--sync"]:
-        sync()
-    else:
-        sys.exit("usage: python tests/test_shared_blocks.py --sync")
+@pytest.mark.parametrize("name", list(CARRIES))
+def test_each_file_carries_its_blocks_in_tutorial_order(name):
+    below = [*PLUMBING[:2], *(["model_evaluation"] if name != "td3bc" else []), "runs"]
+    assert layout(name) == ["imports", *CARRIES[name], "main", "banner", *below]
+
+
+def code_names(source: str) -> set[str]:
+    """The identifiers used in code, not in comments or strings."""
+    tokens = tokenize.generate_tokens(io.StringIO(source).readline)
+    return {tok.string for tok in tokens if tok.type == tokenize.NAME}
+
+
+@pytest.mark.parametrize("name", list(CARRIES))
+def test_every_carried_block_is_used_outside_itself(name):
+    """A file carries only blocks it runs: some name each block defines is used elsewhere in the file."""
+    text = open(os.path.join(ROOT, "algorithms", name + ".py")).read()
+    for block, body in sync_shared.blocks(os.path.join(ROOT, "algorithms", name + ".py")).items():
+        defined = re.findall(r"^(?:def|class) (\w+)|^([A-Z_]+) =", body, re.M)
+        if block == "imports":
+            continue
+        rest = code_names(text.replace(body, ""))
+        used = [a or b for a, b in defined if (a or b) in rest]
+        assert used, f"{name}.py carries the shared block '{block}' but uses none of its names"

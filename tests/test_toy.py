@@ -7,7 +7,6 @@ import gymnasium as gym
 import h5py
 import numpy as np
 import pytest
-import torch
 from conftest import ROOT, load_module
 
 rw = load_module("toy/riskworld.py", "riskworld")
@@ -84,7 +83,7 @@ def test_dataset_lies_in_the_band_and_follows_the_env(tmp_path):
 # ---------------------------------------------------------------- evaluation and statistics
 def test_roll_returns_the_real_envs_episode_returns():
     def up_right(obs):
-        return torch.ones_like(obs)
+        return np.ones_like(obs)
 
     states, returns = rw.roll(up_right, 30, seed=7)
     assert states.shape == (3, 11, 2) and returns.shape == (3,)

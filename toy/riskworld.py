@@ -230,12 +230,14 @@ def cell_key(algo: str, u: str, lambda_p: float, seed: int) -> str:
     return f"{algo}__{u}__lp{lambda_p:g}__s{seed}"
 
 
-def load_module(name: str):
+def load_module(name: str, folder: str = "algorithms"):
     """An algorithm file imported by path, as tests/conftest.py does (the files have no import side effects)."""
     key = f"toy_{name}"
     if key in sys.modules:
         return sys.modules[key]
-    spec = importlib.util.spec_from_file_location(key, os.path.join(ROOT, "algorithms", f"{name}.py"))
+    if folder == "datasets":  # collect.py imports its neighbour common.py
+        sys.path.insert(0, os.path.join(ROOT, "datasets"))
+    spec = importlib.util.spec_from_file_location(key, os.path.join(ROOT, folder, f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
@@ -367,12 +369,10 @@ def u_summary(grid: tuple[np.ndarray, np.ndarray]) -> dict[str, float]:
 
 # ---------------------------------------------------------------------------------------------- one cell
 def roll(policy, n_steps: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """The policy's deterministic actions in the real env for n_steps (whole episodes of 10 steps).
+    """The policy's deterministic actions (numpy in, numpy out) in the real env for n_steps (whole episodes of 10 steps).
 
     Returns the visited states [episodes, 11, 2] (start state included) and each episode's return.
     """
-    import torch
-
     env = gym.make(ENV_ID)
     n_episodes = max(1, n_steps // EPISODE_STEPS)
     states, returns = np.zeros((n_episodes, EPISODE_STEPS + 1, 2), dtype=np.float32), np.zeros(n_episodes)
@@ -380,7 +380,7 @@ def roll(policy, n_steps: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
         obs, _ = env.reset(seed=seed + ep)
         states[ep, 0] = obs
         for t in range(EPISODE_STEPS):
-            action = policy(torch.as_tensor(obs[None], dtype=torch.float32))[0].numpy()
+            action = policy(obs[None].astype(np.float32))[0]
             obs, reward, terminated, truncated, _ = env.step(action)
             states[ep, t + 1], returns[ep] = obs, returns[ep] + reward
             if terminated or truncated:
@@ -430,7 +430,7 @@ def run_cell(job: tuple) -> dict:
         t0, c0 = time.time(), time.process_time()
         summary = module.main(algo_arg)
         train_seconds, cpu_seconds = time.time() - t0, time.process_time() - c0
-        policy = module.load_policy(os.path.join(summary["run_dir"], "policy.pt"))
+        policy = load_module("collect", "datasets").load_policy(os.path.join(summary["run_dir"], "policy.pt"), 2, 2)
         states, returns = roll(policy, setting.eval_steps, seed=10_000 * seed)
         trajectories = roll(policy, 5 * EPISODE_STEPS, seed=123)[0]
         with open(os.path.join(summary["run_dir"], "config.json")) as f:
