@@ -530,19 +530,22 @@ class TanhGaussianActor(nn.Module):
 
 
 class SAC(nn.Module):
-    """Soft actor-critic with twin critics and a learned temperature (OfflineRL-Kit's update order)."""
+    """Soft actor-critic with twin critics and a learned temperature (OfflineRL-Kit's update order). From `args` it
+    takes hidden_dims, sac_actor_lr, sac_critic_lr, sac_alpha_lr, gamma, tau and target_entropy (None: −|A|)."""
 
-    def __init__(self, obs_norm, obs_dim, act_dim, hidden_dims, max_action, actor_lr, critic_lr, alpha_lr, gamma, tau, target_entropy=None):
+    def __init__(self, obs_norm: ObsNorm, act_dim: int, max_action: float, args: Args):
         super().__init__()
-        self.actor = TanhGaussianActor(obs_norm, obs_dim, act_dim, hidden_dims, max_action)
-        self.critic = TwinCritic(obs_norm, obs_dim, act_dim, hidden_dims)
+        obs_dim = len(obs_norm.mean)
+        self.actor = TanhGaussianActor(obs_norm, obs_dim, act_dim, args.hidden_dims, max_action)
+        self.critic = TwinCritic(obs_norm, obs_dim, act_dim, args.hidden_dims)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         self.log_alpha = nn.Parameter(torch.zeros(1))
-        self.gamma, self.tau = gamma, tau
-        self.target_entropy = -float(act_dim) if target_entropy is None else target_entropy
-        self.actor_optim = adam(self.actor.parameters(), actor_lr)
-        self.critic_optim = adam(self.critic.parameters(), critic_lr)
-        self.alpha_optim = adam([self.log_alpha], alpha_lr)
+        self.gamma = args.gamma
+        self.tau = args.tau
+        self.target_entropy = -float(act_dim) if args.target_entropy is None else args.target_entropy
+        self.actor_optim = adam(self.actor.parameters(), args.sac_actor_lr)
+        self.critic_optim = adam(self.critic.parameters(), args.sac_critic_lr)
+        self.alpha_optim = adam([self.log_alpha], args.sac_alpha_lr)
 
     @torch.no_grad()
     def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
@@ -598,19 +601,25 @@ class DeterministicActor(nn.Module):
 
 
 class TD3BC(nn.Module):
-    """TD3 with a behaviour-cloning term (Fujimoto & Gu 2021): actor loss −λ·Q(s, π(s)) + (π(s) − a)², λ = α/mean|Q|."""
+    """TD3 with a behaviour-cloning term (Fujimoto & Gu 2021): actor loss −λ·Q(s, π(s)) + (π(s) − a)², λ = α/mean|Q|.
+    From `args` it takes hidden_dims, actor_lr, critic_lr, gamma, tau, alpha, policy_noise, noise_clip and policy_freq."""
 
-    def __init__(self, obs_norm, obs_dim, act_dim, hidden_dims, max_action, actor_lr, critic_lr, gamma, tau, alpha,
-                 policy_noise, noise_clip, policy_freq):
+    def __init__(self, obs_norm: ObsNorm, act_dim: int, max_action: float, args: Args):
         super().__init__()
-        self.actor = DeterministicActor(obs_norm, obs_dim, act_dim, hidden_dims, max_action)
+        obs_dim = len(obs_norm.mean)
+        self.actor = DeterministicActor(obs_norm, obs_dim, act_dim, args.hidden_dims, max_action)
         self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
-        self.critic = TwinCritic(obs_norm, obs_dim, act_dim, hidden_dims)
+        self.critic = TwinCritic(obs_norm, obs_dim, act_dim, args.hidden_dims)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-        self.actor_optim = adam(self.actor.parameters(), actor_lr)
-        self.critic_optim = adam(self.critic.parameters(), critic_lr)
-        self.max_action, self.gamma, self.tau, self.alpha = max_action, gamma, tau, alpha
-        self.policy_noise, self.noise_clip, self.policy_freq = policy_noise * max_action, noise_clip * max_action, policy_freq
+        self.actor_optim = adam(self.actor.parameters(), args.actor_lr)
+        self.critic_optim = adam(self.critic.parameters(), args.critic_lr)
+        self.max_action = max_action
+        self.gamma = args.gamma
+        self.tau = args.tau
+        self.alpha = args.alpha
+        self.policy_noise = args.policy_noise * max_action  # TD3's noise is relative to the action bound
+        self.noise_clip = args.noise_clip * max_action
+        self.policy_freq = args.policy_freq
         self.total_it = 0
 
     @torch.no_grad()
@@ -735,17 +744,16 @@ def main(args: Args) -> dict:
 
     # the policy (SAC with a cosine-annealed actor LR, or TD3+BC with a constant one) and the model buffer
     if args.policy == "sac":
-        policy = SAC(obs_norm, obs_dim, act_dim, args.hidden_dims, max_action, args.sac_actor_lr, args.sac_critic_lr,
-                     args.sac_alpha_lr, args.gamma, args.tau, args.target_entropy).to(device)
+        policy = SAC(obs_norm, act_dim, max_action, args).to(device)
         policy_act, policy_eval = policy.act, lambda s: policy.act(s, deterministic=True)
         actor_schedule = torch.optim.lr_scheduler.CosineAnnealingLR(policy.actor_optim, T_max=args.epochs)
     else:  # "MOPO (TD3+BC)": TD3 exploration noise in its rollouts, deterministic in evaluation
-        policy = TD3BC(obs_norm, obs_dim, act_dim, args.hidden_dims, max_action, args.actor_lr, args.critic_lr, args.gamma,
-                       args.tau, args.alpha, args.policy_noise, args.noise_clip, args.policy_freq).to(device)
+        policy = TD3BC(obs_norm, act_dim, max_action, args).to(device)
         policy_act, policy_eval = lambda s: policy.act(s, args.exploration_noise), policy.actor
         actor_schedule = torch.optim.lr_scheduler.ConstantLR(policy.actor_optim, factor=1.0)
     fields = {"obs": obs_dim, "act": act_dim, "rew": 1, "u": 1, "rew_p": 1, "next_obs": obs_dim, "done": 1}
-    buf = ReplayBuffer(args.rollout_batch_size * args.rollout_length * args.model_retain_epochs, fields, device)  # D_model
+    # D_model, the model's rollouts of the last `model_retain_epochs` epochs
+    buf = ReplayBuffer(args.rollout_batch_size * args.rollout_length * args.model_retain_epochs, fields, device)
     n = mix_counts(args.batch_size, (args.real_ratio, 1 - args.real_ratio))
     parts = {"policy": policy, "actor_schedule": actor_schedule, "buf": buf}
     run.start(parts, dyn_metrics, envs, policy_eval, model=(dynamics, terminal))  # resumes from the checkpoint, if any
@@ -760,9 +768,11 @@ def main(args: Args) -> dict:
 
         # per step one update on D ∪ D_model: D's rows with their real rewards, the model's with P-MDP rewards
         for _ in range(args.steps_per_epoch):
-            run.add("losses", policy.update(sample_mix([(real, n[0], "rew"), (buf, n[1], "rew_p")])))
+            batch = sample_mix([(real, n[0], "rew"), (buf, n[1], "rew_p")])
+            run.add("losses", policy.update(batch))
         actor_schedule.step()
-        run.end_epoch({**rollout_metrics(start, ro, args.rollout_batch_size), "charts/lr_actor": actor_schedule.get_last_lr()[0]})
+        metrics = rollout_metrics(start, ro, args.rollout_batch_size)
+        run.end_epoch({**metrics, "charts/lr_actor": actor_schedule.get_last_lr()[0]})
     return run.finish(policy.actor)
 
 

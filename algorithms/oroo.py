@@ -507,19 +507,22 @@ class TanhGaussianActor(nn.Module):
 
 
 class SAC(nn.Module):
-    """Soft actor-critic with twin critics and a learned temperature (OfflineRL-Kit's update order)."""
+    """Soft actor-critic with twin critics and a learned temperature (OfflineRL-Kit's update order). From `args` it
+    takes hidden_dims, sac_actor_lr, sac_critic_lr, sac_alpha_lr, gamma, tau and target_entropy (None: −|A|)."""
 
-    def __init__(self, obs_norm, obs_dim, act_dim, hidden_dims, max_action, actor_lr, critic_lr, alpha_lr, gamma, tau, target_entropy=None):
+    def __init__(self, obs_norm: ObsNorm, act_dim: int, max_action: float, args: Args):
         super().__init__()
-        self.actor = TanhGaussianActor(obs_norm, obs_dim, act_dim, hidden_dims, max_action)
-        self.critic = TwinCritic(obs_norm, obs_dim, act_dim, hidden_dims)
+        obs_dim = len(obs_norm.mean)
+        self.actor = TanhGaussianActor(obs_norm, obs_dim, act_dim, args.hidden_dims, max_action)
+        self.critic = TwinCritic(obs_norm, obs_dim, act_dim, args.hidden_dims)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         self.log_alpha = nn.Parameter(torch.zeros(1))
-        self.gamma, self.tau = gamma, tau
-        self.target_entropy = -float(act_dim) if target_entropy is None else target_entropy
-        self.actor_optim = adam(self.actor.parameters(), actor_lr)
-        self.critic_optim = adam(self.critic.parameters(), critic_lr)
-        self.alpha_optim = adam([self.log_alpha], alpha_lr)
+        self.gamma = args.gamma
+        self.tau = args.tau
+        self.target_entropy = -float(act_dim) if args.target_entropy is None else args.target_entropy
+        self.actor_optim = adam(self.actor.parameters(), args.sac_actor_lr)
+        self.critic_optim = adam(self.critic.parameters(), args.sac_critic_lr)
+        self.alpha_optim = adam([self.log_alpha], args.sac_alpha_lr)
 
     @torch.no_grad()
     def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
@@ -637,12 +640,12 @@ def main(args: Args) -> dict:
     terminal = termination_fn(task.domain)
 
     # the policy (SAC with a cosine-annealed actor LR) and the model buffer
-    policy = SAC(obs_norm, obs_dim, act_dim, args.hidden_dims, max_action, args.sac_actor_lr, args.sac_critic_lr,
-                 args.sac_alpha_lr, args.gamma, args.tau, args.target_entropy).to(device)
+    policy = SAC(obs_norm, act_dim, max_action, args).to(device)
     policy_act, policy_eval = policy.act, lambda s: policy.act(s, deterministic=True)
     actor_schedule = torch.optim.lr_scheduler.CosineAnnealingLR(policy.actor_optim, T_max=args.epochs)
     fields = {"obs": obs_dim, "act": act_dim, "rew": 1, "u": 1, "rew_o": 1, "next_obs": obs_dim, "done": 1}
-    buf = ReplayBuffer(args.rollout_batch_size * args.rollout_length * args.model_retain_epochs, fields, device)  # D_model
+    # D_model, the model's rollouts of the last `model_retain_epochs` epochs
+    buf = ReplayBuffer(args.rollout_batch_size * args.rollout_length * args.model_retain_epochs, fields, device)
     n = mix_counts(args.batch_size, (args.real_ratio, 1 - args.real_ratio))
     parts = {"policy": policy, "actor_schedule": actor_schedule, "buf": buf}
     run.start(parts, dyn_metrics, envs, policy_eval, model=(dynamics, terminal))  # resumes from the checkpoint, if any
@@ -657,9 +660,11 @@ def main(args: Args) -> dict:
 
         # per step one update on D ∪ D_model: D's rows with their real rewards, the model's with O-MDP rewards
         for _ in range(args.steps_per_epoch):
-            run.add("losses", policy.update(sample_mix([(real, n[0], "rew"), (buf, n[1], "rew_o")])))
+            batch = sample_mix([(real, n[0], "rew"), (buf, n[1], "rew_o")])
+            run.add("losses", policy.update(batch))
         actor_schedule.step()
-        run.end_epoch({**rollout_metrics(start, ro, args.rollout_batch_size), "charts/lr_actor": actor_schedule.get_last_lr()[0]})
+        metrics = rollout_metrics(start, ro, args.rollout_batch_size)
+        run.end_epoch({**metrics, "charts/lr_actor": actor_schedule.get_last_lr()[0]})
     return run.finish(policy.actor)
 
 

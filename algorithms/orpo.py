@@ -617,19 +617,22 @@ class TanhGaussianActor(nn.Module):
 
 
 class SAC(nn.Module):
-    """Soft actor-critic with twin critics and a learned temperature (OfflineRL-Kit's update order)."""
+    """Soft actor-critic with twin critics and a learned temperature (OfflineRL-Kit's update order). From `args` it
+    takes hidden_dims, sac_actor_lr, sac_critic_lr, sac_alpha_lr, gamma, tau and target_entropy (None: −|A|)."""
 
-    def __init__(self, obs_norm, obs_dim, act_dim, hidden_dims, max_action, actor_lr, critic_lr, alpha_lr, gamma, tau, target_entropy=None):
+    def __init__(self, obs_norm: ObsNorm, act_dim: int, max_action: float, args: Args):
         super().__init__()
-        self.actor = TanhGaussianActor(obs_norm, obs_dim, act_dim, hidden_dims, max_action)
-        self.critic = TwinCritic(obs_norm, obs_dim, act_dim, hidden_dims)
+        obs_dim = len(obs_norm.mean)
+        self.actor = TanhGaussianActor(obs_norm, obs_dim, act_dim, args.hidden_dims, max_action)
+        self.critic = TwinCritic(obs_norm, obs_dim, act_dim, args.hidden_dims)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         self.log_alpha = nn.Parameter(torch.zeros(1))
-        self.gamma, self.tau = gamma, tau
-        self.target_entropy = -float(act_dim) if target_entropy is None else target_entropy
-        self.actor_optim = adam(self.actor.parameters(), actor_lr)
-        self.critic_optim = adam(self.critic.parameters(), critic_lr)
-        self.alpha_optim = adam([self.log_alpha], alpha_lr)
+        self.gamma = args.gamma
+        self.tau = args.tau
+        self.target_entropy = -float(act_dim) if args.target_entropy is None else args.target_entropy
+        self.actor_optim = adam(self.actor.parameters(), args.sac_actor_lr)
+        self.critic_optim = adam(self.critic.parameters(), args.sac_critic_lr)
+        self.alpha_optim = adam([self.log_alpha], args.sac_alpha_lr)
 
     @torch.no_grad()
     def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
@@ -685,19 +688,25 @@ class DeterministicActor(nn.Module):
 
 
 class TD3BC(nn.Module):
-    """TD3 with a behaviour-cloning term (Fujimoto & Gu 2021): actor loss −λ·Q(s, π(s)) + (π(s) − a)², λ = α/mean|Q|."""
+    """TD3 with a behaviour-cloning term (Fujimoto & Gu 2021): actor loss −λ·Q(s, π(s)) + (π(s) − a)², λ = α/mean|Q|.
+    From `args` it takes hidden_dims, actor_lr, critic_lr, gamma, tau, alpha, policy_noise, noise_clip and policy_freq."""
 
-    def __init__(self, obs_norm, obs_dim, act_dim, hidden_dims, max_action, actor_lr, critic_lr, gamma, tau, alpha,
-                 policy_noise, noise_clip, policy_freq):
+    def __init__(self, obs_norm: ObsNorm, act_dim: int, max_action: float, args: Args):
         super().__init__()
-        self.actor = DeterministicActor(obs_norm, obs_dim, act_dim, hidden_dims, max_action)
+        obs_dim = len(obs_norm.mean)
+        self.actor = DeterministicActor(obs_norm, obs_dim, act_dim, args.hidden_dims, max_action)
         self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
-        self.critic = TwinCritic(obs_norm, obs_dim, act_dim, hidden_dims)
+        self.critic = TwinCritic(obs_norm, obs_dim, act_dim, args.hidden_dims)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-        self.actor_optim = adam(self.actor.parameters(), actor_lr)
-        self.critic_optim = adam(self.critic.parameters(), critic_lr)
-        self.max_action, self.gamma, self.tau, self.alpha = max_action, gamma, tau, alpha
-        self.policy_noise, self.noise_clip, self.policy_freq = policy_noise * max_action, noise_clip * max_action, policy_freq
+        self.actor_optim = adam(self.actor.parameters(), args.actor_lr)
+        self.critic_optim = adam(self.critic.parameters(), args.critic_lr)
+        self.max_action = max_action
+        self.gamma = args.gamma
+        self.tau = args.tau
+        self.alpha = args.alpha
+        self.policy_noise = args.policy_noise * max_action  # TD3's noise is relative to the action bound
+        self.noise_clip = args.noise_clip * max_action
+        self.policy_freq = args.policy_freq
         self.total_it = 0
 
     @torch.no_grad()
@@ -826,25 +835,24 @@ def main(args: Args) -> dict:
     terminal = termination_fn(task.domain)
 
     # the two policies and the model buffers
-    rollout_policy = SAC(obs_norm, obs_dim, act_dim, args.hidden_dims, max_action, args.sac_actor_lr, args.sac_critic_lr,
-                         args.sac_alpha_lr, args.gamma, args.tau, args.target_entropy).to(device)
+    rollout_policy = SAC(obs_norm, act_dim, max_action, args).to(device)
     rollout_act = make_rollout_policy(args, rollout_policy, real, act_dim, max_action, device)
     if args.output_algo == "td3bc":
-        output_policy = TD3BC(obs_norm, obs_dim, act_dim, args.hidden_dims, max_action, args.actor_lr, args.critic_lr, args.gamma,
-                              args.tau, args.alpha, args.policy_noise, args.noise_clip, args.policy_freq).to(device)
+        output_policy = TD3BC(obs_norm, act_dim, max_action, args).to(device)
         output_act, output_eval = lambda s: output_policy.act(s, args.exploration_noise), output_policy.actor
     else:  # "ORPO (SAC)": π^p is a second SAC, stochastic in its rollouts, deterministic in evaluation
-        output_policy = SAC(obs_norm, obs_dim, act_dim, args.hidden_dims, max_action, args.sac_actor_lr, args.sac_critic_lr,
-                            args.sac_alpha_lr, args.gamma, args.tau, args.target_entropy).to(device)
+        output_policy = SAC(obs_norm, act_dim, max_action, args).to(device)
         output_act, output_eval = output_policy.act, lambda s: output_policy.act(s, deterministic=True)
     lambda_p = args.lambda_p if args.pessimism else 0.0  # "w/o pessimism": π^p's data is labelled in the model MDP
     actor_schedule = torch.optim.lr_scheduler.CosineAnnealingLR(rollout_policy.actor_optim, T_max=args.epochs)
     fields = {"obs": obs_dim, "act": act_dim, "rew": 1, "u": 1, "rew_o": 1, "rew_p": 1, "next_obs": obs_dim, "done": 1}
-    buf_o = ReplayBuffer(args.rollout_batch_size * args.rollout_length_o * args.model_retain_epochs, fields, device)  # D^o and D^p_πo
-    buf_p = ReplayBuffer(args.rollout_batch_size * args.rollout_length * args.model_retain_epochs, fields, device)  # D^p_πp
+    # π^o's rollouts (D^o, and D^p_πo with their P-MDP rewards) and π^p's own (D^p_πp), each stored with both rewards
+    buf_o = ReplayBuffer(args.rollout_batch_size * args.rollout_length_o * args.model_retain_epochs, fields, device)
+    buf_p = ReplayBuffer(args.rollout_batch_size * args.rollout_length * args.model_retain_epochs, fields, device)
     n_o = mix_counts(args.batch_size, (args.real_ratio_o, 1 - args.real_ratio_o))
     # π^p's batch in the official trainer's order: D, then its own rollouts D^p_πp, the rest from π^o's D^p_πo
-    n_p = mix_counts(args.batch_size, (args.real_ratio, args.output_rollout_ratio, 1 - args.real_ratio - args.output_rollout_ratio))
+    rest = 1 - args.real_ratio - args.output_rollout_ratio
+    n_p = mix_counts(args.batch_size, (args.real_ratio, args.output_rollout_ratio, rest))
     parts = {"rollout_policy": rollout_policy, "output_policy": output_policy, "actor_schedule": actor_schedule, "buf_o": buf_o, "buf_p": buf_p}
     run.start(parts, dyn_metrics, envs, output_eval, model=(dynamics, terminal))  # resumes from the checkpoint, if any
 
@@ -863,11 +871,14 @@ def main(args: Args) -> dict:
         # D ∪ D^p_πp ∪ D^p_πo (P-MDP rewards)
         for _ in range(args.steps_per_epoch):
             if args.rollout_policy == "optimistic":  # the other rollout policies stay fixed
-                run.add("rollout_policy", rollout_policy.update(sample_mix([(real, n_o[0], "rew"), (buf_o, n_o[1], "rew_o")])))
-            run.add("losses", output_policy.update(sample_mix([(real, n_p[0], "rew"), (buf_p, n_p[1], "rew_p"), (buf_o, n_p[2], "rew_p")])))
+                batch_o = sample_mix([(real, n_o[0], "rew"), (buf_o, n_o[1], "rew_o")])
+                run.add("rollout_policy", rollout_policy.update(batch_o))
+            batch_p = sample_mix([(real, n_p[0], "rew"), (buf_p, n_p[1], "rew_p"), (buf_o, n_p[2], "rew_p")])
+            run.add("losses", output_policy.update(batch_p))
         if args.rollout_policy == "optimistic":
             actor_schedule.step()
-        run.end_epoch({**rollout_metrics(start, ro, rp, args.rollout_batch_size), "charts/lr_rollout_actor": actor_schedule.get_last_lr()[0]})
+        metrics = rollout_metrics(start, ro, rp, args.rollout_batch_size)
+        run.end_epoch({**metrics, "charts/lr_rollout_actor": actor_schedule.get_last_lr()[0]})
     return run.finish(output_policy.actor)
 
 

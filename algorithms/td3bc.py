@@ -196,19 +196,25 @@ class DeterministicActor(nn.Module):
 
 
 class TD3BC(nn.Module):
-    """TD3 with a behaviour-cloning term (Fujimoto & Gu 2021): actor loss −λ·Q(s, π(s)) + (π(s) − a)², λ = α/mean|Q|."""
+    """TD3 with a behaviour-cloning term (Fujimoto & Gu 2021): actor loss −λ·Q(s, π(s)) + (π(s) − a)², λ = α/mean|Q|.
+    From `args` it takes hidden_dims, actor_lr, critic_lr, gamma, tau, alpha, policy_noise, noise_clip and policy_freq."""
 
-    def __init__(self, obs_norm, obs_dim, act_dim, hidden_dims, max_action, actor_lr, critic_lr, gamma, tau, alpha,
-                 policy_noise, noise_clip, policy_freq):
+    def __init__(self, obs_norm: ObsNorm, act_dim: int, max_action: float, args: Args):
         super().__init__()
-        self.actor = DeterministicActor(obs_norm, obs_dim, act_dim, hidden_dims, max_action)
+        obs_dim = len(obs_norm.mean)
+        self.actor = DeterministicActor(obs_norm, obs_dim, act_dim, args.hidden_dims, max_action)
         self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
-        self.critic = TwinCritic(obs_norm, obs_dim, act_dim, hidden_dims)
+        self.critic = TwinCritic(obs_norm, obs_dim, act_dim, args.hidden_dims)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-        self.actor_optim = adam(self.actor.parameters(), actor_lr)
-        self.critic_optim = adam(self.critic.parameters(), critic_lr)
-        self.max_action, self.gamma, self.tau, self.alpha = max_action, gamma, tau, alpha
-        self.policy_noise, self.noise_clip, self.policy_freq = policy_noise * max_action, noise_clip * max_action, policy_freq
+        self.actor_optim = adam(self.actor.parameters(), args.actor_lr)
+        self.critic_optim = adam(self.critic.parameters(), args.critic_lr)
+        self.max_action = max_action
+        self.gamma = args.gamma
+        self.tau = args.tau
+        self.alpha = args.alpha
+        self.policy_noise = args.policy_noise * max_action  # TD3's noise is relative to the action bound
+        self.noise_clip = args.noise_clip * max_action
+        self.policy_freq = args.policy_freq
         self.total_it = 0
 
     @torch.no_grad()
@@ -318,14 +324,14 @@ def main(args: Args) -> dict:
     run = Run(args, task, preset, device, data_path)
 
     # the policy; no dynamics model, no rollouts
-    policy = TD3BC(obs_norm, obs_dim, act_dim, args.hidden_dims, max_action, args.actor_lr, args.critic_lr, args.gamma,
-                   args.tau, args.alpha, args.policy_noise, args.noise_clip, args.policy_freq).to(device)
+    policy = TD3BC(obs_norm, act_dim, max_action, args).to(device)
     run.start({"policy": policy}, {}, envs, policy.actor)  # resumes from the checkpoint, if any
 
     for _ in run.epochs():
         # per step one TD3+BC update on a batch of D
         for _ in range(args.steps_per_epoch):
-            run.add("losses", policy.update(sample_mix([(real, args.batch_size, "rew")])))
+            batch = sample_mix([(real, args.batch_size, "rew")])
+            run.add("losses", policy.update(batch))
         run.end_epoch({})
     return run.finish(policy.actor)
 

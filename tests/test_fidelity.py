@@ -71,7 +71,7 @@ def test_kits_ensemble_var_ignores_sigma_and_reward_and_uses_all_members(orpo):
 # ---------------------------------------------------------------- π^o as the official code ran it
 def sac(orpo):
     norm = orpo.ObsNorm(torch.zeros(3), torch.ones(3))
-    return orpo.SAC(norm, 3, 2, (16, 16), 1.0, 1e-4, 3e-4, 1e-4, 0.99, 0.005)
+    return orpo.SAC(norm, 2, 1.0, orpo.Args(hidden_dims=(16, 16)))
 
 
 def test_untrained_rollout_policy_samples_the_initial_actor(orpo):

@@ -368,7 +368,7 @@ def test_ablation_switches_run(hopper_data_dir, tmp_path, source_run, switch):
 def test_fixed_rollout_policy_loads_the_earlier_runs_weights(orpo, source_run):
     args = orpo.Args(rollout_policy="fixed", rollout_policy_path=str(source_run), hidden_dims=(32, 32))
     norm = orpo.ObsNorm(torch.zeros(11), torch.ones(11))
-    sac = orpo.SAC(norm, 11, 3, (32, 32), 1.0, 1e-4, 3e-4, 1e-4, 0.99, 0.005)
+    sac = orpo.SAC(norm, 3, 1.0, orpo.Args(hidden_dims=(32, 32)))
     orpo.make_rollout_policy(args, sac, None, 3, 1.0, "cpu")
     saved = torch.load(source_run / "checkpoint.pt", weights_only=False)["parts"]["rollout_policy"]
     for k, v in sac.state_dict().items():
@@ -384,7 +384,7 @@ def test_cvae_learns_the_datas_actions(orpo):
     act = torch.stack([0.8 * obs[:, 0], -0.5 * obs[:, 1]], 1)  # a deterministic behaviour policy
     real = orpo.ReplayBuffer(2000, {"obs": 2, "act": 2}, "cpu")
     real.add({"obs": obs, "act": act})
-    sac = orpo.SAC(orpo.ObsNorm(torch.zeros(2), torch.ones(2)), 2, 2, (64, 64), 1.0, 1e-4, 3e-4, 1e-4, 0.99, 0.005)
+    sac = orpo.SAC(orpo.ObsNorm(torch.zeros(2), torch.ones(2)), 2, 1.0, orpo.Args(hidden_dims=(64, 64)))
     policy = orpo.make_rollout_policy(orpo.Args(rollout_policy="cvae", cvae_steps=1500, hidden_dims=(64, 64)), sac, real, 2, 1.0, "cpu")
     test_obs = torch.rand(500, 2) * 2 - 1
     error = (policy(test_obs) - torch.stack([0.8 * test_obs[:, 0], -0.5 * test_obs[:, 1]], 1)).pow(2).mean()
