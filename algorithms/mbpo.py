@@ -39,8 +39,8 @@ from tqdm.auto import tqdm
 class Args:
     # MBPO: the plain model MDP, no penalty (presets fill the fields left unset)
     uncertainty: Optional[Literal["max_aleatoric", "ensemble_var", "ensemble_std", "mixture_var", "mixture_std"]] = None
-    """uncertainty heuristic u(s, a), only logged: MBPO has no penalty (default: the dataset preset); ensemble_var/std are
-    OfflineRL-Kit's spread of the members' next-state means, mixture_var/std the appendix's mixture formula"""
+    """uncertainty heuristic u(s, a), only logged: MBPO has no penalty (default: the dataset preset); ensemble_var/std
+    are OfflineRL-Kit's spread of the members' next-state means, mixture_var/std the appendix's mixture formula"""
     rollout_length: Optional[int] = None
     """h, the rollout horizon (default: the dataset preset)"""
     rollout_batch_size: int = 50000
@@ -76,8 +76,8 @@ class Args:
     dynamics_hidden_dims: tuple[int, ...] = (200, 200, 200, 200)
     """hidden layer sizes of each dynamics model"""
     dynamics_bf16: bool = False
-    """if toggled, the ensemble's hidden layers run in bfloat16 (autocast; weights, optimiser and outputs stay fp32): about
-    1.5x faster ensemble training and rollouts on CPUs with AVX512-BF16/AMX (docs/speed.md), slower on CPUs without"""
+    """if toggled, the ensemble's hidden layers run in bfloat16 (autocast; weights, optimiser and outputs stay fp32):
+    about 1.5x faster ensemble training and rollouts on CPUs with AVX512-BF16/AMX (docs/speed.md), slower without"""
     dynamics_lr: float = 1e-3
     """Adam learning rate of the dynamics ensemble"""
     dynamics_batch_size: int = 256
@@ -141,6 +141,7 @@ class Args:
     checkpoint_minutes: float = 10.0
     """also save a checkpoint at the end of the first epoch after this many minutes since the last one"""
 
+
 # ALGO LOGIC: per-dataset presets from the paper's "Tuned hyper-parameters" table, which has no MBPO column: the
 # uncertainty type (only logged) and h from the MOPO column, so that MBPO differs from mopo.py only in λp = 0
 PRESETS = {
@@ -192,7 +193,8 @@ class EnsembleLinear(nn.Module):
 
 
 def adam(params, lr: float) -> torch.optim.Adam:
-    """Every network's optimiser; fused: one kernel for all tensors instead of ~10 per tensor (3-9 % faster updates on a CPU)."""
+    """Every network's optimiser. Fused: one kernel for all tensors instead of ~10 per tensor (3-9 % faster updates
+    on a CPU)."""
     return torch.optim.Adam(params, lr=lr, fused=True)
 
 
@@ -210,8 +212,15 @@ def mlp(in_dim: int, hidden_dims: tuple[int, ...], out_dim: int) -> nn.Sequentia
 class EnsembleDynamics(nn.Module):
     """N Gaussian models of (Δs, r) given (s, a), with learned soft bounds on the log-variance."""
 
-    def __init__(self, obs_dim: int, act_dim: int, hidden_dims: tuple[int, ...], num_ensemble: int, num_elites: int,
-                 bf16: bool = False):
+    def __init__(
+        self,
+        obs_dim: int,
+        act_dim: int,
+        hidden_dims: tuple[int, ...],
+        num_ensemble: int,
+        num_elites: int,
+        bf16: bool = False,
+    ):
         super().__init__()
         dims = [obs_dim + act_dim, *hidden_dims, 2 * (obs_dim + 1)]
         self.layers = nn.ModuleList(EnsembleLinear(i, o, num_ensemble) for i, o in zip(dims[:-1], dims[1:]))
@@ -220,7 +229,9 @@ class EnsembleDynamics(nn.Module):
             nn.init.trunc_normal_(layer.weight, std=std, a=-2 * std, b=2 * std)
             nn.init.zeros_(layer.bias)
         # L2 per layer (MOPO / OfflineRL-Kit for 4×200); other depths interpolate between the same ends
-        self.weight_decays = np.interp(np.linspace(0, 1, len(self.layers)), [0, 0.25, 0.5, 0.75, 1], [2.5e-5, 5e-5, 7.5e-5, 7.5e-5, 1e-4]).tolist()
+        self.weight_decays = np.interp(
+            np.linspace(0, 1, len(self.layers)), [0, 0.25, 0.5, 0.75, 1], [2.5e-5, 5e-5, 7.5e-5, 7.5e-5, 1e-4]
+        ).tolist()
         self.max_logvar = nn.Parameter(torch.full((1, 1, obs_dim + 1), 0.5))
         self.min_logvar = nn.Parameter(torch.full((1, 1, obs_dim + 1), -10.0))
         self.register_buffer("in_mean", torch.zeros(obs_dim + act_dim))
@@ -229,11 +240,12 @@ class EnsembleDynamics(nn.Module):
         self.num_ensemble, self.bf16 = num_ensemble, bf16
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """x = [s, a] of shape [B, in] (same batch to every model) or [E, B, in]; returns mean and log-variance [E, B, out]."""
+        """x = [s, a] of shape [B, in] (the same batch for every model) or [E, B, in]; returns the mean and the
+        log-variance, each [E, B, out]."""
         x = (x - self.in_mean) / self.in_std
         if x.dim() == 2:
             x = x.expand(self.num_ensemble, *x.shape)
-        # --dynamics-bf16: hidden matmuls in bfloat16 (~2.2x the fp32 rate on bf16 hardware); the output layer stays fp32
+        # --dynamics-bf16: hidden matmuls in bfloat16 (~2.2x the fp32 rate on bf16 hardware); the output layer is fp32
         with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=self.bf16):
             for layer in self.layers[:-1]:
                 x = F.silu(layer(x))
@@ -249,7 +261,9 @@ class EnsembleDynamics(nn.Module):
         return decayed + [{"params": [p for name, p in self.named_parameters() if not name.endswith(".weight")]}]
 
     @torch.no_grad()
-    def step(self, obs: torch.Tensor, act: torch.Tensor, uncertainty: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def step(
+        self, obs: torch.Tensor, act: torch.Tensor, uncertainty: str
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Sample (ŝ', r̂) from a random elite per row; u(s, a) from all N models."""
         mean, logvar = self(torch.cat([obs, act], dim=-1))
         mean = torch.cat([mean[..., :-1] + obs, mean[..., -1:]], dim=-1)  # the models predict Δs
@@ -261,7 +275,9 @@ class EnsembleDynamics(nn.Module):
         return sample[:, :-1], sample[:, -1], u
 
 
-def dynamics_step(model: EnsembleDynamics, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+def dynamics_step(
+    model: EnsembleDynamics, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor
+) -> torch.Tensor:
     """One maximum-likelihood step on x [E, B, in] -> y [E, B, out] (each model its own rows; the L2 term is in the
     optimiser, see `param_groups`); returns the NLL."""
     mean, logvar = model(x)
@@ -275,7 +291,8 @@ def dynamics_step(model: EnsembleDynamics, optimizer: torch.optim.Optimizer, x: 
 
 
 def fit_dynamics(model: EnsembleDynamics, data: dict[str, torch.Tensor], args: Args) -> dict[str, float]:
-    """Maximum likelihood on (s, a) -> (Δs, r): a bootstrap per model, early stopping on holdout MSE, best weights kept."""
+    """Maximum likelihood on (s, a) -> (Δs, r): a bootstrap resample per model, early stopping on the holdout MSE,
+    each model's best weights kept."""
     inputs = torch.cat([data["obs"], data["act"]], dim=-1)
     targets = torch.cat([data["next_obs"] - data["obs"], data["rew"]], dim=-1)
     n = len(inputs)
@@ -293,7 +310,9 @@ def fit_dynamics(model: EnsembleDynamics, data: dict[str, torch.Tensor], args: A
     best = torch.full((E,), float("inf"), device=inputs.device)
     epoch, since_improved = 0, 0
     bar = tqdm(desc="dynamics", unit="epoch", leave=False)
-    while since_improved < args.dynamics_patience and (args.dynamics_max_epochs is None or epoch < args.dynamics_max_epochs):
+    while since_improved < args.dynamics_patience and (
+        args.dynamics_max_epochs is None or epoch < args.dynamics_max_epochs
+    ):
         order = bootstrap.gather(1, torch.argsort(torch.rand(E, n_train, device=inputs.device), dim=1))
         for start in range(0, n_train, args.dynamics_batch_size):
             idx = order[:, start : start + args.dynamics_batch_size]
@@ -313,15 +332,29 @@ def fit_dynamics(model: EnsembleDynamics, data: dict[str, torch.Tensor], args: A
         for saved, p in zip(best_params, members):
             p.copy_(saved)
         model.elites.copy_(torch.argsort(best)[: len(model.elites)])
-    return {"dynamics/holdout_mse": best[model.elites].mean().item(), "dynamics/epochs": epoch, "dynamics/train_nll": nll.item()}
+    return {
+        "dynamics/holdout_mse": best[model.elites].mean().item(),
+        "dynamics/epochs": epoch,
+        "dynamics/train_nll": nll.item(),
+    }
 
 
-def load_or_fit_dynamics(args: Args, data: dict[str, torch.Tensor], run_dir: str, device: torch.device) -> tuple[EnsembleDynamics, dict]:
+def load_or_fit_dynamics(
+    args: Args, data: dict[str, torch.Tensor], run_dir: str, device: torch.device
+) -> tuple[EnsembleDynamics, dict]:
     """Fit the ensemble once per run (or reuse --load-dynamics-path); every run saves its ensemble as dynamics.pt."""
     if args.dynamics_bf16 and device.type == "cuda" and not torch.cuda.is_bf16_supported():
-        raise UserError("--dynamics-bf16: this GPU has no bfloat16 support (it needs compute capability 8.0+); drop the flag")
-    dynamics = EnsembleDynamics(data["obs"].shape[1], data["act"].shape[1], args.dynamics_hidden_dims, args.num_ensemble, args.num_elites,
-                                args.dynamics_bf16).to(device)
+        raise UserError(
+            "--dynamics-bf16: this GPU has no bfloat16 support (it needs compute capability 8.0+); drop the flag"
+        )
+    dynamics = EnsembleDynamics(
+        data["obs"].shape[1],
+        data["act"].shape[1],
+        args.dynamics_hidden_dims,
+        args.num_ensemble,
+        args.num_elites,
+        args.dynamics_bf16,
+    ).to(device)
     run_path = os.path.join(run_dir, "dynamics.pt")
     resuming = args.resume is not None and os.path.isfile(run_path)
     if args.resume is not None and not resuming and args.load_dynamics_path is None:
@@ -333,9 +366,13 @@ def load_or_fit_dynamics(args: Args, data: dict[str, torch.Tensor], run_dir: str
         try:
             dynamics.load_state_dict(saved["model"])
         except (KeyError, RuntimeError, TypeError) as e:
-            raise UserError(f"cannot load the ensemble from {load_path} ({type(e).__name__}: {str(e).splitlines()[0]}); "
-                            "pass a dynamics.pt saved by a run on the same dataset and ensemble sizes") from None
-        if resuming:  # the RNG as it was right after the fit: a resume without a checkpoint continues as if uninterrupted
+            raise UserError(
+                f"cannot load the ensemble from {load_path} ({type(e).__name__}: {str(e).splitlines()[0]}); "
+                "pass a dynamics.pt saved by a run on the same dataset and ensemble sizes"
+            ) from None
+        if (
+            resuming
+        ):  # the RNG as it was right after the fit: a resume without a checkpoint continues as if uninterrupted
             metrics = saved.get("metrics", {})
             set_rng_state(saved["rng"])
     else:
@@ -343,8 +380,10 @@ def load_or_fit_dynamics(args: Args, data: dict[str, torch.Tensor], run_dir: str
         metrics = fit_dynamics(dynamics, data, args)
         metrics["dynamics/fit_seconds"] = time.time() - t0
         if not np.isfinite(metrics["dynamics/holdout_mse"]):
-            raise UserError(f"the ensemble fit diverged (holdout MSE {metrics['dynamics/holdout_mse']}); lower --dynamics-lr "
-                            "or check the dataset for huge values")
+            raise UserError(
+                f"the ensemble fit diverged (holdout MSE {metrics['dynamics/holdout_mse']}); lower --dynamics-lr "
+                "or check the dataset for huge values"
+            )
         print(f"dynamics: holdout MSE {metrics['dynamics/holdout_mse']:.4f} after {metrics['dynamics/epochs']} epochs")
     if load_path != run_path:
         atomic_save({"model": dynamics.state_dict(), "metrics": metrics, "rng": rng_state()}, run_path)
@@ -411,8 +450,14 @@ def termination_fn(domain: str) -> Callable[[torch.Tensor], torch.Tensor]:
 
 # --- shared: rollouts ---
 @torch.no_grad()
-def rollout(dynamics: EnsembleDynamics, policy: Callable, start_obs: torch.Tensor, horizon: int,
-            terminal: Callable, uncertainty: str) -> dict[str, torch.Tensor]:
+def rollout(
+    dynamics: EnsembleDynamics,
+    policy: Callable,
+    start_obs: torch.Tensor,
+    horizon: int,
+    terminal: Callable,
+    uncertainty: str,
+) -> dict[str, torch.Tensor]:
     """h steps of `policy` in the model from a batch of real states; a row stops at its first termination.
 
     A row whose predicted s', r̂ or u is not finite is dropped, not stored: with done = 1 its target r + γ·0·Q(NaN) is
@@ -425,9 +470,18 @@ def rollout(dynamics: EnsembleDynamics, policy: Callable, start_obs: torch.Tenso
             next_obs, rew, u = dynamics.step(obs, act, uncertainty)
             if t == 0:
                 first_act.append(act)
-            ok = torch.isfinite(next_obs).all(-1) & torch.isfinite(rew) & torch.isfinite(u) & torch.isfinite(act).all(-1)
+            ok = (
+                torch.isfinite(next_obs).all(-1) & torch.isfinite(rew) & torch.isfinite(u) & torch.isfinite(act).all(-1)
+            )
             nonfinite = nonfinite + (~ok).sum()
-            step = {"obs": obs, "act": act, "rew": rew, "u": u, "next_obs": next_obs, "done": terminal(next_obs).float()}
+            step = {
+                "obs": obs,
+                "act": act,
+                "rew": rew,
+                "u": u,
+                "next_obs": next_obs,
+                "done": terminal(next_obs).float(),
+            }
             steps.append({k: v[ok] for k, v in step.items()})
             obs = steps[-1]["next_obs"][steps[-1]["done"] == 0]
             if len(obs) == 0:
@@ -483,7 +537,11 @@ class TanhGaussianActor(nn.Module):
 
     def __init__(self, obs_norm: ObsNorm, obs_dim: int, act_dim: int, hidden_dims: tuple[int, ...], max_action: float):
         super().__init__()
-        self.obs_norm, self.net, self.max_action = copy.deepcopy(obs_norm), mlp(obs_dim, hidden_dims, 2 * act_dim), max_action
+        self.obs_norm, self.net, self.max_action = (
+            copy.deepcopy(obs_norm),
+            mlp(obs_dim, hidden_dims, 2 * act_dim),
+            max_action,
+        )
 
     def forward(self, obs: torch.Tensor, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         mu, log_std = self.net(self.obs_norm(obs)).chunk(2, dim=-1)
@@ -549,8 +607,14 @@ class SAC(nn.Module):
         alpha_loss.backward()
         self.alpha_optim.step()
         soft_update(self.critic_target, self.critic, self.tau)
-        return {"critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(), "alpha": alpha[0],
-                "alpha_loss": alpha_loss.detach(), "q": q.detach().mean(), "entropy": -log_prob.detach().mean()}
+        return {
+            "critic_loss": critic_loss.detach(),
+            "actor_loss": actor_loss.detach(),
+            "alpha": alpha[0],
+            "alpha_loss": alpha_loss.detach(),
+            "q": q.detach().mean(),
+            "entropy": -log_prob.detach().mean(),
+        }
 
 
 # --- end ---
@@ -576,8 +640,10 @@ class ReplayBuffer:
 
     def sample(self, n: int) -> dict[str, torch.Tensor]:
         if self.size == 0:
-            raise UserError("a model buffer is still empty: every rollout row so far was NaN or infinite (the ensemble "
-                            "diverged); check the dataset for huge values or lower --dynamics-lr")
+            raise UserError(
+                "a model buffer is still empty: every rollout row so far was NaN or infinite (the ensemble "
+                "diverged); check the dataset for huge values or lower --dynamics-lr"
+            )
         idx = torch.randint(self.size, (n,), device=self.device)
         return {k: v[idx] for k, v in self.data.items()}
 
@@ -613,8 +679,10 @@ def rollout_metrics(start: dict, ro: dict, b: int) -> dict[str, torch.Tensor]:
     """The epoch's rollouts: u, the model's rewards, mean length, dropped rows, and how far the
     policy's first action lies from D's action in the same state."""
     return {
-        "rollout/u": ro["u"].mean(), "rollout/reward": ro["rew"].mean(),
-        "rollout/length": len(ro["u"]) / b, "rollout/nonfinite_rows": ro["nonfinite"],
+        "rollout/u": ro["u"].mean(),
+        "rollout/reward": ro["rew"].mean(),
+        "rollout/length": len(ro["u"]) / b,
+        "rollout/nonfinite_rows": ro["nonfinite"],
         "rollout/action_distance": (ro["first_act"] - start["act"]).norm(dim=-1).mean(),
     }
 
@@ -743,7 +811,9 @@ def read_attr(path: str, key: str):
     return value.decode() if isinstance(value, bytes) else value
 
 
-def resolve_task(env: str, dataset_path: Optional[str], eval_env: Optional[str], data_dir: Optional[str]) -> tuple[Task, str]:
+def resolve_task(
+    env: str, dataset_path: Optional[str], eval_env: Optional[str], data_dir: Optional[str]
+) -> tuple[Task, str]:
     """Map --env / --dataset-path to a Task (eval env, termination, reference scores) and an HDF5 path."""
     data_dir = data_dir or default_data_dir()
     if dataset_path is not None:
@@ -772,8 +842,10 @@ def resolve_task(env: str, dataset_path: Optional[str], eval_env: Optional[str],
         return _task_from_file(env, gym_id, read_attr(path, "reward_fn") or "env", path), path
     if env.count("/") >= 1:
         return resolve_minari(env, eval_env)
-    raise UserError(f"unknown dataset '{env}'; use one of {', '.join(D4RL_NAMES + list(JUMP_TASKS))}, local/NAME, "
-                    "a Minari id like mujoco/hopper/medium-v0, or --dataset-path FILE.hdf5")
+    raise UserError(
+        f"unknown dataset '{env}'; use one of {', '.join(D4RL_NAMES + list(JUMP_TASKS))}, local/NAME, "
+        "a Minari id like mujoco/hopper/medium-v0, or --dataset-path FILE.hdf5"
+    )
 
 
 def _task_from_file(name: str, gym_id: str, reward_fn: str, path: str) -> Task:
@@ -790,15 +862,19 @@ def resolve_minari(dataset_id: str, eval_env: Optional[str]) -> tuple[Task, str]
     try:
         import minari
     except ImportError:
-        raise UserError(f"'{dataset_id}' looks like a Minari id but minari is not installed; pip install \"minari[hf]\"") from None
+        raise UserError(
+            f"'{dataset_id}' looks like a Minari id but minari is not installed; pip install \"minari[hf]\""
+        ) from None
     try:
         dataset = minari.load_dataset(dataset_id, download=True)
     except Exception as e:  # minari raises several types for unknown ids and network failures
         import importlib.util
 
-        hint = "" if importlib.util.find_spec("huggingface_hub") else "; downloading needs pip install \"minari[hf]\""
-        raise UserError(f"could not load Minari dataset '{dataset_id}' ({type(e).__name__}: {e}); check the id "
-                        f"with `minari list remote` or put it in the local cache{hint}") from None
+        hint = "" if importlib.util.find_spec("huggingface_hub") else '; downloading needs pip install "minari[hf]"'
+        raise UserError(
+            f"could not load Minari dataset '{dataset_id}' ({type(e).__name__}: {e}); check the id "
+            f"with `minari list remote` or put it in the local cache{hint}"
+        ) from None
     gym_id = eval_env or dataset.spec.env_spec.id
     meta = dataset.storage.metadata
     ref = (meta.get("ref_min_score"), meta.get("ref_max_score"))
@@ -809,7 +885,9 @@ def resolve_minari(dataset_id: str, eval_env: Optional[str]) -> tuple[Task, str]
 def minari_arrays(dataset_id: str) -> dict[str, np.ndarray]:
     import minari
 
-    parts: dict[str, list] = {k: [] for k in ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts")}
+    parts: dict[str, list] = {
+        k: [] for k in ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts")
+    }
     for ep in minari.load_dataset(dataset_id).iterate_episodes():
         parts["observations"].append(ep.observations[:-1])
         parts["next_observations"].append(ep.observations[1:])
@@ -828,16 +906,20 @@ def load_transitions(path: str) -> dict[str, np.ndarray]:
     """
     keys = ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts")
     if path.startswith("minari:"):
-        data = minari_arrays(path[len("minari:"):])
+        data = minari_arrays(path[len("minari:") :])
     else:
         try:
             with h5py.File(path, "r") as f:
                 missing = [k for k in keys if k not in f]
                 if missing:
-                    raise UserError(f"{path} lacks the key(s) {', '.join(missing)}; a D4RL-layout file needs {', '.join(keys)}")
+                    raise UserError(
+                        f"{path} lacks the key(s) {', '.join(missing)}; a D4RL-layout file needs {', '.join(keys)}"
+                    )
                 data = {k: f[k][()] for k in keys}
         except OSError as e:
-            raise UserError(f"{path} is not a readable HDF5 file ({e}); delete it and download or make it again") from None
+            raise UserError(
+                f"{path} is not a readable HDF5 file ({e}); delete it and download or make it again"
+            ) from None
     n = len(data["observations"])
     for k in keys:
         v = data[k] = np.asarray(data[k])
@@ -845,17 +927,25 @@ def load_transitions(path: str) -> dict[str, np.ndarray]:
             v = data[k] = v[:, 0]
         want_ndim = 2 if k in ("observations", "actions", "next_observations") else 1
         if v.ndim != want_ndim or len(v) != n or v.dtype.kind not in "fiub":
-            raise UserError(f"{path}: '{k}' has shape {v.shape} and dtype {v.dtype}; expected {want_ndim}-D numbers with {n} rows")
+            raise UserError(
+                f"{path}: '{k}' has shape {v.shape} and dtype {v.dtype}; expected {want_ndim}-D numbers with {n} rows"
+            )
         if v.dtype.kind == "f" and not np.isfinite(v).all():
             bad = np.flatnonzero(~np.isfinite(v.reshape(n, -1)).all(1))
-            raise UserError(f"{path}: {len(bad)} row(s) of '{k}' are NaN or infinite (first: row {bad[0]}); drop them from the file")
+            raise UserError(
+                f"{path}: {len(bad)} row(s) of '{k}' are NaN or infinite (first: row {bad[0]}); drop them from the file"
+            )
     for k in ("terminals", "timeouts"):
         if not np.isin(data[k], (0, 1)).all():
             bad = np.flatnonzero(~np.isin(data[k], (0, 1)))
-            raise UserError(f"{path}: '{k}' must hold only 0/1 (or booleans); {len(bad)} row(s) hold other values (first: row "
-                            f"{bad[0]}, {data[k][bad[0]]}); fix the file")
+            raise UserError(
+                f"{path}: '{k}' must hold only 0/1 (or booleans); {len(bad)} row(s) hold other values (first: row "
+                f"{bad[0]}, {data[k][bad[0]]}); fix the file"
+            )
     if data["next_observations"].shape != data["observations"].shape:
-        raise UserError(f"{path}: next_observations {data['next_observations'].shape} != observations {data['observations'].shape}")
+        raise UserError(
+            f"{path}: next_observations {data['next_observations'].shape} != observations {data['observations'].shape}"
+        )
     keep = ~data["timeouts"].astype(bool)
     if not keep.any():
         raise UserError(f"{path} holds no transition that is not a timeout step")
@@ -889,11 +979,15 @@ def make_eval_envs(task: Task, n: int) -> gym.vector.VectorEnv:
     try:
         return gym.vector.SyncVectorEnv([lambda: gym.make(task.gym_id) for _ in range(n)])
     except gym.error.Error as e:
-        raise UserError(f"cannot make evaluation env '{task.gym_id}' ({e}); pass --eval-env with a Gymnasium id") from None
+        raise UserError(
+            f"cannot make evaluation env '{task.gym_id}' ({e}); pass --eval-env with a Gymnasium id"
+        ) from None
 
 
 @torch.no_grad()
-def evaluate(policy: Callable, envs: gym.vector.VectorEnv, task: Task, seed: int, device) -> tuple[np.ndarray, np.ndarray]:
+def evaluate(
+    policy: Callable, envs: gym.vector.VectorEnv, task: Task, seed: int, device
+) -> tuple[np.ndarray, np.ndarray]:
     """One episode per sub-env with deterministic actions; returns (episode returns, initial observations)."""
     obs, _ = envs.reset(seed=seed)
     first_obs, n = obs.copy(), envs.num_envs
@@ -910,7 +1004,9 @@ def eval_metrics(task: Task, returns: np.ndarray) -> dict[str, float]:
     metrics = {"eval/return": float(returns.mean()), "eval/return_std": float(returns.std())}
     normalized = task.normalize(returns)
     if normalized is not None:
-        metrics.update({"eval/normalized_score": float(normalized.mean()), "eval/normalized_score_std": float(normalized.std())})
+        metrics.update(
+            {"eval/normalized_score": float(normalized.mean()), "eval/normalized_score_std": float(normalized.std())}
+        )
     return metrics
 
 
@@ -919,13 +1015,24 @@ def eval_metrics(task: Task, returns: np.ndarray) -> dict[str, float]:
 
 # --- shared: model_evaluation ---
 @torch.no_grad()
-def model_eval(dynamics: EnsembleDynamics, actor: Callable, first_obs: np.ndarray, envs: gym.vector.VectorEnv,
-               terminal: Callable, args: Args, device) -> dict[str, float]:
+def model_eval(
+    dynamics: EnsembleDynamics,
+    actor: Callable,
+    first_obs: np.ndarray,
+    envs: gym.vector.VectorEnv,
+    terminal: Callable,
+    args: Args,
+    device,
+) -> dict[str, float]:
     """η_M̂(π) and ε_u(π) (Fig. 6): the deterministic policy's discounted return and mean u in the model MDP."""
     horizon = envs.envs[0].spec.max_episode_steps or 1000
     obs = torch.as_tensor(first_obs, dtype=torch.float32, device=device)
     alive = torch.ones(len(obs), dtype=torch.bool, device=device)
-    ret, u_sum, steps = torch.zeros(len(obs), device=device), torch.zeros((), device=device), torch.zeros((), device=device)
+    ret, u_sum, steps = (
+        torch.zeros(len(obs), device=device),
+        torch.zeros((), device=device),
+        torch.zeros((), device=device),
+    )
     for t in range(horizon):
         obs, rew, u = dynamics.step(obs, actor(obs), args.uncertainty)
         ret += torch.where(alive, args.gamma**t * rew, 0.0)
@@ -954,10 +1061,35 @@ class RunEnded(UserError):
 
 
 # the numeric flags every algorithm file may have, by the range they must lie in (a file checks the ones it has)
-POSITIVE_INTS = ("epochs", "steps_per_epoch", "batch_size", "eval_every", "eval_episodes", "checkpoint_every", "num_ensemble",
-                 "num_elites", "dynamics_batch_size", "dynamics_max_epochs", "dynamics_patience", "dynamics_max_holdout",
-                 "rollout_batch_size", "model_retain_epochs", "rollout_length", "rollout_length_o", "policy_freq", "stop_after_epochs")
-POSITIVE = ("actor_lr", "critic_lr", "dynamics_lr", "sac_actor_lr", "sac_critic_lr", "sac_alpha_lr", "checkpoint_minutes")
+POSITIVE_INTS = (
+    "epochs",
+    "steps_per_epoch",
+    "batch_size",
+    "eval_every",
+    "eval_episodes",
+    "checkpoint_every",
+    "num_ensemble",
+    "num_elites",
+    "dynamics_batch_size",
+    "dynamics_max_epochs",
+    "dynamics_patience",
+    "dynamics_max_holdout",
+    "rollout_batch_size",
+    "model_retain_epochs",
+    "rollout_length",
+    "rollout_length_o",
+    "policy_freq",
+    "stop_after_epochs",
+)
+POSITIVE = (
+    "actor_lr",
+    "critic_lr",
+    "dynamics_lr",
+    "sac_actor_lr",
+    "sac_critic_lr",
+    "sac_alpha_lr",
+    "checkpoint_minutes",
+)
 NON_NEGATIVE = ("lambda_p", "lambda_o", "exploration_noise", "policy_noise", "noise_clip", "alpha", "cvae_steps")
 FRACTIONS = ("real_ratio", "real_ratio_o", "output_rollout_ratio", "gamma", "tau")  # in [0, 1]
 
@@ -995,7 +1127,9 @@ def check_args(args: Args) -> None:
         problems.append("--rollout-policy fixed needs --rollout-policy-path RUN_DIR (an earlier ORPO run)")
     shares = [getattr(args, k, None) for k in ("real_ratio", "output_rollout_ratio")]
     if None not in shares and sum(shares) > 1 + 1e-9:
-        problems.append(f"--real-ratio {shares[0]} + --output-rollout-ratio {shares[1]} exceed 1 (π^o's rollouts get the rest)")
+        problems.append(
+            f"--real-ratio {shares[0]} + --output-rollout-ratio {shares[1]} exceed 1 (π^o's rollouts get the rest)"
+        )
     if problems:
         raise UsageError("\n".join(problems))
 
@@ -1013,8 +1147,11 @@ def safe_load(path: str, what: str):
     except FileNotFoundError:
         raise UserError(f"{path} does not exist; pass the path of {what}") from None
     except Exception as e:  # torch raises many types for truncated, corrupt or foreign files
-        reason = "it holds objects other than tensors and plain values" if "Weights only load failed" in str(e) else \
-            f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'unreadable'}"
+        reason = (
+            "it holds objects other than tensors and plain values"
+            if "Weights only load failed" in str(e)
+            else f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'unreadable'}"
+        )
         raise UserError(f"{path} is not a usable {what} ({reason}); delete it or pass another file") from None
 
 
@@ -1024,7 +1161,14 @@ def write_json(obj, path: str) -> None:
     os.replace(path + ".tmp", path)
 
 
-RESUME_FLAGS = ("resume", "epochs", "stop_after_epochs", "cuda", "track", "checkpoint_minutes")  # a resume may change these
+RESUME_FLAGS = (
+    "resume",
+    "epochs",
+    "stop_after_epochs",
+    "cuda",
+    "track",
+    "checkpoint_minutes",
+)  # a resume may change these
 
 
 def resumed_args(args: Args) -> Args:
@@ -1058,7 +1202,9 @@ def setup(args: Args) -> tuple[Args, Task, str, str, torch.device]:
     args, preset = apply_presets(args, task)
     check_args(args)  # preset values combined with the user's (e.g. the batch shares)
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
-    print(f"dataset {task.name} -> eval env {task.gym_id} (reward: {task.reward_fn}), preset: {preset}, device: {device}")
+    print(
+        f"dataset {task.name} -> eval env {task.gym_id} (reward: {task.reward_fn}), preset: {preset}, device: {device}"
+    )
     for k, v in asdict(args).items():
         print(f"  {k:24s} {v}")
     random.seed(args.seed)
@@ -1074,17 +1220,27 @@ def prepare_data(task: Task, data_path: str, args: Args, device: torch.device):
     obs_dim, act_dim = data["obs"].shape[1], data["act"].shape[1]
     if len(data["obs"]) < 10:
         raise UserError(f"{data_path} holds only {len(data['obs'])} usable transitions; a run needs at least 10")
-    real = ReplayBuffer(len(data["obs"]), {"obs": obs_dim, "act": act_dim, "rew": 1, "next_obs": obs_dim, "done": 1}, device)
+    real = ReplayBuffer(
+        len(data["obs"]), {"obs": obs_dim, "act": act_dim, "rew": 1, "next_obs": obs_dim, "done": 1}, device
+    )
     real.add(data)
     envs = make_eval_envs(task, args.eval_episodes)
     if envs.single_observation_space.shape != (obs_dim,) or envs.single_action_space.shape != (act_dim,):
-        raise UserError(f"the data has obs/action dims {obs_dim}/{act_dim} but {task.gym_id} has "
-                        f"{envs.single_observation_space.shape}/{envs.single_action_space.shape}; pass the matching --eval-env")
-    low, high = (torch.as_tensor(b, dtype=torch.float32, device=device) for b in (envs.single_action_space.low, envs.single_action_space.high))
+        raise UserError(
+            f"the data has obs/action dims {obs_dim}/{act_dim} but {task.gym_id} has "
+            f"{envs.single_observation_space.shape}/{envs.single_action_space.shape}; pass the matching --eval-env"
+        )
+    low, high = (
+        torch.as_tensor(b, dtype=torch.float32, device=device)
+        for b in (envs.single_action_space.low, envs.single_action_space.high)
+    )
     outside = ((data["act"] < low - 1e-3) | (data["act"] > high + 1e-3)).any(-1)
     if outside.any():
-        raise UserError(f"{data_path}: {int(outside.sum())} action(s) lie outside {task.gym_id}'s action space "
-                        f"(first: row {int(outside.nonzero()[0])}); clip them to [{low.min():g}, {high.max():g}] or pass the right --eval-env")
+        raise UserError(
+            f"{data_path}: {int(outside.sum())} action(s) lie outside {task.gym_id}'s action space "
+            f"(first: row {int(outside.nonzero()[0])}); clip them to [{low.min():g}, {high.max():g}] "
+            "or pass the right --eval-env"
+        )
     obs_mean, obs_std = data["obs"].mean(0), data["obs"].std(0) + 1e-3  # TD3+BC's normalisation, std + 1e-3
     if not args.normalize_obs:
         obs_mean, obs_std = torch.zeros_like(obs_mean), torch.ones_like(obs_std)
@@ -1094,8 +1250,12 @@ def prepare_data(task: Task, data_path: str, args: Args, device: torch.device):
 def rng_state() -> dict:
     """Every RNG state as tensors and plain values, so checkpoints load with weights_only=True."""
     kind, keys, pos, has_gauss, gauss = np.random.get_state()
-    return {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-            "numpy": (kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, gauss), "random": random.getstate()}
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "numpy": (kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, gauss),
+        "random": random.getstate(),
+    }
 
 
 def set_rng_state(rng: dict) -> None:
@@ -1128,10 +1288,19 @@ class Logger:
         if args.track:
             import wandb
 
-            wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, sync_tensorboard=True, config=asdict(args),
-                       name=os.path.basename(run_dir), save_code=True, dir=run_dir)
+            wandb.init(
+                project=args.wandb_project_name,
+                entity=args.wandb_entity,
+                sync_tensorboard=True,
+                config=asdict(args),
+                name=os.path.basename(run_dir),
+                save_code=True,
+                dir=run_dir,
+            )
         self.writer = SummaryWriter(run_dir, purge_step=rows[-1]["epoch"] + 1 if rows else None)
-        self.writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items()))
+        self.writer.add_text(
+            "hyperparameters", "|param|value|\n|-|-|\n" + "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
+        )
         self.path, self.rows, self.track = os.path.join(run_dir, "metrics.csv"), rows, args.track
 
     def log(self, epoch: int, metrics: dict[str, float]) -> None:
@@ -1179,18 +1348,24 @@ class Run:
 
     def __init__(self, args: Args, task: Task, preset: str, device: torch.device, data_path: str):
         self.args, self.task, self.preset, self.device = args, task, preset, device
-        fingerprint = {"path": os.path.abspath(data_path) if not data_path.startswith("minari:") else data_path,
-                       "fingerprint": file_fingerprint(data_path)}
+        fingerprint = {
+            "path": os.path.abspath(data_path) if not data_path.startswith("minari:") else data_path,
+            "fingerprint": file_fingerprint(data_path),
+        }
         self.created = args.resume is None
         if args.resume is not None:
             self.dir = args.resume
             with open(os.path.join(self.dir, "config.json")) as f:
                 saved = json.load(f).get("_dataset")
             if saved is not None and saved["fingerprint"] != fingerprint["fingerprint"]:
-                raise UserError(f"the dataset {data_path} changed since {self.dir} started (size:hash {saved['fingerprint']} -> "
-                                f"{fingerprint['fingerprint']}); resume with the original file or start a new run")
+                raise UserError(
+                    f"the dataset {data_path} changed since {self.dir} started (size:hash {saved['fingerprint']} -> "
+                    f"{fingerprint['fingerprint']}); resume with the original file or start a new run"
+                )
         else:
-            base = os.path.join(args.runs_dir, f"{task.name.replace('/', '_')}__{args.exp_name}__{args.seed}__{int(time.time())}")
+            base = os.path.join(
+                args.runs_dir, f"{task.name.replace('/', '_')}__{args.exp_name}__{args.seed}__{int(time.time())}"
+            )
             self.dir, n = base, 1
             os.makedirs(args.runs_dir, exist_ok=True)
             while True:  # mkdir is atomic: two runs started in the same second get different directories
@@ -1210,10 +1385,14 @@ class Run:
         if not self.deferring or self.signal is not None:  # before the loop, or a second signal: stop now
             raise KeyboardInterrupt
         self.signal = signum
-        tqdm.write(f"{signal.Signals(signum).name}: stopping after this epoch with a checkpoint (signal again to stop now)")
+        tqdm.write(
+            f"{signal.Signals(signum).name}: stopping after this epoch with a checkpoint (signal again to stop now)"
+        )
 
-    def start(self, parts: dict, first_row: dict, envs: gym.vector.VectorEnv, eval_policy: Callable, model=None) -> None:
-        """Load the checkpoint of a resumed run (or start at epoch 0), open the logger; row 0 of metrics.csv is `first_row`.
+    def start(
+        self, parts: dict, first_row: dict, envs: gym.vector.VectorEnv, eval_policy: Callable, model=None
+    ) -> None:
+        """Load a resumed run's checkpoint (or start at epoch 0), open the logger; metrics.csv's row 0 is `first_row`.
 
         `parts` is everything a checkpoint saves; `eval_policy` is evaluated in `envs` every --eval-every epochs, and in
         the learned model too when `model` = (dynamics, termination function) is given."""
@@ -1228,13 +1407,22 @@ class Run:
         if not rows and first_row:
             self.logger.log(0, first_row)
         args = self.args
-        self.last_epoch = args.epochs if args.stop_after_epochs is None else min(args.epochs, self.start_epoch + args.stop_after_epochs)
+        self.last_epoch = (
+            args.epochs
+            if args.stop_after_epochs is None
+            else min(args.epochs, self.start_epoch + args.stop_after_epochs)
+        )
         self.epoch, self.start_time, self.last_save = self.start_epoch, time.time(), time.time()
 
     def epochs(self):
         """The epoch numbers still to run, with a progress bar; stops early after a signal."""
-        self.bar = tqdm(range(self.start_epoch + 1, self.last_epoch + 1), initial=self.start_epoch, total=self.args.epochs,
-                        desc=f"{self.args.exp_name} {self.task.name}", unit="epoch")
+        self.bar = tqdm(
+            range(self.start_epoch + 1, self.last_epoch + 1),
+            initial=self.start_epoch,
+            total=self.args.epochs,
+            desc=f"{self.args.exp_name} {self.task.name}",
+            unit="epoch",
+        )
         self.deferring = True
         for self.epoch in self.bar:
             self.epoch_start, self.sums, self.counts, self.laps = time.time(), {}, {}, {}
@@ -1255,20 +1443,33 @@ class Run:
         self.laps[f"charts/{name}_seconds"] = time.time() - self.epoch_start
 
     def end_epoch(self, metrics: dict[str, float | torch.Tensor]) -> None:
-        """The epoch's means (its only host syncs), evaluation when due, the log, the finiteness check and a checkpoint."""
+        """The epoch's means (its only host syncs), evaluation when due, the log, the finiteness check, a checkpoint."""
         epoch, args = self.epoch, self.args
-        metrics = {**{k: float(v) / self.counts[k] for k, v in self.sums.items()}, **{k: float(v) for k, v in metrics.items()}}
+        metrics = {
+            **{k: float(v) / self.counts[k] for k, v in self.sums.items()},
+            **{k: float(v) for k, v in metrics.items()},
+        }
         if epoch % args.eval_every == 0 or epoch == args.epochs:
             metrics.update(self.evaluation())
         metrics.update(self.laps)
         metrics["charts/epoch_seconds"] = time.time() - self.epoch_start
-        metrics["charts/SPS"] = args.steps_per_epoch / (metrics["charts/epoch_seconds"] - metrics.get("charts/eval_seconds", 0))
+        metrics["charts/SPS"] = args.steps_per_epoch / (
+            metrics["charts/epoch_seconds"] - metrics.get("charts/eval_seconds", 0)
+        )
         self.logger.log(epoch, metrics)
         bad = next((k for k, v in metrics.items() if not np.isfinite(v)), None) or first_nonfinite_weight(self.parts)
         if bad is not None:
-            kept = f"the last good checkpoint in {self.dir} is kept" if os.path.isfile(self.ckpt_path) else "no checkpoint was written"
-            self.end("failed", f"training turned non-finite in epoch {epoch}: {bad} is NaN or infinite; {kept} (lower the "
-                               "learning rates or λ, or check the data)", 1)
+            kept = (
+                f"the last good checkpoint in {self.dir} is kept"
+                if os.path.isfile(self.ckpt_path)
+                else "no checkpoint was written"
+            )
+            self.end(
+                "failed",
+                f"training turned non-finite in epoch {epoch}: {bad} is NaN or infinite; {kept} (lower the "
+                "learning rates or λ, or check the data)",
+                1,
+            )
         due = epoch % args.checkpoint_every == 0 or epoch == self.last_epoch or self.signal is not None
         if due or time.time() - self.last_save >= 60 * args.checkpoint_minutes:
             save_checkpoint(self.ckpt_path, epoch, self.parts, self.logger, self.scores)
@@ -1277,13 +1478,19 @@ class Run:
     def evaluation(self) -> dict[str, float]:
         """The policy's return in the real env (and its return and u in the model MDP); the paper's last-10 mean."""
         t_eval = time.time()
-        returns, first_obs = evaluate(self.eval_policy, self.envs, self.task, self.args.seed + 1000 * self.epoch, self.device)
+        returns, first_obs = evaluate(
+            self.eval_policy, self.envs, self.task, self.args.seed + 1000 * self.epoch, self.device
+        )
         metrics = eval_metrics(self.task, returns)
         if self.model is not None:
             dynamics, terminal = self.model
-            metrics.update(model_eval(dynamics, self.eval_policy, first_obs, self.envs, terminal, self.args, self.device))
+            metrics.update(
+                model_eval(dynamics, self.eval_policy, first_obs, self.envs, terminal, self.args, self.device)
+            )
         self.scores.append(metrics.get("eval/normalized_score", metrics["eval/return"]))
-        metrics.update({"eval/last10_score": float(np.mean(self.scores[-10:])), "charts/eval_seconds": time.time() - t_eval})
+        metrics.update(
+            {"eval/last10_score": float(np.mean(self.scores[-10:])), "charts/eval_seconds": time.time() - t_eval}
+        )
         self.bar.set_postfix(score=f"{self.scores[-1]:.1f}")
         return metrics
 
@@ -1291,8 +1498,12 @@ class Run:
         """After the loop: the exported policy and summary.json (or the interrupt's checkpoint message)."""
         self.envs.close()
         if self.signal is not None:
-            self.end("interrupted", f"interrupted by {signal.Signals(self.signal).name} after epoch {self.epoch}; checkpoint "
-                                    f"saved; continue with --resume {self.dir}", 128 + self.signal)
+            self.end(
+                "interrupted",
+                f"interrupted by {signal.Signals(self.signal).name} after epoch {self.epoch}; checkpoint "
+                f"saved; continue with --resume {self.dir}",
+                128 + self.signal,
+            )
         export_policy(actor, os.path.join(self.dir, "policy.pt"))
         return self.end("finished" if self.epoch == self.args.epochs else "stopped")
 
@@ -1304,12 +1515,23 @@ class Run:
         rows = self.logger.rows if self.logger else []
         last = next((r for r in reversed(rows) if "eval/return" in r), {})
         summary = {
-            "env": task.name, "eval_env": task.gym_id, "algorithm": args.exp_name, "seed": args.seed, "epochs": getattr(self, "epoch", 0),
-            "finished": status == "finished", "status": status, "error": error, "device": str(self.device),
-            "device_name": device_name(self.device), "run_dir": self.dir, "preset": self.preset,
+            "env": task.name,
+            "eval_env": task.gym_id,
+            "algorithm": args.exp_name,
+            "seed": args.seed,
+            "epochs": getattr(self, "epoch", 0),
+            "finished": status == "finished",
+            "status": status,
+            "error": error,
+            "device": str(self.device),
+            "device_name": device_name(self.device),
+            "run_dir": self.dir,
+            "preset": self.preset,
             "score_kind": "d4rl_normalized" if task.ref_min is not None else "raw_return",
-            "normalized_score": last.get("eval/normalized_score"), "normalized_score_std": last.get("eval/normalized_score_std"),
-            "return": last.get("eval/return"), "return_std": last.get("eval/return_std"),
+            "normalized_score": last.get("eval/normalized_score"),
+            "normalized_score_std": last.get("eval/normalized_score_std"),
+            "return": last.get("eval/return"),
+            "return_std": last.get("eval/return_std"),
             "last10_score": float(np.mean(scores[-10:])) if scores else None,
             "wall_seconds": time.time() - getattr(self, "start_time", time.time()),
         }
@@ -1324,7 +1546,9 @@ class Run:
 
 def first_nonfinite_weight(parts: dict) -> Optional[str]:
     """The name of the first parameter with a NaN or infinite entry (one host sync for all of them), or None."""
-    named = [(f"{k}.{n}", p) for k, part in parts.items() if isinstance(part, nn.Module) for n, p in part.named_parameters()]
+    named = [
+        (f"{k}.{n}", p) for k, part in parts.items() if isinstance(part, nn.Module) for n, p in part.named_parameters()
+    ]
     if not named:
         return None
     finite = torch.stack([torch.isfinite(p).all() for _, p in named])
@@ -1333,8 +1557,16 @@ def first_nonfinite_weight(parts: dict) -> Optional[str]:
 
 def save_checkpoint(path: str, epoch: int, parts: dict, logger: Logger, scores: list[float]) -> None:
     """Everything needed to continue bit for bit: networks, optimisers, schedules, buffers, RNG states, metrics."""
-    atomic_save({"epoch": epoch, "parts": {k: v.state_dict() for k, v in parts.items()}, "rng": rng_state(),
-                 "rows": logger.rows, "scores": scores}, path)
+    atomic_save(
+        {
+            "epoch": epoch,
+            "parts": {k: v.state_dict() for k, v in parts.items()},
+            "rng": rng_state(),
+            "rows": logger.rows,
+            "scores": scores,
+        },
+        path,
+    )
 
 
 def load_checkpoint(path: str, parts: dict) -> tuple[int, list[dict], list[float]]:
@@ -1345,8 +1577,10 @@ def load_checkpoint(path: str, parts: dict) -> tuple[int, list[dict], list[float
             v.load_state_dict(ckpt["parts"][k])
         set_rng_state(ckpt["rng"])
     except (KeyError, RuntimeError, ValueError, TypeError, IndexError) as e:
-        raise UserError(f"{path} does not match this run ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
-                        "it was saved with other sizes or by another script") from None
+        raise UserError(
+            f"{path} does not match this run ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
+            "it was saved with other sizes or by another script"
+        ) from None
     print(f"resumed {os.path.dirname(path)} at epoch {ckpt['epoch']}")
     return ckpt["epoch"], ckpt["rows"], ckpt["scores"]
 
@@ -1355,11 +1589,19 @@ def export_policy(actor: nn.Module, path: str) -> None:
     """Save an actor's deterministic policy alone, loadable without this file (datasets/collect.py's load_policy)."""
     linears = [m for m in actor.net if isinstance(m, nn.Linear)]
     outputs = linears[-1].out_features // (1 if actor.kind == "deterministic_mlp" else 2)  # SAC: mean and log-std
-    atomic_save({"kind": actor.kind,
-                 "obs_dim": linears[0].in_features, "act_dim": outputs,
-                 "hidden_dims": [m.out_features for m in linears[:-1]], "max_action": float(actor.max_action),
-                 "obs_mean": actor.obs_norm.mean.cpu(), "obs_std": actor.obs_norm.std.cpu(),
-                 "state_dict": {k: v.cpu() for k, v in actor.net.state_dict().items()}}, path)
+    atomic_save(
+        {
+            "kind": actor.kind,
+            "obs_dim": linears[0].in_features,
+            "act_dim": outputs,
+            "hidden_dims": [m.out_features for m in linears[:-1]],
+            "max_action": float(actor.max_action),
+            "obs_mean": actor.obs_norm.mean.cpu(),
+            "obs_std": actor.obs_norm.std.cpu(),
+            "state_dict": {k: v.cpu() for k, v in actor.net.state_dict().items()},
+        },
+        path,
+    )
 
 
 def cli(main: Callable, args_class: type) -> None:

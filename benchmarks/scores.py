@@ -19,6 +19,7 @@ interval; per algorithm over the datasets the IQM and mean with stratified-boots
 of improvement over each baseline, and a performance profile (rliable). The paper's number for each cell is parsed
 from its LaTeX source. Exit status: 0 when every run is finished, 1 when a run failed, 130 when interrupted.
 """
+
 import contextlib
 import csv
 import glob
@@ -47,16 +48,35 @@ PAPER_TEX = os.path.normpath(os.path.join(ROOT, "..", "shared", "paper", "orpo_a
 PAPER_EPOCHS = 1000  # the scripts' default, from ORPO's official runner: 1000 epochs × 1000 gradient steps
 PAPER_TABLES = {"1": "d4rl-part", "4": "table:all-results", "jump": "fig:generalize"}
 # the paper's column name -> ours; a variant is (script in algorithms/, the flags that make it)
-PAPER_COLUMNS = {"TD3+BC": "td3bc", "MBPO": "mbpo", "MOPO": "mopo", "ORPO": "orpo", "ORPO (SAC)": "orpo_sac",
-                 "OROO": "oroo", "MOPO (TD3+BC)": "mopo_td3bc"}
-VARIANTS = {"orpo": ("orpo", []), "orpo_sac": ("orpo", ["--output-algo", "sac", "--exp-name", "orpo_sac"]),
-            "mopo": ("mopo", []), "mopo_td3bc": ("mopo", ["--policy", "td3bc", "--exp-name", "mopo_td3bc"]),
-            "oroo": ("oroo", []), "mbpo": ("mbpo", []), "td3bc": ("td3bc", [])}
-D4RL_12 = [f"{d}-{k}-v2" for k in ("random", "medium", "medium-replay", "medium-expert") for d in ("halfcheetah", "hopper", "walker2d")]
+PAPER_COLUMNS = {
+    "TD3+BC": "td3bc",
+    "MBPO": "mbpo",
+    "MOPO": "mopo",
+    "ORPO": "orpo",
+    "ORPO (SAC)": "orpo_sac",
+    "OROO": "oroo",
+    "MOPO (TD3+BC)": "mopo_td3bc",
+}
+VARIANTS = {
+    "orpo": ("orpo", []),
+    "orpo_sac": ("orpo", ["--output-algo", "sac", "--exp-name", "orpo_sac"]),
+    "mopo": ("mopo", []),
+    "mopo_td3bc": ("mopo", ["--policy", "td3bc", "--exp-name", "mopo_td3bc"]),
+    "oroo": ("oroo", []),
+    "mbpo": ("mbpo", []),
+    "td3bc": ("td3bc", []),
+}
+D4RL_12 = [
+    f"{d}-{k}-v2"
+    for k in ("random", "medium", "medium-replay", "medium-expert")
+    for d in ("halfcheetah", "hopper", "walker2d")
+]
 # what each paper table needs from this repo (its other columns are other papers' methods); the numbers are parsed
-PRESETS = {"1": (["td3bc", "mopo", "orpo"], D4RL_12),
-           "4": (["td3bc", "mbpo", "mopo", "orpo", "orpo_sac", "oroo", "mopo_td3bc"], D4RL_12),
-           "jump": (["td3bc", "mopo", "orpo"], ["halfcheetah-jump", "halfcheetah-jump-hard"])}
+PRESETS = {
+    "1": (["td3bc", "mopo", "orpo"], D4RL_12),
+    "4": (["td3bc", "mbpo", "mopo", "orpo", "orpo_sac", "oroo", "mopo_td3bc"], D4RL_12),
+    "jump": (["td3bc", "mopo", "orpo"], ["halfcheetah-jump", "halfcheetah-jump-hard"]),
+}
 INTERRUPTED = {130, 143, -signal.SIGINT, -signal.SIGTERM}
 
 
@@ -126,8 +146,19 @@ class Args:
     """the paper's LaTeX source, for the paper's numbers beside ours"""
 
 
-SLURM_FLAGS = ("partition", "time", "gpus", "cpus", "mem", "account", "qos", "slurm_param", "max_requeues",
-               "signal_delay_s", "wait")
+SLURM_FLAGS = (
+    "partition",
+    "time",
+    "gpus",
+    "cpus",
+    "mem",
+    "account",
+    "qos",
+    "slurm_param",
+    "max_requeues",
+    "signal_delay_s",
+    "wait",
+)
 
 
 # ----------------------------------------------------------------------------------------------- the grid
@@ -192,7 +223,9 @@ def make_grid(args: Args) -> list[Cell]:
         flags = [*flags, *extra, *extra_for.get(algo, [])]
         exp_name = exp_name_of(script, flags)
         if owner.setdefault(exp_name, algo) != algo:
-            raise UserError(f"--algos {owner[exp_name]} and {algo} would both run as --exp-name {exp_name}; give each its own")
+            raise UserError(
+                f"--algos {owner[exp_name]} and {algo} would both run as --exp-name {exp_name}; give each its own"
+            )
         for env in args.envs:
             for seed in args.seeds:
                 cells.append(Cell(algo, script, tuple(flags), exp_name, env, seed))
@@ -204,8 +237,10 @@ def validate(args: Args, argv: list[str]) -> None:
     given = set(flags)
     twice = sorted({f for f in flags if flags.count(f) > 1})
     if twice:  # tyro keeps only the last one: `--extra-for A --extra-for B` would silently drop A
-        raise UserError(f"{', '.join(twice)} given more than once; give it once with all its values "
-                        "(e.g. --extra-for \"orpo=...\" \"mopo=...\")")
+        raise UserError(
+            f"{', '.join(twice)} given more than once; give it once with all its values "
+            '(e.g. --extra-for "orpo=..." "mopo=...")'
+        )
     if args.paper_table:
         algos, envs = PRESETS[args.paper_table]
         if "--algos" not in given:
@@ -221,9 +256,16 @@ def validate(args: Args, argv: list[str]) -> None:
             problems.append(f"--{name} needs at least one value")
         elif len(set(values)) != len(values):
             problems.append(f"--{name} lists a value twice")
-    checks = [("time", 1, "minutes"), ("gpus", 0, "GPUs"), ("cpus", 1, "CPUs"), ("mem", 1, "GB"),
-              ("array_parallelism", 1, "jobs"), ("max_requeues", 0, "requeues"), ("signal_delay_s", 10, "seconds"),
-              ("reps", 100, "resamples")]
+    checks = [
+        ("time", 1, "minutes"),
+        ("gpus", 0, "GPUs"),
+        ("cpus", 1, "CPUs"),
+        ("mem", 1, "GB"),
+        ("array_parallelism", 1, "jobs"),
+        ("max_requeues", 0, "requeues"),
+        ("signal_delay_s", 10, "seconds"),
+        ("reps", 100, "resamples"),
+    ]
     for name, low, unit in checks:
         if getattr(args, name) < low:
             problems.append(f"--{name.replace('_', '-')} {getattr(args, name)}: needs at least {low} ({unit})")
@@ -233,7 +275,9 @@ def validate(args: Args, argv: list[str]) -> None:
     if args.launcher != "slurm":
         for name in SLURM_FLAGS:
             if f"--{name.replace('_', '-')}" in given:
-                problems.append(f"--{name.replace('_', '-')} only applies to --launcher slurm (this is --launcher {args.launcher})")
+                problems.append(
+                    f"--{name.replace('_', '-')} only applies to --launcher slurm (this is --launcher {args.launcher})"
+                )
     modes = [m for m in ("table_only", "status", "dry_run") if getattr(args, m)]
     if len(modes) > 1:
         problems.append(f"--{modes[0].replace('_', '-')} and --{modes[1].replace('_', '-')} exclude each other")
@@ -301,9 +345,15 @@ def scan_runs(runs_dir: str) -> dict[tuple, list[dict]]:
         run_dir = os.path.dirname(config_path)
         summary = read_json(os.path.join(run_dir, "summary.json"))
         runs.setdefault((config["env"], config["exp_name"], int(config["seed"])), []).append(
-            {"run_dir": run_dir, "config": config, "summary": summary, "state": summary_state(summary),
-             "has_checkpoint": os.path.isfile(os.path.join(run_dir, "checkpoint.pt")),
-             "mtime": os.path.getmtime(config_path)})
+            {
+                "run_dir": run_dir,
+                "config": config,
+                "summary": summary,
+                "state": summary_state(summary),
+                "has_checkpoint": os.path.isfile(os.path.join(run_dir, "checkpoint.pt")),
+                "mtime": os.path.getmtime(config_path),
+            }
+        )
     return runs
 
 
@@ -336,8 +386,12 @@ def slurm_live_jobs(job_ids: list[str]) -> Optional[set]:
     if not job_ids or not shutil_which("squeue"):
         return None
     try:
-        out = subprocess.run(["squeue", "-h", "-o", "%i", "-j", ",".join(sorted(set(job_ids)))], capture_output=True,
-                             text=True, timeout=60).stdout
+        out = subprocess.run(
+            ["squeue", "-h", "-o", "%i", "-j", ",".join(sorted(set(job_ids)))],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     return set(out.split())
@@ -346,8 +400,13 @@ def slurm_live_jobs(job_ids: list[str]) -> Optional[set]:
 def cell_state(key: tuple, runs: list[dict], record: Optional[dict], live_jobs: Optional[set] = None) -> dict:
     """One of finished, failed, running, queued, stopped (resumable), not started; with the run dir and error line."""
     run = best_run(runs)
-    out = {"state": "not started", "run_dir": run["run_dir"] if run else None, "error": None, "run": run,
-           "record": record}
+    out = {
+        "state": "not started",
+        "run_dir": run["run_dir"] if run else None,
+        "error": None,
+        "run": run,
+        "record": record,
+    }
     if run and run["state"] == "finished":
         return {**out, "state": "finished"}
     if run and run["state"] == "failed":
@@ -378,15 +437,18 @@ def collect(runs_dir: str, cells: Optional[list[Cell]] = None) -> dict[tuple, di
         if rec and all(k in rec for k in ("env", "exp_name", "seed")):
             records[(rec["env"], rec["exp_name"], int(rec["seed"]))] = rec
     keys = [c.key for c in cells] if cells is not None else sorted(set(runs) | set(records))
-    job_ids = [str(r["job_id"]) for r in records.values() if r.get("job_id") and r.get("launcher") == "slurm"
-               and r.get("state") in ("running", "queued")]
+    job_ids = [
+        str(r["job_id"])
+        for r in records.values()
+        if r.get("job_id") and r.get("launcher") == "slurm" and r.get("state") in ("running", "queued")
+    ]
     live = slurm_live_jobs(job_ids)
     return {k: cell_state(k, runs.get(k, []), records.get(k), live) for k in keys}
 
 
 def last_error_line(text: str) -> str:
     if "╭─" in text:  # a tyro parse error box
-        return one_line_tyro_error(text[text.rindex("╭─"):])
+        return one_line_tyro_error(text[text.rindex("╭─") :])
     lines = [ln.rsplit("\r", 1)[-1].strip() for ln in text.splitlines()]
     lines = [ln for ln in lines if ln]
     for ln in reversed(lines):
@@ -407,10 +469,12 @@ def run_epochs(run_dir: str) -> int:
 
 def git_commit() -> str:
     try:
-        head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              timeout=30).stdout.strip()
-        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--", "algorithms"], capture_output=True,
-                               text=True, timeout=30).stdout.strip()
+        head = subprocess.run(
+            ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=30
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", ROOT, "status", "--porcelain", "--", "algorithms"], capture_output=True, text=True, timeout=30
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return (head + ("+uncommitted algorithms/" if dirty else "")) if head else "unknown"
@@ -425,8 +489,15 @@ class GridJob:
     run with one SIGTERM (the run saves), waits for it, and returns the same job for the requeue, which resumes.
     """
 
-    def __init__(self, cell: Cell, runs_dir: str, launcher: str, retry_failed: bool = False, commit: str = "unknown",
-                 grace_s: int = 150):
+    def __init__(
+        self,
+        cell: Cell,
+        runs_dir: str,
+        launcher: str,
+        retry_failed: bool = False,
+        commit: str = "unknown",
+        grace_s: int = 150,
+    ):
         self.cell, self.runs_dir, self.launcher = cell, os.path.abspath(runs_dir), launcher
         self.retry_failed, self.commit, self.grace_s = retry_failed, commit, grace_s
         self._reset()
@@ -468,13 +539,24 @@ class GridJob:
 
     def _command(self, run: Optional[dict]) -> list[str]:
         script = os.path.join(ROOT, "algorithms", f"{self.cell.script}.py")
-        if run is not None:  # from its last checkpoint; one killed before its first (in the ensemble fit) refits in place
+        if (
+            run is not None
+        ):  # from its last checkpoint; one killed before its first (in the ensemble fit) refits in place
             cmd = [sys.executable, script, "--resume", run["run_dir"]]
             if run["config"].get("cuda") is False:  # --resume takes the device flag from its own command line
                 cmd.append("--no-cuda")
             return cmd
-        return [sys.executable, script, "--env", self.cell.env, "--seed", str(self.cell.seed), "--runs-dir",
-                self.runs_dir, *self.cell.flags]
+        return [
+            sys.executable,
+            script,
+            "--env",
+            self.cell.env,
+            "--seed",
+            str(self.cell.seed),
+            "--runs-dir",
+            self.runs_dir,
+            *self.cell.flags,
+        ]
 
     def _run_child(self, cmd: list[str]) -> int:
         print("$", shlex.join(cmd), flush=True)
@@ -483,12 +565,19 @@ class GridJob:
         self._tail = bytearray()
         with open(os.path.join(grid_dir(self.runs_dir), "logs", f"{self.cell.id}.log"), "ab") as log:
             self._log = log
-            log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {socket.gethostname()} $ {shlex.join(cmd)}\n".encode())
+            log.write(
+                f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {socket.gethostname()} $ {shlex.join(cmd)}\n".encode()
+            )
             # Slurm's time-limit signal (USR2) goes to every process of the job: the run must not die of it. Locally
             # the run gets its own session, so a signal to the launcher's process group reaches it once, forwarded.
-            self._child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                                           start_new_session=self.launcher == "local",
-                                           preexec_fn=lambda: signal.signal(signal.SIGUSR2, signal.SIG_IGN))
+            self._child = subprocess.Popen(
+                cmd,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=self.launcher == "local",
+                preexec_fn=lambda: signal.signal(signal.SIGUSR2, signal.SIG_IGN),
+            )
             update_record(self.runs_dir, self.cell, child_pid=self._child.pid)
             while True:
                 try:
@@ -498,7 +587,11 @@ class GridJob:
                     if self.launcher == "local" and self._child.poll() is None:
                         self._child.send_signal(signal.SIGINT)  # a second Ctrl-C is forwarded too: it stops at once
                     if not self._stopping:
-                        print("\ninterrupted: waiting for the run to save (Ctrl-C again stops it at once)", file=sys.stderr, flush=True)
+                        print(
+                            "\ninterrupted: waiting for the run to save (Ctrl-C again stops it at once)",
+                            file=sys.stderr,
+                            flush=True,
+                        )
                     self._stopping = True
             rc = self._child.wait()
             self._child, self._log = None, None
@@ -512,6 +605,7 @@ class GridJob:
             self._stopping = True
             if callable(previous):
                 previous(signum, frame)
+
         return handler
 
     def checkpoint(self, *args, **kwargs):
@@ -529,8 +623,9 @@ class GridJob:
         print(f"{self.cell.label}: stopped for a requeue; the requeued job resumes it", flush=True)
         requeues = (read_json(record_path(self.runs_dir, self.cell.id)) or {}).get("requeues", 0) + 1
         update_record(self.runs_dir, self.cell, state="queued", requeues=requeues, child_pid=None)
-        return submitit.helpers.DelayedSubmission(GridJob(self.cell, self.runs_dir, self.launcher, self.retry_failed,
-                                                          self.commit, self.grace_s))
+        return submitit.helpers.DelayedSubmission(
+            GridJob(self.cell, self.runs_dir, self.launcher, self.retry_failed, self.commit, self.grace_s)
+        )
 
     def __call__(self) -> dict:
         previous = signal.getsignal(signal.SIGTERM)
@@ -543,7 +638,10 @@ class GridJob:
     def _finish(self, state: str, run_dir: Optional[str], error: Optional[str] = None) -> dict:
         update_record(self.runs_dir, self.cell, state=state, run_dir=run_dir, error=error, child_pid=None)
         result = {"cell": self.cell.label, "state": state, "run_dir": run_dir, "error": error}
-        print(f"{self.cell.label}: {state}" + (f": {error}" if error else "") + (f" ({run_dir})" if run_dir else ""), flush=True)
+        print(
+            f"{self.cell.label}: {state}" + (f": {error}" if error else "") + (f" ({run_dir})" if run_dir else ""),
+            flush=True,
+        )
         return result
 
     def _run(self) -> dict:
@@ -555,9 +653,17 @@ class GridJob:
                 job_id = submitit.JobEnvironment().job_id
         rec = read_json(record_path(self.runs_dir, cell.id)) or {}
         commits = rec.get("commits", [])
-        update_record(self.runs_dir, cell, state="running", launcher=self.launcher, host=socket.gethostname(),
-                      pid=os.getpid(), job_id=job_id or rec.get("job_id"), error=None,
-                      commits=commits + ([self.commit] if self.commit not in commits else []))
+        update_record(
+            self.runs_dir,
+            cell,
+            state="running",
+            launcher=self.launcher,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            job_id=job_id or rec.get("job_id"),
+            error=None,
+            commits=commits + ([self.commit] if self.commit not in commits else []),
+        )
         last_epochs, started = -1, 0
         while True:
             run = best_run(scan_runs(self.runs_dir).get(cell.key, []))
@@ -567,7 +673,9 @@ class GridJob:
                 return self._finish("failed", run["run_dir"], summary_error(run["summary"]))
             epochs = run_epochs(run["run_dir"]) if run else 0
             if started and epochs <= last_epochs:
-                return self._finish("failed", run and run["run_dir"], "the run exited 0 without finishing or progressing")
+                return self._finish(
+                    "failed", run and run["run_dir"], "the run exited 0 without finishing or progressing"
+                )
             last_epochs, started = epochs, started + 1
             action = f"resume {run['run_dir']} at epoch {epochs}" if run else "start"
             print(f"{cell.label}: {action}", flush=True)
@@ -583,7 +691,9 @@ class GridJob:
             if rc != 0:
                 error = last_error_line(self._tail.decode(errors="replace"))
                 if rc < 0:  # killed from outside, e.g. by the kernel's out-of-memory killer
-                    error = f"killed by {signal.Signals(-rc).name}" + (" (out of memory?)" if rc == -signal.SIGKILL else "")
+                    error = f"killed by {signal.Signals(-rc).name}" + (
+                        " (out of memory?)" if rc == -signal.SIGKILL else ""
+                    )
                 if rc == 2 and action == "start" and run_dir is None:  # a flag error: every cell would get it
                     with contextlib.suppress(OSError):
                         os.remove(record_path(self.runs_dir, cell.id))
@@ -613,7 +723,7 @@ def _split_top(text: str, sep: str) -> list[str]:
             i += len(sep)
             start = i
             continue
-        if text[i] == "\\" and text[i + 1: i + 2] in ("{", "}"):
+        if text[i] == "\\" and text[i + 1 : i + 2] in ("{", "}"):
             i += 2
             continue
         depth += {"{": 1, "}": -1}.get(text[i], 0)
@@ -634,7 +744,7 @@ def _numbers(cell: str) -> list[float]:
 
 def _method_name(header_cell: str) -> str:
     i = header_cell.index("\\makecell[c]") + len("\\makecell[c]")
-    inner = header_cell[i + 1: _skip_group(header_cell, i) - 1]
+    inner = header_cell[i + 1 : _skip_group(header_cell, i) - 1]
     parts = [p.strip() for p in inner.split("\\\\")]
     keep = [p for p in parts if p and not re.fullmatch(r"\(.*\)|\d{4}|NeurIPS|ICLR|ICML", p)]
     return keep[0]
@@ -649,10 +759,12 @@ def paper_tables(path: str) -> dict[str, dict]:
         end = tex.index(f"\\label{{{label}}}")
         begin = tex.rindex("\\begin{tabular}", 0, end)
         body_start = _skip_group(tex, begin + len("\\begin{tabular}"))
-        body = tex[body_start: tex.index("\\end{tabular}", body_start)]
+        body = tex[body_start : tex.index("\\end{tabular}", body_start)]
         env_start = max(0, tex.rfind("\\begin{table}", 0, end), tex.rfind("\\begin{table*}", 0, end))
-        seeds = re.search(r"(\d+) (?:different|random) seeds", tex[env_start: end + 40])
-        body = re.sub(r"\\(toprule|midrule|bottomrule|hline)|\\specialrule\{[^}]*\}\{[^}]*\}\{[^}]*\}|(?<!\\)%[^\n]*", "", body)
+        seeds = re.search(r"(\d+) (?:different|random) seeds", tex[env_start : end + 40])
+        body = re.sub(
+            r"\\(toprule|midrule|bottomrule|hline)|\\specialrule\{[^}]*\}\{[^}]*\}\{[^}]*\}|(?<!\\)%[^\n]*", "", body
+        )
         rows = [_split_top(r, "&") for r in _split_top(body, "\\\\") if r.strip()]
         cells, methods, group = {}, None, ""
         for row in rows:
@@ -679,10 +791,17 @@ def paper_tables(path: str) -> dict[str, dict]:
                     cells[(f"{env.lower()}-{group.replace(' ', '-')}-v2", method)] = (_numbers(row[k])[0], None)
                     k += 1
                 else:
-                    cells[(f"{env.lower()}-{group.replace(' ', '-')}-v2", method)] = (_numbers(row[k])[0], _numbers(row[k + 1])[0])
+                    cells[(f"{env.lower()}-{group.replace(' ', '-')}-v2", method)] = (
+                        _numbers(row[k])[0],
+                        _numbers(row[k + 1])[0],
+                    )
                     k += 2
-        tables[name] = {"label": label, "seeds": int(seeds.group(1)) if seeds else None, "methods": methods,
-                        "cells": {(d, PAPER_COLUMNS.get(m, m)): v for (d, m), v in cells.items()}}
+        tables[name] = {
+            "label": label,
+            "seeds": int(seeds.group(1)) if seeds else None,
+            "methods": methods,
+            "cells": {(d, PAPER_COLUMNS.get(m, m)): v for (d, m), v in cells.items()},
+        }
     return tables
 
 
@@ -692,7 +811,7 @@ def paper_number(tables: Optional[dict], env: str, algo: str) -> Optional[tuple]
         return None
     dataset = env
     if env.startswith("local/"):  # made with D4RL's recipe: the D4RL dataset of the same name
-        dataset = env[len("local/"):] + "-v2"
+        dataset = env[len("local/") :] + "-v2"
     for name in ("1", "4", "jump"):
         value = tables.get(name, {}).get("cells", {}).get((dataset, algo))
         if value is not None:
@@ -726,8 +845,11 @@ def final_score(s: dict) -> Optional[float]:
 def aggregate(states: dict[tuple, dict], reps: int = 2000, seed: int = 0, paper: Optional[dict] = None) -> dict:
     """Every number of the report, from the finished cells' summary.json files."""
     finished = [st["run"]["summary"] for st in states.values() if st["state"] == "finished"]
-    failed = [{"env": k[0], "algorithm": k[1], "seed": k[2], "run_dir": st["run_dir"], "error": st["error"]}
-              for k, st in sorted(states.items()) if st["state"] == "failed"]
+    failed = [
+        {"env": k[0], "algorithm": k[1], "seed": k[2], "run_dir": st["run_dir"], "error": st["error"]}
+        for k, st in sorted(states.items())
+        if st["state"] == "failed"
+    ]
     groups: dict[tuple, list[dict]] = {}
     for s in finished:
         groups.setdefault((s["env"], s["algorithm"]), []).append(s)
@@ -740,17 +862,32 @@ def aggregate(states: dict[tuple, dict], reps: int = 2000, seed: int = 0, paper:
         point, ci = bootstrap({"cell": scores[:, None]}, lambda x: np.array([metrics.aggregate_mean(x)]), reps, seed)
         finals = [final_score(r) for r in runs]
         cells[f"{env}/{algo}"] = {
-            "env": env, "algorithm": algo, "seeds": [r["seed"] for r in runs], "last10": scores.tolist(),
-            "final": finals, "mean": float(scores.mean()), "std": float(scores.std()),
+            "env": env,
+            "algorithm": algo,
+            "seeds": [r["seed"] for r in runs],
+            "last10": scores.tolist(),
+            "final": finals,
+            "mean": float(scores.mean()),
+            "std": float(scores.std()),
             "ci95": [float(ci["cell"][0][0]), float(ci["cell"][1][0])],
-            "epochs": sorted({int(r["epochs"]) for r in runs}), "score_kind": runs[0].get("score_kind"),
+            "epochs": sorted({int(r["epochs"]) for r in runs}),
+            "score_kind": runs[0].get("score_kind"),
             "devices": sorted({str(r.get("device_name", r.get("device"))) for r in runs}),
             "hours_per_run": float(np.mean([r.get("wall_seconds", 0.0) for r in runs]) / 3600),
             "failed": sum(1 for f in failed if (f["env"], f["algorithm"]) == (env, algo)),
-            "paper": paper_number(paper, env, algo)}
+            "paper": paper_number(paper, env, algo),
+        }
     for f in failed:  # cells with failed runs only still get a row
-        cells.setdefault(f"{f['env']}/{f['algorithm']}", {"env": f["env"], "algorithm": f["algorithm"], "seeds": [],
-                                                          "failed": 0, "paper": paper_number(paper, f["env"], f["algorithm"])})
+        cells.setdefault(
+            f"{f['env']}/{f['algorithm']}",
+            {
+                "env": f["env"],
+                "algorithm": f["algorithm"],
+                "seeds": [],
+                "failed": 0,
+                "paper": paper_number(paper, f["env"], f["algorithm"]),
+            },
+        )
         if not cells[f"{f['env']}/{f['algorithm']}"]["seeds"]:
             cells[f"{f['env']}/{f['algorithm']}"]["failed"] += 1
     # across datasets: D4RL-normalised ones only, those every algorithm has, and per algorithm the seeds it
@@ -771,12 +908,19 @@ def aggregate(states: dict[tuple, dict], reps: int = 2000, seed: int = 0, paper:
         notes.append(f"left out of the aggregate (not every algorithm has them): {', '.join(dropped)}")
     agg = {}
     if matrices:
-        point, ci = bootstrap(matrices, lambda x: np.array([metrics.aggregate_iqm(x), metrics.aggregate_mean(x)]), reps, seed)
+        point, ci = bootstrap(
+            matrices, lambda x: np.array([metrics.aggregate_iqm(x), metrics.aggregate_mean(x)]), reps, seed
+        )
         for algo, m in matrices.items():
-            agg[algo] = {"runs": int(m.shape[0]), "tasks": int(m.shape[1]), "iqm": float(point[algo][0]),
-                         "iqm_ci95": [float(ci[algo][0][0]), float(ci[algo][1][0])], "mean": float(point[algo][1]),
-                         "mean_ci95": [float(ci[algo][0][1]), float(ci[algo][1][1])],
-                         "epochs": sorted({int(r["epochs"]) for e in tasks for r in normalised[(e, algo)]})}
+            agg[algo] = {
+                "runs": int(m.shape[0]),
+                "tasks": int(m.shape[1]),
+                "iqm": float(point[algo][0]),
+                "iqm_ci95": [float(ci[algo][0][0]), float(ci[algo][1][0])],
+                "mean": float(point[algo][1]),
+                "mean_ci95": [float(ci[algo][0][1]), float(ci[algo][1][1])],
+                "epochs": sorted({int(r["epochs"]) for e in tasks for r in normalised[(e, algo)]}),
+            }
     poi = {}
     if "orpo" in matrices:
         pairs = {b: (matrices["orpo"], matrices[b]) for b in matrices if b != "orpo"}
@@ -784,10 +928,19 @@ def aggregate(states: dict[tuple, dict], reps: int = 2000, seed: int = 0, paper:
             point, ci = bootstrap(pairs, metrics.probability_of_improvement, reps, seed)
             poi = {b: {"p": float(point[b]), "ci95": [float(ci[b][0][0]), float(ci[b][1][0])]} for b in pairs}
     epochs = sorted({int(s["epochs"]) for s in finished})
-    return {"cells": cells, "aggregate": agg, "tasks": tasks, "probability_of_improvement": poi, "failed": failed,
-            "notes": notes, "epochs": epochs, "short": bool(epochs) and min(epochs) < PAPER_EPOCHS,
-            "seeds": sorted({int(s["seed"]) for s in finished}), "matrices": {a: m.tolist() for a, m in matrices.items()},
-            "devices": sorted({str(s.get("device_name", s.get("device"))) for s in finished})}
+    return {
+        "cells": cells,
+        "aggregate": agg,
+        "tasks": tasks,
+        "probability_of_improvement": poi,
+        "failed": failed,
+        "notes": notes,
+        "epochs": epochs,
+        "short": bool(epochs) and min(epochs) < PAPER_EPOCHS,
+        "seeds": sorted({int(s["seed"]) for s in finished}),
+        "matrices": {a: m.tolist() for a, m in matrices.items()},
+        "devices": sorted({str(s.get("device_name", s.get("device"))) for s in finished}),
+    }
 
 
 def short_mark(epochs: list[int]) -> str:
@@ -797,8 +950,10 @@ def short_mark(epochs: list[int]) -> str:
 def epochs_note(report: dict) -> str:
     if not report["short"]:
         return ""
-    return (f"† fewer epochs than the paper's {PAPER_EPOCHS} ({'/'.join(map(str, report['epochs']))}): "
-            "not comparable with the paper's numbers")
+    return (
+        f"† fewer epochs than the paper's {PAPER_EPOCHS} ({'/'.join(map(str, report['epochs']))}): "
+        "not comparable with the paper's numbers"
+    )
 
 
 def wall(hours: float) -> str:
@@ -807,51 +962,73 @@ def wall(hours: float) -> str:
 
 def markdown(report: dict, meta: dict) -> str:
     fmt = lambda lo_hi: f"[{lo_hi[0]:.1f}, {lo_hi[1]:.1f}]"
-    lines = [f"# Scores\n",
-             f"Made by `python benchmarks/scores.py` on {meta['date']} (aggregated on {meta['host_cpu']}). "
-             f"Runs: device(s) {', '.join(report['devices']) or 'none'}; commit(s) {', '.join(meta['commits']) or 'unknown'}; "
-             f"epochs {'/'.join(map(str, report['epochs'])) or '-'} (the paper: {PAPER_EPOCHS}); "
-             f"seeds {', '.join(map(str, report['seeds'])) or '-'}.\n",
-             "Score: `last10_score`, the mean of a run's last 10 evaluations (the paper's protocol); per cell the mean ± "
-             "std over seeds (numpy's std, ddof = 0) and a 95 % percentile-bootstrap interval of that mean "
-             f"({meta['reps']} resamples, rliable). Paper: the paper's number for the same cell, parsed from "
-             f"{meta['paper_source']}; (1) = Table 1 `d4rl-part`, (4) = Table 4 `table:all-results`, (jump) = "
-             "`fig:generalize`.\n"]
+    lines = [
+        f"# Scores\n",
+        f"Made by `python benchmarks/scores.py` on {meta['date']} (aggregated on {meta['host_cpu']}). "
+        f"Runs: device(s) {', '.join(report['devices']) or 'none'}; commit(s) {', '.join(meta['commits']) or 'unknown'}; "
+        f"epochs {'/'.join(map(str, report['epochs'])) or '-'} (the paper: {PAPER_EPOCHS}); "
+        f"seeds {', '.join(map(str, report['seeds'])) or '-'}.\n",
+        "Score: `last10_score`, the mean of a run's last 10 evaluations (the paper's protocol); per cell the mean ± "
+        "std over seeds (numpy's std, ddof = 0) and a 95 % percentile-bootstrap interval of that mean "
+        f"({meta['reps']} resamples, rliable). Paper: the paper's number for the same cell, parsed from "
+        f"{meta['paper_source']}; (1) = Table 1 `d4rl-part`, (4) = Table 4 `table:all-results`, (jump) = "
+        "`fig:generalize`.\n",
+    ]
     if report["short"]:
         lines.append(f"**{epochs_note(report)}.**\n")
     if any(c["env"].startswith("local/") for c in report["cells"].values()):
-        lines.append("‡ `local/` data made with D4RL's recipe by `datasets/collect.py`, not D4RL's file: the paper's "
-                     "number is for the D4RL dataset of that name.\n")
-    lines += ["| dataset | algorithm | ours: last-10 score | 95 % CI | paper | final score | seeds | epochs | failed | device | wall time/run |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
+        lines.append(
+            "‡ `local/` data made with D4RL's recipe by `datasets/collect.py`, not D4RL's file: the paper's "
+            "number is for the D4RL dataset of that name.\n"
+        )
+    lines += [
+        "| dataset | algorithm | ours: last-10 score | 95 % CI | paper | final score | seeds | epochs | failed | device | wall time/run |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for key, c in sorted(report["cells"].items()):
         paper = f"{c['paper'][0]} ({c['paper'][1]})" if c.get("paper") else "-"
         env = c["env"] + (" ‡" if c["env"].startswith("local/") else "")
         if not c["seeds"]:
-            lines.append(f"| {env} | {c['algorithm']} | no finished run | - | {paper} | - | 0 | - | {c['failed']} | - | - |")
+            lines.append(
+                f"| {env} | {c['algorithm']} | no finished run | - | {paper} | - | 0 | - | {c['failed']} | - | - |"
+            )
             continue
         finals = [f for f in c["final"] if f is not None]
         final = f"{np.mean(finals):.1f} ± {np.std(finals):.1f}" if finals else "-"
-        lines.append(f"| {env} | {c['algorithm']} | {c['mean']:.1f} ± {c['std']:.1f}{short_mark(c['epochs'])} | {fmt(c['ci95'])} | "
-                     f"{paper} | {final} | {len(c['seeds'])} ({', '.join(map(str, c['seeds']))}) | "
-                     f"{'/'.join(map(str, c['epochs']))}{short_mark(c['epochs'])} | {c['failed']} | {', '.join(c['devices'])} | "
-                     f"{wall(c['hours_per_run'])} |")
+        lines.append(
+            f"| {env} | {c['algorithm']} | {c['mean']:.1f} ± {c['std']:.1f}{short_mark(c['epochs'])} | {fmt(c['ci95'])} | "
+            f"{paper} | {final} | {len(c['seeds'])} ({', '.join(map(str, c['seeds']))}) | "
+            f"{'/'.join(map(str, c['epochs']))}{short_mark(c['epochs'])} | {c['failed']} | {', '.join(c['devices'])} | "
+            f"{wall(c['hours_per_run'])} |"
+        )
     if report["aggregate"]:
-        lines += ["", f"## Across datasets ({len(report['tasks'])}: {', '.join(report['tasks'])})\n",
-                  "D4RL-normalised `last10_score`s of the seeds each algorithm finished on every one of these datasets; "
-                  "IQM = mean of the middle 50 % of all runs × datasets, mean = mean over datasets of the per-dataset "
-                  f"means; 95 % stratified-bootstrap intervals (runs resampled within each dataset, {meta['reps']} "
-                  "resamples, rliable).\n",
-                  "| algorithm | runs × datasets | IQM | 95 % CI | mean | 95 % CI | epochs |", "|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            f"## Across datasets ({len(report['tasks'])}: {', '.join(report['tasks'])})\n",
+            "D4RL-normalised `last10_score`s of the seeds each algorithm finished on every one of these datasets; "
+            "IQM = mean of the middle 50 % of all runs × datasets, mean = mean over datasets of the per-dataset "
+            f"means; 95 % stratified-bootstrap intervals (runs resampled within each dataset, {meta['reps']} "
+            "resamples, rliable).\n",
+            "| algorithm | runs × datasets | IQM | 95 % CI | mean | 95 % CI | epochs |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for algo, a in sorted(report["aggregate"].items()):
-            lines.append(f"| {algo} | {a['runs']} × {a['tasks']} | {a['iqm']:.1f}{short_mark(a['epochs'])} | {fmt(a['iqm_ci95'])} | "
-                         f"{a['mean']:.1f}{short_mark(a['epochs'])} | {fmt(a['mean_ci95'])} | {'/'.join(map(str, a['epochs']))}{short_mark(a['epochs'])} |")
+            lines.append(
+                f"| {algo} | {a['runs']} × {a['tasks']} | {a['iqm']:.1f}{short_mark(a['epochs'])} | {fmt(a['iqm_ci95'])} | "
+                f"{a['mean']:.1f}{short_mark(a['epochs'])} | {fmt(a['mean_ci95'])} | {'/'.join(map(str, a['epochs']))}{short_mark(a['epochs'])} |"
+            )
     if report["probability_of_improvement"]:
-        lines += ["", "Probability of improvement: P(ORPO's score > the baseline's) on a dataset, for a run of each drawn "
-                      "at random (ties count half), averaged over the datasets; 95 % stratified-bootstrap interval.\n",
-                  "| ORPO over | P(ORPO > baseline) | 95 % CI |", "|---|---|---|"]
+        lines += [
+            "",
+            "Probability of improvement: P(ORPO's score > the baseline's) on a dataset, for a run of each drawn "
+            "at random (ties count half), averaged over the datasets; 95 % stratified-bootstrap interval.\n",
+            "| ORPO over | P(ORPO > baseline) | 95 % CI |",
+            "|---|---|---|",
+        ]
         for b, p in sorted(report["probability_of_improvement"].items()):
-            lines.append(f"| {b} | {p['p']:.2f}{short_mark(report['epochs'])} | [{p['ci95'][0]:.2f}, {p['ci95'][1]:.2f}] |")
+            lines.append(
+                f"| {b} | {p['p']:.2f}{short_mark(report['epochs'])} | [{p['ci95'][0]:.2f}, {p['ci95'][1]:.2f}] |"
+            )
     for note in report["notes"]:
         lines.append(f"\nNote: {note}.")
     if meta.get("profile"):
@@ -859,10 +1036,16 @@ def markdown(report: dict, meta: dict) -> str:
     if meta.get("curves"):
         lines.append(f"\n![learning curves]({meta['curves']})")
     if report["failed"]:
-        lines += ["", f"## Failed runs ({len(report['failed'])}), left out of every number above\n",
-                  "| dataset | algorithm | seed | run dir | error |", "|---|---|---|---|---|"]
+        lines += [
+            "",
+            f"## Failed runs ({len(report['failed'])}), left out of every number above\n",
+            "| dataset | algorithm | seed | run dir | error |",
+            "|---|---|---|---|---|",
+        ]
         for f in report["failed"]:
-            lines.append(f"| {f['env']} | {f['algorithm']} | {f['seed']} | {f['run_dir'] or '-'} | {(f['error'] or '').replace('|', '/')} |")
+            lines.append(
+                f"| {f['env']} | {f['algorithm']} | {f['seed']} | {f['run_dir'] or '-'} | {(f['error'] or '').replace('|', '/')} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -891,9 +1074,14 @@ def plot_profile(report: dict, reps: int, seed: int):
     finally:
         np.random.set_state(state)
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    plot_utils.plot_performance_profiles(profiles, taus, performance_profile_cis=cis, ax=ax,
-                                         xlabel=r"D4RL-normalised last-10 score $\tau$",
-                                         ylabel=r"fraction of runs with score $> \tau$")
+    plot_utils.plot_performance_profiles(
+        profiles,
+        taus,
+        performance_profile_cis=cis,
+        ax=ax,
+        xlabel=r"D4RL-normalised last-10 score $\tau$",
+        ylabel=r"fraction of runs with score $> \tau$",
+    )
     ax.legend([plt.Line2D([], [], color=ln.get_color()) for ln in ax.get_lines()], list(profiles), loc="upper right")
     fig.suptitle(figure_title(report, f"Performance profile over {len(report['tasks'])} dataset(s)"), fontsize=9)
     fig.tight_layout()
@@ -919,7 +1107,9 @@ def plot_curves(summaries: list[dict], report: dict):
                 curves.append([(int(r["epoch"]), float(r[key])) for r in rows])
             n = min(len(c) for c in curves)
             epochs = [e for e, _ in curves[0][:n]]
-            ax.plot(epochs, np.mean([[v for _, v in c[:n]] for c in curves], axis=0), label=f"{algo} ({len(curves)} seeds)")
+            ax.plot(
+                epochs, np.mean([[v for _, v in c[:n]] for c in curves], axis=0), label=f"{algo} ({len(curves)} seeds)"
+            )
         ax.set(title=env, xlabel="epoch (1000 gradient steps at the paper's size)", ylabel="score")
         ax.legend()
     fig.suptitle(figure_title(report, "Learning curves"), fontsize=9)
@@ -944,16 +1134,27 @@ def write_report(args: Args, states: dict[tuple, dict]) -> dict:
         paper, paper_source = paper_tables(args.paper_tex), f"`{os.path.basename(args.paper_tex)}`"
     report = aggregate(states, args.reps, args.bootstrap_seed, paper)
     stem = os.path.splitext(args.out)[0]
-    commits = sorted({c for st in states.values() if st["state"] == "finished" for c in (st["record"] or {}).get("commits", [])})
+    commits = sorted(
+        {c for st in states.values() if st["state"] == "finished" for c in (st["record"] or {}).get("commits", [])}
+    )
     if any(st["state"] == "finished" and not (st["record"] or {}).get("commits") for st in states.values()):
         commits.append(f"unrecorded (code at aggregation: {git_commit()})")
-    meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "host_cpu": cpu_name(), "commits": commits,
-            "reps": args.reps, "bootstrap_seed": args.bootstrap_seed, "paper_source": paper_source,
-            "paper_epochs": PAPER_EPOCHS, "runs_dir": args.runs_dir}
+    meta = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "host_cpu": cpu_name(),
+        "commits": commits,
+        "reps": args.reps,
+        "bootstrap_seed": args.bootstrap_seed,
+        "paper_source": paper_source,
+        "paper_epochs": PAPER_EPOCHS,
+        "runs_dir": args.runs_dir,
+    }
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     summaries = [st["run"]["summary"] for st in states.values() if st["state"] == "finished"]
-    for name, make in (("curves", lambda: plot_curves(summaries, report) if summaries else None),
-                       ("profile", lambda: plot_profile(report, args.reps, args.bootstrap_seed) if report["matrices"] else None)):
+    for name, make in (
+        ("curves", lambda: plot_curves(summaries, report) if summaries else None),
+        ("profile", lambda: plot_profile(report, args.reps, args.bootstrap_seed) if report["matrices"] else None),
+    ):
         fig = make()
         if fig is not None:
             path = f"{stem}{'' if name == 'curves' else '_profile'}.png"
@@ -977,8 +1178,11 @@ def status_view(args: Args, cells: Optional[list[Cell]]) -> None:
     states = collect(args.runs_dir, cells)
     order = ["queued", "running", "finished", "failed", "stopped", "not started"]
     counts = {s: sum(1 for st in states.values() if st["state"] == s) for s in order}
-    print(f"{args.runs_dir}: {len(states)} runs: " + ", ".join(f"{counts[s]} {s}" for s in order)
-          + ("  (stopped = interrupted, resumes on the next launch)" if counts["stopped"] else ""))
+    print(
+        f"{args.runs_dir}: {len(states)} runs: "
+        + ", ".join(f"{counts[s]} {s}" for s in order)
+        + ("  (stopped = interrupted, resumes on the next launch)" if counts["stopped"] else "")
+    )
     for key, st in sorted(states.items()):
         if st["state"] in ("running", "stopped", "failed"):
             rec = st["record"] or {}
@@ -1002,9 +1206,13 @@ def dry_run(args: Args, cells: list[Cell], todo: list[tuple[Cell, dict]]) -> Non
         try:
             from submitit.slurm.slurm import _make_sbatch_string
 
-            script = _make_sbatch_string(command=f"{shlex.quote(sys.executable)} -u -m submitit.core._submit {folder}",
-                                         folder=folder, map_count=len(todo),
-                                         **{k: v for k, v in params.items() if k != "mem"}, mem=f"{args.mem}GB")
+            script = _make_sbatch_string(
+                command=f"{shlex.quote(sys.executable)} -u -m submitit.core._submit {folder}",
+                folder=folder,
+                map_count=len(todo),
+                **{k: v for k, v in params.items() if k != "mem"},
+                mem=f"{args.mem}GB",
+            )
             print(f"\nwould submit {len(todo)} job(s) as one array, with this sbatch script:\n{script}")
         except Exception as e:  # the script text is a convenience; the parameters are what matters
             print(f"\nwould submit {len(todo)} job(s) as one array with {params} ({e})")
@@ -1012,9 +1220,15 @@ def dry_run(args: Args, cells: list[Cell], todo: list[tuple[Cell, dict]]) -> Non
 
 
 def slurm_parameters(args: Args) -> dict:
-    params = {"job_name": "orpo-grid", "time": args.time, "cpus_per_task": args.cpus,
-              "mem": f"{args.mem}GB", "array_parallelism": args.array_parallelism, "signal_delay_s": args.signal_delay_s,
-              "stderr_to_stdout": True}
+    params = {
+        "job_name": "orpo-grid",
+        "time": args.time,
+        "cpus_per_task": args.cpus,
+        "mem": f"{args.mem}GB",
+        "array_parallelism": args.array_parallelism,
+        "signal_delay_s": args.signal_delay_s,
+        "stderr_to_stdout": True,
+    }
     if args.gpus:
         params["gpus_per_node"] = args.gpus
     for k, v in (("partition", args.partition), ("account", args.account), ("qos", args.qos)):
@@ -1031,7 +1245,9 @@ def submit(args: Args, todo: list[tuple[Cell, dict]], commit: str) -> list:
     folder = os.path.join(os.path.abspath(grid_dir(args.runs_dir)), "submitit", "%j")
     if args.launcher == "slurm":
         if not shutil_which("sbatch"):
-            raise UserError("--launcher slurm needs Slurm's sbatch on PATH (none here); --dry-run prints what it would submit")
+            raise UserError(
+                "--launcher slurm needs Slurm's sbatch on PATH (none here); --dry-run prints what it would submit"
+            )
         try:
             executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=args.max_requeues)
             executor.update_parameters(**slurm_parameters(args))
@@ -1044,9 +1260,21 @@ def submit(args: Args, todo: list[tuple[Cell, dict]], commit: str) -> list:
         grace = max(10, args.signal_delay_s - 5)
     jobs = [GridJob(cell, args.runs_dir, args.launcher, args.retry_failed, commit, grace) for cell, _ in todo]
     for job in jobs:
-        update_record(args.runs_dir, job.cell, state="queued", launcher=args.launcher, job_id=None, error=None,
-                      host=None, pid=None)
-    waves = [jobs] if args.launcher == "slurm" else [jobs[i: i + args.array_parallelism] for i in range(0, len(jobs), args.array_parallelism)]
+        update_record(
+            args.runs_dir,
+            job.cell,
+            state="queued",
+            launcher=args.launcher,
+            job_id=None,
+            error=None,
+            host=None,
+            pid=None,
+        )
+    waves = (
+        [jobs]
+        if args.launcher == "slurm"
+        else [jobs[i : i + args.array_parallelism] for i in range(0, len(jobs), args.array_parallelism)]
+    )
     submitted = []
     for wave in waves:
         if args.launcher == "slurm":
@@ -1071,7 +1299,10 @@ def wait_jobs(pairs: list) -> None:
             handle.result()
         except Exception as e:  # the job's own record holds its state; say what submitit saw
             lines = [ln for ln in str(e).splitlines() if ln.strip()]
-            print(f"{job.cell.label}: job {handle.job_id} ended with an error: {lines[-1] if lines else type(e).__name__}", flush=True)
+            print(
+                f"{job.cell.label}: job {handle.job_id} ended with an error: {lines[-1] if lines else type(e).__name__}",
+                flush=True,
+            )
 
 
 def main(args: Args, argv: list[str]) -> int:
@@ -1095,7 +1326,9 @@ def main(args: Args, argv: list[str]) -> int:
             skipped_failed.append(cell)
         elif st["state"] in ("running", "queued"):
             rec = st["record"]
-            print(f"skip {cell.label}: {st['state']} ({rec.get('launcher')} {rec.get('job_id') or ''} on {rec.get('host')})")
+            print(
+                f"skip {cell.label}: {st['state']} ({rec.get('launcher')} {rec.get('job_id') or ''} on {rec.get('host')})"
+            )
         else:
             todo.append((cell, st))
     if args.dry_run:
@@ -1115,10 +1348,15 @@ def main(args: Args, argv: list[str]) -> int:
     else:
         submitted = submit(args, todo, commit) if todo else []
         if args.launcher == "slurm" and not args.wait:
-            print(f"submitted {len(submitted)} job(s); `python benchmarks/scores.py --status --runs-dir {args.runs_dir}` "
-                  f"follows them, `--table-only` aggregates")
+            print(
+                f"submitted {len(submitted)} job(s); `python benchmarks/scores.py --status --runs-dir {args.runs_dir}` "
+                f"follows them, `--table-only` aggregates"
+            )
             if skipped_failed:
-                print(f"{len(skipped_failed)} of {len(cells)} runs failed earlier and were not submitted (--retry-failed)", file=sys.stderr)
+                print(
+                    f"{len(skipped_failed)} of {len(cells)} runs failed earlier and were not submitted (--retry-failed)",
+                    file=sys.stderr,
+                )
             return 1 if skipped_failed else 0
         if args.launcher == "slurm":
             wait_jobs(submitted)
@@ -1136,7 +1374,10 @@ def main(args: Args, argv: list[str]) -> int:
     if failed or report["failed"]:
         return 1
     if unfinished:
-        print(f"{len(unfinished)} of {len(cells)} runs are not finished: run the same command again to resume", file=sys.stderr)
+        print(
+            f"{len(unfinished)} of {len(cells)} runs are not finished: run the same command again to resume",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

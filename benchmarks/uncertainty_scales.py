@@ -7,6 +7,7 @@ For each dataset: fit the ensemble exactly as orpo.py does (default sizes 7 × 4
 median u of each heuristic (a) on D's own (s, a) pairs and (b) after 5 model steps of a uniform random policy
 started from D's states, and the median |r| of D for comparison. The same model serves every heuristic.
 """
+
 import os
 import sys
 import time
@@ -54,21 +55,30 @@ def measure(orpo, env: str, args: Args) -> dict:
 
     run = orpo.Args(env=env, data_dir=args.data_dir, seed=args.seed, cuda=False)
     if args.extra:
-        run = tyro.cli(orpo.Args, args=["--env", env, "--seed", str(args.seed), "--no-cuda", *shlex.split(args.extra)]
-                       + (["--data-dir", args.data_dir] if args.data_dir else []))
+        run = tyro.cli(
+            orpo.Args,
+            args=["--env", env, "--seed", str(args.seed), "--no-cuda", *shlex.split(args.extra)]
+            + (["--data-dir", args.data_dir] if args.data_dir else []),
+        )
     task, path = orpo.resolve_task(run.env, run.dataset_path, run.eval_env, run.data_dir)
     torch.manual_seed(args.seed)
     data = {k: torch.as_tensor(v) for k, v in orpo.load_transitions(path).items()}
-    model = orpo.EnsembleDynamics(data["obs"].shape[1], data["act"].shape[1], run.dynamics_hidden_dims, run.num_ensemble,
-                                  run.num_elites)
+    model = orpo.EnsembleDynamics(
+        data["obs"].shape[1], data["act"].shape[1], run.dynamics_hidden_dims, run.num_ensemble, run.num_elites
+    )
     t0 = time.time()
     fit = orpo.fit_dynamics(model, data, run)
     fit_seconds = time.time() - t0
     idx = torch.randperm(len(data["obs"]))[: args.rows]
     obs, act = data["obs"][idx], data["act"][idx]
     terminal = orpo.termination_fn(task.domain)
-    row = {"env": task.name, "rows": len(data["obs"]), "holdout_mse": fit["dynamics/holdout_mse"], "fit_seconds": fit_seconds,
-           "median_abs_reward": float(data["rew"].abs().median())}
+    row = {
+        "env": task.name,
+        "rows": len(data["obs"]),
+        "holdout_mse": fit["dynamics/holdout_mse"],
+        "fit_seconds": fit_seconds,
+        "median_abs_reward": float(data["rew"].abs().median()),
+    }
     with torch.no_grad():
         mean, logvar = model(torch.cat([obs, act], -1))
         std = (0.5 * logvar).exp()
@@ -90,7 +100,9 @@ def measure(orpo, env: str, args: Args) -> dict:
 
 
 def main(args: Args) -> None:
-    problems = [f"--{k} {getattr(args, k)}: must be at least 1" for k in ("rows", "steps", "threads") if getattr(args, k) < 1]
+    problems = [
+        f"--{k} {getattr(args, k)}: must be at least 1" for k in ("rows", "steps", "threads") if getattr(args, k) < 1
+    ]
     if problems:
         print("\n".join(f"error: {p}" for p in problems), file=sys.stderr)
         sys.exit(2)
@@ -104,20 +116,26 @@ def main(args: Args) -> None:
             sys.exit(f"error: {e}")
         print(rows[-1], flush=True)
     kinds = orpo.UNCERTAINTIES
-    lines = ["| dataset | where | " + " | ".join(kinds) + " | ensemble_var : mixture_var | median abs(r) of D |",
-             "|---|---|" + "---|" * (len(kinds) + 2)]
+    lines = [
+        "| dataset | where | " + " | ".join(kinds) + " | ensemble_var : mixture_var | median abs(r) of D |",
+        "|---|---|" + "---|" * (len(kinds) + 2),
+    ]
     for r in rows:
         for where, label in (("D", "on D"), ("far", f"{args.steps} model steps away")):
             values = " | ".join(f"{r[f'{where}/{k}']:.3g}" for k in kinds)
             ratio = r[f"{where}/mixture_var"] / max(r[f"{where}/ensemble_var"], 1e-30)
-            lines.append(f"| {r['env']} ({r['rows']} rows) | {label} | {values} | 1 : {ratio:.0f} | {r['median_abs_reward']:.3g} |")
+            lines.append(
+                f"| {r['env']} ({r['rows']} rows) | {label} | {values} | 1 : {ratio:.0f} | {r['median_abs_reward']:.3g} |"
+            )
     cpu = orpo.device_name(torch.device("cpu"))
     fits = "; ".join(f"{r['env']}: holdout MSE {r['holdout_mse']:.4f}, fit {r['fit_seconds']:.0f} s" for r in rows)
     extra = f' --extra="{args.extra}"' if args.extra else ""
-    text = (f"# Uncertainty scales\n\nMade by `python benchmarks/uncertainty_scales.py --envs {' '.join(args.envs)}{extra}` on {cpu}, "
-            f"{time.strftime('%Y-%m-%d')}, seed {args.seed}. Median u over {args.rows} of D's (s, a) pairs, and over the same "
-            f"start states after {args.steps} model steps of a uniform random policy (rows that terminated are left out). "
-            f"Ensemble as orpo.py fits it ({fits}).\n\n" + "\n".join(lines) + "\n")
+    text = (
+        f"# Uncertainty scales\n\nMade by `python benchmarks/uncertainty_scales.py --envs {' '.join(args.envs)}{extra}` on {cpu}, "
+        f"{time.strftime('%Y-%m-%d')}, seed {args.seed}. Median u over {args.rows} of D's (s, a) pairs, and over the same "
+        f"start states after {args.steps} model steps of a uniform random policy (rows that terminated are left out). "
+        f"Ensemble as orpo.py fits it ({fits}).\n\n" + "\n".join(lines) + "\n"
+    )
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out + ".tmp", "w") as f:
         f.write(text)

@@ -73,9 +73,13 @@ def load_policy(path: str, obs_dim: int, act_dim: int, device: str = "cpu"):
         raise ValueError(f"{path}: unsupported policy kind {kind!r}; pass a policy.pt saved by an algorithm here")
     missing = [k for k in POLICY_KEYS if k not in ckpt]
     if missing:
-        raise ValueError(f"{path}: the policy file lacks {', '.join(missing)}; pass a policy.pt saved by an algorithm here")
+        raise ValueError(
+            f"{path}: the policy file lacks {', '.join(missing)}; pass a policy.pt saved by an algorithm here"
+        )
     if (ckpt["obs_dim"], ckpt["act_dim"]) != (obs_dim, act_dim):
-        raise ValueError(f"{path}: policy is for obs/act dims {ckpt['obs_dim']}/{ckpt['act_dim']}, env has {obs_dim}/{act_dim}")
+        raise ValueError(
+            f"{path}: policy is for obs/act dims {ckpt['obs_dim']}/{ckpt['act_dim']}, env has {obs_dim}/{act_dim}"
+        )
     try:
         outputs = ckpt["act_dim"] * (2 if ckpt["kind"] == "tanh_gaussian_mlp" else 1)
         dims = [ckpt["obs_dim"], *ckpt["hidden_dims"], outputs]
@@ -89,8 +93,10 @@ def load_policy(path: str, obs_dim: int, act_dim: int, device: str = "cpu"):
             raise ValueError(f"obs_mean/obs_std have shapes {tuple(mean.shape)}/{tuple(std.shape)}, not ({obs_dim},)")
         max_action = float(ckpt["max_action"])
     except (RuntimeError, ValueError, TypeError, AttributeError) as e:
-        raise ValueError(f"{path}: the policy file's weights do not match the net it describes "
-                         f"({' '.join(str(e).split())[:240]}); pass a policy.pt saved by an algorithm here") from None
+        raise ValueError(
+            f"{path}: the policy file's weights do not match the net it describes "
+            f"({' '.join(str(e).split())[:240]}); pass a policy.pt saved by an algorithm here"
+        ) from None
     net.eval()
 
     @torch.no_grad()
@@ -122,7 +128,9 @@ def check_flags(args: Args) -> list[str]:
     check_int(problems, "--seed", args.seed, 0)
     check_output_path(problems, output_path(args)[1], "--out" if args.out else "--data-dir/--name")
     if args.policy != "random" and not Path(args.policy).is_file():
-        problems.append(f"--policy {args.policy}: no such file; pass 'random' or a policy.pt saved by an algorithm here")
+        problems.append(
+            f"--policy {args.policy}: no such file; pass 'random' or a policy.pt saved by an algorithm here"
+        )
     return problems
 
 

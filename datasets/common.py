@@ -59,7 +59,7 @@ def dataset_path(name: str, data_dir_override: str | None = None, out: str | Non
 
 
 def env_slug(env_id: str) -> str:
-    """"HalfCheetah-v4" -> "halfcheetah", the stem D4RL uses in dataset names."""
+    """ "HalfCheetah-v4" -> "halfcheetah", the stem D4RL uses in dataset names."""
     return re.sub(r"-v\d+$", "", env_id).lower()
 
 
@@ -162,7 +162,9 @@ def halfcheetah_jump_reward(next_obs: np.ndarray, action: np.ndarray, x_velocity
 # ---------------------------------------------------------------------------- writing
 
 
-def write_dataset(path, data, *, env_id: str, reward_fn: str, policy: str, seed: int, created_by: str, extra_attrs=None):
+def write_dataset(
+    path, data, *, env_id: str, reward_fn: str, policy: str, seed: int, created_by: str, extra_attrs=None
+):
     """Write the D4RL-layout file atomically: into `<path>.tmp`, then renamed, so a
     crash or a kill never leaves a file that looks complete."""
     if reward_fn not in REWARD_FNS:
@@ -204,8 +206,9 @@ def check_int(problems: list[str], flag: str, value: int | None, minimum: int) -
         problems.append(f"{flag} must be at least {minimum}, got {value}")
 
 
-def check_float(problems: list[str], flag: str, value: float, low: float, high: float = math.inf,
-                low_open: bool = False) -> None:
+def check_float(
+    problems: list[str], flag: str, value: float, low: float, high: float = math.inf, low_open: bool = False
+) -> None:
     """low <= value <= high (low < value with low_open); NaN and infinities never pass."""
     ok = math.isfinite(value) and (value > low if low_open else value >= low) and value <= high
     if not ok:
@@ -231,18 +234,24 @@ def check_output_path(problems: list[str], path: Path, flag: str) -> None:
         try:  # a probe, not os.access: root passes os.access even where writes fail (read-only mounts, /proc)
             tempfile.TemporaryFile(dir=parent).close()
         except OSError as e:
-            problems.append(f"{flag}: cannot create {path}: {parent} is not writable ({e.strerror}); "
-                            "choose another --out or --data-dir")
+            problems.append(
+                f"{flag}: cannot create {path}: {parent} is not writable ({e.strerror}); "
+                "choose another --out or --data-dir"
+            )
 
 
 def check_box_env(env: gym.Env, env_id: str) -> tuple[int, int]:
     """obs/action dims of an env with a flat Box observation and a Box action space (what the datasets hold)."""
     obs_space, act_space = env.observation_space, env.action_space
     if not isinstance(act_space, gym.spaces.Box) or len(act_space.shape) != 1:
-        raise FlagError(f"--env {env_id} has a {type(act_space).__name__} action space {act_space}; "
-                        "the datasets need continuous (Box) actions, e.g. --env Hopper-v4")
+        raise FlagError(
+            f"--env {env_id} has a {type(act_space).__name__} action space {act_space}; "
+            "the datasets need continuous (Box) actions, e.g. --env Hopper-v4"
+        )
     if not isinstance(obs_space, gym.spaces.Box) or len(obs_space.shape) != 1:
-        raise FlagError(f"--env {env_id} has the observation space {obs_space}; the datasets need flat Box observations")
+        raise FlagError(
+            f"--env {env_id} has the observation space {obs_space}; the datasets need flat Box observations"
+        )
     return obs_space.shape[0], act_space.shape[0]
 
 
@@ -254,8 +263,10 @@ def check_memory(steps: int, obs_dim: int, act_dim: int, info_columns: int = 0) 
     except (ValueError, OSError, AttributeError):
         return
     if need > have:
-        raise FlagError(f"--steps {steps} needs {need / 2**30:.1f} GiB for the dataset, more than this machine's "
-                        f"{have / 2**30:.1f} GiB; collect fewer steps")
+        raise FlagError(
+            f"--steps {steps} needs {need / 2**30:.1f} GiB for the dataset, more than this machine's "
+            f"{have / 2**30:.1f} GiB; collect fewer steps"
+        )
 
 
 def load_torch_file(path, what: str, fix: str):
@@ -272,16 +283,22 @@ def load_torch_file(path, what: str, fix: str):
         return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
         if "GLOBAL" in str(e):  # torch refused a class or function (its text advises weights_only=False)
-            raise ValueError(f"{path}: the {what} holds objects other than tensors and plain values; "
-                             f"it is not loaded (unsafe); {fix}") from None
+            raise ValueError(
+                f"{path}: the {what} holds objects other than tensors and plain values; "
+                f"it is not loaded (unsafe); {fix}"
+            ) from None
         raise ValueError(f"{path}: the {what} is truncated or corrupt (UnpicklingError); {fix}") from None
     except Exception as e:  # damage surfaces as RuntimeError, EOFError, KeyError, OSError, ...
         raise ValueError(f"{path}: the {what} is truncated or corrupt ({type(e).__name__}); {fix}") from None
 
 
 # ---------------------------------------------------------------------------- command line
-def run_cli(main: Callable, args_type: type, check_flags: Callable | None = None,
-            on_interrupt: str = "interrupted; no dataset was written") -> None:
+def run_cli(
+    main: Callable,
+    args_type: type,
+    check_flags: Callable | None = None,
+    on_interrupt: str = "interrupted; no dataset was written",
+) -> None:
     """Parse the flags, check them all before any work (one line per problem, exit 2), and run; bad input ends in
     one line naming the problem, not a traceback (exit 2 for a flag whose value cannot work, else 1)."""
     args = tyro.cli(args_type)

@@ -92,8 +92,18 @@ class Args:
 
 
 # Settings that shape the collected data; a resumed run must not change them.
-DATA_SETTINGS = ("task", "steps", "seed", "max_episode_steps", "learning_rate", "learning_starts",
-                 "batch_size", "gamma", "tau", "hidden_dim")
+DATA_SETTINGS = (
+    "task",
+    "steps",
+    "seed",
+    "max_episode_steps",
+    "learning_rate",
+    "learning_starts",
+    "batch_size",
+    "gamma",
+    "tau",
+    "hidden_dim",
+)
 
 
 # ---------------------------------------------------------------------------- SAC (CleanRL-style)
@@ -102,7 +112,9 @@ LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 
 
 def mlp(d_in: int, d_out: int, hidden: int) -> nn.Sequential:
-    return nn.Sequential(nn.Linear(d_in, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, d_out))
+    return nn.Sequential(
+        nn.Linear(d_in, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, d_out)
+    )
 
 
 class SoftQ(nn.Module):
@@ -209,8 +221,14 @@ def make_env(args: Args) -> gym.Env:
 def collect_random(args: Args) -> dict[str, np.ndarray]:
     clock = time.perf_counter()
     env = make_env(args)
-    data = collect_rollouts(env, uniform_policy(env.action_space, args.seed), args.steps, args.seed,
-                            info_keys=("x_velocity",), desc=args.task)
+    data = collect_rollouts(
+        env,
+        uniform_policy(env.action_space, args.seed),
+        args.steps,
+        args.seed,
+        info_keys=("x_velocity",),
+        desc=args.task,
+    )
     env.close()
     seconds = time.perf_counter() - clock
     print(f"{args.steps} env steps in {seconds:.1f} s ({args.steps / seconds:.0f} env steps/s)")
@@ -240,8 +258,11 @@ def save_checkpoint(path: Path, step: int, sac: SAC, buf, env: gym.Env, rng: np.
 def load_checkpoint(path: Path, sac: SAC, buf, env: gym.Env, rng: np.random.Generator, args: Args) -> int:
     fix = f"delete {path} to start the collection over"
     state = load_torch_file(path, "checkpoint", fix)
-    if (not isinstance(state, dict) or not {"step", "settings", "sac", "buffer", "rng"} <= state.keys()
-            or not isinstance(state["settings"], dict)):
+    if (
+        not isinstance(state, dict)
+        or not {"step", "settings", "sac", "buffer", "rng"} <= state.keys()
+        or not isinstance(state["settings"], dict)
+    ):
         raise ValueError(f"{path} is not a checkpoint of this script (keys missing); {fix}")
     changed = {k: (v, getattr(args, k, None)) for k, v in state["settings"].items() if getattr(args, k, None) != v}
     if changed:
@@ -287,7 +308,9 @@ def collect_sac(args: Args, ckpt_path: Path) -> dict[str, np.ndarray] | None:
     low, high = env.action_space.low, env.action_space.high
     next_checkpoint = (start // args.checkpoint_every + 1) * args.checkpoint_every
     updates, clock = 0, time.perf_counter()
-    for t in tqdm(range(start, args.steps), initial=start, total=args.steps, desc=args.task, unit="step", mininterval=1.0):
+    for t in tqdm(
+        range(start, args.steps), initial=start, total=args.steps, desc=args.task, unit="step", mininterval=1.0
+    ):
         if t < args.learning_starts:
             action = rng.uniform(low, high).astype(np.float32)
         else:
@@ -298,8 +321,12 @@ def collect_sac(args: Args, ckpt_path: Path) -> dict[str, np.ndarray] | None:
 
         if t >= args.learning_starts:
             idx = rng.integers(0, t + 1, size=args.batch_size)
-            sac.update({k: torch.as_tensor(buf[k][idx], device=device) for k in
-                        ("observations", "actions", "rewards", "next_observations", "terminals")})
+            sac.update(
+                {
+                    k: torch.as_tensor(buf[k][idx], device=device)
+                    for k in ("observations", "actions", "rewards", "next_observations", "terminals")
+                }
+            )
             updates += 1
 
         if not (terminated or truncated):
@@ -317,8 +344,10 @@ def collect_sac(args: Args, ckpt_path: Path) -> dict[str, np.ndarray] | None:
 
     env.close()
     seconds = time.perf_counter() - clock
-    print(f"{args.steps - start} env steps with {updates} gradient updates in {seconds:.1f} s "
-          f"({(args.steps - start) / seconds:.0f} env steps/s)")
+    print(
+        f"{args.steps - start} env steps with {updates} gradient updates in {seconds:.1f} s "
+        f"({(args.steps - start) / seconds:.0f} env steps/s)"
+    )
     close_last_episode(buf)
     return buf
 
@@ -326,11 +355,16 @@ def collect_sac(args: Args, ckpt_path: Path) -> dict[str, np.ndarray] | None:
 def check_flags(args: Args) -> list[str]:
     """Every problem with the flags, found before any work (one line each)."""
     problems: list[str] = []
-    for flag, value, minimum in [("--steps", args.steps, 1), ("--seed", args.seed, 0),
-                                 ("--max-episode-steps", args.max_episode_steps, 1),
-                                 ("--learning-starts", args.learning_starts, 0), ("--batch-size", args.batch_size, 1),
-                                 ("--hidden-dim", args.hidden_dim, 1), ("--checkpoint-every", args.checkpoint_every, 1),
-                                 ("--stop-at", args.stop_at, 1)]:
+    for flag, value, minimum in [
+        ("--steps", args.steps, 1),
+        ("--seed", args.seed, 0),
+        ("--max-episode-steps", args.max_episode_steps, 1),
+        ("--learning-starts", args.learning_starts, 0),
+        ("--batch-size", args.batch_size, 1),
+        ("--hidden-dim", args.hidden_dim, 1),
+        ("--checkpoint-every", args.checkpoint_every, 1),
+        ("--stop-at", args.stop_at, 1),
+    ]:
         check_int(problems, flag, value, minimum)
     check_float(problems, "--learning-rate", args.learning_rate, 0.0, low_open=True)
     check_float(problems, "--gamma", args.gamma, 0.0, 1.0)
@@ -361,8 +395,9 @@ def main(args: Args) -> None:
         if data is None:
             return
 
-    data["rewards"] = halfcheetah_jump_reward(data["next_observations"], data["actions"], data["x_velocity"],
-                                              hard=args.task == "halfcheetah-jump-hard")
+    data["rewards"] = halfcheetah_jump_reward(
+        data["next_observations"], data["actions"], data["x_velocity"], hard=args.task == "halfcheetah-jump-hard"
+    )
     write_dataset(
         path,
         data,
@@ -379,5 +414,10 @@ def main(args: Args) -> None:
 
 
 if __name__ == "__main__":
-    run_cli(main, Args, check_flags, on_interrupt="interrupted; no dataset was written (halfcheetah-jump: rerun with "
-                                                 "--resume to continue from the last checkpoint, if one was taken)")
+    run_cli(
+        main,
+        Args,
+        check_flags,
+        on_interrupt="interrupted; no dataset was written (halfcheetah-jump: rerun with "
+        "--resume to continue from the last checkpoint, if one was taken)",
+    )

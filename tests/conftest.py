@@ -1,4 +1,5 @@
 """Shared fixtures: a small D4RL-layout HDF5 made from a real Hopper-v4 random policy, and the algorithm modules."""
+
 import importlib.util
 import os
 import subprocess
@@ -11,6 +12,7 @@ import pytest
 import torch
 
 torch.set_num_threads(1)  # a 2-core machine: a second busy core makes OpenMP spin-waits very slow
+
 
 def pytest_configure(config):
     # the *-v4 MuJoCo envs are used on purpose (closest to D4RL's v2 data)
@@ -35,7 +37,9 @@ def orpo():
     return load_module("algorithms/orpo.py", "orpo")
 
 
-def write_random_dataset(path: str, env_id: str = "Hopper-v4", steps: int = 3000, seed: int = 0, attrs: dict | None = None) -> dict:
+def write_random_dataset(
+    path: str, env_id: str = "Hopper-v4", steps: int = 3000, seed: int = 0, attrs: dict | None = None
+) -> dict:
     """Roll a uniform random policy in a real env and write D4RL's layout (with timeouts and next_observations).
 
     The env's time limit is shortened to 50 steps so that the file holds both terminal and timeout episode ends.
@@ -69,18 +73,52 @@ def hopper_data_dir(tmp_path_factory):
     return str(root), arrays
 
 
-TINY = ["--epochs", "2", "--steps-per-epoch", "20", "--batch-size", "32", "--rollout-batch-size", "64",
-        "--dynamics-max-epochs", "2", "--dynamics-hidden-dims", "32", "32", "--hidden-dims", "32", "32",
-        "--eval-episodes", "2", "--num-ensemble", "3", "--num-elites", "2", "--no-cuda"]
+TINY = [
+    "--epochs",
+    "2",
+    "--steps-per-epoch",
+    "20",
+    "--batch-size",
+    "32",
+    "--rollout-batch-size",
+    "64",
+    "--dynamics-max-epochs",
+    "2",
+    "--dynamics-hidden-dims",
+    "32",
+    "32",
+    "--hidden-dims",
+    "32",
+    "32",
+    "--eval-episodes",
+    "2",
+    "--num-ensemble",
+    "3",
+    "--num-elites",
+    "2",
+    "--no-cuda",
+]
 
 
-def run_script(script: str, *args: str, data_dir: str | None = None, cwd: str | None = None, timeout: int = 300,
-               extra_env: dict | None = None):
+def run_script(
+    script: str,
+    *args: str,
+    data_dir: str | None = None,
+    cwd: str | None = None,
+    timeout: int = 300,
+    extra_env: dict | None = None,
+):
     """Run a script as a user would; one thread, since a second busy core makes OpenMP spin-waits very slow."""
     env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", WANDB_MODE="offline", **(extra_env or {}))
     if data_dir:
         env["D4RL_DATASET_DIR"] = data_dir
     if cwd:
         os.makedirs(cwd, exist_ok=True)
-    return subprocess.run([sys.executable, os.path.join(ROOT, script), *args], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, os.path.join(ROOT, script), *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=timeout,
+    )

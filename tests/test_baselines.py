@@ -1,5 +1,6 @@
 """Tests of the baselines mopo.py (and its --policy td3bc), oroo.py, mbpo.py and td3bc.py on the Hopper-v4 fixture,
 and of every algorithm script's --help. The shared code they copy from orpo.py is tested in test_orpo.py."""
+
 import ast
 import csv
 import dataclasses
@@ -18,8 +19,20 @@ from test_orpo import paper_table
 from test_shared_blocks import MODEL_BASED, blocks
 
 MODEL_BASED_SCRIPTS = ("mopo", "oroo", "mbpo")
-TD3BC_TINY = ["--epochs", "2", "--steps-per-epoch", "20", "--batch-size", "32", "--hidden-dims", "32", "32",
-              "--eval-episodes", "2", "--no-cuda"]
+TD3BC_TINY = [
+    "--epochs",
+    "2",
+    "--steps-per-epoch",
+    "20",
+    "--batch-size",
+    "32",
+    "--hidden-dims",
+    "32",
+    "32",
+    "--eval-episodes",
+    "2",
+    "--no-cuda",
+]
 # name: (script, flags); every run uses seed 7 and 2 epochs, so the resume test can compare against it
 RUNS = {
     "mopo": ("mopo", TINY),
@@ -47,8 +60,16 @@ def runs(hopper_data_dir, tmp_path_factory):
 
     def run(name):
         script, flags = RUNS[name]
-        result = run_script(f"algorithms/{script}.py", "--env", "hopper-random-v2", "--seed", "7", *flags,
-                            data_dir=hopper_data_dir[0], cwd=str(root / name))
+        result = run_script(
+            f"algorithms/{script}.py",
+            "--env",
+            "hopper-random-v2",
+            "--seed",
+            "7",
+            *flags,
+            data_dir=hopper_data_dir[0],
+            cwd=str(root / name),
+        )
         dirs = glob.glob(str(root / name / "runs" / "*"))
         return result, dirs[0] if len(dirs) == 1 else None
 
@@ -63,23 +84,47 @@ def test_end_to_end_run_writes_a_finite_score(runs, name):
     assert result.returncode == 0, result.stderr[-3000:]
     assert os.path.basename(run_dir).startswith(f"hopper-random-v2__{name}__7__")
     summary = json.load(open(os.path.join(run_dir, "summary.json")))
-    assert summary["finished"] and summary["algorithm"] == name and summary["preset"] == ("none" if name == "td3bc" else "hopper-random-v2")
+    assert (
+        summary["finished"]
+        and summary["algorithm"] == name
+        and summary["preset"] == ("none" if name == "td3bc" else "hopper-random-v2")
+    )
     assert np.isfinite(summary["normalized_score"]) and np.isfinite(summary["last10_score"])
     files = {"config.json", "metrics.csv", "checkpoint.pt", "policy.pt", *(["dynamics.pt"] if name != "td3bc" else [])}
     assert files <= set(os.listdir(run_dir)) and not glob.glob(os.path.join(run_dir, "*.tmp"))
     sac = name in ("mopo", "oroo", "mbpo")
-    assert torch.load(os.path.join(run_dir, "policy.pt"))["kind"] == ("tanh_gaussian_mlp" if sac else "deterministic_mlp")
+    assert torch.load(os.path.join(run_dir, "policy.pt"))["kind"] == (
+        "tanh_gaussian_mlp" if sac else "deterministic_mlp"
+    )
 
     rows = read_metrics(run_dir)
-    assert [r["epoch"] for r in rows] == (["1", "2"] if name == "td3bc" else ["0", "1", "2"])  # row 0: the ensemble's fit
+    assert [r["epoch"] for r in rows] == (
+        ["1", "2"] if name == "td3bc" else ["0", "1", "2"]
+    )  # row 0: the ensemble's fit
     last = rows[-1]
-    keys = ["eval/normalized_score", "eval/last10_score", "losses/critic_loss", "losses/actor_loss", "losses/q", "charts/epoch_seconds"]
+    keys = [
+        "eval/normalized_score",
+        "eval/last10_score",
+        "losses/critic_loss",
+        "losses/actor_loss",
+        "losses/q",
+        "charts/epoch_seconds",
+    ]
     keys += ["losses/alpha", "losses/entropy"] if sac else ["losses/bc_loss"]
     if name != "td3bc":
-        keys += ["rollout/u", "rollout/reward", "rollout/length", "rollout/action_distance", "eval/model_return",
-                 "eval/model_uncertainty", "charts/lr_actor"]
+        keys += [
+            "rollout/u",
+            "rollout/reward",
+            "rollout/length",
+            "rollout/action_distance",
+            "eval/model_return",
+            "eval/model_uncertainty",
+            "charts/lr_actor",
+        ]
         # SAC's actor LR is cosine-annealed over the 2 epochs (1e-4 -> 5e-5 -> 0); TD3+BC's stays 3e-4
-        assert [float(r["charts/lr_actor"]) for r in rows[1:]] == pytest.approx([5e-5, 0.0] if sac else [3e-4, 3e-4], abs=1e-12)
+        assert [float(r["charts/lr_actor"]) for r in rows[1:]] == pytest.approx(
+            [5e-5, 0.0] if sac else [3e-4, 3e-4], abs=1e-12
+        )
         assert 0 < float(last["rollout/length"]) <= 5  # the hopper-random preset's h = 5
     else:
         assert not any(k.startswith("rollout/") or k.startswith("dynamics/") or "model_" in k for k in last)
@@ -92,36 +137,55 @@ def test_end_to_end_run_writes_a_finite_score(runs, name):
         assert float(last["rollout/reward_o"]) > float(last["rollout/reward"])
 
     config = json.load(open(os.path.join(run_dir, "config.json")))  # the presets were applied and saved
-    expected = {"mopo": dict(lambda_p=5.9, uncertainty="max_aleatoric", rollout_length=5, normalize_obs=False),
-                "mopo_td3bc": dict(policy="td3bc", lambda_p=5.9, normalize_obs=False),
-                "oroo": dict(lambda_o=0.015, uncertainty="max_aleatoric", rollout_length=5, normalize_obs=False),
-                "mbpo": dict(uncertainty="max_aleatoric", rollout_length=5, normalize_obs=False),
-                "td3bc": dict(normalize_obs=True, hidden_dims=[32, 32], alpha=2.5)}[name]
+    expected = {
+        "mopo": dict(lambda_p=5.9, uncertainty="max_aleatoric", rollout_length=5, normalize_obs=False),
+        "mopo_td3bc": dict(policy="td3bc", lambda_p=5.9, normalize_obs=False),
+        "oroo": dict(lambda_o=0.015, uncertainty="max_aleatoric", rollout_length=5, normalize_obs=False),
+        "mbpo": dict(uncertainty="max_aleatoric", rollout_length=5, normalize_obs=False),
+        "td3bc": dict(normalize_obs=True, hidden_dims=[32, 32], alpha=2.5),
+    }[name]
     assert {k: config[k] for k in expected} == expected
 
 
 def test_resume_continues_a_stopped_run_exactly(runs, hopper_data_dir, tmp_path):
     """mopo --policy td3bc: TD3+BC's delay counter and optimisers, the constant LR schedule and the model buffer resume."""
     script, flags = RUNS["mopo_td3bc"]
-    stopped = run_script(f"algorithms/{script}.py", "--env", "hopper-random-v2", "--seed", "7", *flags, "--stop-after-epochs", "1",
-                         data_dir=hopper_data_dir[0], cwd=str(tmp_path))
+    stopped = run_script(
+        f"algorithms/{script}.py",
+        "--env",
+        "hopper-random-v2",
+        "--seed",
+        "7",
+        *flags,
+        "--stop-after-epochs",
+        "1",
+        data_dir=hopper_data_dir[0],
+        cwd=str(tmp_path),
+    )
     assert stopped.returncode == 0, stopped.stderr[-2000:]
     (run_dir,) = glob.glob(str(tmp_path / "runs" / "*"))
-    resumed = run_script(f"algorithms/{script}.py", "--resume", run_dir, "--no-cuda", data_dir=hopper_data_dir[0], cwd=str(tmp_path))
+    resumed = run_script(
+        f"algorithms/{script}.py", "--resume", run_dir, "--no-cuda", data_dir=hopper_data_dir[0], cwd=str(tmp_path)
+    )
     assert resumed.returncode == 0 and "resumed" in resumed.stdout, resumed.stderr[-2000:]
     straight, resumed_rows = read_metrics(runs["mopo_td3bc"][1]), read_metrics(run_dir)
     assert len(resumed_rows) == len(straight) == 3
     for key in straight[2]:
         if "seconds" not in key and "SPS" not in key:
-            assert straight[2][key] == resumed_rows[2][key], key  # same seed on CPU: the same numbers, to the last digit
+            assert straight[2][key] == resumed_rows[2][key], (
+                key
+            )  # same seed on CPU: the same numbers, to the last digit
 
 
 # ---------------------------------------------------------------- the MDP each policy is trained in
-@pytest.mark.parametrize("name,expected", [
-    ("mopo", lambda rew, u: rew - 5.9 * u),  # P-MDP, hopper-random's λp
-    ("oroo", lambda rew, u: rew + 0.015 * u),  # O-MDP, hopper-random's λo
-    ("mbpo", lambda rew, u: rew),  # the model MDP
-])
+@pytest.mark.parametrize(
+    "name,expected",
+    [
+        ("mopo", lambda rew, u: rew - 5.9 * u),  # P-MDP, hopper-random's λp
+        ("oroo", lambda rew, u: rew + 0.015 * u),  # O-MDP, hopper-random's λo
+        ("mbpo", lambda rew, u: rew),  # the model MDP
+    ],
+)
 def test_policy_batches_use_the_algorithms_reward(modules, hopper_data_dir, tmp_path, monkeypatch, name, expected):
     """Run main() in-process and record every batch request: D's rows keep their real reward, the model buffer's rows
     carry the algorithm's reward, computed from the r̂ and u stored with them."""
@@ -133,8 +197,22 @@ def test_policy_batches_use_the_algorithms_reward(modules, hopper_data_dir, tmp_
         return sample_mix(sources)
 
     monkeypatch.setattr(module, "sample_mix", recording_sample_mix)
-    args = tyro.cli(module.Args, args=[*TINY, "--epochs", "1", "--steps-per-epoch", "3", "--env", "hopper-random-v2",
-                                       "--data-dir", hopper_data_dir[0], "--runs-dir", str(tmp_path)])
+    args = tyro.cli(
+        module.Args,
+        args=[
+            *TINY,
+            "--epochs",
+            "1",
+            "--steps-per-epoch",
+            "3",
+            "--env",
+            "hopper-random-v2",
+            "--data-dir",
+            hopper_data_dir[0],
+            "--runs-dir",
+            str(tmp_path),
+        ],
+    )
     module.main(args)
     assert len(calls) == 3
     (real, n_real, real_key), (model, n_model, model_key) = calls[-1]
@@ -188,7 +266,11 @@ def field_docstrings(path):
     docs = {}
     for stmt, after in zip(cls.body, cls.body[1:] + [None]):
         if isinstance(stmt, ast.AnnAssign):
-            is_doc = isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str)
+            is_doc = (
+                isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)
+            )
             docs[stmt.target.id] = " ".join(after.value.value.split()) if is_doc else None
     return docs
 
@@ -212,8 +294,20 @@ SCRIPTS = sorted(os.path.basename(p)[: -len(".py")] for p in glob.glob(os.path.j
 def test_help_lists_every_field_with_its_docstring(tmp_path):
     assert {"orpo", "mopo", "oroo", "mbpo", "td3bc"} <= set(SCRIPTS)
     with ThreadPoolExecutor(2) as pool:
-        results = dict(zip(SCRIPTS, pool.map(lambda s: run_script(f"algorithms/{s}.py", "--help", cwd=str(tmp_path),
-                                                                      extra_env={"COLUMNS": "200", "PYTHONIOENCODING": "utf-8"}), SCRIPTS)))
+        results = dict(
+            zip(
+                SCRIPTS,
+                pool.map(
+                    lambda s: run_script(
+                        f"algorithms/{s}.py",
+                        "--help",
+                        cwd=str(tmp_path),
+                        extra_env={"COLUMNS": "200", "PYTHONIOENCODING": "utf-8"},
+                    ),
+                    SCRIPTS,
+                ),
+            )
+        )
     for script in SCRIPTS:
         assert results[script].returncode == 0, results[script].stderr[-2000:]
         entries = help_entries(results[script].stdout)
@@ -240,14 +334,19 @@ DIFFERENT = {
 
 @pytest.mark.parametrize("name", DIFFERENT)
 def test_args_match_orpo_in_order_and_docstrings(modules, orpo, name):
-    ours, theirs = field_docstrings(os.path.join(ROOT, "algorithms", f"{name}.py")), field_docstrings(os.path.join(ROOT, "algorithms", "orpo.py"))
+    ours, theirs = (
+        field_docstrings(os.path.join(ROOT, "algorithms", f"{name}.py")),
+        field_docstrings(os.path.join(ROOT, "algorithms", "orpo.py")),
+    )
     shared = [f for f in ours if f in theirs]
     assert shared == [f for f in theirs if f in ours], "shared fields are in another order than in orpo.py"
     defaults = {f.name: f.default for f in dataclasses.fields(modules[name].Args)}
     orpo_defaults = {f.name: f.default for f in dataclasses.fields(orpo.Args)}
     for field in shared:
         if field in DIFFERENT[name]:
-            assert (ours[field], defaults[field]) != (theirs[field], orpo_defaults[field]), f"{field} is no longer different"
+            assert (ours[field], defaults[field]) != (theirs[field], orpo_defaults[field]), (
+                f"{field} is no longer different"
+            )
         elif field != "exp_name":
             assert (ours[field], defaults[field]) == (theirs[field], orpo_defaults[field]), field
 
@@ -255,11 +354,30 @@ def test_args_match_orpo_in_order_and_docstrings(modules, orpo, name):
 def test_td3bc_references_nothing_from_the_model_based_blocks():
     """td3bc.py omits the blocks ensemble, uncertainty, termination and rollouts: no name they define may appear in it."""
     reference = blocks(os.path.join(ROOT, "algorithms", "orpo.py"))
-    defined = {node.name for block in MODEL_BASED for node in ast.parse(reference[block]).body
-               if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
-    assert {"EnsembleDynamics", "load_or_fit_dynamics", "uncertainty_fn", "termination_fn", "rollout", "model_eval"} <= defined
+    defined = {
+        node.name
+        for block in MODEL_BASED
+        for node in ast.parse(reference[block]).body
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef))
+    }
+    assert {
+        "EnsembleDynamics",
+        "load_or_fit_dynamics",
+        "uncertainty_fn",
+        "termination_fn",
+        "rollout",
+        "model_eval",
+    } <= defined
     tree = ast.parse(open(os.path.join(ROOT, "algorithms", "td3bc.py")).read())
     used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
-    used |= {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.isidentifier()}
+    used |= {
+        n.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.isidentifier()
+    }
     assert not used & defined
-    assert not re.search(r"^# --- shared: (ensemble|uncertainty|termination|rollouts) ---", open(os.path.join(ROOT, "algorithms", "td3bc.py")).read(), re.M)
+    assert not re.search(
+        r"^# --- shared: (ensemble|uncertainty|termination|rollouts) ---",
+        open(os.path.join(ROOT, "algorithms", "td3bc.py")).read(),
+        re.M,
+    )

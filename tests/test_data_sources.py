@@ -1,4 +1,5 @@
 """The algorithms' loader on the other data sources: Minari datasets and the datasets this repo makes."""
+
 import json
 
 import gymnasium as gym
@@ -28,12 +29,21 @@ def minari_dir(tmp_path_factory):
             action = env.action_space.sample()
             obs, reward, terminated, truncated, _ = env.step(action)
             truncated = truncated or (episode % 2 == 1 and len(cols["actions"]) == 9)  # episodes 1, 3: cut at 10 steps
-            for k, v in zip(("observations", "actions", "rewards", "terminations", "truncations"), (obs, action, reward, terminated, truncated)):
+            for k, v in zip(
+                ("observations", "actions", "rewards", "terminations", "truncations"),
+                (obs, action, reward, terminated, truncated),
+            ):
                 cols[k].append(v)
             done = terminated or truncated
         buffers.append(EpisodeBuffer(id=episode, seed=episode, **{k: np.asarray(v) for k, v in cols.items()}))
-    minari.create_dataset_from_buffers("test/hopper/random-v0", buffers, env="Hopper-v4", algorithm_name="random",
-                                       ref_min_score=-20.272305, ref_max_score=3234.3)
+    minari.create_dataset_from_buffers(
+        "test/hopper/random-v0",
+        buffers,
+        env="Hopper-v4",
+        algorithm_name="random",
+        ref_min_score=-20.272305,
+        ref_max_score=3234.3,
+    )
     yield str(root)
     mp.undo()
 
@@ -53,7 +63,10 @@ def test_minari_dataset_through_the_loader(orpo, minari_dir, monkeypatch):
         for t in range(len(ep.actions)):
             if ep.truncations[t]:
                 continue
-            for k, v in zip(expected, (ep.observations[t], ep.actions[t], [ep.rewards[t]], ep.observations[t + 1], [ep.terminations[t]])):
+            for k, v in zip(
+                expected,
+                (ep.observations[t], ep.actions[t], [ep.rewards[t]], ep.observations[t + 1], [ep.terminations[t]]),
+            ):
                 expected[k].append(np.asarray(v, dtype=np.float32))
     assert set(data) == set(expected)
     for k, rows in expected.items():
@@ -74,16 +87,38 @@ def test_minari_end_to_end_and_bad_id(minari_dir, tmp_path):
 
 
 def test_jump_task_reports_raw_returns(tmp_path):
-    made = run_script("datasets/halfcheetah_jump.py", "--task", "halfcheetah-jump-hard", "--steps", "1500",
-                      "--data-dir", str(tmp_path / "data"))
+    made = run_script(
+        "datasets/halfcheetah_jump.py",
+        "--task",
+        "halfcheetah-jump-hard",
+        "--steps",
+        "1500",
+        "--data-dir",
+        str(tmp_path / "data"),
+    )
     assert made.returncode == 0, made.stderr[-2000:]
-    result = run_script("algorithms/orpo.py", "--env", "halfcheetah-jump-hard", *TINY, "--data-dir", str(tmp_path / "data"), cwd=str(tmp_path))
+    result = run_script(
+        "algorithms/orpo.py",
+        "--env",
+        "halfcheetah-jump-hard",
+        *TINY,
+        "--data-dir",
+        str(tmp_path / "data"),
+        cwd=str(tmp_path),
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     (run_dir,) = (tmp_path / "runs").iterdir()
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["score_kind"] == "raw_return" and summary["normalized_score"] is None and np.isfinite(summary["return"])
+    assert (
+        summary["score_kind"] == "raw_return" and summary["normalized_score"] is None and np.isfinite(summary["return"])
+    )
     config = json.loads((run_dir / "config.json").read_text())
-    assert (config["lambda_p"], config["lambda_o"], config["rollout_length"], config["rollout_length_o"]) == (1.0, 0.1, 5, 5)
+    assert (config["lambda_p"], config["lambda_o"], config["rollout_length"], config["rollout_length_o"]) == (
+        1.0,
+        0.1,
+        5,
+        5,
+    )
     assert (config["real_ratio"], config["output_rollout_ratio"]) == (0.05, 0.05)  # 12 D / 12 π^p / 232 π^o rows
 
 
@@ -113,9 +148,13 @@ def test_jump_reward_in_evaluation_matches_the_dataset_scripts(orpo):
 
 def test_local_dataset_from_collect_py(tmp_path):
     data = str(tmp_path / "data")
-    made = run_script("datasets/collect.py", "--env", "Hopper-v4", "--policy", "random", "--steps", "1500", "--data-dir", data)
+    made = run_script(
+        "datasets/collect.py", "--env", "Hopper-v4", "--policy", "random", "--steps", "1500", "--data-dir", data
+    )
     assert made.returncode == 0, made.stderr[-2000:]
-    result = run_script("algorithms/orpo.py", "--env", "local/hopper-random", *TINY, "--data-dir", data, cwd=str(tmp_path))
+    result = run_script(
+        "algorithms/orpo.py", "--env", "local/hopper-random", *TINY, "--data-dir", data, cwd=str(tmp_path)
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     (run_dir,) = (tmp_path / "runs").iterdir()
     assert run_dir.name.startswith("local_hopper-random__orpo__")
@@ -141,7 +180,17 @@ def test_collect_py_runs_a_policy_exported_by_the_algorithms(orpo, tmp_path, kin
     path = tmp_path / "run" / "policy.pt"
     path.parent.mkdir()
     orpo.export_policy(actor, str(path))
-    made = run_script("datasets/collect.py", "--env", "Hopper-v4", "--policy", str(path), "--steps", "300", "--out", str(tmp_path / "d.hdf5"))
+    made = run_script(
+        "datasets/collect.py",
+        "--env",
+        "Hopper-v4",
+        "--policy",
+        str(path),
+        "--steps",
+        "300",
+        "--out",
+        str(tmp_path / "d.hdf5"),
+    )
     assert made.returncode == 0, made.stderr[-2000:]
     with h5py.File(tmp_path / "d.hdf5", "r") as f:
         obs, act = f["observations"][()], f["actions"][()]
@@ -150,7 +199,10 @@ def test_collect_py_runs_a_policy_exported_by_the_algorithms(orpo, tmp_path, kin
     np.testing.assert_allclose(act, expected.numpy(), atol=1e-5)
 
 
-@pytest.mark.parametrize("args,needle", [(["--env", "Hoppr-v4"], "Hoppr"), (["--policy", "/nonexistent/policy.pt"], "/nonexistent/policy.pt")])
+@pytest.mark.parametrize(
+    "args,needle",
+    [(["--env", "Hoppr-v4"], "Hoppr"), (["--policy", "/nonexistent/policy.pt"], "/nonexistent/policy.pt")],
+)
 def test_collect_py_bad_input_is_one_line(tmp_path, args, needle):
     result = run_script("datasets/collect.py", "--steps", "10", "--out", str(tmp_path / "x.hdf5"), *args)
     assert result.returncode != 0 and "Traceback" not in result.stderr

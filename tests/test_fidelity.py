@@ -1,5 +1,6 @@
 """The presets run what produced the paper's numbers (the authors' code), the literal reading is one flag away,
 and no non-finite model row reaches a buffer."""
+
 import numpy as np
 import pytest
 import torch
@@ -7,8 +8,12 @@ import tyro
 from conftest import TINY, load_module
 
 TABLE = {  # a few rows of the paper's table, by kind: (dataset, the table's uncertainty type)
-    "halfcheetah-random-v2": "ensemble_std", "walker2d-random-v2": "ensemble_var", "hopper-medium-v2": "max_aleatoric",
-    "halfcheetah-medium-replay-v2": "ensemble_var", "walker2d-medium-replay-v2": "ensemble_std", "halfcheetah-jump": "max_aleatoric",
+    "halfcheetah-random-v2": "ensemble_std",
+    "walker2d-random-v2": "ensemble_var",
+    "hopper-medium-v2": "max_aleatoric",
+    "halfcheetah-medium-replay-v2": "ensemble_var",
+    "walker2d-medium-replay-v2": "ensemble_std",
+    "halfcheetah-jump": "max_aleatoric",
 }
 
 
@@ -24,15 +29,24 @@ def preset(module, name, **kw):
 
 
 def output_batch_rows(orpo, args) -> dict[str, int]:
-    n = orpo.mix_counts(args.batch_size, (args.real_ratio, args.output_rollout_ratio, 1 - args.real_ratio - args.output_rollout_ratio))
+    n = orpo.mix_counts(
+        args.batch_size, (args.real_ratio, args.output_rollout_ratio, 1 - args.real_ratio - args.output_rollout_ratio)
+    )
     return dict(zip(("D", "pi_p", "pi_o"), n))
 
 
-@pytest.mark.parametrize("name,official,literal", [
-    ("hopper-medium-v2", (12, 115, 129), (12, 128, 116)),  # official commands: --real-ratio-final 0.05 --final-policy-rollout-ratio-final 0.45
-    ("walker2d-medium-replay-v2", (128, 76, 52), (128, 51, 77)),  # 0.5 : 0.3 : 0.2
-    ("halfcheetah-jump", (12, 12, 232), (12, 230, 14)),  # 0.05 : 0.05 : 0.9; 95 % of the batch from π^o
-])
+@pytest.mark.parametrize(
+    "name,official,literal",
+    [
+        (
+            "hopper-medium-v2",
+            (12, 115, 129),
+            (12, 128, 116),
+        ),  # official commands: --real-ratio-final 0.05 --final-policy-rollout-ratio-final 0.45
+        ("walker2d-medium-replay-v2", (128, 76, 52), (128, 51, 77)),  # 0.5 : 0.3 : 0.2
+        ("halfcheetah-jump", (12, 12, 232), (12, 230, 14)),  # 0.05 : 0.05 : 0.9; 95 % of the batch from π^o
+    ],
+)
 def test_output_policy_batch_rows_per_preset(orpo, name, official, literal):
     """The presets' shares give these rows of π^p's 256-row batch (D, its own D^p_πp, π^o's D^p_πo) by main's rule
     for the counts; that main samples the sources in this order is checked by tests/test_mutations.py."""
@@ -44,7 +58,9 @@ def test_uncertainty_presets_orpo_official_vs_literal(orpo):
     for name, table_type in TABLE.items():
         assert preset(orpo, name).uncertainty == "max_aleatoric", name  # the ORPO runner never passes its flag
         literal = preset(orpo, name, paper_literal=True).uncertainty
-        assert literal == {"ensemble_var": "mixture_var", "ensemble_std": "mixture_std"}.get(table_type, table_type), name
+        assert literal == {"ensemble_var": "mixture_var", "ensemble_std": "mixture_std"}.get(table_type, table_type), (
+            name
+        )
         assert preset(orpo, name, uncertainty="ensemble_std").uncertainty == "ensemble_std"  # a flag wins over a preset
 
 
@@ -52,7 +68,9 @@ def test_uncertainty_presets_mopo_use_kits_formula(mopo):
     for name, table_type in TABLE.items():
         assert preset(mopo, name).uncertainty == table_type, name  # the MOPO runner passes the flag to Kit's formula
         literal = preset(mopo, name, paper_literal=True).uncertainty
-        assert literal == {"ensemble_var": "mixture_var", "ensemble_std": "mixture_std"}.get(table_type, table_type), name
+        assert literal == {"ensemble_var": "mixture_var", "ensemble_std": "mixture_std"}.get(table_type, table_type), (
+            name
+        )
 
 
 def test_kits_ensemble_var_ignores_sigma_and_reward_and_uses_all_members(orpo):
@@ -85,7 +103,9 @@ def test_untrained_rollout_policy_samples_the_initial_actor(orpo):
 
 
 @pytest.mark.parametrize("rollout_policy,trained", [("untrained", False), ("optimistic", True)])
-def test_only_the_optimistic_rollout_policy_is_updated(orpo, hopper_data_dir, tmp_path, monkeypatch, rollout_policy, trained):
+def test_only_the_optimistic_rollout_policy_is_updated(
+    orpo, hopper_data_dir, tmp_path, monkeypatch, rollout_policy, trained
+):
     """A 1-epoch in-process run: with `untrained`, π^o's SAC gets no update and its weights stay at their init."""
     created, updates = [], []
     original_init, original_update = orpo.SAC.__init__, orpo.SAC.update
@@ -100,10 +120,26 @@ def test_only_the_optimistic_rollout_policy_is_updated(orpo, hopper_data_dir, tm
 
     monkeypatch.setattr(orpo.SAC, "__init__", recording_init)
     monkeypatch.setattr(orpo.SAC, "update", recording_update)
-    args = tyro.cli(orpo.Args, args=[*TINY, "--epochs", "1", "--steps-per-epoch", "3", "--env", "hopper-random-v2", "--data-dir",
-                                     hopper_data_dir[0], "--runs-dir", str(tmp_path), "--rollout-policy", rollout_policy])
+    args = tyro.cli(
+        orpo.Args,
+        args=[
+            *TINY,
+            "--epochs",
+            "1",
+            "--steps-per-epoch",
+            "3",
+            "--env",
+            "hopper-random-v2",
+            "--data-dir",
+            hopper_data_dir[0],
+            "--runs-dir",
+            str(tmp_path),
+            "--rollout-policy",
+            rollout_policy,
+        ],
+    )
     orpo.main(args)
-    (pi_o, init), = created  # π^p is TD3+BC: the only SAC is π^o
+    ((pi_o, init),) = created  # π^p is TD3+BC: the only SAC is π^o
     assert len(updates) == (3 if trained else 0)
     same = all(torch.equal(p, q) for p, q in zip(pi_o.actor.parameters(), init))
     assert same != trained
@@ -123,8 +159,14 @@ class PoisonedDynamics:
 
 def test_rollout_drops_and_counts_nonfinite_rows(orpo):
     start = torch.zeros(30, 3)
-    out = orpo.rollout(PoisonedDynamics(), lambda obs: torch.ones(len(obs), 2), start, 2, lambda s: torch.zeros(len(s), dtype=torch.bool),
-                       "max_aleatoric")
+    out = orpo.rollout(
+        PoisonedDynamics(),
+        lambda obs: torch.ones(len(obs), 2),
+        start,
+        2,
+        lambda s: torch.zeros(len(s), dtype=torch.bool),
+        "max_aleatoric",
+    )
     # step 1: 30 rows, 20 bad (10 NaN s', 10 inf u) -> 10 kept; step 2: those 10 rows, 7 bad (rows 0,3,6,9 and 1,4,7)
     assert int(out["nonfinite"]) == 20 + 7
     assert len(out["u"]) == 10 + 3
@@ -143,8 +185,24 @@ def test_nonfinite_model_rows_never_reach_the_critic(orpo, hopper_data_dir, tmp_
         return torch.where(bad[:, None], torch.nan, next_obs), torch.where(bad, torch.nan, rew), u
 
     monkeypatch.setattr(orpo.EnsembleDynamics, "step", poisoned_step)
-    args = tyro.cli(orpo.Args, args=[*TINY, "--epochs", "1", "--steps-per-epoch", "20", "--env", "hopper-random-v2",
-                                     "--data-dir", hopper_data_dir[0], "--runs-dir", str(tmp_path), "--eval-episodes", "1"])
+    args = tyro.cli(
+        orpo.Args,
+        args=[
+            *TINY,
+            "--epochs",
+            "1",
+            "--steps-per-epoch",
+            "20",
+            "--env",
+            "hopper-random-v2",
+            "--data-dir",
+            hopper_data_dir[0],
+            "--runs-dir",
+            str(tmp_path),
+            "--eval-episodes",
+            "1",
+        ],
+    )
     summary = orpo.main(args)
     (run_dir,) = tmp_path.iterdir()
     ckpt = torch.load(run_dir / "checkpoint.pt", weights_only=False)
@@ -165,7 +223,14 @@ def test_a_rollout_with_no_finite_row_adds_nothing_and_sampling_it_is_one_line(o
         def step(self, obs, act, uncertainty):
             return torch.full_like(obs, torch.nan), torch.zeros(len(obs)), torch.zeros(len(obs))
 
-    out = orpo.rollout(AllNaN(), lambda obs: torch.zeros(len(obs), 2), torch.zeros(8, 3), 3, lambda s: torch.zeros(len(s), dtype=torch.bool), "max_aleatoric")
+    out = orpo.rollout(
+        AllNaN(),
+        lambda obs: torch.zeros(len(obs), 2),
+        torch.zeros(8, 3),
+        3,
+        lambda s: torch.zeros(len(s), dtype=torch.bool),
+        "max_aleatoric",
+    )
     assert int(out["nonfinite"]) == 8 and len(out["u"]) == 0
     buf = orpo.ReplayBuffer(16, {"obs": 3, "act": 2, "rew": 1, "u": 1, "next_obs": 3, "done": 1}, "cpu")
     buf.add(out)

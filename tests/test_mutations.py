@@ -8,6 +8,7 @@ Mutations each test is known to catch (checked by applying them to a copy of the
   walker2d's z < 2 bound dropped                                              -> test_termination_agrees_with_the_envs_own_health_check
   rewards shifted one row by the loader                                       -> test_loader_returns_the_files_rows_*
 """
+
 import gymnasium as gym
 import h5py
 import numpy as np
@@ -52,8 +53,13 @@ def test_loader_returns_the_files_rows_real_hopper_data(orpo, hopper_data_dir):
     # the file exercises both episode ends, and timeouts in its middle (so dropping them shifts later rows)
     assert raw["terminals"].sum() > 0 and 0 < np.flatnonzero(~keep)[0] < len(keep) - 1
     data = orpo.load_transitions(path)
-    expected = {"obs": raw["observations"][keep], "act": raw["actions"][keep], "rew": raw["rewards"][keep][:, None],
-                "next_obs": raw["next_observations"][keep], "done": raw["terminals"][keep].astype(np.float32)[:, None]}
+    expected = {
+        "obs": raw["observations"][keep],
+        "act": raw["actions"][keep],
+        "rew": raw["rewards"][keep][:, None],
+        "next_obs": raw["next_observations"][keep],
+        "done": raw["terminals"][keep].astype(np.float32)[:, None],
+    }
     assert set(data) == set(expected)
     for key, value in expected.items():
         assert data[key].dtype == np.float32, key
@@ -85,7 +91,10 @@ def test_termination_agrees_with_the_envs_own_health_check(orpo, gym_id, domain)
     obs, healthy = health_states(gym_id, zs, angles)
     assert healthy.any() and not healthy.all()
     if domain == "walker2d":  # the env itself ends an episode above z = 2
-        assert not healthy[obs[:, 0].numpy() > 2.0].any() and healthy[(obs[:, 0].numpy() > 1.5) & (obs[:, 0].numpy() < 2)].any()
+        assert (
+            not healthy[obs[:, 0].numpy() > 2.0].any()
+            and healthy[(obs[:, 0].numpy() > 1.5) & (obs[:, 0].numpy() < 2)].any()
+        )
     done = orpo.termination_fn(domain)(obs).numpy()
     np.testing.assert_array_equal(done, ~healthy)
 
@@ -147,8 +156,9 @@ def row_keys(obs, act, next_obs):
 LAMBDA_O, LAMBDA_P, REAL_RATIO, OUTPUT_ROLLOUT_RATIO = 0.5, 2.0, 0.1, 0.3
 
 
-def test_each_policy_trains_on_its_mdps_rewards_with_the_configured_rows_per_source(orpo, hopper_data_dir, tmp_path,
-                                                                                     monkeypatch):
+def test_each_policy_trains_on_its_mdps_rewards_with_the_configured_rows_per_source(
+    orpo, hopper_data_dir, tmp_path, monkeypatch
+):
     """Run main() for one epoch with every update's batch recorded, and trace each batch row to where it came from:
     the HDF5 file (D), π^o's model rollouts or π^p's model rollouts. Then
       π^o (SAC):     D rows carry the file's reward, π^o's rollout rows r^o = r̂ + λo·u (O-MDP), no π^p rows;
@@ -171,6 +181,7 @@ def test_each_policy_trains_on_its_mdps_rewards_with_the_configured_rows_per_sou
         def recording_update(self, batch):
             updates.append((name, {k: v.clone() for k, v in batch.items()}))
             return update(self, batch)
+
         return recording_update
 
     monkeypatch.setattr(orpo, "make_rollout_policy", recording_make)
@@ -178,10 +189,32 @@ def test_each_policy_trains_on_its_mdps_rewards_with_the_configured_rows_per_sou
     monkeypatch.setattr(orpo.SAC, "update", recorder("pi_o", sac_update))
     monkeypatch.setattr(orpo.TD3BC, "update", recorder("pi_p", td3bc_update))
     data_dir = hopper_data_dir[0]
-    args = tyro.cli(orpo.Args, args=[*TINY, "--epochs", "1", "--steps-per-epoch", "3", "--eval-episodes", "1",
-                                     "--env", "hopper-random-v2", "--data-dir", data_dir, "--runs-dir", str(tmp_path),
-                                     "--lambda-o", str(LAMBDA_O), "--lambda-p", str(LAMBDA_P),
-                                     "--real-ratio", str(REAL_RATIO), "--output-rollout-ratio", str(OUTPUT_ROLLOUT_RATIO)])
+    args = tyro.cli(
+        orpo.Args,
+        args=[
+            *TINY,
+            "--epochs",
+            "1",
+            "--steps-per-epoch",
+            "3",
+            "--eval-episodes",
+            "1",
+            "--env",
+            "hopper-random-v2",
+            "--data-dir",
+            data_dir,
+            "--runs-dir",
+            str(tmp_path),
+            "--lambda-o",
+            str(LAMBDA_O),
+            "--lambda-p",
+            str(LAMBDA_P),
+            "--real-ratio",
+            str(REAL_RATIO),
+            "--output-rollout-ratio",
+            str(OUTPUT_ROLLOUT_RATIO),
+        ],
+    )
     orpo.main(args)
 
     # where each (s, a, s') row came from, and the reward each MDP gives it
@@ -189,8 +222,13 @@ def test_each_policy_trains_on_its_mdps_rewards_with_the_configured_rows_per_sou
     _, path = orpo.resolve_task("hopper-random-v2", None, None, data_dir)
     with h5py.File(path, "r") as f:
         keep = ~f["timeouts"][()].astype(bool)
-        file_rows = {k: torch.as_tensor(f[k][()][keep], dtype=torch.float32) for k in ("observations", "actions", "next_observations", "rewards")}
-    for key, r in zip(row_keys(file_rows["observations"], file_rows["actions"], file_rows["next_observations"]), file_rows["rewards"]):
+        file_rows = {
+            k: torch.as_tensor(f[k][()][keep], dtype=torch.float32)
+            for k in ("observations", "actions", "next_observations", "rewards")
+        }
+    for key, r in zip(
+        row_keys(file_rows["observations"], file_rows["actions"], file_rows["next_observations"]), file_rows["rewards"]
+    ):
         origin[key] = ("D", float(r), float(r))
     assert [name for name, _ in rollouts] == ["pi_o", "pi_p"]
     for name, out in rollouts:
@@ -202,8 +240,10 @@ def test_each_policy_trains_on_its_mdps_rewards_with_the_configured_rows_per_sou
 
     n = 32  # TINY's batch size
     n_d, n_own = int(n * REAL_RATIO), int(n * OUTPUT_ROLLOUT_RATIO)
-    want_rows = {"pi_o": {"D": int(n * 0.05), "pi_o": n - int(n * 0.05)},  # --real-ratio-o 0.05 (default)
-                 "pi_p": {"D": n_d, "pi_p": n_own, "pi_o": n - n_d - n_own}}
+    want_rows = {
+        "pi_o": {"D": int(n * 0.05), "pi_o": n - int(n * 0.05)},  # --real-ratio-o 0.05 (default)
+        "pi_p": {"D": n_d, "pi_p": n_own, "pi_o": n - n_d - n_own},
+    }
     assert [name for name, _ in updates] == ["pi_o", "pi_p"] * 3
     for name, batch in updates:
         sources = [origin[key] for key in row_keys(batch["obs"], batch["act"], batch["next_obs"])]

@@ -1,4 +1,5 @@
 """Unit and end-to-end tests of algorithms/orpo.py on a small real Hopper-v4 dataset."""
+
 import copy
 import csv
 import json
@@ -28,7 +29,9 @@ def test_loader_uses_next_observations_and_drops_timeouts(orpo, hopper_data_dir)
     np.testing.assert_array_equal(data["done"][:, 0], raw["terminals"][keep].astype(np.float32))
     # at a terminal step the next row is the next episode's first state, which a model must never learn
     end = np.flatnonzero(raw["terminals"][:-1])[0]
-    assert not np.allclose(raw["next_observations"][end], raw["observations"][end + 1])  # precondition of the next check
+    assert not np.allclose(
+        raw["next_observations"][end], raw["observations"][end + 1]
+    )  # precondition of the next check
     row = keep[:end].sum()
     np.testing.assert_array_equal(data["next_obs"][row], raw["next_observations"][end])
 
@@ -76,11 +79,17 @@ def test_uncertainty_grows_away_from_data_and_step_shapes(orpo):
         assert next_obs.shape == (500, 3) and rew.shape == (500,) and u_near.shape == (500,)
         # the models' disagreement grows off the data (≈ 6× in var, ≈ 2.5× in std over seeds); a learned σ need not
         if kind != "max_aleatoric":
-            assert u_far.mean() > {"ensemble_var": 3.0, "ensemble_std": 1.5, "mixture_var": 3.0, "mixture_std": 1.5}[kind] * u_near.mean(), kind
+            assert (
+                u_far.mean()
+                > {"ensemble_var": 3.0, "ensemble_std": 1.5, "mixture_var": 3.0, "mixture_std": 1.5}[kind]
+                * u_near.mean()
+            ), kind
 
 
 # ---------------------------------------------------------------- termination
-@pytest.mark.parametrize("gym_id,domain", [("Hopper-v4", "hopper"), ("Walker2d-v4", "walker2d"), ("HalfCheetah-v4", "halfcheetah")])
+@pytest.mark.parametrize(
+    "gym_id,domain", [("Hopper-v4", "hopper"), ("Walker2d-v4", "walker2d"), ("HalfCheetah-v4", "halfcheetah")]
+)
 def test_termination_matches_the_env(orpo, gym_id, domain):
     env = gym.make(gym_id)
     env.action_space.seed(0)
@@ -113,8 +122,15 @@ def test_relabel_identity(orpo):
     torch.testing.assert_close(r_o, rew + 0.015 * u)
 
 
-@pytest.mark.parametrize("ratios,expected", [((0.05, 0.45, 0.5), [12, 115, 129]), ((0.5, 0.3, 0.2), [128, 76, 52]),
-                                             ((0.05, 0.95), [12, 244]), ((0.05, 0.05, 0.9), [12, 12, 232])])
+@pytest.mark.parametrize(
+    "ratios,expected",
+    [
+        ((0.05, 0.45, 0.5), [12, 115, 129]),
+        ((0.5, 0.3, 0.2), [128, 76, 52]),
+        ((0.05, 0.95), [12, 244]),
+        ((0.05, 0.05, 0.9), [12, 12, 232]),
+    ],
+)
 def test_batch_mix_counts(orpo, ratios, expected):
     assert orpo.mix_counts(256, ratios) == expected
 
@@ -123,7 +139,9 @@ def test_sample_mix_takes_each_sources_reward(orpo):
     fields = {"obs": 2, "act": 1, "rew": 1, "rew_p": 1, "next_obs": 2, "done": 1}
     a, b = orpo.ReplayBuffer(10, fields, "cpu"), orpo.ReplayBuffer(10, fields, "cpu")
     for buf, value in ((a, 1.0), (b, 2.0)):
-        buf.add({k: torch.full((10, d), value) if k != "rew_p" else torch.full((10, d), -value) for k, d in fields.items()})
+        buf.add(
+            {k: torch.full((10, d), value) if k != "rew_p" else torch.full((10, d), -value) for k, d in fields.items()}
+        )
     batch = orpo.sample_mix([(a, 3, "rew"), (b, 5, "rew_p")])
     assert batch["obs"].shape == (8, 2) and batch["rew"].shape == (8,) and batch["done"].shape == (8,)
     assert batch["rew"].tolist() == [1.0] * 3 + [-2.0] * 5
@@ -204,7 +222,10 @@ def test_bf16_ensemble_is_close_to_fp32(orpo):
     data = {"obs": obs, "act": act, "next_obs": obs + 0.1 * act + 0.05 * obs**2, "rew": obs.sum(1, keepdim=True)}
     model = orpo.EnsembleDynamics(3, 1, (64, 64), 5, 3, bf16=True)
     metrics = orpo.fit_dynamics(model, data, orpo.Args(dynamics_max_epochs=10))
-    assert metrics["dynamics/holdout_mse"] < 0.05 * torch.cat([data["next_obs"] - obs, data["rew"]], 1).var(0).mean().item()
+    assert (
+        metrics["dynamics/holdout_mse"]
+        < 0.05 * torch.cat([data["next_obs"] - obs, data["rew"]], 1).var(0).mean().item()
+    )
     x = torch.cat([obs[:500], act[:500]], 1)
     with torch.no_grad():
         mean16, logvar16 = model(x)
@@ -231,10 +252,17 @@ def test_early_stopping_restores_each_models_best(orpo):
     """Training stops on patience, and the weights left are each model's best on the holdout set."""
     torch.manual_seed(1)
     obs, act = torch.randn(600, 2), torch.randn(600, 1)
-    data = {"obs": obs, "act": act, "next_obs": obs + 0.3 * obs.roll(1, 1) + 0.1 * torch.randn(600, 2), "rew": torch.randn(600, 1)}
+    data = {
+        "obs": obs,
+        "act": act,
+        "next_obs": obs + 0.3 * obs.roll(1, 1) + 0.1 * torch.randn(600, 2),
+        "rew": torch.randn(600, 1),
+    }
     model = orpo.EnsembleDynamics(2, 1, (32,), 3, 2)
     torch.manual_seed(5)
-    metrics = orpo.fit_dynamics(model, data, orpo.Args(dynamics_patience=2, dynamics_max_epochs=300, dynamics_batch_size=64))
+    metrics = orpo.fit_dynamics(
+        model, data, orpo.Args(dynamics_patience=2, dynamics_max_epochs=300, dynamics_batch_size=64)
+    )
     assert metrics["dynamics/epochs"] < 300  # the noisy reward stops improving long before
     torch.manual_seed(5)
     hold = torch.randperm(600)[: min(int(600 * 0.2), 1000)]  # fit_dynamics' first random draw is its holdout split
@@ -249,12 +277,16 @@ def test_early_stopping_restores_each_models_best(orpo):
 def paper_table():
     """The rows of the paper's "Tuned hyper-parameters" table, parsed from the LaTeX source."""
     if not os.path.isfile(PAPER):
-        message = f"the paper's LaTeX source is not at {os.path.normpath(PAPER)}; the presets cannot be checked against it"
+        message = (
+            f"the paper's LaTeX source is not at {os.path.normpath(PAPER)}; the presets cannot be checked against it"
+        )
         if os.environ.get("CI"):  # CI always has it beside the checkout: its absence there is a failure, not a skip
             pytest.fail(message)
         pytest.skip(message)
     tex = open(PAPER).read()
-    table = tex[tex.index("Optimized MOPO~\\cite{lu2022revisiting} \\\\ $(N"): tex.index("label{fig:d4rl-tuned-hyperparams}")]
+    table = tex[
+        tex.index("Optimized MOPO~\\cite{lu2022revisiting} \\\\ $(N") : tex.index("label{fig:d4rl-tuned-hyperparams}")
+    ]
     rows = {}
     names = {"Ensemble Std": "ensemble_std", "Ensemble Var": "ensemble_var", "Max Aleatoric": "max_aleatoric"}
     row = r"^\s*\\!\\!\\!([a-z-]+)(?:\\!)*\s*&\s*(\w+)\s*&([^&]+)&([^&]+)&\s*([\d.]+,\s*\d+)\s*\\\\"
@@ -280,7 +312,13 @@ def test_presets_fill_only_unset_fields(orpo, hopper_data_dir):
     task, _ = orpo.resolve_task("hopper-random-v2", None, None, hopper_data_dir[0])
     args, source = orpo.apply_presets(orpo.Args(env="hopper-random-v2", lambda_p=1.5), task)
     assert source == "hopper-random-v2"
-    assert (args.lambda_p, args.uncertainty, args.rollout_length, args.lambda_o, args.rollout_length_o) == (1.5, "max_aleatoric", 5, 0.015, 5)
+    assert (args.lambda_p, args.uncertainty, args.rollout_length, args.lambda_o, args.rollout_length_o) == (
+        1.5,
+        "max_aleatoric",
+        5,
+        0.015,
+        5,
+    )
     assert args.normalize_obs is False  # the official code does not normalise hopper/walker2d observations
 
 
@@ -291,7 +329,9 @@ def read_metrics(run_dir):
 
 
 def test_end_to_end_run_writes_a_finite_score(hopper_data_dir, tmp_path):
-    result = run_script("algorithms/orpo.py", "--env", "hopper-random-v2", *TINY, data_dir=hopper_data_dir[0], cwd=str(tmp_path))
+    result = run_script(
+        "algorithms/orpo.py", "--env", "hopper-random-v2", *TINY, data_dir=hopper_data_dir[0], cwd=str(tmp_path)
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     (run_dir,) = (tmp_path / "runs").iterdir()
     assert run_dir.name.startswith("hopper-random-v2__orpo__1__")
@@ -303,9 +343,19 @@ def test_end_to_end_run_writes_a_finite_score(hopper_data_dir, tmp_path):
     rows = read_metrics(run_dir)
     assert [r["epoch"] for r in rows] == ["0", "1", "2"]  # row 0: the ensemble's fit
     assert float(rows[0]["dynamics/holdout_mse"]) > 0 and int(rows[0]["dynamics/epochs"]) == 2
-    for key in ("eval/normalized_score", "eval/model_return", "eval/model_uncertainty", "rollout/u_optimistic",
-                "rollout/u_pessimistic", "rollout/action_distance_optimistic", "losses/critic_loss", "losses/actor_loss",
-                "rollout_policy/alpha", "rollout_policy/critic_loss", "losses/q"):
+    for key in (
+        "eval/normalized_score",
+        "eval/model_return",
+        "eval/model_uncertainty",
+        "rollout/u_optimistic",
+        "rollout/u_pessimistic",
+        "rollout/action_distance_optimistic",
+        "losses/critic_loss",
+        "losses/actor_loss",
+        "rollout_policy/alpha",
+        "rollout_policy/critic_loss",
+        "losses/q",
+    ):
         assert np.isfinite(float(rows[-1][key])), key
     config = json.loads((run_dir / "config.json").read_text())
     assert config["lambda_p"] == 5.9 and config["rollout_length_o"] == 5  # the preset was applied and saved
@@ -314,15 +364,36 @@ def test_end_to_end_run_writes_a_finite_score(hopper_data_dir, tmp_path):
 
 def test_resume_continues_a_stopped_run_exactly(hopper_data_dir, tmp_path):
     data_dir = hopper_data_dir[0]
-    straight = run_script("algorithms/orpo.py", "--env", "hopper-random-v2", *TINY, "--seed", "7", data_dir=data_dir, cwd=str(tmp_path / "a"))
+    straight = run_script(
+        "algorithms/orpo.py",
+        "--env",
+        "hopper-random-v2",
+        *TINY,
+        "--seed",
+        "7",
+        data_dir=data_dir,
+        cwd=str(tmp_path / "a"),
+    )
     assert straight.returncode == 0, straight.stderr[-2000:]
     (tmp_path / "b").mkdir()
-    stopped = run_script("algorithms/orpo.py", "--env", "hopper-random-v2", *TINY, "--seed", "7", "--stop-after-epochs", "1",
-                         data_dir=data_dir, cwd=str(tmp_path / "b"))
+    stopped = run_script(
+        "algorithms/orpo.py",
+        "--env",
+        "hopper-random-v2",
+        *TINY,
+        "--seed",
+        "7",
+        "--stop-after-epochs",
+        "1",
+        data_dir=data_dir,
+        cwd=str(tmp_path / "b"),
+    )
     assert stopped.returncode == 0, stopped.stderr[-2000:]
     (run_b,) = (tmp_path / "b" / "runs").iterdir()
     assert len(read_metrics(run_b)) == 2 and not json.loads((run_b / "summary.json").read_text())["finished"]
-    resumed = run_script("algorithms/orpo.py", "--resume", str(run_b), "--no-cuda", data_dir=data_dir, cwd=str(tmp_path / "b"))
+    resumed = run_script(
+        "algorithms/orpo.py", "--resume", str(run_b), "--no-cuda", data_dir=data_dir, cwd=str(tmp_path / "b")
+    )
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "resumed" in resumed.stdout
     (run_a,) = (tmp_path / "a" / "runs").iterdir()
@@ -338,18 +409,44 @@ def test_resume_continues_a_stopped_run_exactly(hopper_data_dir, tmp_path):
 def source_run(hopper_data_dir, tmp_path_factory):
     """A finished tiny ORPO run, whose trained rollout policy the `fixed` variant reuses."""
     cwd = tmp_path_factory.mktemp("source")
-    result = run_script("algorithms/orpo.py", "--env", "hopper-random-v2", *TINY, "--seed", "3", data_dir=hopper_data_dir[0], cwd=str(cwd))
+    result = run_script(
+        "algorithms/orpo.py",
+        "--env",
+        "hopper-random-v2",
+        *TINY,
+        "--seed",
+        "3",
+        data_dir=hopper_data_dir[0],
+        cwd=str(cwd),
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     (run_dir,) = (cwd / "runs").iterdir()
     return run_dir
 
 
-@pytest.mark.parametrize("switch", [["--output-algo", "sac"], ["--no-pessimism"], ["--rollout-policy", "random"],
-                                    ["--rollout-policy", "cvae", "--cvae-steps", "30"], ["--rollout-policy", "fixed"],
-                                    ["--dynamics-bf16"]])
+@pytest.mark.parametrize(
+    "switch",
+    [
+        ["--output-algo", "sac"],
+        ["--no-pessimism"],
+        ["--rollout-policy", "random"],
+        ["--rollout-policy", "cvae", "--cvae-steps", "30"],
+        ["--rollout-policy", "fixed"],
+        ["--dynamics-bf16"],
+    ],
+)
 def test_ablation_switches_run(hopper_data_dir, tmp_path, source_run, switch):
     extra = ["--rollout-policy-path", str(source_run)] if "fixed" in switch else []
-    result = run_script("algorithms/orpo.py", "--env", "hopper-random-v2", *TINY, *switch, *extra, data_dir=hopper_data_dir[0], cwd=str(tmp_path))
+    result = run_script(
+        "algorithms/orpo.py",
+        "--env",
+        "hopper-random-v2",
+        *TINY,
+        *switch,
+        *extra,
+        data_dir=hopper_data_dir[0],
+        cwd=str(tmp_path),
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     (run_dir,) = (tmp_path / "runs").iterdir()
     assert np.isfinite(json.loads((run_dir / "summary.json").read_text())["normalized_score"])
@@ -385,7 +482,9 @@ def test_cvae_learns_the_datas_actions(orpo):
     real = orpo.ReplayBuffer(2000, {"obs": 2, "act": 2}, "cpu")
     real.add({"obs": obs, "act": act})
     sac = orpo.SAC(orpo.ObsNorm(torch.zeros(2), torch.ones(2)), 2, 1.0, orpo.Args(hidden_dims=(64, 64)))
-    policy = orpo.make_rollout_policy(orpo.Args(rollout_policy="cvae", cvae_steps=1500, hidden_dims=(64, 64)), sac, real, 2, 1.0, "cpu")
+    policy = orpo.make_rollout_policy(
+        orpo.Args(rollout_policy="cvae", cvae_steps=1500, hidden_dims=(64, 64)), sac, real, 2, 1.0, "cpu"
+    )
     test_obs = torch.rand(500, 2) * 2 - 1
     error = (policy(test_obs) - torch.stack([0.8 * test_obs[:, 0], -0.5 * test_obs[:, 1]], 1)).pow(2).mean()
     assert error < 0.02  # uniform random actions would give ≈ 0.5
@@ -402,7 +501,11 @@ def assert_one_line_error(result, *needles):
 
 
 def test_unknown_env(tmp_path):
-    assert_one_line_error(run_script("algorithms/orpo.py", "--env", "hopper-mediun-v2", cwd=str(tmp_path)), "unknown dataset", "hopper-medium-v2")
+    assert_one_line_error(
+        run_script("algorithms/orpo.py", "--env", "hopper-mediun-v2", cwd=str(tmp_path)),
+        "unknown dataset",
+        "hopper-medium-v2",
+    )
 
 
 def test_missing_file_without_network(tmp_path):
@@ -410,7 +513,9 @@ def test_missing_file_without_network(tmp_path):
     env_dir = tmp_path / "empty"
     env_dir.mkdir()
     offline = {"http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9"}
-    result = run_script("algorithms/orpo.py", "--env", "walker2d-medium-v2", data_dir=str(env_dir), cwd=str(tmp_path), extra_env=offline)
+    result = run_script(
+        "algorithms/orpo.py", "--env", "walker2d-medium-v2", data_dir=str(env_dir), cwd=str(tmp_path), extra_env=offline
+    )
     assert_one_line_error(result, "rail.eecs.berkeley.edu", str(env_dir / "walker2d_medium-v2.hdf5"))
     assert not list(env_dir.iterdir())  # nothing half-written
 
@@ -437,14 +542,20 @@ def test_wrong_shapes_and_missing_keys(tmp_path):
     with h5py.File(path, "r+") as f:
         del f["rewards"]
         f["rewards"] = np.zeros((299,), dtype=np.float32)
-    assert_one_line_error(run_script("algorithms/orpo.py", "--dataset-path", str(path), cwd=str(tmp_path)), "'rewards'", "300 rows")
+    assert_one_line_error(
+        run_script("algorithms/orpo.py", "--dataset-path", str(path), cwd=str(tmp_path)), "'rewards'", "300 rows"
+    )
     with h5py.File(path, "r+") as f:
         del f["next_observations"]
-    assert_one_line_error(run_script("algorithms/orpo.py", "--dataset-path", str(path), cwd=str(tmp_path)), "next_observations")
+    assert_one_line_error(
+        run_script("algorithms/orpo.py", "--dataset-path", str(path), cwd=str(tmp_path)), "next_observations"
+    )
 
 
 def test_dims_must_match_the_eval_env(tmp_path):
     path = tmp_path / "hopper.hdf5"
     write_random_dataset(str(path), steps=300, attrs={"env_id": "Hopper-v4"})
-    result = run_script("algorithms/orpo.py", "--dataset-path", str(path), "--eval-env", "Walker2d-v4", *TINY, cwd=str(tmp_path))
+    result = run_script(
+        "algorithms/orpo.py", "--dataset-path", str(path), "--eval-env", "Walker2d-v4", *TINY, cwd=str(tmp_path)
+    )
     assert_one_line_error(result, "--eval-env")

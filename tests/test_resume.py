@@ -1,5 +1,6 @@
 """Runs survive: a signal or a kill loses at most an epoch and resumes to the same numbers, a run that turns
 non-finite stops and keeps its last good checkpoint, bad flags and bad files are one line each."""
+
 import csv
 import json
 import os
@@ -16,7 +17,13 @@ import tyro
 from conftest import ROOT, TINY, run_script
 
 SMALL = [*TINY, "--checkpoint-every", "1"]
-MODEL_ONLY = {"--rollout-batch-size": 1, "--dynamics-max-epochs": 1, "--dynamics-hidden-dims": 2, "--num-ensemble": 1, "--num-elites": 1}
+MODEL_ONLY = {
+    "--rollout-batch-size": 1,
+    "--dynamics-max-epochs": 1,
+    "--dynamics-hidden-dims": 2,
+    "--num-ensemble": 1,
+    "--num-elites": 1,
+}
 
 
 def small(script):
@@ -51,8 +58,22 @@ def assert_same_metrics(a, b):
 
 def start(script, runs, data_dir, *extra):
     env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", D4RL_DATASET_DIR=data_dir)
-    return subprocess.Popen([sys.executable, os.path.join(ROOT, "algorithms", f"{script}.py"), "--env", "hopper-random-v2",
-                             *small(script), "--runs-dir", str(runs), *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            os.path.join(ROOT, "algorithms", f"{script}.py"),
+            "--env",
+            "hopper-random-v2",
+            *small(script),
+            "--runs-dir",
+            str(runs),
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
 
 
 def wait_for_row(runs, epoch, proc, timeout=240):
@@ -93,8 +114,14 @@ def test_sigint_and_sigkill_resume_to_the_uninterrupted_metrics(script, hopper_d
     assert straight.returncode == 0
     (run_straight,) = [os.path.join(tmp_path / "straight", d) for d in os.listdir(tmp_path / "straight")]
     with ThreadPoolExecutor(2) as pool:
-        results = list(pool.map(lambda d: run_script(f"algorithms/{script}.py", "--resume", d, "--no-cuda", data_dir=data_dir,
-                                                     cwd=str(tmp_path)), [run_int, run_kill]))
+        results = list(
+            pool.map(
+                lambda d: run_script(
+                    f"algorithms/{script}.py", "--resume", d, "--no-cuda", data_dir=data_dir, cwd=str(tmp_path)
+                ),
+                [run_int, run_kill],
+            )
+        )
     for result, run_dir in zip(results, [run_int, run_kill]):
         assert result.returncode == 0 and "resumed" in result.stdout, result.stderr[-2000:]
         assert json.loads(open(os.path.join(run_dir, "summary.json")).read())["status"] == "finished"
@@ -114,14 +141,18 @@ def test_resume_of_a_run_killed_during_or_right_after_the_fit(hopper_data_dir, t
         (copy / "config.json").write_text((straight / "config.json").read_text())
         if keep_dynamics:
             (copy / "dynamics.pt").write_bytes((straight / "dynamics.pt").read_bytes())
-        result = run_script("algorithms/orpo.py", "--resume", str(copy), "--no-cuda", data_dir=data_dir, cwd=str(tmp_path))
+        result = run_script(
+            "algorithms/orpo.py", "--resume", str(copy), "--no-cuda", data_dir=data_dir, cwd=str(tmp_path)
+        )
         assert result.returncode == 0, result.stderr[-2000:]
         assert ("fitting the ensemble again" in result.stdout) != keep_dynamics
         assert "starts again from epoch 0" in result.stdout
         assert_same_metrics(straight, copy)
 
 
-def test_a_run_that_turns_nonfinite_stops_and_keeps_its_last_good_checkpoint(orpo, hopper_data_dir, tmp_path, monkeypatch):
+def test_a_run_that_turns_nonfinite_stops_and_keeps_its_last_good_checkpoint(
+    orpo, hopper_data_dir, tmp_path, monkeypatch
+):
     original = orpo.Run.end_epoch
 
     def poison_in_epoch_2(self, metrics):
@@ -131,8 +162,20 @@ def test_a_run_that_turns_nonfinite_stops_and_keeps_its_last_good_checkpoint(orp
         return original(self, metrics)
 
     monkeypatch.setattr(orpo.Run, "end_epoch", poison_in_epoch_2)
-    args = tyro.cli(orpo.Args, args=[*SMALL, "--epochs", "3", "--env", "hopper-random-v2", "--data-dir", hopper_data_dir[0],
-                                     "--runs-dir", str(tmp_path)])
+    args = tyro.cli(
+        orpo.Args,
+        args=[
+            *SMALL,
+            "--epochs",
+            "3",
+            "--env",
+            "hopper-random-v2",
+            "--data-dir",
+            hopper_data_dir[0],
+            "--runs-dir",
+            str(tmp_path),
+        ],
+    )
     with pytest.raises(orpo.RunEnded, match=r"epoch 2: output_policy\.critic\.layers\.0\.weight is NaN") as ended:
         orpo.main(args)
     assert ended.value.code == 1
@@ -145,8 +188,16 @@ def test_a_run_that_turns_nonfinite_stops_and_keeps_its_last_good_checkpoint(orp
 
 
 def test_nonfinite_losses_exit_nonzero_with_one_line(hopper_data_dir, tmp_path):
-    result = run_script("algorithms/orpo.py", "--env", "hopper-random-v2", *SMALL, "--lambda-p", "1e38",
-                        data_dir=hopper_data_dir[0], cwd=str(tmp_path))
+    result = run_script(
+        "algorithms/orpo.py",
+        "--env",
+        "hopper-random-v2",
+        *SMALL,
+        "--lambda-p",
+        "1e38",
+        data_dir=hopper_data_dir[0],
+        cwd=str(tmp_path),
+    )
     assert result.returncode == 1 and "Traceback" not in result.stderr
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("error: training turned non-finite in epoch 1: losses/") and "NaN or infinite" in last, last
@@ -155,16 +206,41 @@ def test_nonfinite_losses_exit_nonzero_with_one_line(hopper_data_dir, tmp_path):
     assert not (run_dir / "checkpoint.pt").exists()
 
 
-BAD_FLAGS = ["--batch-size", "0", "--epochs", "-1", "--gamma", "1.5", "--eval-episodes", "0", "--checkpoint-every", "0",
-             "--eval-every", "0", "--checkpoint-minutes", "nan"]
-MODEL_FLAGS = ["--rollout-length", "0", "--num-elites", "9", "--num-ensemble", "3", "--lambda-p", "nan", "--dynamics-holdout-ratio", "0"]
+BAD_FLAGS = [
+    "--batch-size",
+    "0",
+    "--epochs",
+    "-1",
+    "--gamma",
+    "1.5",
+    "--eval-episodes",
+    "0",
+    "--checkpoint-every",
+    "0",
+    "--eval-every",
+    "0",
+    "--checkpoint-minutes",
+    "nan",
+]
+MODEL_FLAGS = [
+    "--rollout-length",
+    "0",
+    "--num-elites",
+    "9",
+    "--num-ensemble",
+    "3",
+    "--lambda-p",
+    "nan",
+    "--dynamics-holdout-ratio",
+    "0",
+]
 
 
 @pytest.mark.parametrize("script", ["orpo", "mopo", "oroo", "mbpo", "td3bc"])
 def test_bad_flags_are_one_line_each_exit_2_and_leave_nothing(script, tmp_path):
     flags = BAD_FLAGS + (MODEL_FLAGS if script != "td3bc" else [])
     if script in ("mbpo", "oroo", "td3bc"):
-        flags = [f for i, f in enumerate(flags) if "--lambda-p" not in flags[max(0, i - 1): i + 1]]
+        flags = [f for i, f in enumerate(flags) if "--lambda-p" not in flags[max(0, i - 1) : i + 1]]
     result = run_script(f"algorithms/{script}.py", "--env", "nope-v9", *flags, cwd=str(tmp_path))
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
     lines = result.stderr.strip().splitlines()
@@ -176,26 +252,54 @@ def test_bad_flags_are_one_line_each_exit_2_and_leave_nothing(script, tmp_path):
 
 
 def test_ratios_that_exceed_one_and_a_missing_fixed_policy_are_flag_errors(tmp_path):
-    result = run_script("algorithms/orpo.py", "--real-ratio", "0.7", "--output-rollout-ratio", "0.5", "--rollout-policy", "fixed",
-                        cwd=str(tmp_path))
+    result = run_script(
+        "algorithms/orpo.py",
+        "--real-ratio",
+        "0.7",
+        "--output-rollout-ratio",
+        "0.5",
+        "--rollout-policy",
+        "fixed",
+        cwd=str(tmp_path),
+    )
     assert result.returncode == 2, result.stderr[-2000:]
     assert result.stderr.strip().splitlines() == [
         "error: --rollout-policy fixed needs --rollout-policy-path RUN_DIR (an earlier ORPO run)",
-        "error: --real-ratio 0.7 + --output-rollout-ratio 0.5 exceed 1 (π^o's rollouts get the rest)"]
+        "error: --real-ratio 0.7 + --output-rollout-ratio 0.5 exceed 1 (π^o's rollouts get the rest)",
+    ]
 
 
 def test_resume_refuses_bad_checkpoints_and_changed_data_and_names_ignored_flags(hopper_data_dir, tmp_path):
     data_dir = tmp_path / "data"
     data_dir.mkdir()
-    (data_dir / "hopper_random-v2.hdf5").write_bytes(open(os.path.join(hopper_data_dir[0], "hopper_random-v2.hdf5"), "rb").read())
-    done = run_script("algorithms/td3bc.py", "--env", "hopper-random-v2", *small("td3bc"), "--epochs", "1", data_dir=str(data_dir), cwd=str(tmp_path))
+    (data_dir / "hopper_random-v2.hdf5").write_bytes(
+        open(os.path.join(hopper_data_dir[0], "hopper_random-v2.hdf5"), "rb").read()
+    )
+    done = run_script(
+        "algorithms/td3bc.py",
+        "--env",
+        "hopper-random-v2",
+        *small("td3bc"),
+        "--epochs",
+        "1",
+        data_dir=str(data_dir),
+        cwd=str(tmp_path),
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     (run_dir,) = (tmp_path / "runs").iterdir()
     ckpt = run_dir / "checkpoint.pt"
     good = ckpt.read_bytes()
 
     def resume(*extra):
-        return run_script("algorithms/td3bc.py", "--resume", str(run_dir), "--no-cuda", *extra, data_dir=str(data_dir), cwd=str(tmp_path))
+        return run_script(
+            "algorithms/td3bc.py",
+            "--resume",
+            str(run_dir),
+            "--no-cuda",
+            *extra,
+            data_dir=str(data_dir),
+            cwd=str(tmp_path),
+        )
 
     extended = resume("--epochs", "2", "--batch-size", "64")
     assert extended.returncode == 0, extended.stderr[-2000:]
@@ -206,7 +310,10 @@ def test_resume_refuses_bad_checkpoints_and_changed_data_and_names_ignored_flags
         def __reduce__(self):
             return (os.system, (f"touch {marker}",))
 
-    for content, reason in [(good[: len(good) // 2], "is not a usable checkpoint"), (b"garbage", "is not a usable checkpoint")]:
+    for content, reason in [
+        (good[: len(good) // 2], "is not a usable checkpoint"),
+        (b"garbage", "is not a usable checkpoint"),
+    ]:
         ckpt.write_bytes(content)
         result = resume("--epochs", "3")
         assert result.returncode == 1 and "Traceback" not in result.stderr and "weights_only" not in result.stderr
@@ -255,10 +362,17 @@ def test_bad_terminals_and_out_of_range_actions_are_one_line(orpo, tmp_path):
         orpo.prepare_data(task, path, orpo.Args(eval_episodes=1, normalize_obs=False), torch.device("cpu"))
 
 
-@pytest.mark.parametrize("script,flags,expected", [
-    ("benchmarks/speed.py", ["--repeats", "0", "--horizons", "0", "--compare", "/nope"], {"--repeats", "--horizons", "--compare"}),
-    ("benchmarks/uncertainty_scales.py", ["--rows", "0", "--steps", "-1"], {"--rows", "--steps"}),
-])
+@pytest.mark.parametrize(
+    "script,flags,expected",
+    [
+        (
+            "benchmarks/speed.py",
+            ["--repeats", "0", "--horizons", "0", "--compare", "/nope"],
+            {"--repeats", "--horizons", "--compare"},
+        ),
+        ("benchmarks/uncertainty_scales.py", ["--rows", "0", "--steps", "-1"], {"--rows", "--steps"}),
+    ],
+)
 def test_benchmark_scripts_check_their_flags_first(script, flags, expected, tmp_path):
     result = run_script(script, *flags, cwd=str(tmp_path))
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-1000:]

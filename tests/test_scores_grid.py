@@ -1,6 +1,7 @@
 """benchmarks/scores.py: both launchers run a tiny 2-algorithm × 1-dataset × 2-seed grid end to end, a killed or
 preempted run is resumed to the same metrics, failed/NaN runs are skipped and reported with a non-zero exit, the
 aggregate statistics equal a hand computation, the paper's numbers come from its LaTeX, and bad flags are one line."""
+
 import csv
 import glob
 import json
@@ -19,10 +20,37 @@ from conftest import ROOT, load_module, run_script
 SCRIPT = os.path.join(ROOT, "benchmarks", "scores.py")
 PAPER = os.path.join(ROOT, "..", "shared", "paper", "orpo_aaai24.tex")
 # 3 epochs, a checkpoint after each, one evaluation at the end (the kill tests need epochs that outlast a poll)
-COMMON = ["--epochs", "3", "--steps-per-epoch", "20", "--batch-size", "32", "--hidden-dims", "32", "32",
-          "--eval-episodes", "2", "--no-cuda", "--checkpoint-every", "1", "--eval-every", "3"]
-MODEL = ["--rollout-batch-size", "64", "--dynamics-max-epochs", "1", "--dynamics-hidden-dims", "32", "32",
-         "--num-ensemble", "3", "--num-elites", "2"]
+COMMON = [
+    "--epochs",
+    "3",
+    "--steps-per-epoch",
+    "20",
+    "--batch-size",
+    "32",
+    "--hidden-dims",
+    "32",
+    "32",
+    "--eval-episodes",
+    "2",
+    "--no-cuda",
+    "--checkpoint-every",
+    "1",
+    "--eval-every",
+    "3",
+]
+MODEL = [
+    "--rollout-batch-size",
+    "64",
+    "--dynamics-max-epochs",
+    "1",
+    "--dynamics-hidden-dims",
+    "32",
+    "32",
+    "--num-ensemble",
+    "3",
+    "--num-elites",
+    "2",
+]
 FLAGS = ["--reps", "200", f"--extra={shlex.join(COMMON)}", "--extra-for", f"orpo={shlex.join(MODEL)}"]
 GRID = ["--algos", "td3bc", "orpo", "--envs", "hopper-random-v2", "--seeds", "1", "2", *FLAGS]
 
@@ -34,8 +62,10 @@ def scores():
 
 def metrics_without_timings(run_dir):
     with open(os.path.join(run_dir, "metrics.csv")) as f:
-        return [{k: v for k, v in r.items() if not k.startswith("charts/") and k != "dynamics/fit_seconds"}
-                for r in csv.DictReader(f)]
+        return [
+            {k: v for k, v in r.items() if not k.startswith("charts/") and k != "dynamics/fit_seconds"}
+            for r in csv.DictReader(f)
+        ]
 
 
 def run_dirs(runs, name):
@@ -63,8 +93,14 @@ def local_grid(hopper_data_dir, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("local_grid")
     runs, out = tmp / "runs", tmp / "scores.md"
     cmd = [SCRIPT, *GRID, "--runs-dir", str(runs), "--out", str(out)]
-    proc = subprocess.Popen([sys.executable, *cmd], cwd=str(tmp), env=script_env(hopper_data_dir[0]),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, *cmd],
+        cwd=str(tmp),
+        env=script_env(hopper_data_dir[0]),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         killed = os.path.dirname(wait_for(str(runs / "hopper-random-v2__orpo__1__*" / "checkpoint.pt"), proc))
         os.killpg(proc.pid, signal.SIGKILL)  # the launcher and its run, as a crash or `scancel` without grace
@@ -79,18 +115,27 @@ def local_grid(hopper_data_dir, tmp_path_factory):
 def test_local_launcher_runs_the_grid_resumes_the_killed_run_and_tabulates(local_grid, hopper_data_dir):
     result, runs, out = local_grid["result"], local_grid["runs"], local_grid["out"]
     # after the kill: td3bc's two runs finished, orpo seed 1 stopped (its launcher is gone), seed 2 not started
-    assert "3 runs: 0 queued, 0 running, 2 finished, 0 failed, 1 stopped" in local_grid["status"].stdout, local_grid["status"].stdout
+    assert "3 runs: 0 queued, 0 running, 2 finished, 0 failed, 1 stopped" in local_grid["status"].stdout, local_grid[
+        "status"
+    ].stdout
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert f"orpo hopper-random-v2 seed 1: resume {local_grid['killed']} at epoch" in result.stdout
     assert result.stdout.count(": finished (") == 4 and result.stdout.count("$ ") == 2  # resumed 1, started 1
     assert run_dirs(runs, "orpo__1") == [local_grid["killed"]]
     summaries = [json.loads(p.read_text()) for p in runs.glob("*/summary.json")]
-    assert sorted((s["algorithm"], s["seed"]) for s in summaries) == [("orpo", 1), ("orpo", 2), ("td3bc", 1), ("td3bc", 2)]
+    assert sorted((s["algorithm"], s["seed"]) for s in summaries) == [
+        ("orpo", 1),
+        ("orpo", 2),
+        ("td3bc", 1),
+        ("td3bc", 2),
+    ]
     assert all(s["finished"] and s["epochs"] == 3 for s in summaries)
     text = out.read_text()
     data = json.loads((local_grid["tmp"] / "scores.json").read_text())
     for algo, paper in (("orpo", "9.2 ± 1.4 (1)"), ("td3bc", "12.7 ± 3.9 (1)")):  # Table 1's hopper-random-v2 cells
-        last10 = np.array([s["last10_score"] for s in sorted(summaries, key=lambda s: s["seed"]) if s["algorithm"] == algo])
+        last10 = np.array(
+            [s["last10_score"] for s in sorted(summaries, key=lambda s: s["seed"]) if s["algorithm"] == algo]
+        )
         row = next(line for line in text.splitlines() if line.startswith(f"| hopper-random-v2 | {algo} |"))
         cells = [c.strip() for c in row.split("|")[1:-1]]
         assert cells[2] == f"{last10.mean():.1f} ± {last10.std():.1f} †", row  # † : fewer epochs than the paper's
@@ -105,7 +150,9 @@ def test_local_launcher_runs_the_grid_resumes_the_killed_run_and_tabulates(local
     assert "fewer epochs" in data["meta"]["profile_title"] and "fewer epochs" in data["meta"]["curves_title"]
     # a second call finds all four finished: it starts nothing and only rebuilds the table
     again = run_script(*local_grid["cmd"], data_dir=hopper_data_dir[0], cwd=str(local_grid["tmp"]))
-    assert again.returncode == 0 and again.stdout.count(": finished (") == 4 and "$ " not in again.stdout, again.stdout[-2000:]
+    assert again.returncode == 0 and again.stdout.count(": finished (") == 4 and "$ " not in again.stdout, again.stdout[
+        -2000:
+    ]
 
 
 def test_submitit_local_executor_runs_the_grid_and_a_preempted_job_resumes(local_grid, hopper_data_dir, tmp_path):
@@ -113,9 +160,26 @@ def test_submitit_local_executor_runs_the_grid_and_a_preempted_job_resumes(local
 
     Each launcher interrupted a different orpo run, so every run here has an uninterrupted twin in the other grid."""
     runs = tmp_path / "runs"
-    proc = subprocess.Popen([sys.executable, SCRIPT, *GRID, "--launcher", "submitit-local", "--array-parallelism", "4",
-                             "--runs-dir", str(runs), "--out", str(tmp_path / "scores.md")], cwd=str(tmp_path),
-                            env=script_env(hopper_data_dir[0]), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            SCRIPT,
+            *GRID,
+            "--launcher",
+            "submitit-local",
+            "--array-parallelism",
+            "4",
+            "--runs-dir",
+            str(runs),
+            "--out",
+            str(tmp_path / "scores.md"),
+        ],
+        cwd=str(tmp_path),
+        env=script_env(hopper_data_dir[0]),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         wait_for(str(runs / "hopper-random-v2__orpo__2__*" / "checkpoint.pt"), proc)
         record = json.loads((runs / "_grid" / "hopper-random-v2__orpo__2.json").read_text())
@@ -140,13 +204,29 @@ def fake_run(runs, env, algo, seed, last10, epochs=3, kind="d4rl_normalized", **
     """A run directory as the scripts leave it: config.json, metrics.csv and (unless summary is None) summary.json."""
     run_dir = runs / f"{env.replace('/', '_')}__{algo}__{seed}__{1000 + seed}"
     run_dir.mkdir(parents=True)
-    (run_dir / "config.json").write_text(json.dumps({"env": env, "exp_name": algo, "seed": seed, "epochs": epochs, "cuda": False}))
-    (run_dir / "metrics.csv").write_text("epoch,eval/return,eval/normalized_score\n" +
-                                         "".join(f"{e},{last10},{last10}\n" for e in range(1, epochs + 1)))
+    (run_dir / "config.json").write_text(
+        json.dumps({"env": env, "exp_name": algo, "seed": seed, "epochs": epochs, "cuda": False})
+    )
+    (run_dir / "metrics.csv").write_text(
+        "epoch,eval/return,eval/normalized_score\n" + "".join(f"{e},{last10},{last10}\n" for e in range(1, epochs + 1))
+    )
     if summary.get("status") != "none":
-        s = {"env": env, "algorithm": algo, "seed": seed, "epochs": epochs, "finished": True, "device": "cpu",
-             "device_name": "test CPU", "run_dir": str(run_dir), "score_kind": kind, "normalized_score": last10,
-             "return": last10, "last10_score": last10, "wall_seconds": 3600.0, **summary}
+        s = {
+            "env": env,
+            "algorithm": algo,
+            "seed": seed,
+            "epochs": epochs,
+            "finished": True,
+            "device": "cpu",
+            "device_name": "test CPU",
+            "run_dir": str(run_dir),
+            "score_kind": kind,
+            "normalized_score": last10,
+            "return": last10,
+            "last10_score": last10,
+            "wall_seconds": 3600.0,
+            **summary,
+        }
         (run_dir / "summary.json").write_text(json.dumps(s))
     return run_dir
 
@@ -155,11 +235,34 @@ def test_failed_and_nan_runs_are_skipped_reported_and_exit_nonzero(tmp_path, hop
     runs, out = tmp_path / "runs", tmp_path / "scores.md"
     fake_run(runs, "hopper-random-v2", "td3bc", 1, 10.0)
     fake_run(runs, "hopper-random-v2", "td3bc", 2, float("nan"))  # today's NaN run: "finished" with a NaN score
-    fake_run(runs, "hopper-random-v2", "orpo", 1, None, finished=False, status="failed",
-             error="error: epoch 2: losses/critic_loss is NaN")  # the scripts' failed status
+    fake_run(
+        runs,
+        "hopper-random-v2",
+        "orpo",
+        1,
+        None,
+        finished=False,
+        status="failed",
+        error="error: epoch 2: losses/critic_loss is NaN",
+    )  # the scripts' failed status
     fake_run(runs, "hopper-random-v2", "orpo", 2, None, finished=False, status="failed", error="error: boom")
-    cmd = ["benchmarks/scores.py", "--algos", "td3bc", "orpo", "--envs", "hopper-random-v2", "--seeds", "1", "2",
-           "--runs-dir", str(runs), "--out", str(out), "--reps", "200"]
+    cmd = [
+        "benchmarks/scores.py",
+        "--algos",
+        "td3bc",
+        "orpo",
+        "--envs",
+        "hopper-random-v2",
+        "--seeds",
+        "1",
+        "2",
+        "--runs-dir",
+        str(runs),
+        "--out",
+        str(out),
+        "--reps",
+        "200",
+    ]
     result = run_script(*cmd, data_dir=hopper_data_dir[0], cwd=str(tmp_path))
     assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
     assert "$ " not in result.stdout and result.stdout.count("failed earlier") == 3  # skipped, not rerun
@@ -170,14 +273,28 @@ def test_failed_and_nan_runs_are_skipped_reported_and_exit_nonzero(tmp_path, hop
     assert "## Failed runs (3)" in text and "non-finite score" in text and "error: boom" in text
     # the aggregation alone: a directory where every run failed does not crash it
     (runs / "hopper-random-v2__td3bc__1__1001").rename(tmp_path / "elsewhere")
-    none = run_script("benchmarks/scores.py", "--table-only", "--runs-dir", str(runs), "--out", str(out), cwd=str(tmp_path))
+    none = run_script(
+        "benchmarks/scores.py", "--table-only", "--runs-dir", str(runs), "--out", str(out), cwd=str(tmp_path)
+    )
     assert none.returncode == 1 and "Traceback" not in none.stderr and "no finished run" in out.read_text(), none.stderr
 
 
 def test_a_run_that_fails_is_recorded_skipped_then_retried(tmp_path, hopper_data_dir):
     runs = tmp_path / "runs"
-    cmd = ["benchmarks/scores.py", "--algos", "td3bc", "--envs", "local/no-such-data", "--seeds", "1", "--runs-dir",
-           str(runs), "--out", str(tmp_path / "scores.md"), f"--extra={shlex.join(COMMON)}"]
+    cmd = [
+        "benchmarks/scores.py",
+        "--algos",
+        "td3bc",
+        "--envs",
+        "local/no-such-data",
+        "--seeds",
+        "1",
+        "--runs-dir",
+        str(runs),
+        "--out",
+        str(tmp_path / "scores.md"),
+        f"--extra={shlex.join(COMMON)}",
+    ]
     first = run_script(*cmd, data_dir=hopper_data_dir[0], cwd=str(tmp_path))
     assert first.returncode == 1 and "$ " in first.stdout, first.stdout[-2000:] + first.stderr[-2000:]
     record = json.loads((runs / "_grid" / "local_no-such-data__td3bc__1.json").read_text())
@@ -212,7 +329,11 @@ def fixed_runs(tmp_path):
 def test_aggregate_equals_a_hand_computation(scores, fixed_runs):
     report = scores.aggregate(scores.collect(str(fixed_runs)), reps=500, seed=0, paper=scores.paper_tables(PAPER))
     cell = report["cells"]["hopper-random-v2/orpo"]
-    assert cell["seeds"] == [1, 2, 3] and cell["mean"] == pytest.approx(43.0) and cell["std"] == pytest.approx(np.std([10, 20, 99]))
+    assert (
+        cell["seeds"] == [1, 2, 3]
+        and cell["mean"] == pytest.approx(43.0)
+        and cell["std"] == pytest.approx(np.std([10, 20, 99]))
+    )
     # 2 seeds a < b: a resampled mean is a, (a+b)/2 or b with probability 1/4, 1/2, 1/4, so the 95 % interval is [a, b]
     assert report["cells"]["walker2d-random-v2/mopo"]["ci95"] == pytest.approx([50.0, 60.0])
     assert report["tasks"] == ["hopper-random-v2", "walker2d-random-v2"]
@@ -265,57 +386,110 @@ def test_paper_tables_are_parsed_from_the_latex_and_the_presets_match_them(score
 
 
 # ------------------------------------------------------------------------------------------ flags, status, dry run
-@pytest.mark.parametrize("argv,words", [
-    (["--launcher", "pbs"], "invalid choice 'pbs' for argument '--launcher'"),
-    (["--launcher", "slurm"], "needs Slurm's sbatch"),
-    (["--partition", "gpu"], "--partition only applies to --launcher slurm"),
-    (["--launcher", "slurm", "--time", "0", "--dry-run"], "--time 0"),
-    (["--launcher", "slurm", "--mem", "-1", "--dry-run"], "--mem -1"),
-    (["--launcher", "slurm", "--slurm-param", "constraint", "--dry-run"], "KEY=VALUE"),
-    (["--algos", "orpo", "orpo"], "--algos lists a value twice"),
-    (["--algos", "sac"], "unknown algorithm 'sac'"),
-    (["--seeds"], "--seeds needs at least one value"),
-    (["--gpus", "2"], "--gpus only applies"),
-    (["--extra=--seed 3"], "--extra may not hold --seed"),
-    (["--algos", "mopo", "mopo_td3bc", "--extra=--exp-name x"], "both run as --exp-name x"),
-    (["--tim", "5"], "did you mean --time?"),
-    (["--extra-for", "orpo=--epochs 2", "--extra-for", "mopo=--epochs 2"], "--extra-for given more than once"),
-])
+@pytest.mark.parametrize(
+    "argv,words",
+    [
+        (["--launcher", "pbs"], "invalid choice 'pbs' for argument '--launcher'"),
+        (["--launcher", "slurm"], "needs Slurm's sbatch"),
+        (["--partition", "gpu"], "--partition only applies to --launcher slurm"),
+        (["--launcher", "slurm", "--time", "0", "--dry-run"], "--time 0"),
+        (["--launcher", "slurm", "--mem", "-1", "--dry-run"], "--mem -1"),
+        (["--launcher", "slurm", "--slurm-param", "constraint", "--dry-run"], "KEY=VALUE"),
+        (["--algos", "orpo", "orpo"], "--algos lists a value twice"),
+        (["--algos", "sac"], "unknown algorithm 'sac'"),
+        (["--seeds"], "--seeds needs at least one value"),
+        (["--gpus", "2"], "--gpus only applies"),
+        (["--extra=--seed 3"], "--extra may not hold --seed"),
+        (["--algos", "mopo", "mopo_td3bc", "--extra=--exp-name x"], "both run as --exp-name x"),
+        (["--tim", "5"], "did you mean --time?"),
+        (["--extra-for", "orpo=--epochs 2", "--extra-for", "mopo=--epochs 2"], "--extra-for given more than once"),
+    ],
+)
 def test_bad_flags_give_one_line_errors(tmp_path, argv, words):
     result = run_script("benchmarks/scores.py", *argv, "--runs-dir", str(tmp_path / "runs"), cwd=str(tmp_path))
     lines = result.stderr.strip().splitlines()
-    assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("error:") and words in lines[0], result.stderr
+    assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("error:") and words in lines[0], (
+        result.stderr
+    )
     assert not (tmp_path / "runs").exists()
 
 
 def test_slurm_dry_run_prints_the_array_and_starts_nothing(tmp_path):
-    result = run_script("benchmarks/scores.py", "--paper-table", "1", "--launcher", "slurm", "--dry-run", "--partition", "gpu",
-                        "--time", "600", "--cpus", "8", "--mem", "48", "--runs-dir", str(tmp_path / "runs"), cwd=str(tmp_path))
+    result = run_script(
+        "benchmarks/scores.py",
+        "--paper-table",
+        "1",
+        "--launcher",
+        "slurm",
+        "--dry-run",
+        "--partition",
+        "gpu",
+        "--time",
+        "600",
+        "--cpus",
+        "8",
+        "--mem",
+        "48",
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        cwd=str(tmp_path),
+    )
     assert result.returncode == 0, result.stderr
-    for line in ("#SBATCH --array=0-179%64", "#SBATCH --partition=gpu", "#SBATCH --time=600", "#SBATCH --gpus-per-node=1",
-                 "#SBATCH --cpus-per-task=8", "#SBATCH --mem=48GB", "#SBATCH --signal=USR2@180"):
+    for line in (
+        "#SBATCH --array=0-179%64",
+        "#SBATCH --partition=gpu",
+        "#SBATCH --time=600",
+        "#SBATCH --gpus-per-node=1",
+        "#SBATCH --cpus-per-task=8",
+        "#SBATCH --mem=48GB",
+        "#SBATCH --signal=USR2@180",
+    ):
         assert line in result.stdout, line
-    assert result.stdout.count(": start: ") == 3 * 12 * 5 and "mopo walker2d-medium-expert-v2 seed 5: start:" in result.stdout
+    assert (
+        result.stdout.count(": start: ") == 3 * 12 * 5
+        and "mopo walker2d-medium-expert-v2 seed 5: start:" in result.stdout
+    )
     assert not (tmp_path / "runs").exists()
 
 
 def test_status_counts_each_state(scores, tmp_path):
     runs = tmp_path / "runs"
     fake_run(runs, "hopper-random-v2", "orpo", 1, 10.0)  # finished
-    fake_run(runs, "hopper-random-v2", "orpo", 2, None, finished=False, status="failed", error="error: epoch 4: q is NaN")
+    fake_run(
+        runs, "hopper-random-v2", "orpo", 2, None, finished=False, status="failed", error="error: epoch 4: q is NaN"
+    )
     fake_run(runs, "hopper-random-v2", "orpo", 3, None, status="none")  # started, no summary, its launcher is gone
     fake_run(runs, "hopper-random-v2", "orpo", 4, None, status="none")  # started, its launcher is alive (this test)
     grid = runs / "_grid"
-    for seed, rec in ((3, {"state": "running", "launcher": "local", "pid": 2 ** 22 + 17}),
-                      (4, {"state": "running", "launcher": "local", "pid": os.getpid()}),
-                      (5, {"state": "queued", "launcher": "slurm", "job_id": "123_4"})):
+    for seed, rec in (
+        (3, {"state": "running", "launcher": "local", "pid": 2**22 + 17}),
+        (4, {"state": "running", "launcher": "local", "pid": os.getpid()}),
+        (5, {"state": "queued", "launcher": "slurm", "job_id": "123_4"}),
+    ):
         grid.mkdir(parents=True, exist_ok=True)
-        (grid / f"hopper-random-v2__orpo__{seed}.json").write_text(json.dumps(
-            {"env": "hopper-random-v2", "exp_name": "orpo", "seed": seed, "host": socket.gethostname(), **rec}))
+        (grid / f"hopper-random-v2__orpo__{seed}.json").write_text(
+            json.dumps(
+                {"env": "hopper-random-v2", "exp_name": "orpo", "seed": seed, "host": socket.gethostname(), **rec}
+            )
+        )
     result = run_script("benchmarks/scores.py", "--status", "--runs-dir", str(runs), cwd=str(tmp_path))
     assert result.returncode == 0, result.stderr
     assert "5 runs: 1 queued, 1 running, 1 finished, 1 failed, 1 stopped, 0 not started" in result.stdout, result.stdout
     assert "error: epoch 4: q is NaN" in result.stdout
-    grid_only = run_script("benchmarks/scores.py", "--status", "--runs-dir", str(runs), "--algos", "orpo", "--envs",
-                           "hopper-random-v2", "--seeds", "1", "6", cwd=str(tmp_path))
-    assert "2 runs: 0 queued, 0 running, 1 finished, 0 failed, 0 stopped, 1 not started" in grid_only.stdout, grid_only.stdout
+    grid_only = run_script(
+        "benchmarks/scores.py",
+        "--status",
+        "--runs-dir",
+        str(runs),
+        "--algos",
+        "orpo",
+        "--envs",
+        "hopper-random-v2",
+        "--seeds",
+        "1",
+        "6",
+        cwd=str(tmp_path),
+    )
+    assert "2 runs: 0 queued, 0 running, 1 finished, 0 failed, 0 stopped, 1 not started" in grid_only.stdout, (
+        grid_only.stdout
+    )

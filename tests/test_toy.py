@@ -1,5 +1,6 @@
 """The RiskWorld toy (toy/riskworld.py): env dynamics and reward sign, the dataset recipe, evaluation, the statistics,
 and one tiny run that checks each arm trained with the u and λp it claims and reused the seed's ensemble."""
+
 import json
 import os
 
@@ -21,13 +22,16 @@ def env_at(state):
 
 
 # ---------------------------------------------------------------- env
-@pytest.mark.parametrize("state, action, next_state", [
-    ((0.5, -0.2), (0.3, 0.1), (0.8, -0.1)),  # inside: s + a
-    ((2.5, 2.8), (1.0, 1.0), (3.0, 3.0)),  # clipped at the upper-right corner
-    ((-2.5, -2.9), (-1.0, -0.5), (-3.0, -3.0)),  # clipped at the lower-left corner
-    ((2.9, -2.9), (0.6, -0.6), (3.0, -3.0)),  # clipped at the end of the band
-    ((0.0, 0.0), (5.0, -7.0), (1.0, -1.0)),  # actions beyond [-1, 1] are clipped to it
-])
+@pytest.mark.parametrize(
+    "state, action, next_state",
+    [
+        ((0.5, -0.2), (0.3, 0.1), (0.8, -0.1)),  # inside: s + a
+        ((2.5, 2.8), (1.0, 1.0), (3.0, 3.0)),  # clipped at the upper-right corner
+        ((-2.5, -2.9), (-1.0, -0.5), (-3.0, -3.0)),  # clipped at the lower-left corner
+        ((2.9, -2.9), (0.6, -0.6), (3.0, -3.0)),  # clipped at the end of the band
+        ((0.0, 0.0), (5.0, -7.0), (1.0, -1.0)),  # actions beyond [-1, 1] are clipped to it
+    ],
+)
 def test_step_moves_by_the_action_and_clips_at_the_border(state, action, next_state):
     env = env_at(state)
     obs, reward, terminated, truncated, _ = env.step(np.asarray(action, dtype=np.float32))
@@ -112,17 +116,32 @@ def test_bootstrap_interval_is_the_percentile_interval_of_resampled_means():
 
 def test_orpo_beats_mopo_only_with_disjoint_intervals():
     def entry(algo, u, mean, ci, seeds=3):
-        return {f"{algo}|{u}|100": {"algo": algo, "u": u, "lambda_p": 100.0, "mean": mean, "ci95": ci, "per_seed": [mean] * seeds}}
+        return {
+            f"{algo}|{u}|100": {
+                "algo": algo,
+                "u": u,
+                "lambda_p": 100.0,
+                "mean": mean,
+                "ci95": ci,
+                "per_seed": [mean] * seeds,
+            }
+        }
 
-    table = {**entry("mopo", "ensemble_std", 5.0, [1.0, 9.0]), **entry("orpo", "max_aleatoric", 35.0, [34.0, 36.0]),
-             **entry("mopo", "max_aleatoric", 33.0, [20.0, 35.0]), **entry("orpo", "ensemble_std", 5.5, [2.0, 9.0])}
+    table = {
+        **entry("mopo", "ensemble_std", 5.0, [1.0, 9.0]),
+        **entry("orpo", "max_aleatoric", 35.0, [34.0, 36.0]),
+        **entry("mopo", "max_aleatoric", 33.0, [20.0, 35.0]),
+        **entry("orpo", "ensemble_std", 5.5, [2.0, 9.0]),
+    }
     got = {c["comparison"]: c for c in rw.comparisons(table, (100.0,))}
     assert got["as the authors ran it"]["orpo_better"]  # MOPO with ensemble_std against ORPO with max_aleatoric
     assert not got["matched max_aleatoric"]["orpo_better"] and not got["matched max_aleatoric"]["mopo_better"]
     assert not got["matched ensemble_std"]["orpo_better"]
     assert "matched mixture_std" not in got  # no cells, no comparison
     one_seed = {**table, **entry("mopo", "ensemble_std", 5.0, [5.0, 5.0], seeds=1)}
-    assert not next(c for c in rw.comparisons(one_seed, (100.0,)) if c["comparison"] == "as the authors ran it")["orpo_better"]
+    assert not next(c for c in rw.comparisons(one_seed, (100.0,)) if c["comparison"] == "as the authors ran it")[
+        "orpo_better"
+    ]
 
 
 # ---------------------------------------------------------------- the command line
@@ -132,11 +151,14 @@ def test_results_go_to_runs_unless_docs_are_asked_for(tmp_path, monkeypatch):
     assert rw.resolve(rw.ToyArgs(setting="paper", write_docs=True))[1] == os.path.join(ROOT, "docs", "toy_paper")
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--lambda-ps", "-1"], "λp and λo must be >= 0"),
-    (["--workers", "0"], "must be >= 1"),
-    (["--write-docs", "--out-dir", "x"], "either --write-docs or --out-dir"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--lambda-ps", "-1"], "λp and λo must be >= 0"),
+        (["--workers", "0"], "must be >= 1"),
+        (["--write-docs", "--out-dir", "x"], "either --write-docs or --out-dir"),
+    ],
+)
 def test_bad_input_is_a_one_line_error(argv, message, capsys):
     assert rw.cli(argv) == 2
     err = capsys.readouterr().err
@@ -151,7 +173,9 @@ def test_quick_run_trains_each_arm_with_its_u_on_the_seeds_ensemble_and_resumes(
     ensembles = list(ens.iterdir())
     assert len(ensembles) == 1  # one fit for the seed, shared by the 4 runs
     cells = {p.name: json.loads(p.read_text()) for p in (out / "cells").glob("*.json")}
-    assert sorted(cells) == sorted(f"{a}__{u}__lp100__s1.json" for a in ("mopo", "orpo") for u in ("ensemble_std", "max_aleatoric"))
+    assert sorted(cells) == sorted(
+        f"{a}__{u}__lp100__s1.json" for a in ("mopo", "orpo") for u in ("ensemble_std", "max_aleatoric")
+    )
     for row in cells.values():  # what the algorithm's own run recorded in its config.json
         assert row["config_uncertainty"] == row["u"] and row["config_lambda_p"] == 100.0
         assert row["config_load_dynamics_path"] == str(ensembles[0])

@@ -89,8 +89,14 @@ def make_dataset(n: int = 10_000, seed: int = 0) -> dict[str, np.ndarray]:
     obs = sample_band(rng, n)
     act = rng.uniform(-1.0, 1.0, size=(n, 2)).astype(np.float32)
     next_obs = np.clip(obs + act, -BOUND, BOUND).astype(np.float32)
-    return {"observations": obs, "actions": act, "rewards": reward_fn(next_obs).astype(np.float32),
-            "next_observations": next_obs, "terminals": np.zeros(n, dtype=bool), "timeouts": np.zeros(n, dtype=bool)}
+    return {
+        "observations": obs,
+        "actions": act,
+        "rewards": reward_fn(next_obs).astype(np.float32),
+        "next_observations": next_obs,
+        "terminals": np.zeros(n, dtype=bool),
+        "timeouts": np.zeros(n, dtype=bool),
+    }
 
 
 def write_dataset(path: str, data: dict[str, np.ndarray]) -> str:
@@ -143,16 +149,34 @@ SETTINGS = {
     # phase diagram: λp sweep for every u, reduced (5,000 rollout starts, 2×64 nets) to fit 2 shared CPU cores
     # (max_aleatoric and ensemble_std: the two u of the authors' commands; mixture_std's map is in uncertainty.png)
     # (λp coarse to fine, so a stopped run leaves a usable sweep; the figure sorts them)
-    "phase": Setting(seeds=(1, 2, 3), lambda_ps=(100.0, 10.0, 1.0, 50.0, 5.0, 20.0, 2.0), cells="grid",
-                     rollout_batch_size=5000, hidden_dims=(64, 64)),
+    "phase": Setting(
+        seeds=(1, 2, 3),
+        lambda_ps=(100.0, 10.0, 1.0, 50.0, 5.0, 20.0, 2.0),
+        cells="grid",
+        rollout_batch_size=5000,
+        hidden_dims=(64, 64),
+    ),
     # the paper's question at the phase diagram's reduced size (λp = 100, both ways), 5 seeds
-    "reduced": Setting(seeds=(1, 2, 3, 4, 5), lambda_ps=(100.0,), cells="two_ways", rollout_batch_size=5000, hidden_dims=(64, 64)),
+    "reduced": Setting(
+        seeds=(1, 2, 3, 4, 5), lambda_ps=(100.0,), cells="two_ways", rollout_batch_size=5000, hidden_dims=(64, 64)
+    ),
     # the default command: `reduced` with 1 seed
     "demo": Setting(seeds=(1,), lambda_ps=(100.0,), cells="two_ways", rollout_batch_size=5000, hidden_dims=(64, 64)),
     # a smoke test of the whole pipeline (tests)
-    "quick": Setting(seeds=(1,), lambda_ps=(100.0,), cells="two_ways", rollout_batch_size=100, hidden_dims=(16, 16),
-                     epochs=1, steps_per_epoch=50, dynamics_hidden_dims=(16, 16), num_ensemble=3, num_elites=2,
-                     dataset_size=1000, eval_steps=200),
+    "quick": Setting(
+        seeds=(1,),
+        lambda_ps=(100.0,),
+        cells="two_ways",
+        rollout_batch_size=100,
+        hidden_dims=(16, 16),
+        epochs=1,
+        steps_per_epoch=50,
+        dynamics_hidden_dims=(16, 16),
+        num_ensemble=3,
+        num_elites=2,
+        dataset_size=1000,
+        eval_steps=200,
+    ),
 }
 
 
@@ -205,7 +229,11 @@ def resolve(args: ToyArgs) -> tuple[Setting, str]:
         raise UserError("--workers, --dynamics-batch-size and --dynamics-patience must be >= 1")
     if args.write_docs and args.out_dir is not None:
         raise UserError("pass either --write-docs or --out-dir, not both")
-    out = os.path.join(ROOT, "docs", f"toy_{args.setting}") if args.write_docs else (args.out_dir or os.path.join("runs", "toy", args.setting))
+    out = (
+        os.path.join(ROOT, "docs", f"toy_{args.setting}")
+        if args.write_docs
+        else (args.out_dir or os.path.join("runs", "toy", args.setting))
+    )
     return setting, os.path.abspath(out)
 
 
@@ -219,8 +247,9 @@ def cell_list(setting: Setting) -> list[tuple[str, str, float, int]]:
     max_aleatoric pair), then ORPO ensemble_std for every seed (the matched ensemble_std pair)."""
     if setting.cells == "two_ways":
         first = [("orpo", "max_aleatoric"), ("mopo", "ensemble_std"), ("mopo", "max_aleatoric")]
-        return ([(algo, u, lp, seed) for seed in setting.seeds for lp in setting.lambda_ps for algo, u in first]
-                + [("orpo", "ensemble_std", lp, seed) for seed in setting.seeds for lp in setting.lambda_ps])
+        return [(algo, u, lp, seed) for seed in setting.seeds for lp in setting.lambda_ps for algo, u in first] + [
+            ("orpo", "ensemble_std", lp, seed) for seed in setting.seeds for lp in setting.lambda_ps
+        ]
     # grid: λp by λp (coarse to fine in the setting), every seed of a λp before the next one
     pairs = [(algo, u) for algo in ("orpo", "mopo") for u in setting.uncertainties]
     return [(algo, u, lp, seed) for lp in setting.lambda_ps for seed in setting.seeds for algo, u in pairs]
@@ -244,16 +273,41 @@ def load_module(name: str, folder: str = "algorithms"):
     return module
 
 
-def algo_args(module, setting: Setting, args: ToyArgs, u: str, lambda_p: float, seed: int, dataset_path: str,
-              runs_dir: str, **extra):
+def algo_args(
+    module,
+    setting: Setting,
+    args: ToyArgs,
+    u: str,
+    lambda_p: float,
+    seed: int,
+    dataset_path: str,
+    runs_dir: str,
+    **extra,
+):
     """The module's own Args with the toy settings; every name must be a field of that Args."""
     settings = dict(
-        seed=seed, cuda=False, runs_dir=runs_dir, dataset_path=dataset_path, eval_env=ENV_ID, epochs=setting.epochs,
-        steps_per_epoch=setting.steps_per_epoch, eval_every=setting.epochs, eval_episodes=5, checkpoint_every=10**9,
-        num_ensemble=setting.num_ensemble, num_elites=setting.num_elites, dynamics_hidden_dims=setting.dynamics_hidden_dims,
-        dynamics_batch_size=args.dynamics_batch_size, dynamics_patience=args.dynamics_patience,
-        dynamics_max_epochs=args.dynamics_max_epochs, uncertainty=u, rollout_batch_size=setting.rollout_batch_size,
-        lambda_p=lambda_p, rollout_length=args.rollout_length, **extra)
+        seed=seed,
+        cuda=False,
+        runs_dir=runs_dir,
+        dataset_path=dataset_path,
+        eval_env=ENV_ID,
+        epochs=setting.epochs,
+        steps_per_epoch=setting.steps_per_epoch,
+        eval_every=setting.epochs,
+        eval_episodes=5,
+        checkpoint_every=10**9,
+        num_ensemble=setting.num_ensemble,
+        num_elites=setting.num_elites,
+        dynamics_hidden_dims=setting.dynamics_hidden_dims,
+        dynamics_batch_size=args.dynamics_batch_size,
+        dynamics_patience=args.dynamics_patience,
+        dynamics_max_epochs=args.dynamics_max_epochs,
+        uncertainty=u,
+        rollout_batch_size=setting.rollout_batch_size,
+        lambda_p=lambda_p,
+        rollout_length=args.rollout_length,
+        **extra,
+    )
     if setting.hidden_dims is not None:
         settings["hidden_dims"] = setting.hidden_dims
     fields = {f.name for f in dataclasses.fields(module.Args)}
@@ -266,7 +320,9 @@ def algo_args(module, setting: Setting, args: ToyArgs, u: str, lambda_p: float, 
 def orpo_extra(args: ToyArgs) -> dict:
     """ORPO's own flags: λo, h^o, and π^p's batch shares 0.05 D / 0.45 D^p_πp / rest D^p_πo (the authors' toy command
     --real-ratio-final 0.05 --final-policy-rollout-ratio-final 0.45)."""
-    return dict(lambda_o=args.lambda_o, rollout_length_o=args.rollout_length, real_ratio=0.05, output_rollout_ratio=0.45)
+    return dict(
+        lambda_o=args.lambda_o, rollout_length_o=args.rollout_length, real_ratio=0.05, output_rollout_ratio=0.45
+    )
 
 
 def code_versions() -> dict[str, str]:
@@ -275,7 +331,9 @@ def code_versions() -> dict[str, str]:
     import subprocess
 
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
     except OSError:
         head = ""
     out = {"git_head": head or "unknown"}
@@ -298,9 +356,16 @@ def cpu_name() -> str:
 
 # ---------------------------------------------------------------------------------------------- the ensemble
 def fit_config(setting: Setting, args: ToyArgs) -> dict:
-    return dict(dataset_size=setting.dataset_size, dataset_seed=args.dataset_seed, hidden=list(setting.dynamics_hidden_dims),
-                num_ensemble=setting.num_ensemble, num_elites=setting.num_elites, batch_size=args.dynamics_batch_size,
-                patience=args.dynamics_patience, max_epochs=args.dynamics_max_epochs)
+    return dict(
+        dataset_size=setting.dataset_size,
+        dataset_seed=args.dataset_seed,
+        hidden=list(setting.dynamics_hidden_dims),
+        num_ensemble=setting.num_ensemble,
+        num_elites=setting.num_elites,
+        batch_size=args.dynamics_batch_size,
+        patience=args.dynamics_patience,
+        max_epochs=args.dynamics_max_epochs,
+    )
 
 
 def ensemble_path(ensembles_dir: str, config: dict, seed: int) -> str:
@@ -326,13 +391,20 @@ def fit_ensemble(job: tuple) -> dict:
     model = orpo.EnsembleDynamics(2, 2, setting.dynamics_hidden_dims, setting.num_ensemble, setting.num_elites)
     t0, c0 = time.time(), time.process_time()
     metrics = orpo.fit_dynamics(model, data, fit_args)
-    metrics = {"seed": seed, **{k.split("/")[-1]: float(v) for k, v in metrics.items()}, "fit_seconds": time.time() - t0,
-               "fit_cpu_seconds": time.process_time() - c0}
+    metrics = {
+        "seed": seed,
+        **{k.split("/")[-1]: float(v) for k, v in metrics.items()},
+        "fit_seconds": time.time() - t0,
+        "fit_cpu_seconds": time.process_time() - c0,
+    }
     os.makedirs(os.path.dirname(path), exist_ok=True)
     torch.save({"model": model.state_dict(), "metrics": metrics}, path + ".tmp")
     os.replace(path + ".tmp", path)
-    print(f"ensemble seed {seed}: holdout MSE {metrics['holdout_mse']:.2e} after {metrics['epochs']:.0f} epochs, "
-          f"{metrics['fit_seconds']:.0f} s", flush=True)
+    print(
+        f"ensemble seed {seed}: holdout MSE {metrics['holdout_mse']:.2e} after {metrics['epochs']:.0f} epochs, "
+        f"{metrics['fit_seconds']:.0f} s",
+        flush=True,
+    )
     return metrics
 
 
@@ -363,8 +435,14 @@ def u_summary(grid: tuple[np.ndarray, np.ndarray]) -> dict[str, float]:
     xs, u = grid
     gx, gy = np.meshgrid(xs, xs)
     at = lambda x, y: float(u[np.abs(xs - y).argmin(), np.abs(xs - x).argmin()])  # noqa: E731
-    return {"band_mean": float(u[np.abs(gx + gy) < HALF_WIDTH].mean()), "at_0_0": at(0, 0), "at_1.5_1.5": at(1.5, 1.5),
-            "at_2.5_2.5": at(2.5, 2.5), "at_-2.5_-2.5": at(-2.5, -2.5), "max": float(u.max())}
+    return {
+        "band_mean": float(u[np.abs(gx + gy) < HALF_WIDTH].mean()),
+        "at_0_0": at(0, 0),
+        "at_1.5_1.5": at(1.5, 1.5),
+        "at_2.5_2.5": at(2.5, 2.5),
+        "at_-2.5_-2.5": at(-2.5, -2.5),
+        "max": float(u.max()),
+    }
 
 
 # ---------------------------------------------------------------------------------------------- one cell
@@ -399,8 +477,16 @@ def cell_size(setting: Setting, args: ToyArgs) -> dict:
     """Everything but (algorithm, u, λp, seed) that a cell's result depends on: a finished cell is reused only when
     this matches (so a resumed run never mixes sizes)."""
     keep = ("rollout_batch_size", "hidden_dims", "epochs", "steps_per_epoch", "eval_steps")
-    return json.loads(json.dumps({**{k: getattr(setting, k) for k in keep}, "lambda_o": args.lambda_o,
-                                  "rollout_length": args.rollout_length, "fit": fit_config(setting, args)}))
+    return json.loads(
+        json.dumps(
+            {
+                **{k: getattr(setting, k) for k in keep},
+                "lambda_o": args.lambda_o,
+                "rollout_length": args.rollout_length,
+                "fit": fit_config(setting, args),
+            }
+        )
+    )
 
 
 def run_cell(job: tuple) -> dict:
@@ -425,8 +511,9 @@ def run_cell(job: tuple) -> dict:
     runs_dir = tempfile.mkdtemp(prefix=f"riskworld_{key}_")
     try:
         extra = orpo_extra(args) if algo == "orpo" else dict(policy="sac")
-        algo_arg = algo_args(module, setting, args, u, lambda_p, seed, dataset_path, runs_dir,
-                             load_dynamics_path=dynamics_path, **extra)
+        algo_arg = algo_args(
+            module, setting, args, u, lambda_p, seed, dataset_path, runs_dir, load_dynamics_path=dynamics_path, **extra
+        )
         t0, c0 = time.time(), time.process_time()
         summary = module.main(algo_arg)
         train_seconds, cpu_seconds = time.time() - t0, time.process_time() - c0
@@ -439,21 +526,38 @@ def run_cell(job: tuple) -> dict:
         shutil.copyfile(os.path.join(summary["run_dir"], "metrics.csv"), os.path.join(cells_dir, key + ".metrics.csv"))
     finally:
         shutil.rmtree(runs_dir, ignore_errors=True)
-    row = {"algo": algo, "u": u, "lambda_p": lambda_p, "seed": seed, "avg_return": float(returns.mean()),
-           "return_std_over_episodes": float(returns.std()), "episodes": len(returns),
-           "share_upper_right": upper_right_share(states[:, 1:]), "train_seconds": train_seconds,
-           "train_cpu_seconds": cpu_seconds,
-           "train_last_eval_return": summary["return"], "config_uncertainty": config["uncertainty"],
-           "config_lambda_p": config["lambda_p"],
-           "config_load_dynamics_path": config["load_dynamics_path"], "size": size, "algorithm_files": code_versions()}
+    row = {
+        "algo": algo,
+        "u": u,
+        "lambda_p": lambda_p,
+        "seed": seed,
+        "avg_return": float(returns.mean()),
+        "return_std_over_episodes": float(returns.std()),
+        "episodes": len(returns),
+        "share_upper_right": upper_right_share(states[:, 1:]),
+        "train_seconds": train_seconds,
+        "train_cpu_seconds": cpu_seconds,
+        "train_last_eval_return": summary["return"],
+        "config_uncertainty": config["uncertainty"],
+        "config_lambda_p": config["lambda_p"],
+        "config_load_dynamics_path": config["load_dynamics_path"],
+        "size": size,
+        "algorithm_files": code_versions(),
+    }
     os.makedirs(cells_dir, exist_ok=True)
-    np.savez_compressed(os.path.join(cells_dir, key + ".npz"), visited=states[:, 1:].astype(np.float16),
-                        trajectories=trajectories.astype(np.float16))
+    np.savez_compressed(
+        os.path.join(cells_dir, key + ".npz"),
+        visited=states[:, 1:].astype(np.float16),
+        trajectories=trajectories.astype(np.float16),
+    )
     with open(path + ".tmp", "w") as f:
         json.dump(row, f, indent=1)
     os.replace(path + ".tmp", path)
-    print(f"{key}: average return {row['avg_return']:.1f}, {100 * row['share_upper_right']:.0f} % of steps in the upper "
-          f"right, {train_seconds:.0f} s", flush=True)
+    print(
+        f"{key}: average return {row['avg_return']:.1f}, {100 * row['share_upper_right']:.0f} % of steps in the upper "
+        f"right, {train_seconds:.0f} s",
+        flush=True,
+    )
     return row
 
 
@@ -486,18 +590,27 @@ def aggregate(rows: list[dict]) -> dict:
         rs = sorted(rs, key=lambda r: r["seed"])
         returns = [r["avg_return"] for r in rs]
         lo, hi = bootstrap_ci(returns)
-        out[f"{algo}|{u}|{lp:g}"] = {"algo": algo, "u": u, "lambda_p": lp, "mean": float(np.mean(returns)), "ci95": [lo, hi],
-                                     "seeds": [r["seed"] for r in rs], "per_seed": returns,
-                                     "share_upper_right": [r["share_upper_right"] for r in rs],
-                                     "train_seconds": [r["train_seconds"] for r in rs],
-                                     "train_cpu_seconds": [r.get("train_cpu_seconds") for r in rs]}
+        out[f"{algo}|{u}|{lp:g}"] = {
+            "algo": algo,
+            "u": u,
+            "lambda_p": lp,
+            "mean": float(np.mean(returns)),
+            "ci95": [lo, hi],
+            "seeds": [r["seed"] for r in rs],
+            "per_seed": returns,
+            "share_upper_right": [r["share_upper_right"] for r in rs],
+            "train_seconds": [r["train_seconds"] for r in rs],
+            "train_cpu_seconds": [r.get("train_cpu_seconds") for r in rs],
+        }
     return out
 
 
 def comparisons(table: dict, lambda_ps) -> list[dict]:
     """ORPO vs MOPO at each λp: with the same u (matched) and as the authors ran it (MOPO ensemble_std, ORPO
     max_aleatoric); `orpo_better` only when ORPO's interval lies wholly above MOPO's."""
-    pairs = [(u, u, f"matched {u}") for u in U_CHOICES] + [(AUTHORS_U["mopo"], AUTHORS_U["orpo"], "as the authors ran it")]
+    pairs = [(u, u, f"matched {u}") for u in U_CHOICES] + [
+        (AUTHORS_U["mopo"], AUTHORS_U["orpo"], "as the authors ran it")
+    ]
     out = []
     for lp in lambda_ps:
         for u_m, u_o, name in pairs:
@@ -505,9 +618,19 @@ def comparisons(table: dict, lambda_ps) -> list[dict]:
             if m is None or o is None:
                 continue
             n = min(len(m.get("per_seed", [0, 0])), len(o.get("per_seed", [0, 0])))
-            out.append({"lambda_p": lp, "comparison": name, "mopo": m["mean"], "mopo_ci95": m["ci95"], "orpo": o["mean"],
-                        "orpo_ci95": o["ci95"], "seeds": n,  # one seed has no interval: no verdict
-                        "orpo_better": n >= 2 and o["ci95"][0] > m["ci95"][1], "mopo_better": n >= 2 and m["ci95"][0] > o["ci95"][1]})
+            out.append(
+                {
+                    "lambda_p": lp,
+                    "comparison": name,
+                    "mopo": m["mean"],
+                    "mopo_ci95": m["ci95"],
+                    "orpo": o["mean"],
+                    "orpo_ci95": o["ci95"],
+                    "seeds": n,  # one seed has no interval: no verdict
+                    "orpo_better": n >= 2 and o["ci95"][0] > m["ci95"][1],
+                    "mopo_better": n >= 2 and m["ci95"][0] > o["ci95"][1],
+                }
+            )
     return out
 
 
@@ -540,7 +663,11 @@ def plot_uncertainty(path: str, grids: dict, lambda_p: float, seed: int, mse: fl
         im = ax.imshow(np.maximum(grid, 1e-6), origin="lower", extent=[xs[0], xs[-1]] * 2, cmap="hot", norm=LogNorm())
         fig.colorbar(im, ax=ax, fraction=0.046, label=f"u = {u}")
         s = u_summary((xs, grid))
-        draw_scene(ax, f"u = {u}: band mean {s['band_mean']:.3g}, at (2.5, 2.5) {s['at_2.5_2.5']:.3g}", band_color="deepskyblue")
+        draw_scene(
+            ax,
+            f"u = {u}: band mean {s['band_mean']:.3g}, at (2.5, 2.5) {s['at_2.5_2.5']:.3g}",
+            band_color="deepskyblue",
+        )
         ax = axes[1, col]
         gx, gy = np.meshgrid(xs, xs)
         p_reward = reward_fn(np.stack([gx, gy], -1)) - lambda_p * grid
@@ -548,7 +675,11 @@ def plot_uncertainty(path: str, grids: dict, lambda_p: float, seed: int, mse: fl
         fig.colorbar(im, ax=ax, fraction=0.046, label=f"r(s) − {lambda_p:g}·u")
         band = p_reward[np.abs(gx + gy) < HALF_WIDTH].mean()
         corner = p_reward[np.abs(xs - 2.5).argmin(), np.abs(xs - 2.5).argmin()]
-        draw_scene(ax, f"P-MDP reward, λp = {lambda_p:g}: band mean {band:.2f}, at (2.5, 2.5) {corner:.2f}", band_color="deepskyblue")
+        draw_scene(
+            ax,
+            f"P-MDP reward, λp = {lambda_p:g}: band mean {band:.2f}, at (2.5, 2.5) {corner:.2f}",
+            band_color="deepskyblue",
+        )
     fig.suptitle(f"Seed {seed}'s ensemble (4×200, holdout MSE {mse:.1e}); u averaged over actions", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=80)
@@ -570,12 +701,17 @@ def plot_visited(path: str, table: dict, cells_dir: str, lambda_p: float, title:
                 ax.set_visible(False)
                 continue
             for i, seed in enumerate(entry["seeds"]):
-                s = np.load(os.path.join(cells_dir, cell_key(algo, u, lambda_p, seed) + ".npz"))["visited"].reshape(-1, 2)
+                s = np.load(os.path.join(cells_dir, cell_key(algo, u, lambda_p, seed) + ".npz"))["visited"].reshape(
+                    -1, 2
+                )
                 ax.scatter(s[:, 0], s[:, 1], s=4, alpha=0.25, marker="x", color=f"C{i}", label=f"seed {seed}")
             tag = " (as the authors ran it)" if AUTHORS_U[algo] == u else ""
-            draw_scene(ax, f"{algo.upper()}, u = {u}{tag}\naverage return {entry['mean']:.1f} "
-                           f"[{entry['ci95'][0]:.1f}, {entry['ci95'][1]:.1f}], per seed "
-                           + ", ".join(f"{v:.1f}" for v in entry["per_seed"]))
+            draw_scene(
+                ax,
+                f"{algo.upper()}, u = {u}{tag}\naverage return {entry['mean']:.1f} "
+                f"[{entry['ci95'][0]:.1f}, {entry['ci95'][1]:.1f}], per seed "
+                + ", ".join(f"{v:.1f}" for v in entry["per_seed"]),
+            )
             ax.legend(loc="lower left", fontsize=7, markerscale=2)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
@@ -602,9 +738,26 @@ def plot_phase(path: str, table: dict, setting: Setting, title: str):
             x = np.array([e["lambda_p"] for e in es]) * shift
             y = np.array([e["mean"] for e in es])
             err = np.array([[e["mean"] - e["ci95"][0], e["ci95"][1] - e["mean"]] for e in es]).T
-            ax.errorbar(x, y, yerr=err, marker="o", ms=4, capsize=3, color=color, label=f"{algo.upper()} ({'–'.join(map(str, sorted({n[0], n[-1]})))} seeds per point)")
-        ax.scatter([100, 100], [PAPER["mopo"], PAPER["orpo"]], marker="*", s=90, color=["tab:blue", "tab:red"], edgecolor="black",
-                   zorder=5, label="paper (λp = 100)")
+            ax.errorbar(
+                x,
+                y,
+                yerr=err,
+                marker="o",
+                ms=4,
+                capsize=3,
+                color=color,
+                label=f"{algo.upper()} ({'–'.join(map(str, sorted({n[0], n[-1]})))} seeds per point)",
+            )
+        ax.scatter(
+            [100, 100],
+            [PAPER["mopo"], PAPER["orpo"]],
+            marker="*",
+            s=90,
+            color=["tab:blue", "tab:red"],
+            edgecolor="black",
+            zorder=5,
+            label="paper (λp = 100)",
+        )
         ax.axhline(0, color="grey", lw=0.5)
         ax.set_xscale("log")
         ax.set_xlabel("λp (both methods)")
@@ -632,8 +785,11 @@ def run(args: ToyArgs, command: Optional[str] = None) -> dict:
     dataset_path = write_dataset(os.path.join(tmp.name, "riskworld.hdf5"), data)
     config = fit_config(setting, args)
     ens_paths = {seed: ensemble_path(os.path.abspath(args.ensembles_dir), config, seed) for seed in setting.seeds}
-    print(f"RiskWorld '{args.setting}': {len(setting.seeds)} seed(s), λp {setting.lambda_ps}, out {out_dir}; "
-          f"ensembles {os.path.abspath(args.ensembles_dir)}", flush=True)
+    print(
+        f"RiskWorld '{args.setting}': {len(setting.seeds)} seed(s), λp {setting.lambda_ps}, out {out_dir}; "
+        f"ensembles {os.path.abspath(args.ensembles_dir)}",
+        flush=True,
+    )
     cells = cell_list(setting)
     jobs = [(setting, args, dataset_path, ens_paths[c[3]], cells_dir, c) for c in cells]
     if args.report_only:
@@ -641,10 +797,16 @@ def run(args: ToyArgs, command: Optional[str] = None) -> dict:
         missing = [cell_key(*j[-1]) for j in jobs if j not in done]
         if not done:
             raise UserError(f"--report-only: no finished cells in {cells_dir}")
-        fits = [torch.load(ens_paths[s], map_location="cpu", weights_only=True)["metrics"] for s in setting.seeds if os.path.isfile(ens_paths[s])]
+        fits = [
+            torch.load(ens_paths[s], map_location="cpu", weights_only=True)["metrics"]
+            for s in setting.seeds
+            if os.path.isfile(ens_paths[s])
+        ]
         rows = [run_cell(j) for j in done]
     else:
-        fits = parallel_map(fit_ensemble, [(setting, args, dataset_path, ens_paths[s], s) for s in setting.seeds], args.workers)
+        fits = parallel_map(
+            fit_ensemble, [(setting, args, dataset_path, ens_paths[s], s) for s in setting.seeds], args.workers
+        )
         rows, missing = parallel_map(run_cell, jobs, args.workers), []
     table = aggregate(rows)
 
@@ -663,33 +825,59 @@ def run(args: ToyArgs, command: Optional[str] = None) -> dict:
     path = os.path.join(out_dir, "uncertainty.png")
     plot_uncertainty(path, grids, lp_top, first, fits[0]["holdout_mse"])
     figures.append(path)
-    size = (f"{setting.rollout_batch_size} rollout starts, "
-            + ("the algorithms' own nets" if setting.hidden_dims is None else f"{'×'.join(map(str, setting.hidden_dims))} nets")
-            + f", {setting.epochs}×{setting.steps_per_epoch} steps")
+    size = (
+        f"{setting.rollout_batch_size} rollout starts, "
+        + (
+            "the algorithms' own nets"
+            if setting.hidden_dims is None
+            else f"{'×'.join(map(str, setting.hidden_dims))} nets"
+        )
+        + f", {setting.epochs}×{setting.steps_per_epoch} steps"
+    )
     for lp in setting.lambda_ps if setting.cells == "two_ways" else (lp_top,):
         path = os.path.join(out_dir, f"visited_lp{lp:g}.png")
-        plot_visited(path, table, cells_dir, lp, f"RiskWorld '{args.setting}', λp = {lp:g}, λo = {args.lambda_o:g}, h = "
-                     f"{args.rollout_length}, {size}: states visited in {setting.eval_steps} real steps per policy")
+        plot_visited(
+            path,
+            table,
+            cells_dir,
+            lp,
+            f"RiskWorld '{args.setting}', λp = {lp:g}, λo = {args.lambda_o:g}, h = "
+            f"{args.rollout_length}, {size}: states visited in {setting.eval_steps} real steps per policy",
+        )
         figures.append(path)
     if len(setting.lambda_ps) > 1:
         path = os.path.join(out_dir, "phase.png")
-        plot_phase(path, table, setting, f"RiskWorld '{args.setting}': average return vs λp ({size}; 95 % bootstrap "
-                                         f"intervals over seeds; λo = {args.lambda_o:g})")
+        plot_phase(
+            path,
+            table,
+            setting,
+            f"RiskWorld '{args.setting}': average return vs λp ({size}; 95 % bootstrap "
+            f"intervals over seeds; λo = {args.lambda_o:g})",
+        )
         figures.append(path)
 
     wall = time.time() - t_start
     rel = lambda p: os.path.relpath(p, ROOT) if p.startswith(ROOT) else p  # noqa: E731
     results = {
         "claim": "ORPO reaches the high-reward upper-right region and MOPO does not (paper: MOPO 7.3, ORPO 35.3 at λp = 100)",
-        "paper": PAPER, "setting_name": args.setting, "setting": dataclasses.asdict(setting),
+        "paper": PAPER,
+        "setting_name": args.setting,
+        "setting": dataclasses.asdict(setting),
         "toy_args": {k: v for k, v in dataclasses.asdict(args).items() if k not in ("out_dir", "ensembles_dir")},
         "metric": f"average cumulative reward per 10-step episode over {setting.eval_steps} real-env steps of the "
-                  "deterministic policy; mean over seeds with a 95 % percentile bootstrap interval (10,000 resamples)",
-        "table": table, "comparisons": comparisons(table, setting.lambda_ps), "missing_cells": missing,
+        "deterministic policy; mean over seeds with a 95 % percentile bootstrap interval (10,000 resamples)",
+        "table": table,
+        "comparisons": comparisons(table, setting.lambda_ps),
+        "missing_cells": missing,
         "ensembles": {"fit_rule": config, "per_seed": fits},
         "uncertainty_per_seed": u_per_seed,
-        "wall_seconds_this_invocation": wall, "cpu": cpu_name(), "workers": args.workers, "torch_threads_per_worker": 1,
-        "command": command, "algorithm_files": code_versions(), "figures": [rel(p) for p in figures],
+        "wall_seconds_this_invocation": wall,
+        "cpu": cpu_name(),
+        "workers": args.workers,
+        "torch_threads_per_worker": 1,
+        "command": command,
+        "algorithm_files": code_versions(),
+        "figures": [rel(p) for p in figures],
     }
     with open(os.path.join(out_dir, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
@@ -700,19 +888,37 @@ def run(args: ToyArgs, command: Optional[str] = None) -> dict:
 
 
 def print_summary(results: dict, setting: Setting):
-    print(f"\nensembles: " + ", ".join(f"seed {f['seed']} MSE {f['holdout_mse']:.1e} ({f['epochs']:.0f} ep, {f['fit_seconds']:.0f} s)"
-                                       for f in results["ensembles"]["per_seed"]))
-    print(f"{'algorithm':9s} {'u':14s} {'λp':>5s} {'mean':>6s} {'95% interval':>16s}  per seed (share of steps in the upper right)")
+    print(
+        f"\nensembles: "
+        + ", ".join(
+            f"seed {f['seed']} MSE {f['holdout_mse']:.1e} ({f['epochs']:.0f} ep, {f['fit_seconds']:.0f} s)"
+            for f in results["ensembles"]["per_seed"]
+        )
+    )
+    print(
+        f"{'algorithm':9s} {'u':14s} {'λp':>5s} {'mean':>6s} {'95% interval':>16s}  per seed (share of steps in the upper right)"
+    )
     for e in results["table"].values():
         per = ", ".join(f"{v:.1f} ({100 * s:.0f}%)" for v, s in zip(e["per_seed"], e["share_upper_right"]))
-        print(f"{e['algo'].upper():9s} {e['u']:14s} {e['lambda_p']:>5g} {e['mean']:>6.1f} [{e['ci95'][0]:>6.1f}, {e['ci95'][1]:>6.1f}]  {per}")
+        print(
+            f"{e['algo'].upper():9s} {e['u']:14s} {e['lambda_p']:>5g} {e['mean']:>6.1f} [{e['ci95'][0]:>6.1f}, {e['ci95'][1]:>6.1f}]  {per}"
+        )
     print(f"paper (λp = 100): MOPO {PAPER['mopo']}, ORPO {PAPER['orpo']}")
     if results["missing_cells"]:
         print(f"not trained yet ({len(results['missing_cells'])}): {', '.join(results['missing_cells'])}")
     for c in results["comparisons"]:
-        verdict = ("1 seed: no interval" if c["seeds"] < 2 else "ORPO > MOPO" if c["orpo_better"] else "MOPO > ORPO"
-                   if c["mopo_better"] else "intervals overlap")
-        print(f"λp {c['lambda_p']:>5g}, {c['comparison']:28s}: MOPO {c['mopo']:6.1f}  ORPO {c['orpo']:6.1f}  ({verdict})")
+        verdict = (
+            "1 seed: no interval"
+            if c["seeds"] < 2
+            else "ORPO > MOPO"
+            if c["orpo_better"]
+            else "MOPO > ORPO"
+            if c["mopo_better"]
+            else "intervals overlap"
+        )
+        print(
+            f"λp {c['lambda_p']:>5g}, {c['comparison']:28s}: MOPO {c['mopo']:6.1f}  ORPO {c['orpo']:6.1f}  ({verdict})"
+        )
 
 
 def cli(argv=None) -> int:
