@@ -20,6 +20,7 @@ import urllib.error
 import urllib.request
 import warnings
 from dataclasses import asdict, dataclass
+from functools import partial
 from typing import Callable, Literal, Optional
 
 import gymnasium as gym
@@ -462,7 +463,9 @@ def rollout(
 
     A row whose predicted s', r̂ or u is not finite is dropped, not stored: with done = 1 its target r + γ·0·Q(NaN) is
     still NaN and one such row turns a critic's weights to NaN. `nonfinite` counts the dropped rows."""
-    steps, first_act, nonfinite = [], [], torch.zeros((), device=start_obs.device)
+    steps = []
+    first_act = []
+    nonfinite = torch.zeros((), device=start_obs.device)
     # on a CPU, 1024-row chunks keep the ensemble's activations in cache: ~1.8x faster than one 50k batch
     for obs in start_obs.split(1024 if start_obs.device.type == "cpu" else len(start_obs)):
         for t in range(horizon):
@@ -537,11 +540,9 @@ class TanhGaussianActor(nn.Module):
 
     def __init__(self, obs_norm: ObsNorm, obs_dim: int, act_dim: int, hidden_dims: tuple[int, ...], max_action: float):
         super().__init__()
-        self.obs_norm, self.net, self.max_action = (
-            copy.deepcopy(obs_norm),
-            mlp(obs_dim, hidden_dims, 2 * act_dim),
-            max_action,
-        )
+        self.obs_norm = copy.deepcopy(obs_norm)
+        self.net = mlp(obs_dim, hidden_dims, 2 * act_dim)
+        self.max_action = max_action
 
     def forward(self, obs: torch.Tensor, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         mu, log_std = self.net(self.obs_norm(obs)).chunk(2, dim=-1)
@@ -626,7 +627,10 @@ class ReplayBuffer:
 
     def __init__(self, capacity: int, fields: dict[str, int], device: torch.device):
         self.data = {k: torch.zeros((capacity, dim), device=device) for k, dim in fields.items()}
-        self.capacity, self.ptr, self.size, self.device = capacity, 0, 0, device
+        self.capacity = capacity
+        self.ptr = 0  # where the next row goes
+        self.size = 0  # rows filled so far
+        self.device = device
 
     def add(self, batch: dict[str, torch.Tensor]) -> None:
         n = len(next(iter(batch.values())))
@@ -707,7 +711,8 @@ def main(args: Args) -> dict:
     buf = ReplayBuffer(args.rollout_batch_size * args.rollout_length * args.model_retain_epochs, fields, device)
     n = mix_counts(args.batch_size, (args.real_ratio, 1 - args.real_ratio))
     parts = {"policy": policy, "actor_schedule": actor_schedule, "buf": buf}
-    run.start(parts, dyn_metrics, envs, policy_eval, model=(dynamics, terminal))  # resumes from the checkpoint, if any
+    model_return = partial(model_eval, dynamics, terminal, args, device)  # eval/model_return, eval/model_uncertainty
+    run.start(parts, dyn_metrics, envs, policy_eval, model_return)  # resumes from the checkpoint, if any
 
     for _ in run.epochs():
         # rollouts of the policy (stochastic SAC) from b states of D, with the model's rewards r̂
@@ -1017,22 +1022,21 @@ def eval_metrics(task: Task, returns: np.ndarray) -> dict[str, float]:
 @torch.no_grad()
 def model_eval(
     dynamics: EnsembleDynamics,
+    terminal: Callable,
+    args: Args,
+    device: torch.device,
     actor: Callable,
     first_obs: np.ndarray,
     envs: gym.vector.VectorEnv,
-    terminal: Callable,
-    args: Args,
-    device,
 ) -> dict[str, float]:
-    """η_M̂(π) and ε_u(π) (Fig. 6): the deterministic policy's discounted return and mean u in the model MDP."""
+    """η_M̂(π) and ε_u(π) (Fig. 6): the deterministic policy's discounted return and mean u in the model MDP, from the
+    real evaluation episodes' first states. `main` binds the model: Run.start(..., partial(model_eval, dynamics, ...))."""
     horizon = envs.envs[0].spec.max_episode_steps or 1000
     obs = torch.as_tensor(first_obs, dtype=torch.float32, device=device)
     alive = torch.ones(len(obs), dtype=torch.bool, device=device)
-    ret, u_sum, steps = (
-        torch.zeros(len(obs), device=device),
-        torch.zeros((), device=device),
-        torch.zeros((), device=device),
-    )
+    ret = torch.zeros(len(obs), device=device)
+    u_sum = torch.zeros((), device=device)
+    steps = torch.zeros((), device=device)
     for t in range(horizon):
         obs, rew, u = dynamics.step(obs, actor(obs), args.uncertainty)
         ret += torch.where(alive, args.gamma**t * rew, 0.0)
@@ -1390,13 +1394,13 @@ class Run:
         )
 
     def start(
-        self, parts: dict, first_row: dict, envs: gym.vector.VectorEnv, eval_policy: Callable, model=None
+        self, parts: dict, first_row: dict, envs: gym.vector.VectorEnv, eval_policy: Callable, extra_eval=None
     ) -> None:
         """Load a resumed run's checkpoint (or start at epoch 0), open the logger; metrics.csv's row 0 is `first_row`.
 
-        `parts` is everything a checkpoint saves; `eval_policy` is evaluated in `envs` every --eval-every epochs, and in
-        the learned model too when `model` = (dynamics, termination function) is given."""
-        self.parts, self.envs, self.eval_policy, self.model = parts, envs, eval_policy, model
+        `parts` is everything a checkpoint saves; `eval_policy` is evaluated in `envs` every --eval-every epochs, and
+        `extra_eval(eval_policy, first_obs, envs)` adds metrics (the model-based files pass the model's own return)."""
+        self.parts, self.envs, self.eval_policy, self.extra_eval = parts, envs, eval_policy, extra_eval
         if self.args.resume and os.path.isfile(self.ckpt_path):
             self.start_epoch, rows, self.scores = load_checkpoint(self.ckpt_path, parts)
         else:
@@ -1482,11 +1486,8 @@ class Run:
             self.eval_policy, self.envs, self.task, self.args.seed + 1000 * self.epoch, self.device
         )
         metrics = eval_metrics(self.task, returns)
-        if self.model is not None:
-            dynamics, terminal = self.model
-            metrics.update(
-                model_eval(dynamics, self.eval_policy, first_obs, self.envs, terminal, self.args, self.device)
-            )
+        if self.extra_eval is not None:
+            metrics.update(self.extra_eval(self.eval_policy, first_obs, self.envs))
         self.scores.append(metrics.get("eval/normalized_score", metrics["eval/return"]))
         metrics.update(
             {"eval/last10_score": float(np.mean(self.scores[-10:])), "charts/eval_seconds": time.time() - t_eval}

@@ -21,6 +21,7 @@ import urllib.error
 import urllib.request
 import warnings
 from dataclasses import asdict, dataclass
+from functools import partial
 from typing import Callable, Literal, Optional
 
 import gymnasium as gym
@@ -191,11 +192,9 @@ class DeterministicActor(nn.Module):
 
     def __init__(self, obs_norm: ObsNorm, obs_dim: int, act_dim: int, hidden_dims: tuple[int, ...], max_action: float):
         super().__init__()
-        self.obs_norm, self.net, self.max_action = (
-            copy.deepcopy(obs_norm),
-            mlp(obs_dim, hidden_dims, act_dim),
-            max_action,
-        )
+        self.obs_norm = copy.deepcopy(obs_norm)
+        self.net = mlp(obs_dim, hidden_dims, act_dim)
+        self.max_action = max_action
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return torch.tanh(self.net(self.obs_norm(obs))) * self.max_action
@@ -283,7 +282,10 @@ class ReplayBuffer:
 
     def __init__(self, capacity: int, fields: dict[str, int], device: torch.device):
         self.data = {k: torch.zeros((capacity, dim), device=device) for k, dim in fields.items()}
-        self.capacity, self.ptr, self.size, self.device = capacity, 0, 0, device
+        self.capacity = capacity
+        self.ptr = 0  # where the next row goes
+        self.size = 0  # rows filled so far
+        self.device = device
 
     def add(self, batch: dict[str, torch.Tensor]) -> None:
         n = len(next(iter(batch.values())))
@@ -984,13 +986,13 @@ class Run:
         )
 
     def start(
-        self, parts: dict, first_row: dict, envs: gym.vector.VectorEnv, eval_policy: Callable, model=None
+        self, parts: dict, first_row: dict, envs: gym.vector.VectorEnv, eval_policy: Callable, extra_eval=None
     ) -> None:
         """Load a resumed run's checkpoint (or start at epoch 0), open the logger; metrics.csv's row 0 is `first_row`.
 
-        `parts` is everything a checkpoint saves; `eval_policy` is evaluated in `envs` every --eval-every epochs, and in
-        the learned model too when `model` = (dynamics, termination function) is given."""
-        self.parts, self.envs, self.eval_policy, self.model = parts, envs, eval_policy, model
+        `parts` is everything a checkpoint saves; `eval_policy` is evaluated in `envs` every --eval-every epochs, and
+        `extra_eval(eval_policy, first_obs, envs)` adds metrics (the model-based files pass the model's own return)."""
+        self.parts, self.envs, self.eval_policy, self.extra_eval = parts, envs, eval_policy, extra_eval
         if self.args.resume and os.path.isfile(self.ckpt_path):
             self.start_epoch, rows, self.scores = load_checkpoint(self.ckpt_path, parts)
         else:
@@ -1076,11 +1078,8 @@ class Run:
             self.eval_policy, self.envs, self.task, self.args.seed + 1000 * self.epoch, self.device
         )
         metrics = eval_metrics(self.task, returns)
-        if self.model is not None:
-            dynamics, terminal = self.model
-            metrics.update(
-                model_eval(dynamics, self.eval_policy, first_obs, self.envs, terminal, self.args, self.device)
-            )
+        if self.extra_eval is not None:
+            metrics.update(self.extra_eval(self.eval_policy, first_obs, self.envs))
         self.scores.append(metrics.get("eval/normalized_score", metrics["eval/return"]))
         metrics.update(
             {"eval/last10_score": float(np.mean(self.scores[-10:])), "charts/eval_seconds": time.time() - t_eval}

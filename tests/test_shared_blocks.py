@@ -17,7 +17,9 @@ spec = importlib.util.spec_from_file_location("sync_shared", os.path.join(ROOT, 
 sync_shared = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(sync_shared)
 
+blocks = sync_shared.blocks
 MODEL = ["layers", "ensemble", "uncertainty", "termination", "rollouts"]
+MODEL_BASED = ["ensemble", "uncertainty", "termination", "rollouts", "model_evaluation"]  # not in td3bc.py
 PLUMBING = ["data", "evaluation", "runs"]
 # the blocks each file carries, in order: the method above `main`, the plumbing below the banner
 CARRIES = {
