@@ -58,6 +58,8 @@ class Args:
     """discount factor γ"""
     tau: float = 0.005
     """target network smoothing coefficient"""
+    normalize_obs: bool = False
+    """standardise policy inputs with D's mean and std + 1e-3 (off by default, as OfflineRL-Kit's MOPO)"""
     sac_actor_lr: float = 1e-4
     """SAC actor learning rate (cosine-annealed over the epochs)"""
     sac_critic_lr: float = 3e-4
@@ -66,8 +68,6 @@ class Args:
     """SAC entropy temperature learning rate"""
     target_entropy: Optional[float] = None
     """SAC target entropy (default: −|A|)"""
-    normalize_obs: bool = False
-    """standardise policy inputs with D's mean and std + 1e-3 (off by default, as OfflineRL-Kit's MOPO)"""
 
     # Dynamics ensemble
     num_ensemble: int = 7

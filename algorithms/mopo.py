@@ -57,27 +57,19 @@ class Args:
     """if toggled, the table's ensemble_var/ensemble_std presets use the appendix's mixture formula (mixture_var/std)
     instead of OfflineRL-Kit's, which the authors' MOPO runs used (docs/mopo.md)"""
 
-    # The policy; the TD3+BC fields apply with --policy td3bc, the SAC fields with --policy sac
+    # The policy: SAC (default) or TD3+BC; the TD3+BC fields apply with --policy td3bc
     policy: Literal["sac", "td3bc"] = "sac"
     """policy optimiser: `sac` (MOPO) or `td3bc` (the paper's "MOPO (TD3+BC)" baseline, on the same P-MDP data)"""
     hidden_dims: tuple[int, ...] = (256, 256)
     """hidden layer sizes of the actor and critics (OfflineRL-Kit's MOPO)"""
-    gamma: float = 0.99
-    """discount factor γ"""
-    tau: float = 0.005
-    """target network smoothing coefficient"""
-    sac_actor_lr: float = 1e-4
-    """SAC actor learning rate (cosine-annealed over the epochs)"""
-    sac_critic_lr: float = 3e-4
-    """SAC critic learning rate"""
-    sac_alpha_lr: float = 1e-4
-    """SAC entropy temperature learning rate"""
-    target_entropy: Optional[float] = None
-    """SAC target entropy (default: −|A|)"""
     actor_lr: float = 3e-4
     """TD3+BC actor learning rate"""
     critic_lr: float = 3e-4
     """TD3+BC critic learning rate"""
+    gamma: float = 0.99
+    """discount factor γ"""
+    tau: float = 0.005
+    """target network smoothing coefficient"""
     alpha: float = 2.5
     """TD3+BC's α: the actor loss is −α/mean|Q|·Q + (π(s) − a)²"""
     policy_noise: float = 0.2
@@ -91,6 +83,16 @@ class Args:
     normalize_obs: Optional[bool] = None
     """standardise policy inputs with D's mean and std + 1e-3 (default: off for SAC, as OfflineRL-Kit; for TD3+BC off
     for hopper/walker2d only, as ORPO's output policy)"""
+
+    # SAC (--policy sac)
+    sac_actor_lr: float = 1e-4
+    """SAC actor learning rate (cosine-annealed over the epochs)"""
+    sac_critic_lr: float = 3e-4
+    """SAC critic learning rate"""
+    sac_alpha_lr: float = 1e-4
+    """SAC entropy temperature learning rate"""
+    target_entropy: Optional[float] = None
+    """SAC target entropy (default: −|A|)"""
 
     # Dynamics ensemble
     num_ensemble: int = 7
