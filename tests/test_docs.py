@@ -1,0 +1,49 @@
+"""The README and docs/ pages: every relative link points at a file that exists, and every #anchor at a heading."""
+
+import glob
+import os
+import re
+
+import pytest
+from conftest import ROOT
+
+PAGES = ["README.md", *sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md")))]
+
+
+def anchors(path: str) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"```.*?```", "", open(path, encoding="utf-8").read(), flags=re.S)
+    headings = re.findall(r"^#{1,6} (.+)$", text, re.M)
+    return {re.sub(r"[^\w\- ]", "", h.replace("`", "").strip().lower()).replace(" ", "-") for h in headings}
+
+
+def broken_links(page: str) -> list[str]:
+    path = os.path.join(ROOT, page)
+    text = re.sub(r"```.*?```", "", open(path, encoding="utf-8").read(), flags=re.S)
+    broken = []
+    for link in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+:", link):  # http(s):, mailto:
+            continue
+        target, _, anchor = link.partition("#")
+        resolved = os.path.normpath(os.path.join(os.path.dirname(path), target)) if target else path
+        if not os.path.exists(resolved):
+            broken.append(f"{link} (no such file)")
+        elif anchor and resolved.endswith(".md") and anchor not in anchors(resolved):
+            broken.append(f"{link} (no such heading)")
+    return broken
+
+
+def test_every_page_is_checked():
+    assert "README.md" in PAGES and os.path.join("docs", "orpo.md") in PAGES and len(PAGES) > 10
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_relative_links_resolve(page):
+    assert broken_links(page) == []
+
+
+def test_a_broken_link_and_a_wrong_anchor_are_found(tmp_path, monkeypatch):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("# Title here\n[ok](a.md#title-here) [gone](b.md) [bad](a.md#nope)\n")
+    monkeypatch.setattr("test_docs.ROOT", str(tmp_path))
+    assert broken_links("docs/a.md") == ["b.md (no such file)", "a.md#nope (no such heading)"]
