@@ -1165,7 +1165,7 @@ def model_eval(
     envs: gym.vector.VectorEnv,
 ) -> dict[str, float]:
     """η_M̂(π) and ε_u(π) (Fig. 6): the deterministic policy's discounted return and mean u in the model MDP, from the
-    real evaluation episodes' first states. `main` binds the model: Run.start(..., partial(model_eval, dynamics, ...))."""
+    real evaluation episodes' first states. `main` binds the model with partial(model_eval, dynamics, ...)."""
     horizon = envs.envs[0].spec.max_episode_steps or 1000
     obs = torch.as_tensor(first_obs, dtype=torch.float32, device=device)
     alive = torch.ones(len(obs), dtype=torch.bool, device=device)
