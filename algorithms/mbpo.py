@@ -143,7 +143,7 @@ class Args:
     """also save a checkpoint at the end of the first epoch after this many minutes since the last one"""
 
 
-# ALGO LOGIC: per-dataset presets from the paper's "Tuned hyper-parameters" table, which has no MBPO column: the
+# Per-dataset presets from the paper's "Tuned hyper-parameters" table, which has no MBPO column: the
 # uncertainty type (only logged) and h from the MOPO column, so that MBPO differs from mopo.py only in λp = 0
 PRESETS = {
     # name: (uncertainty, h)

@@ -168,7 +168,7 @@ class Args:
     """also save a checkpoint at the end of the first epoch after this many minutes since the last one"""
 
 
-# ALGO LOGIC: per-dataset presets, the "MOPO (Our implementation)" column of the paper's "Tuned hyper-parameters" table.
+# Per-dataset presets, the "MOPO (Our implementation)" column of the paper's "Tuned hyper-parameters" table.
 # Its ensemble_var/ensemble_std are OfflineRL-Kit's formula: the authors' MOPO runner passes the flag to it.
 PRESETS = {
     # name: (λp, uncertainty, h^p)

@@ -146,7 +146,7 @@ class Args:
     """also save a checkpoint at the end of the first epoch after this many minutes since the last one"""
 
 
-# ALGO LOGIC: per-dataset presets from the paper's "Tuned hyper-parameters" table, which has no OROO column: λo from
+# Per-dataset presets from the paper's "Tuned hyper-parameters" table, which has no OROO column: λo from
 # the ORPO column (the optimism ORPO's rollout policy uses), the uncertainty type and h from the MOPO column (the MDP
 # OROO modifies), so that OROO differs from mopo.py only in the sign and size of the uncertainty term.
 PRESETS = {

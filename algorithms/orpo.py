@@ -193,7 +193,7 @@ class Args:
     """also save a checkpoint at the end of the first epoch after this many minutes since the last one"""
 
 
-# ALGO LOGIC: per-dataset presets, the paper's "Tuned hyper-parameters" table (MOPO columns give λp, the
+# Per-dataset presets, the paper's "Tuned hyper-parameters" table (MOPO columns give λp, the
 # uncertainty type and h^p; ORPO's give λo and h^o). The authors' ORPO runner never passes its uncertainty flag, so
 # every ORPO number was made with max_aleatoric: that is the default; the table's type is used with --paper-literal.
 PRESETS = {

@@ -110,7 +110,7 @@ class Args:
     """also save a checkpoint at the end of the first epoch after this many minutes since the last one"""
 
 
-# ALGO LOGIC: TD3+BC uses one setting on every dataset (the TD3+BC paper, CORL): no per-dataset presets
+# TD3+BC uses one setting on every dataset (the TD3+BC paper, CORL): no per-dataset presets
 PRESETS: dict[str, tuple] = {}
 
 
