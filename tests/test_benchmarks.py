@@ -1,47 +1,135 @@
 """Smoke tests of benchmarks/speed.py: it runs as a user would, at tiny sizes, and its output is checked."""
+
 import json
-import os
 import math
+import os
+import statistics
 
 import pytest
 from conftest import ROOT, run_script
 
-SPEED_TINY = ["--repeats", "1", "--heavy-repeats", "1", "--rollout-batch-size", "2048", "--dataset-size", "5000",
-              "--steps-per-epoch", "20", "--bare-steps", "10", "--update-steps", "5", "--ensemble-steps", "3",
-              "--eval-episodes", "2", "--horizons", "1", "2"]
+SPEED_TINY = [
+    "--repeats",
+    "1",
+    "--heavy-repeats",
+    "1",
+    "--rollout-batch-size",
+    "2048",
+    "--dataset-size",
+    "5000",
+    "--steps-per-epoch",
+    "20",
+    "--dynamics-epochs",
+    "1",
+    "--ensemble-steps",
+    "3",
+    "--eval-episodes",
+    "2",
+    "--epoch-repeats",
+    "2",
+    "--horizons",
+    "1",
+    "2",
+]
 
 
-def test_speed_benchmark_table_with_a_bf16_column(tmp_path):
+def test_speed_benchmark_times_the_files_own_epochs_with_a_bf16_column(tmp_path):
     out = tmp_path / "speed"
-    result = run_script("benchmarks/speed.py", *SPEED_TINY, "--compare", os.path.join(ROOT, "algorithms", "orpo.py"),
-                        "--labels", "bf16", "fp32", "--dynamics-bf16", "bf16", "--out", str(out), cwd=str(tmp_path))
+    result = run_script(
+        "benchmarks/speed.py",
+        *SPEED_TINY,
+        "--compare",
+        os.path.join(ROOT, "algorithms", "orpo.py"),
+        "--labels",
+        "bf16",
+        "fp32",
+        "--dynamics-bf16",
+        "bf16",
+        "--algo-flags=--no-pessimism",
+        "--out",
+        str(out),
+        cwd=str(tmp_path),
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     report = json.loads((tmp_path / "speed.json").read_text())
     rows = {r["name"]: r for r in report["rows"]}
-    for name in ("fp32 matmul 2048×2048 (machine limit)", "bf16 matmul 2048×2048", "ensemble training (7 × 4×200, batch 256)",
-                 "  reference: loop over 7 nn.Sequential", "model rollout, 2k starts × h=1", "  reference: one call, numpy every step",
-                 "SAC update (3×256, batch 256)", "TD3+BC update (3×256, batch 256)", "ORPO epoch h=1, without evaluation",
-                 "ORPO epoch h=2, with evaluation", "overhead ratio h=1 (epoch ÷ bare work)", "overhead ratio h=2 (epoch ÷ bare work)"):
+    for name in (
+        "fp32 matmul 2048×2048 (machine limit)",
+        "bf16 matmul 2048×2048",
+        "ensemble fit (7 × 4×200, batch 256)",
+        "  reference: loop over 7 nn.Sequential",
+        "model rollouts h=1 in the epoch",
+        "  reference: one call, numpy every step",
+        "epoch h=1, without evaluation",
+        "epoch h=2, with evaluation",
+        "model rollouts h=2 in the epoch",
+    ):
         assert name in rows, name
     for r in report["rows"]:
         assert set(r["values"]) == {"bf16", "fp32"}, r["name"]
         assert all(math.isfinite(v) and v > 0 for v in r["values"].values()), r["name"]
     # the ratio column divides by the reference measured in the same run
-    ensemble, reference = rows["ensemble training (7 × 4×200, batch 256)"], rows["  reference: loop over 7 nn.Sequential"]
-    assert ensemble["ref"] == reference["values"]["fp32"]
-    for h in (1, 2):
-        epoch, bare = rows[f"ORPO epoch h={h}, without evaluation"]["values"], rows[f"  bare work h={h}"]["values"]
-        ratio = rows[f"overhead ratio h={h} (epoch ÷ bare work)"]["values"]
-        assert ratio["fp32"] == pytest.approx(epoch["fp32"] / bare["fp32"])
+    ordered = report["rows"]
+    for i, r in enumerate(ordered):
+        if r["ref"] is not None:
+            assert (
+                ordered[i + 1]["name"].startswith("  reference: ") and r["ref"] == ordered[i + 1]["values"]["fp32"]
+            ), r["name"]
+    assert sum(r["ref"] is not None for r in ordered) == 3  # the ensemble fit, the rollouts at h = 1 and at h = 2
+    # the epoch rows are the runs' own metrics.csv times, medians over the timed epochs (the first one warms up)
+    for label in ("bf16", "fp32"):
+        for h in (1, 2):
+            epochs = [r for r in report["runs"][f"{label} h={h}"]["rows"] if r["epoch"] > 1]
+            assert len(epochs) == 2
+
+            def median(f):
+                return statistics.median(f(r) for r in epochs)
+
+            first = [r["name"] for r in ordered].index(f"epoch h={h}, without evaluation")
+            value = {r["name"].strip(): r["values"][label] for r in ordered[first : first + 7]}  # the rows of this h
+            assert value[f"epoch h={h}, with evaluation"] == median(lambda r: r["charts/epoch_seconds"])
+            assert value["of which rollouts"] == median(lambda r: r["charts/rollout_seconds"])
+            assert value[f"epoch h={h}, without evaluation"] == pytest.approx(median(lambda r: 20 / r["charts/SPS"]))
+            rate = median(
+                lambda r: (
+                    2048
+                    * (r["rollout/length_optimistic"] + r["rollout/length_pessimistic"])
+                    / r["charts/rollout_seconds"]
+                )
+            )
+            assert value[f"model rollouts h={h} in the epoch"] == pytest.approx(rate)
+            # --algo-flags reached the runs: --no-pessimism sets λp = 0, so r^p = r̂
+            assert all(r["rollout/reward_p_pessimistic"] == r["rollout/reward_pessimistic"] for r in epochs)
+        assert report["runs"][f"fit {label}"]["rows"][0]["dynamics/epochs"] == 1
     table = (tmp_path / "speed.md").read_text()
     assert "bf16 = " in table and "--dynamics-bf16" in table and "| measurement | unit | bf16 | fp32 |" in table
 
 
-def test_speed_benchmark_rejects_an_unknown_bf16_column(tmp_path):
-    result = run_script("benchmarks/speed.py", "--only", "matmul", "--dynamics-bf16", "after", cwd=str(tmp_path))
+@pytest.mark.parametrize(
+    "flags, says",
+    [
+        (["--only", "matmul", "--dynamics-bf16", "after"], "--labels"),
+        (["--only", "updates"], "--only updates"),
+        (["--horizons", "0"], "--horizons"),
+    ],
+)
+def test_speed_benchmark_rejects_bad_flags_in_one_line(tmp_path, flags, says):
+    result = run_script("benchmarks/speed.py", *flags, cwd=str(tmp_path))
     assert result.returncode != 0
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error:") and "--labels" in lines[0], result.stderr
+    assert len(lines) == 1 and lines[0].startswith("error:") and says in lines[0], result.stderr
+
+
+def test_speed_benchmark_names_a_failing_run_in_one_line(tmp_path):
+    """A run of the file that exits non-zero (here: a flag this file rejects) ends the benchmark with its last line."""
+    result = run_script(
+        "benchmarks/speed.py", *SPEED_TINY, "--only", "ensemble", "--algo-flags=--epochs 0", cwd=str(tmp_path)
+    )
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: orpo.py exited with 2") and "--epochs" in lines[0], (
+        result.stderr
+    )
 
 
 # benchmarks/scores.py (the grid harness) is tested in test_scores_grid.py: both launchers end to end, resume after a
