@@ -8,29 +8,10 @@ import statistics
 import pytest
 from conftest import ROOT, run_script
 
-SPEED_TINY = [
-    "--repeats",
-    "1",
-    "--heavy-repeats",
-    "1",
-    "--rollout-batch-size",
-    "2048",
-    "--dataset-size",
-    "5000",
-    "--steps-per-epoch",
-    "20",
-    "--dynamics-epochs",
-    "1",
-    "--ensemble-steps",
-    "3",
-    "--eval-episodes",
-    "2",
-    "--epoch-repeats",
-    "2",
-    "--horizons",
-    "1",
-    "2",
-]
+SPEED_TINY = (
+    "--repeats 1 --heavy-repeats 1 --rollout-batch-size 2048 --dataset-size 5000 --steps-per-epoch 20 --dynamics-epochs 1 "
+    "--ensemble-steps 3 --eval-episodes 2 --epoch-repeats 2 --horizons 1 2"
+).split()
 
 
 def test_speed_benchmark_times_the_files_own_epochs_with_a_bf16_column(tmp_path):
