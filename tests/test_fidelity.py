@@ -86,6 +86,12 @@ def test_kits_ensemble_var_ignores_sigma_and_reward_and_uses_all_members(orpo):
     torch.testing.assert_close(orpo.uncertainty_fn(mean, std, "mixture_var"), mixture)
 
 
+def one_epoch_args(orpo, hopper_data_dir, tmp_path, *extra: str):
+    """orpo.py's Args for one tiny in-process epoch on the Hopper fixture."""
+    argv = [*TINY, "--epochs", "1", "--env", "hopper-random-v2", "--data-dir", hopper_data_dir[0]]
+    return tyro.cli(orpo.Args, args=[*argv, "--runs-dir", str(tmp_path), *extra])
+
+
 # ---------------------------------------------------------------- π^o as the official code ran it
 def sac(orpo):
     norm = orpo.ObsNorm(torch.zeros(3), torch.ones(3))
@@ -120,24 +126,7 @@ def test_only_the_optimistic_rollout_policy_is_updated(
 
     monkeypatch.setattr(orpo.SAC, "__init__", recording_init)
     monkeypatch.setattr(orpo.SAC, "update", recording_update)
-    args = tyro.cli(
-        orpo.Args,
-        args=[
-            *TINY,
-            "--epochs",
-            "1",
-            "--steps-per-epoch",
-            "3",
-            "--env",
-            "hopper-random-v2",
-            "--data-dir",
-            hopper_data_dir[0],
-            "--runs-dir",
-            str(tmp_path),
-            "--rollout-policy",
-            rollout_policy,
-        ],
-    )
+    args = one_epoch_args(orpo, hopper_data_dir, tmp_path, "--steps-per-epoch", "3", "--rollout-policy", rollout_policy)
     orpo.main(args)
     ((pi_o, init),) = created  # π^p is TD3+BC: the only SAC is π^o
     assert len(updates) == (3 if trained else 0)
@@ -185,24 +174,7 @@ def test_nonfinite_model_rows_never_reach_the_critic(orpo, hopper_data_dir, tmp_
         return torch.where(bad[:, None], torch.nan, next_obs), torch.where(bad, torch.nan, rew), u
 
     monkeypatch.setattr(orpo.EnsembleDynamics, "step", poisoned_step)
-    args = tyro.cli(
-        orpo.Args,
-        args=[
-            *TINY,
-            "--epochs",
-            "1",
-            "--steps-per-epoch",
-            "20",
-            "--env",
-            "hopper-random-v2",
-            "--data-dir",
-            hopper_data_dir[0],
-            "--runs-dir",
-            str(tmp_path),
-            "--eval-episodes",
-            "1",
-        ],
-    )
+    args = one_epoch_args(orpo, hopper_data_dir, tmp_path, "--steps-per-epoch", "20", "--eval-episodes", "1")
     summary = orpo.main(args)
     (run_dir,) = tmp_path.iterdir()
     ckpt = torch.load(run_dir / "checkpoint.pt", weights_only=False)

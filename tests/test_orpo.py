@@ -559,3 +559,32 @@ def test_dims_must_match_the_eval_env(tmp_path):
         "algorithms/orpo.py", "--dataset-path", str(path), "--eval-env", "Walker2d-v4", *TINY, cwd=str(tmp_path)
     )
     assert_one_line_error(result, "--eval-env")
+
+
+def test_agents_take_each_hyperparameter_from_its_own_flag(orpo):
+    """SAC and TD3BC read their settings from Args by name: every learning rate reaches its own optimiser."""
+    args = orpo.Args(
+        hidden_dims=(8, 8),
+        sac_actor_lr=1e-5,
+        sac_critic_lr=2e-5,
+        sac_alpha_lr=3e-5,
+        actor_lr=4e-5,
+        critic_lr=5e-5,
+        gamma=0.9,
+        tau=0.01,
+        alpha=1.5,
+        policy_noise=0.3,
+        noise_clip=0.4,
+        policy_freq=3,
+        target_entropy=-0.5,
+    )
+    norm = orpo.ObsNorm(torch.zeros(4), torch.ones(4))
+    sac = orpo.SAC(norm, 2, 2.0, args)
+    lrs = [opt.param_groups[0]["lr"] for opt in (sac.actor_optim, sac.critic_optim, sac.alpha_optim)]
+    assert lrs == [1e-5, 2e-5, 3e-5]
+    assert (sac.gamma, sac.tau, sac.target_entropy) == (0.9, 0.01, -0.5)
+    assert [m.out_features for m in sac.actor.net if isinstance(m, torch.nn.Linear)] == [8, 8, 4]
+    td3 = orpo.TD3BC(norm, 2, 2.0, args)
+    assert [opt.param_groups[0]["lr"] for opt in (td3.actor_optim, td3.critic_optim)] == [4e-5, 5e-5]
+    assert (td3.gamma, td3.tau, td3.alpha, td3.policy_freq) == (0.9, 0.01, 1.5, 3)
+    assert (td3.policy_noise, td3.noise_clip) == (0.6, 0.8)  # TD3's noise scales with the action bound
