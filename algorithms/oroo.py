@@ -8,21 +8,26 @@
 # --- shared: imports ---
 from __future__ import annotations
 
+import contextlib
 import copy
 import csv
+import fcntl
+import io
 import json
 import os
 import platform
 import random
+import shlex
 import signal
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
 import warnings
 from dataclasses import asdict, dataclass
 from functools import partial
-from typing import Callable, Literal, Optional
+from typing import Callable, Literal, Optional, get_args, get_type_hints
 
 import gymnasium as gym
 import h5py
@@ -80,7 +85,7 @@ class Args:
     dynamics_hidden_dims: tuple[int, ...] = (200, 200, 200, 200)
     """hidden layer sizes of each dynamics model"""
     dynamics_bf16: bool = False
-    """if toggled, the ensemble's hidden layers run in bfloat16 (autocast; weights, optimiser and outputs stay fp32):
+    """run the ensemble's hidden layers in bfloat16 (autocast; weights, optimiser and outputs stay fp32):
     about 1.5x faster ensemble training and rollouts on CPUs with AVX512-BF16/AMX (docs/speed.md), slower without"""
     dynamics_lr: float = 1e-3
     """Adam learning rate of the dynamics ensemble"""
@@ -125,11 +130,11 @@ class Args:
     seed: int = 1
     """seed of the experiment (torch, numpy, random, evaluation environments)"""
     torch_deterministic: bool = True
-    """if toggled, sets `torch.backends.cudnn.deterministic=True`"""
+    """make cuDNN deterministic (`torch.backends.cudnn.deterministic`)"""
     cuda: bool = True
-    """if toggled, uses a CUDA GPU when one is present (the same code runs on CPU otherwise)"""
+    """use a CUDA GPU when one is present (the same code runs on CPU otherwise)"""
     track: bool = False
-    """if toggled, also logs to Weights & Biases (set WANDB_MODE=offline to log without network)"""
+    """also log to Weights & Biases (set WANDB_MODE=offline to log without network)"""
     wandb_project_name: str = "orpo"
     """the wandb project name"""
     wandb_entity: Optional[str] = None
@@ -307,6 +312,8 @@ def fit_dynamics(model: EnsembleDynamics, data: dict[str, torch.Tensor], args: A
     targets = torch.cat([data["next_obs"] - data["obs"], data["rew"]], dim=-1)
     n = len(inputs)
     n_hold = min(int(n * args.dynamics_holdout_ratio), args.dynamics_max_holdout)
+    if n_hold < 1 or n_hold >= n:
+        raise UserError(f"--dynamics-holdout-ratio {args.dynamics_holdout_ratio} holds out {n_hold} of {n} transitions")
     perm = torch.randperm(n, device=inputs.device)
     hold_x, hold_y = inputs[perm[:n_hold]], targets[perm[:n_hold]]
     train_x, train_y = inputs[perm[n_hold:]], targets[perm[n_hold:]]
@@ -319,25 +326,24 @@ def fit_dynamics(model: EnsembleDynamics, data: dict[str, torch.Tensor], args: A
     best_params = [p.detach().clone() for p in members]
     best = torch.full((E,), float("inf"), device=inputs.device)
     epoch, since_improved = 0, 0
-    bar = tqdm(desc="dynamics", unit="epoch", leave=False)
-    while since_improved < args.dynamics_patience and (
-        args.dynamics_max_epochs is None or epoch < args.dynamics_max_epochs
-    ):
-        order = bootstrap.gather(1, torch.argsort(torch.rand(E, n_train, device=inputs.device), dim=1))
-        for start in range(0, n_train, args.dynamics_batch_size):
-            idx = order[:, start : start + args.dynamics_batch_size]
-            nll = dynamics_step(model, optimizer, train_x[idx], train_y[idx])
-        with torch.no_grad():
-            mse = ((model(hold_x)[0] - hold_y) ** 2).mean(dim=(1, 2))
-            improved = torch.isinf(best) | ((best - mse) / best > 0.01)  # > 1% better than its best
-            best = torch.where(improved, mse, best)
-            for saved, p in zip(best_params, members):
-                saved.copy_(torch.where(improved.view(-1, 1, 1), p, saved))
-        since_improved = 0 if bool(improved.any()) else since_improved + 1
-        epoch += 1
-        bar.update(1)
-        bar.set_postfix(holdout_mse=f"{best.min().item():.4f}", nll=f"{nll.item():.3f}")
-    bar.close()
+    with tqdm(desc="dynamics", unit="epoch", leave=False) as bar:  # closed (and cleared) on an error or a signal too
+        while since_improved < args.dynamics_patience and (
+            args.dynamics_max_epochs is None or epoch < args.dynamics_max_epochs
+        ):
+            order = bootstrap.gather(1, torch.argsort(torch.rand(E, n_train, device=inputs.device), dim=1))
+            for start in range(0, n_train, args.dynamics_batch_size):
+                idx = order[:, start : start + args.dynamics_batch_size]
+                nll = dynamics_step(model, optimizer, train_x[idx], train_y[idx])
+            with torch.no_grad():
+                mse = ((model(hold_x)[0] - hold_y) ** 2).mean(dim=(1, 2))
+                improved = torch.isinf(best) | ((best - mse) / best > 0.01)  # > 1% better than its best
+                best = torch.where(improved, mse, best)
+                for saved, p in zip(best_params, members):
+                    saved.copy_(torch.where(improved.view(-1, 1, 1), p, saved))
+            since_improved = 0 if bool(improved.any()) else since_improved + 1
+            epoch += 1
+            bar.update(1)
+            bar.set_postfix(best_member_holdout_mse=f"{best.min().item():.4f}", nll=f"{nll.item():.3f}")
     with torch.no_grad():
         for saved, p in zip(best_params, members):
             p.copy_(saved)
@@ -394,7 +400,9 @@ def load_or_fit_dynamics(
                 f"the ensemble fit diverged (holdout MSE {metrics['dynamics/holdout_mse']}); lower --dynamics-lr "
                 "or check the dataset for huge values"
             )
-        print(f"dynamics: holdout MSE {metrics['dynamics/holdout_mse']:.4f} after {metrics['dynamics/epochs']} epochs")
+        print(
+            f"dynamics: elites' mean holdout MSE {metrics['dynamics/holdout_mse']:.4g} after {metrics['dynamics/epochs']} epochs"
+        )
     if load_path != run_path:
         atomic_save({"model": dynamics.state_dict(), "metrics": metrics, "rng": rng_state()}, run_path)
     return dynamics.requires_grad_(False), metrics
@@ -708,9 +716,9 @@ def rollout_metrics(start: dict, ro: dict, b: int) -> dict[str, torch.Tensor]:
 def main(args: Args) -> dict:
     # plumbing (below the banner): flags and presets, D on the device, the eval envs, the run directory
     args, task, data_path, preset, device = setup(args)
-    data, real, envs, max_action, obs_norm = prepare_data(task, data_path, args, device)
+    run = Run(args, task, preset, device, data_path)  # the run directory first: a bad --runs-dir fails before D loads
+    data, real, envs, max_action, obs_norm = prepare_data(run)
     obs_dim, act_dim = data["obs"].shape[1], data["act"].shape[1]
-    run = Run(args, task, preset, device, data_path)
 
     # the ensemble T̂ and its uncertainty u, fitted once on D
     dynamics, dyn_metrics = load_or_fit_dynamics(args, data, run.dir, device)
@@ -803,8 +811,9 @@ def domain_of(gym_id: str) -> str:
 
 def download(urls: list[str], path: str) -> None:
     """Fetch the first URL that answers, with a progress bar, to a temporary name renamed when complete."""
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp, reasons = path + ".part", []
+    folder = os.path.dirname(path) or "."
+    made, reasons, tmp = not os.path.isdir(folder), [], path + ".part"
+    os.makedirs(folder, exist_ok=True)
     for url in urls:
         try:
             with urllib.request.urlopen(url, timeout=30) as response, open(tmp, "wb") as f:
@@ -819,6 +828,9 @@ def download(urls: list[str], path: str) -> None:
             reasons.append(f"{url}: {getattr(e, 'reason', e)}")
             if os.path.exists(tmp):
                 os.remove(tmp)
+    if made:  # a failed first download leaves no empty folder behind
+        with contextlib.suppress(OSError):
+            os.removedirs(folder)
     raise UserError(f"could not download the dataset ({'; '.join(reasons)}); download it yourself and put it at {path}")
 
 
@@ -837,8 +849,6 @@ def resolve_task(
     """Map --env / --dataset-path to a Task (eval env, termination, reference scores) and an HDF5 path."""
     data_dir = data_dir or default_data_dir()
     if dataset_path is not None:
-        if not os.path.isfile(dataset_path):
-            raise UserError(f"--dataset-path {dataset_path} does not exist; pass an existing D4RL-layout HDF5 file")
         gym_id = eval_env or read_attr(dataset_path, "env_id")
         if gym_id is None:
             raise UserError(f"{dataset_path} names no evaluation env (attr 'env_id'); pass --eval-env, e.g. Hopper-v4")
@@ -905,17 +915,11 @@ def resolve_minari(dataset_id: str, eval_env: Optional[str]) -> tuple[Task, str]
 def minari_arrays(dataset_id: str) -> dict[str, np.ndarray]:
     import minari
 
-    parts: dict[str, list] = {
-        k: [] for k in ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts")
-    }
-    for ep in minari.load_dataset(dataset_id).iterate_episodes():
-        parts["observations"].append(ep.observations[:-1])
-        parts["next_observations"].append(ep.observations[1:])
-        parts["actions"].append(ep.actions)
-        parts["rewards"].append(ep.rewards)
-        parts["terminals"].append(ep.terminations)
-        parts["timeouts"].append(ep.truncations)
-    return {k: np.concatenate(v) for k, v in parts.items()}
+    episodes = list(minari.load_dataset(dataset_id).iterate_episodes())
+    columns = {"observations": lambda e: e.observations[:-1], "next_observations": lambda e: e.observations[1:]}
+    columns.update(actions=lambda e: e.actions, rewards=lambda e: e.rewards)
+    columns.update(terminals=lambda e: e.terminations, timeouts=lambda e: e.truncations)
+    return {k: np.concatenate([column(e) for e in episodes]) for k, column in columns.items()}
 
 
 def load_transitions(path: str) -> dict[str, np.ndarray]:
@@ -930,10 +934,10 @@ def load_transitions(path: str) -> dict[str, np.ndarray]:
     else:
         try:
             with h5py.File(path, "r") as f:
-                missing = [k for k in keys if k not in f]
+                missing = [k for k in keys if not isinstance(f.get(k), h5py.Dataset)]
                 if missing:
                     raise UserError(
-                        f"{path} lacks the key(s) {', '.join(missing)}; a D4RL-layout file needs {', '.join(keys)}"
+                        f"{path} lacks the dataset(s) {', '.join(missing)}; a D4RL-layout file needs {', '.join(keys)}"
                     )
                 data = {k: f[k][()] for k in keys}
         except OSError as e:
@@ -945,27 +949,20 @@ def load_transitions(path: str) -> dict[str, np.ndarray]:
         v = data[k] = np.asarray(data[k])
         if k in ("rewards", "terminals", "timeouts") and v.ndim == 2 and v.shape[1] == 1:
             v = data[k] = v[:, 0]
-        want_ndim = 2 if k in ("observations", "actions", "next_observations") else 1
-        if v.ndim != want_ndim or len(v) != n or v.dtype.kind not in "fiub":
+        ndim = 2 if k in ("observations", "actions", "next_observations") else 1
+        if v.ndim != ndim or len(v) != n or v.dtype.kind not in "fiub":
             raise UserError(
-                f"{path}: '{k}' has shape {v.shape} and dtype {v.dtype}; expected {want_ndim}-D numbers with {n} rows"
+                f"{path}: '{k}' has shape {v.shape} and dtype {v.dtype}; expected {ndim}-D numbers, {n} rows"
             )
-        if v.dtype.kind == "f" and not np.isfinite(v).all():
-            bad = np.flatnonzero(~np.isfinite(v.reshape(n, -1)).all(1))
-            raise UserError(
-                f"{path}: {len(bad)} row(s) of '{k}' are NaN or infinite (first: row {bad[0]}); drop them from the file"
-            )
-    for k in ("terminals", "timeouts"):
-        if not np.isin(data[k], (0, 1)).all():
-            bad = np.flatnonzero(~np.isin(data[k], (0, 1)))
-            raise UserError(
-                f"{path}: '{k}' must hold only 0/1 (or booleans); {len(bad)} row(s) hold other values (first: row "
-                f"{bad[0]}, {data[k][bad[0]]}); fix the file"
-            )
+        checks = [(~np.isfinite(v.reshape(n, -1)).all(1), "has NaN or infinite rows; drop them from the file")]
+        if k in ("terminals", "timeouts"):
+            checks.append((~np.isin(v, (0, 1)), "must hold only 0/1 (or booleans); fix the file"))
+        for bad, why in checks:
+            if bad.any():
+                first = f"row {bad.argmax()}" + (f", {v[bad.argmax()]}" if ndim == 1 else "")
+                raise UserError(f"{path}: '{k}' {why} ({bad.sum()} row(s), first: {first})")
     if data["next_observations"].shape != data["observations"].shape:
-        raise UserError(
-            f"{path}: next_observations {data['next_observations'].shape} != observations {data['observations'].shape}"
-        )
+        raise UserError(f"{path}: next_observations {data['next_observations'].shape} != observations' shape")
     keep = ~data["timeouts"].astype(bool)
     if not keep.any():
         raise UserError(f"{path} holds no transition that is not a timeout step")
@@ -1079,84 +1076,80 @@ class RunEnded(UserError):
         self.code = code
 
 
-# the numeric flags every algorithm file may have, by the range they must lie in (a file checks the ones it has)
-POSITIVE_INTS = (
-    "epochs",
-    "steps_per_epoch",
-    "batch_size",
-    "eval_every",
-    "eval_episodes",
-    "checkpoint_every",
-    "num_ensemble",
-    "num_elites",
-    "dynamics_batch_size",
-    "dynamics_max_epochs",
-    "dynamics_patience",
-    "dynamics_max_holdout",
-    "rollout_batch_size",
-    "model_retain_epochs",
-    "rollout_length",
-    "rollout_length_o",
-    "policy_freq",
-    "stop_after_epochs",
+# every numeric flag's interval (a file checks the flags it has); "[" and "]" include the bound, "(" and ")" do not
+RANGES = (
+    "[1, inf) epochs steps_per_epoch batch_size eval_every eval_episodes checkpoint_every num_ensemble num_elites "
+    "dynamics_batch_size dynamics_max_epochs dynamics_patience dynamics_max_holdout rollout_batch_size "
+    "model_retain_epochs rollout_length rollout_length_o policy_freq stop_after_epochs",
+    "(0, inf) actor_lr critic_lr dynamics_lr sac_actor_lr sac_critic_lr sac_alpha_lr checkpoint_minutes",
+    "[0, inf) lambda_p lambda_o exploration_noise policy_noise noise_clip alpha cvae_steps",
+    "[0, 4294967296) seed",  # numpy's seed range
+    "[0, 1] real_ratio real_ratio_o output_rollout_ratio gamma tau",
+    "(0, 1) dynamics_holdout_ratio",
 )
-POSITIVE = (
-    "actor_lr",
-    "critic_lr",
-    "dynamics_lr",
-    "sac_actor_lr",
-    "sac_critic_lr",
-    "sac_alpha_lr",
-    "checkpoint_minutes",
+
+
+def outside(value: float, interval: str) -> bool:
+    low, high = (float(b) for b in interval[1:-1].split(","))
+    return not (low <= value if interval[0] == "[" else low < value) or not (
+        value <= high if interval[-1] == "]" else value < high
+    )
+
+
+# flags that act only together: (a flag only the files with the rule have, broken(args), the problem)
+CONFLICTS = (
+    ("num_elites", lambda a: a.num_elites > a.num_ensemble, "--num-elites {a.num_elites} exceeds --num-ensemble"),
+    ("rollout_policy_path", lambda a: (a.rollout_policy == "fixed") == (a.rollout_policy_path is None), "--rollout-"
+     "policy fixed and --rollout-policy-path RUN_DIR (an earlier ORPO run) go together"),
+    ("pessimism", lambda a: not a.pessimism and a.lambda_p not in (None, 0), "--no-pessimism labels π^p's data with "
+     "λp = 0: drop --lambda-p {a.lambda_p} or --no-pessimism"),
+    ("output_rollout_ratio", lambda a: (a.real_ratio or 0) + (a.output_rollout_ratio or 0) > 1, "--real-ratio "
+     "{a.real_ratio} + --output-rollout-ratio {a.output_rollout_ratio} exceed 1 (π^o's rollouts get the rest)"),
+)  # fmt: skip
+# flags naming a file (or a run directory): (flag, what to pass, a directory will do)
+PATHS = (
+    ("dataset_path", "a D4RL-layout HDF5 file", False),
+    ("load_dynamics_path", "a run's dynamics.pt", False),
+    ("rollout_policy_path", "an ORPO run directory or its checkpoint.pt", True),
 )
-NON_NEGATIVE = ("lambda_p", "lambda_o", "exploration_noise", "policy_noise", "noise_clip", "alpha", "cvae_steps")
-FRACTIONS = ("real_ratio", "real_ratio_o", "output_rollout_ratio", "gamma", "tau")  # in [0, 1]
 
 
 def check_args(args: Args) -> None:
-    """Every numeric flag in its range, before anything is read or written: one line per problem, exit 2."""
+    """Every flag in its range and every combination able to run, before anything is read or written: one line per
+    problem, exit 2."""
     problems = []
     for name, value in asdict(args).items():
-        flag = "--" + name.replace("_", "-")
-        values = value if isinstance(value, (tuple, list)) else [value]
+        flag, values = "--" + name.replace("_", "-"), value if isinstance(value, (tuple, list)) else [value]
         if any(isinstance(v, float) and not np.isfinite(v) for v in values):
             problems.append(f"{flag} {value}: must be a finite number")
         elif name.endswith("hidden_dims") and (not values or min(values) < 1):
             problems.append(f"{flag} {value}: every layer needs at least 1 unit")
-        elif value is None or isinstance(value, (bool, str, tuple, list)):
-            continue
-        elif name in POSITIVE_INTS and value < 1:
-            problems.append(f"{flag} {value}: must be at least 1")
-        elif name in POSITIVE and value <= 0:
-            problems.append(f"{flag} {value}: must be positive")
-        elif name in NON_NEGATIVE and value < 0:
-            problems.append(f"{flag} {value}: must be 0 or more")
-        elif name in FRACTIONS and not 0 <= value <= 1:
-            problems.append(f"{flag} {value}: must lie in [0, 1]")
-        elif name == "dynamics_holdout_ratio" and not 0 < value < 1:
-            problems.append(f"{flag} {value}: must lie strictly between 0 and 1")
-    elites, models = getattr(args, "num_elites", None), getattr(args, "num_ensemble", None)
-    if elites is not None and models is not None and elites > models:
-        problems.append(f"--num-elites {elites}: cannot exceed --num-ensemble {models}")
-    for name in ("dataset_path", "load_dynamics_path", "rollout_policy_path"):
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            for low, high, *names in map(str.split, RANGES):
+                if name in names and outside(value, f"{low} {high}"):
+                    problems.append(f"{flag} {value}: must lie in {low} {high}")
+    problems += [why.format(a=args) for guard, broken, why in CONFLICTS if hasattr(args, guard) and broken(args)]
+    for name, what, dir_ok in PATHS:
         path = getattr(args, name, None)
-        if path is not None and not os.path.exists(path):
-            problems.append(f"--{name.replace('_', '-')} {path}: no such file or directory")
-    if getattr(args, "rollout_policy", None) == "fixed" and getattr(args, "rollout_policy_path", None) is None:
-        problems.append("--rollout-policy fixed needs --rollout-policy-path RUN_DIR (an earlier ORPO run)")
-    shares = [getattr(args, k, None) for k in ("real_ratio", "output_rollout_ratio")]
-    if None not in shares and sum(shares) > 1 + 1e-9:
-        problems.append(
-            f"--real-ratio {shares[0]} + --output-rollout-ratio {shares[1]} exceed 1 (π^o's rollouts get the rest)"
-        )
+        if path is not None and not (os.path.isfile(path) or dir_ok and os.path.isdir(path)):
+            found = "is a directory" if os.path.isdir(path) else "no such file or directory"
+            problems.append(f"--{name.replace('_', '-')} {path}: {found}; pass {what}")
+    if os.sep in args.exp_name or args.exp_name in ("", ".", ".."):
+        problems.append(f"--exp-name {args.exp_name!r}: must be a plain name (it is part of the run directory's name)")
     if problems:
         raise UsageError("\n".join(problems))
 
 
-def atomic_save(obj, path: str) -> None:
-    """torch.save to a temporary name, renamed when complete: a crash never leaves half a file."""
-    torch.save(obj, path + ".tmp")
-    os.replace(path + ".tmp", path)
+def atomic_save(obj, path: str, save: Optional[Callable] = None) -> None:
+    """Save (torch.save by default) to a temporary name, renamed when complete: a crash or a full disk never leaves half
+    a file."""
+    try:
+        (save or torch.save)(obj, path + ".tmp")
+        os.replace(path + ".tmp", path)
+    except (OSError, RuntimeError) as e:  # torch.save reports a full disk as a RuntimeError
+        with contextlib.suppress(OSError):
+            os.remove(path + ".tmp")
+        raise OSError(f"could not write {path} ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
 
 
 def safe_load(path: str, what: str):
@@ -1166,42 +1159,43 @@ def safe_load(path: str, what: str):
     except FileNotFoundError:
         raise UserError(f"{path} does not exist; pass the path of {what}") from None
     except Exception as e:  # torch raises many types for truncated, corrupt or foreign files
-        reason = (
-            "it holds objects other than tensors and plain values"
-            if "Weights only load failed" in str(e)
-            else f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'unreadable'}"
-        )
+        reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'unreadable'}"
+        if "Weights only load failed" in str(e):
+            reason = "it holds objects other than tensors and plain values"
         raise UserError(f"{path} is not a usable {what} ({reason}); delete it or pass another file") from None
 
 
 def write_json(obj, path: str) -> None:
-    with open(path + ".tmp", "w") as f:
-        json.dump(obj, f, indent=2)
-    os.replace(path + ".tmp", path)
+    def dump(obj, tmp: str) -> None:
+        with open(tmp, "w") as f:
+            json.dump(obj, f, indent=2)
+
+    atomic_save(obj, path, dump)
 
 
-RESUME_FLAGS = (
-    "resume",
-    "epochs",
-    "stop_after_epochs",
-    "cuda",
-    "track",
-    "checkpoint_minutes",
-)  # a resume may change these
+def read_json(path: str) -> dict:
+    """A run's JSON file, or {} where there is none (or it is unreadable)."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+RESUME_FLAGS = ("resume", "epochs", "stop_after_epochs", "cuda", "track", "checkpoint_minutes")  # a resume may change
 
 
 def resumed_args(args: Args) -> Args:
-    """The saved config of --resume RUN_DIR, with the flags a resume may change; names every other flag it ignores."""
-    config_path = os.path.join(args.resume, "config.json")
-    if not os.path.isfile(config_path):
-        raise UserError(f"--resume {args.resume} holds no config.json; pass a run directory made by this script")
-    try:
-        with open(config_path) as f:
-            saved = {k: v for k, v in json.load(f).items() if not k.startswith("_")}
-        resumed = Args(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved.items()})
-    except (ValueError, TypeError) as e:
-        raise UserError(f"{config_path} is not a config of this script ({e}); start a new run instead") from None
-    defaults = Args()
+    """The saved config of --resume RUN_DIR, with the flags a resume may change; names every other flag it ignores.
+    Refuses another script's run directory, and leaves a finished run untouched when there is nothing left to do."""
+    script, config = os.path.basename(__file__), read_json(os.path.join(args.resume, "config.json"))
+    saved = {k: tuple(v) if isinstance(v, list) else v for k, v in config.items() if not k.startswith("_")}
+    differ = sorted(set(saved) ^ set(asdict(Args())))
+    if not config or config.get("_script", script) != script or differ:
+        made_by = config.get("_script", f"another script (its flags differ: {', '.join(differ[:3])})")
+        what = f"is a run of {made_by}" if config else "holds no readable config.json"
+        raise UserError(f"--resume {args.resume} {what}; pass a run directory made by {script}")
+    resumed, defaults = Args(**saved), Args()
     for k in asdict(args):
         given, kept = getattr(args, k), getattr(resumed, k)
         if k not in RESUME_FLAGS and given != getattr(defaults, k) and given != kept:
@@ -1209,6 +1203,11 @@ def resumed_args(args: Args) -> Args:
     for k in RESUME_FLAGS:
         if k != "epochs" or args.epochs != defaults.epochs:
             setattr(resumed, k, getattr(args, k))
+    done = read_json(os.path.join(args.resume, "summary.json"))
+    if resumed.epochs < done.get("epochs", 0):
+        raise UsageError(f"--epochs {resumed.epochs}: {args.resume} has run {done['epochs']} epochs already")
+    if done.get("finished") and resumed.epochs == done["epochs"]:
+        raise RunEnded(f"{args.resume} finished its {resumed.epochs} epochs: nothing to do (--epochs N extends it)", 0)
     return resumed
 
 
@@ -1217,15 +1216,15 @@ def setup(args: Args) -> tuple[Args, Task, str, str, torch.device]:
     check_args(args)
     if args.resume is not None:
         args = resumed_args(args)
+    try:  # an unwritable --runs-dir (or run directory) fails before any download or data load
+        os.makedirs(args.resume or args.runs_dir, exist_ok=True)
+        tempfile.TemporaryFile(dir=args.resume or args.runs_dir).close()
+    except OSError as e:
+        raise UserError(f"cannot write in {args.resume or args.runs_dir} ({e.strerror}); pass a writable --runs-dir")
     task, data_path = resolve_task(args.env, args.dataset_path, args.eval_env, args.data_dir)
     args, preset = apply_presets(args, task)
     check_args(args)  # preset values combined with the user's (e.g. the batch shares)
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
-    print(
-        f"dataset {task.name} -> eval env {task.gym_id} (reward: {task.reward_fn}), preset: {preset}, device: {device}"
-    )
-    for k, v in asdict(args).items():
-        print(f"  {k:24s} {v}")
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
@@ -1233,8 +1232,10 @@ def setup(args: Args) -> tuple[Args, Task, str, str, torch.device]:
     return args, task, data_path, preset, device
 
 
-def prepare_data(task: Task, data_path: str, args: Args, device: torch.device):
-    """D as tensors on the device (a full ReplayBuffer), the vectorised eval envs, and the action bound."""
+def prepare_data(run: Run):
+    """D as tensors on the device (a full ReplayBuffer), the vectorised eval envs, and the action bound; once all of it
+    is checked, the run's effective config is printed."""
+    task, data_path, args, device = run.task, run.data_path, run.args, run.device
     data = {k: torch.as_tensor(v, device=device) for k, v in load_transitions(data_path).items()}
     obs_dim, act_dim = data["obs"].shape[1], data["act"].shape[1]
     if len(data["obs"]) < 10:
@@ -1263,6 +1264,8 @@ def prepare_data(task: Task, data_path: str, args: Args, device: torch.device):
     obs_mean, obs_std = data["obs"].mean(0), data["obs"].std(0) + 1e-3  # TD3+BC's normalisation, std + 1e-3
     if not args.normalize_obs:
         obs_mean, obs_std = torch.zeros_like(obs_mean), torch.ones_like(obs_std)
+    print(f"{run.dir}: dataset {task.name} -> eval env {task.gym_id} (reward: {task.reward_fn}), preset {run.preset}")
+    print("\n".join(f"  {k:24s} {v}" for k, v in asdict(args).items()))
     return data, real, envs, float(envs.single_action_space.high[0]), ObsNorm(obs_mean, obs_std)
 
 
@@ -1307,15 +1310,8 @@ class Logger:
         if args.track:
             import wandb
 
-            wandb.init(
-                project=args.wandb_project_name,
-                entity=args.wandb_entity,
-                sync_tensorboard=True,
-                config=asdict(args),
-                name=os.path.basename(run_dir),
-                save_code=True,
-                dir=run_dir,
-            )
+            options = dict(sync_tensorboard=True, save_code=True, dir=run_dir, name=os.path.basename(run_dir))
+            wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, config=asdict(args), **options)
         self.writer = SummaryWriter(run_dir, purge_step=rows[-1]["epoch"] + 1 if rows else None)
         self.writer.add_text(
             "hyperparameters", "|param|value|\n|-|-|\n" + "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
@@ -1366,42 +1362,59 @@ class Run:
     current: Optional["Run"] = None  # for the one-line messages of a failure or an interrupt before the first epoch
 
     def __init__(self, args: Args, task: Task, preset: str, device: torch.device, data_path: str):
-        self.args, self.task, self.preset, self.device = args, task, preset, device
+        self.args, self.task, self.preset, self.device, self.data_path = args, task, preset, device, data_path
         fingerprint = {
             "path": os.path.abspath(data_path) if not data_path.startswith("minari:") else data_path,
             "fingerprint": file_fingerprint(data_path),
         }
         self.created = args.resume is None
+        if Run.current is not None:  # one run per process at a time: a new one means the previous one is over
+            Run.current.release()
         if args.resume is not None:
             self.dir = args.resume
-            with open(os.path.join(self.dir, "config.json")) as f:
-                saved = json.load(f).get("_dataset")
+            saved = read_json(os.path.join(self.dir, "config.json")).get("_dataset")
             if saved is not None and saved["fingerprint"] != fingerprint["fingerprint"]:
                 raise UserError(
                     f"the dataset {data_path} changed since {self.dir} started (size:hash {saved['fingerprint']} -> "
                     f"{fingerprint['fingerprint']}); resume with the original file or start a new run"
                 )
         else:
-            base = os.path.join(
-                args.runs_dir, f"{task.name.replace('/', '_')}__{args.exp_name}__{args.seed}__{int(time.time())}"
-            )
-            self.dir, n = base, 1
-            os.makedirs(args.runs_dir, exist_ok=True)
-            while True:  # mkdir is atomic: two runs started in the same second get different directories
-                try:
+            name = f"{task.name.replace('/', '_')}__{args.exp_name}__{args.seed}__{int(time.time())}"
+            self.dir = os.path.join(args.runs_dir, name)
+            for n in range(2, 1000):  # mkdir is atomic: two runs started in the same second get different dirs
+                with contextlib.suppress(FileExistsError):
                     os.mkdir(self.dir)
                     break
-                except FileExistsError:
-                    n += 1
-                    self.dir = f"{base}_{n}"
-            write_json({**asdict(args), "_dataset": fingerprint}, os.path.join(self.dir, "config.json"))
+                self.dir = os.path.join(args.runs_dir, f"{name}_{n}")
+        # one writer per run directory: a second process (a resume, a relaunch) is refused while this one lives
+        self.lock = open(os.path.join(self.dir, "run.lock"), "a+")
+        try:
+            fcntl.flock(self.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.lock.seek(0)
+            pid = (self.lock.read().split() or ["?"])[-1]
+            self.lock.close()
+            raise UserError(f"{self.dir} is in use by another process (pid {pid}); stop it first") from None
+        self.lock.truncate(0)
+        print(os.getpid(), file=self.lock, flush=True)
+        if self.created:
+            config = {**asdict(args), "_dataset": fingerprint, "_script": os.path.basename(__file__)}
+            write_json(config, os.path.join(self.dir, "config.json"))
         Run.current = self
         self.ckpt_path = os.path.join(self.dir, "checkpoint.pt")
-        self.signal, self.deferring, self.logger = None, False, None
+        self.signal, self.deferring, self.logger, self.prior_seconds = None, False, None, 0.0
+        self.start_time = time.time()
         self.previous_handlers = {s: signal.signal(s, self.on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def release(self) -> None:
+        self.lock.close()  # closing the file releases the flock
+
+    def resume_hint(self) -> str:
+        return f"continue with: python {shlex.quote(os.path.relpath(__file__))} --resume {shlex.quote(self.dir)}"
 
     def on_signal(self, signum, frame) -> None:
         if not self.deferring or self.signal is not None:  # before the loop, or a second signal: stop now
+            self.signal = signum
             raise KeyboardInterrupt
         self.signal = signum
         tqdm.write(
@@ -1417,7 +1430,7 @@ class Run:
         `extra_eval(eval_policy, first_obs, envs)` adds metrics (the model-based files pass the model's own return)."""
         self.parts, self.envs, self.eval_policy, self.extra_eval = parts, envs, eval_policy, extra_eval
         if self.args.resume and os.path.isfile(self.ckpt_path):
-            self.start_epoch, rows, self.scores = load_checkpoint(self.ckpt_path, parts)
+            self.start_epoch, rows, self.scores, self.prior_seconds = load_checkpoint(self.ckpt_path, parts)
         else:
             if self.args.resume:
                 print(f"{self.dir} has no checkpoint yet: the run starts again from epoch 0 in the same directory")
@@ -1431,21 +1444,21 @@ class Run:
             if args.stop_after_epochs is None
             else min(args.epochs, self.start_epoch + args.stop_after_epochs)
         )
-        self.epoch, self.start_time, self.last_save = self.start_epoch, time.time(), time.time()
+        self.epoch, self.last_save = self.start_epoch, time.time()
 
     def epochs(self):
         """The epoch numbers still to run, with a progress bar; stops early after a signal."""
         self.bar = tqdm(
-            range(self.start_epoch + 1, self.last_epoch + 1),
             initial=self.start_epoch,
             total=self.args.epochs,
             desc=f"{self.args.exp_name} {self.task.name}",
             unit="epoch",
         )
         self.deferring = True
-        for self.epoch in self.bar:
+        for self.epoch in range(self.start_epoch + 1, self.last_epoch + 1):
             self.epoch_start, self.sums, self.counts, self.laps = time.time(), {}, {}, {}
             yield self.epoch
+            self.bar.update(1)  # after the epoch: an interrupted run's bar shows the epochs it finished
             if self.signal is not None:
                 break
         self.bar.close()
@@ -1462,13 +1475,15 @@ class Run:
         self.laps[f"charts/{name}_seconds"] = time.time() - self.epoch_start
 
     def end_epoch(self, metrics: dict[str, float | torch.Tensor]) -> None:
-        """The epoch's means (its only host syncs), evaluation when due, the log, the finiteness check, a checkpoint."""
+        """The epoch's means (its only host syncs), the finiteness check, evaluation when due, the log, a checkpoint.
+
+        Only the updates' statistics and the weights are checked (they can poison training), before evaluating, so a
+        non-finite policy never reaches MuJoCo; a non-finite diagnostic (u, model return, ...) is logged as it is."""
         epoch, args = self.epoch, self.args
-        metrics = {
-            **{k: float(v) / self.counts[k] for k, v in self.sums.items()},
-            **{k: float(v) for k, v in metrics.items()},
-        }
-        if epoch % args.eval_every == 0 or epoch == args.epochs:
+        losses = {k: float(v) / self.counts[k] for k, v in self.sums.items()}
+        bad = next((k for k, v in losses.items() if not np.isfinite(v)), None) or first_nonfinite_weight(self.parts)
+        metrics = {**losses, **{k: float(v) for k, v in metrics.items()}}
+        if bad is None and (epoch % args.eval_every == 0 or epoch == args.epochs):
             metrics.update(self.evaluation())
         metrics.update(self.laps)
         metrics["charts/epoch_seconds"] = time.time() - self.epoch_start
@@ -1476,23 +1491,20 @@ class Run:
             metrics["charts/epoch_seconds"] - metrics.get("charts/eval_seconds", 0)
         )
         self.logger.log(epoch, metrics)
-        bad = next((k for k, v in metrics.items() if not np.isfinite(v)), None) or first_nonfinite_weight(self.parts)
         if bad is not None:
             kept = (
-                f"the last good checkpoint in {self.dir} is kept"
-                if os.path.isfile(self.ckpt_path)
-                else "no checkpoint was written"
+                f"the last good checkpoint in {self.dir} is kept" if os.path.isfile(self.ckpt_path) else "no checkpoint"
             )
-            self.end(
-                "failed",
-                f"training turned non-finite in epoch {epoch}: {bad} is NaN or infinite; {kept} (lower the "
-                "learning rates or λ, or check the data)",
-                1,
-            )
+            why = f"training turned non-finite in epoch {epoch}: {bad} is NaN or infinite; {kept}"
+            self.end("failed", why + " (lower the learning rates or λ, or check the data)", 1)
         due = epoch % args.checkpoint_every == 0 or epoch == self.last_epoch or self.signal is not None
         if due or time.time() - self.last_save >= 60 * args.checkpoint_minutes:
-            save_checkpoint(self.ckpt_path, epoch, self.parts, self.logger, self.scores)
+            save_checkpoint(self.ckpt_path, epoch, self.parts, self.logger, self.scores, self.wall_seconds())
             self.last_save = time.time()
+
+    def wall_seconds(self) -> float:
+        """The run's wall time over every invocation (a resume adds to what its checkpoint recorded)."""
+        return self.prior_seconds + time.time() - self.start_time
 
     def evaluation(self) -> dict[str, float]:
         """The policy's return in the real env (and its return and u in the model MDP); the paper's last-10 mean."""
@@ -1517,7 +1529,7 @@ class Run:
             self.end(
                 "interrupted",
                 f"interrupted by {signal.Signals(self.signal).name} after epoch {self.epoch}; checkpoint "
-                f"saved; continue with --resume {self.dir}",
+                f"saved; {self.resume_hint()}",
                 128 + self.signal,
             )
         export_policy(actor, os.path.join(self.dir, "policy.pt"))
@@ -1544,16 +1556,19 @@ class Run:
             "run_dir": self.dir,
             "preset": self.preset,
             "score_kind": "d4rl_normalized" if task.ref_min is not None else "raw_return",
-            "normalized_score": last.get("eval/normalized_score"),
-            "normalized_score_std": last.get("eval/normalized_score_std"),
-            "return": last.get("eval/return"),
-            "return_std": last.get("eval/return_std"),
+            **{k: last.get(f"eval/{k}") for k in ("normalized_score", "normalized_score_std", "return", "return_std")},
             "last10_score": float(np.mean(scores[-10:])) if scores else None,
-            "wall_seconds": time.time() - getattr(self, "start_time", time.time()),
+            "wall_seconds": self.wall_seconds(),
+            "wall_seconds_this_invocation": time.time() - self.start_time,
         }
-        write_json(summary, os.path.join(self.dir, "summary.json"))
+        with contextlib.suppress(OSError):  # a full disk: the one-line error still says what happened
+            write_json(summary, os.path.join(self.dir, "summary.json"))
         if self.logger:
             self.logger.close()
+        if getattr(self, "bar", None) is not None:
+            self.bar.close()
+        self.release()
+        Run.current = None
         if code:
             raise RunEnded(error, code)
         print(json.dumps(summary, indent=2))
@@ -1570,7 +1585,7 @@ def first_nonfinite_weight(parts: dict) -> Optional[str]:
     return None
 
 
-def save_checkpoint(path: str, epoch: int, parts: dict, logger: Logger, scores: list[float]) -> None:
+def save_checkpoint(path: str, epoch: int, parts: dict, logger: Logger, scores: list[float], seconds: float) -> None:
     """Everything needed to continue bit for bit: networks, optimisers, schedules, buffers, RNG states, metrics."""
     atomic_save(
         {
@@ -1579,12 +1594,13 @@ def save_checkpoint(path: str, epoch: int, parts: dict, logger: Logger, scores: 
             "rng": rng_state(),
             "rows": logger.rows,
             "scores": scores,
+            "wall_seconds": seconds,
         },
         path,
     )
 
 
-def load_checkpoint(path: str, parts: dict) -> tuple[int, list[dict], list[float]]:
+def load_checkpoint(path: str, parts: dict) -> tuple[int, list[dict], list[float], float]:
     # to the CPU: RNG states must stay CPU tensors; networks, optimisers and buffers copy to their own device on load
     ckpt = safe_load(path, "checkpoint")
     try:
@@ -1597,7 +1613,7 @@ def load_checkpoint(path: str, parts: dict) -> tuple[int, list[dict], list[float
             "it was saved with other sizes or by another script"
         ) from None
     print(f"resumed {os.path.dirname(path)} at epoch {ckpt['epoch']}")
-    return ckpt["epoch"], ckpt["rows"], ckpt["scores"]
+    return ckpt["epoch"], ckpt["rows"], ckpt["scores"], ckpt.get("wall_seconds", 0.0)
 
 
 def export_policy(actor: nn.Module, path: str) -> None:
@@ -1619,24 +1635,103 @@ def export_policy(actor: nn.Module, path: str) -> None:
     )
 
 
+def help_text(args_class: type) -> str:
+    """--help in the file's order of ideas: the file's header, then each comment line of Args heads a section of flags,
+    each flag with its docstring and one default."""
+    import ast
+    import inspect
+    import itertools
+    import shutil
+    import textwrap
+
+    source, module = textwrap.dedent(inspect.getsource(args_class)), inspect.getmodule(args_class)
+    body = ast.parse(source).body[0].body
+    docs = {a.target.id: b.value.value for a, b in zip(body, body[1:]) if isinstance(a, ast.AnnAssign)}
+    lines = source.splitlines()
+    items = sorted(
+        [(a.lineno, a.target.id) for a in body if isinstance(a, ast.AnnAssign)]
+        + [(i + 1, "") for i, line in enumerate(lines) if line.strip().startswith("# ")]
+    )
+    hints, defaults, width = get_type_hints(args_class), args_class(), min(120, shutil.get_terminal_size().columns)
+    wrap = textwrap.TextWrapper(width, subsequent_indent=" " * 30, break_on_hyphens=False)
+    top = itertools.takewhile(
+        lambda line: line.startswith("# ") and "---" not in line, inspect.getsource(module).split("\n")
+    )
+    out = [line[2:] for line in top]  # the file's header: the algorithm in steps
+    for lineno, name in items:
+        if not name:  # a section heading
+            out += ["", lines[lineno - 1].strip()[2:] + ":"]
+            continue
+        kinds = [t for t in get_args(hints[name]) if t is not type(None)]
+        kind = kinds[0] if type(None) in get_args(hints[name]) else hints[name]  # Optional[X] -> X
+        flag, default = "--" + name.replace("_", "-"), getattr(defaults, name)
+        text, _, rest = " ".join(docs[name].split()).partition(" (default: ")  # a docstring may name its default
+        shown, _, tail = rest.partition(")")
+        if kind is bool:
+            left, shown = f"  {flag}, --no-{flag[2:]}", shown or (flag if default else f"--no-{flag[2:]}")
+        else:
+            choices = get_args(kind) if str(kind).startswith("typing.Literal") else None
+            metavar = "{" + ",".join(choices) + "}" if choices else "INT [INT ...]" if name.endswith("dims") else None
+            left = f"  {flag} {metavar or getattr(kind, '__name__', 'VALUE').upper()}"
+            shown = shown or (" ".join(map(str, default)) if isinstance(default, tuple) else str(default))
+        out += [left] if len(left) > 28 else []  # a long flag gets a line of its own
+        wrap.initial_indent = ("" if len(left) > 28 else left).ljust(30)
+        out.append(wrap.fill(f"{text}{tail} (default: {shown})"))
+    return "\n".join(out)
+
+
+def parse_args(args_class: type, argv: list[str]):
+    """tyro parses the flags; --help is the file's own (help_text); a parse error is one line, exit 2. Optional
+    booleans (None: the preset decides) take --x / --no-x like every other boolean."""
+    if "-h" in argv or "--help" in argv:
+        with contextlib.suppress(BrokenPipeError):  # `--help | head`
+            print(help_text(args_class), flush=True)
+        sys.exit(0)
+    optional_bools = {f"--{n.replace('_', '-')}" for n, t in get_type_hints(args_class).items() if t == Optional[bool]}
+    words = []
+    for arg, after in zip(argv, argv[1:] + [""]):
+        flag = "--" + arg.removeprefix("--no-") if arg.startswith("--no-") else arg
+        words += (
+            [flag, str(arg == flag)] if flag in optional_bools and after not in ("True", "False", "None") else [arg]
+        )
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(printed), contextlib.redirect_stdout(printed):
+            return tyro.cli(args_class, args=words)
+    except SystemExit:  # tyro's message box: a title, a rule of dashes, the message, a rule, a footer
+        box = [line.strip() for line in printed.getvalue().splitlines() if line.strip()]
+        rules = [i for i, line in enumerate(box) if set(line) == {"-"}] + [len(box)] * 2
+        message = " ".join(box[rules[0] + 1 : rules[1]]).replace(" .", ".")
+        raise UsageError(f"{message or 'cannot parse the flags'} (see python {sys.argv[0]} --help)") from None
+
+
 def cli(main: Callable, args_class: type) -> None:
     """The command line: every error as one line and a non-zero exit (2 for bad flags), never a traceback."""
     try:
-        main(tyro.cli(args_class))
+        main(parse_args(args_class, sys.argv[1:]))
+    except (KeyboardInterrupt, OSError) as e:  # a signal before the epoch loop (or a second one); a failed write
+        run, signum = Run.current, getattr(Run.current, "signal", None) or signal.SIGINT
+        if isinstance(e, KeyboardInterrupt):
+            status, code, why = "interrupted", 128 + signum, f"interrupted by {signal.Signals(signum).name}"
+        else:
+            status, code, why = "failed", 1, f"error: {e}; free disk space or pass a writable --runs-dir"
+        if run is not None:
+            with contextlib.suppress(RunEnded, OSError):
+                run.end(status, why + f"; {run.resume_hint()}", code)
+        print(why + (f"; {run.resume_hint()}" if run is not None else ""), file=sys.stderr)
+        sys.exit(code)
     except RunEnded as e:
-        print(f"error: {e}" if e.code == 1 else str(e), file=sys.stderr)
+        print(f"error: {e}" if e.code == 1 else str(e), file=sys.stderr if e.code else sys.stdout)
         sys.exit(e.code)
     except UserError as e:
         run = Run.current
         if run is not None and run.created and not os.path.isfile(run.ckpt_path):  # a failed start leaves no run dir
             import shutil
 
+            run.release()
             shutil.rmtree(run.dir, ignore_errors=True)
         print("\n".join(f"error: {line}" for line in str(e).splitlines()), file=sys.stderr)
         sys.exit(e.code)
-    except KeyboardInterrupt:
-        where = f"; continue with --resume {Run.current.dir}" if Run.current else ""
-        sys.exit(f"interrupted{where} (from its last checkpoint, or from the start if it has none)")
 
 
 # --- end ---

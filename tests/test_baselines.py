@@ -5,6 +5,7 @@ import ast
 import csv
 import dataclasses
 import glob
+import inspect
 import json
 import os
 import re
@@ -276,16 +277,18 @@ def field_docstrings(path):
 
 
 def help_entries(text):
-    """tyro's help box as {first flag: the entry's text (flags, metavar, docstring, default) on one line}."""
-    entries, current = {}, None
-    for line in text.splitlines():
-        body = line.strip().strip("│").rstrip()
-        if body.startswith(" -"):
-            current = body.split()[0].rstrip(",")
-            entries[current] = body
-        elif current and body.startswith("  "):
-            entries[current] += " " + body
-    return {flag: " ".join(entry.split()) for flag, entry in entries.items()}
+    """--help as {first flag: the entry's text (flags, metavar, docstring, default) on one line}, and its section
+    headings in order (a line ending in ':' between entries)."""
+    entries, headings, current, lines = {}, [], None, text.splitlines()
+    for line, before in zip(lines, [""] + lines):
+        if line.startswith("  --"):
+            current = line.split()[0].rstrip(",")
+            entries[current] = line
+        elif current and line.startswith(" " * 30):
+            entries[current] += " " + line
+        elif line.endswith(":") and not line.startswith(" ") and not before:  # a heading follows a blank line
+            headings.append(line[:-1])
+    return {flag: " ".join(entry.split()) for flag, entry in entries.items()}, headings
 
 
 SCRIPTS = sorted(os.path.basename(p)[: -len(".py")] for p in glob.glob(os.path.join(ROOT, "algorithms", "*.py")))
@@ -310,15 +313,29 @@ def test_help_lists_every_field_with_its_docstring(tmp_path):
         )
     for script in SCRIPTS:
         assert results[script].returncode == 0, results[script].stderr[-2000:]
-        entries = help_entries(results[script].stdout)
+        entries, headings = help_entries(results[script].stdout)
         module = load_module(f"algorithms/{script}.py", f"help_{script}")
-        docs = field_docstrings(os.path.join(ROOT, "algorithms", f"{script}.py"))
+        path = os.path.join(ROOT, "algorithms", f"{script}.py")
+        docs = field_docstrings(path)
         assert list(docs) == [f.name for f in dataclasses.fields(module.Args)], script
+        assert list(entries) == ["--" + f.replace("_", "-") for f in docs], f"{script}.py --help is not in Args' order"
+        # the sections are Args' comment lines, in the file's order
+        args_source = inspect.getsource(module.Args)
+        assert headings == [line.strip()[2:] for line in args_source.splitlines() if line.strip().startswith("# ")]
+        assert len(headings) >= 4, script
+        defaults = module.Args()
         for field, doc in docs.items():
             flag = "--" + field.replace("_", "-")
             assert doc, f"{script}.py: Args.{field} has no docstring"
-            assert flag in entries, f"{script}.py --help lacks {flag}"
-            assert doc in entries[flag], f"{script}.py --help shows {flag} without its docstring: {entries[flag]}"
+            entry = entries[flag]
+            text, _, rest = doc.partition(" (default: ")  # a docstring naming its default shows it once, at the end
+            assert text in entry and rest.partition(")")[2] in entry, f"{script}.py {flag} lacks its docstring: {entry}"
+            assert entry.count("(default: ") == 1, f"{script}.py --help shows {flag} with other than one default"
+            assert "if toggled" not in entry, f"{script}.py {flag}: 'if toggled' reads wrong for a pair of flags"
+            if isinstance(getattr(defaults, field), bool) or "Optional[bool]" in str(
+                module.Args.__annotations__[field]
+            ):
+                assert entry.startswith(f"{flag}, --no-{flag[2:]} "), entry  # every boolean is a --x/--no-x pair
         assert f"(default: {script})" in entries["--exp-name"]  # exp_name defaults to the file name
 
 

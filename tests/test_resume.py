@@ -349,7 +349,7 @@ def test_bad_terminals_and_out_of_range_actions_are_one_line(orpo, tmp_path):
     with h5py.File(path, "r+") as f:
         del f["terminals"]
         f["terminals"] = arrays["terminals"].astype(np.float32) * 2
-    with pytest.raises(orpo.UserError, match=r"'terminals' must hold only 0/1 .* \(first: row \d+, 2\.0\)"):
+    with pytest.raises(orpo.UserError, match=r"'terminals' must hold only 0/1 .* \(\d+ row\(s\), first: row \d+, 2\.0\)"):
         orpo.load_transitions(path)
     write_random_dataset(path, steps=200)
     with h5py.File(path, "r+") as f:
