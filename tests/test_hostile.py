@@ -51,7 +51,7 @@ def tiny_run(script, data_dir, tmp_path, *extra, epochs="2"):
         (["--no-pessimism", "--lambda-p", "5"], "--no-pessimism labels π^p's data with λp = 0"),
         (["--rollout-policy-path", "."], "--rollout-policy fixed and --rollout-policy-path"),
         (["--rollout-policy", "fixed"], "--rollout-policy fixed and --rollout-policy-path"),
-        (["--seed", "-1"], "--seed -1: must lie in [0, 2**32)"),
+        (["--seed", "-1"], "--seed -1: must lie in [0, 4294967296)"),
         (["--exp-name", "../../escape"], "--exp-name '../../escape': must be a plain name"),
         (["--dataset-path", "."], "--dataset-path .: is a directory"),
         (["--epochs", "nan"], "error: Error parsing --epochs: invalid literal for int()"),
