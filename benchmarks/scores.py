@@ -16,8 +16,9 @@ and resumes. `--launcher submitit-local` runs the same job code through submitit
 
 The aggregate (docs/grid.md explains it): per cell mean ± std over seeds of `last10_score` and a 95 % bootstrap
 interval; per algorithm over the datasets the IQM and mean with stratified-bootstrap intervals, ORPO's probability
-of improvement over each baseline, and a performance profile (rliable). The paper's number for each cell is parsed
-from its LaTeX source. Exit status: 0 when every run is finished, 1 when a run failed, 130 when interrupted.
+of improvement over each baseline, and a performance profile (rliable). The paper's number for each cell is read
+from benchmarks/paper_scores.csv (transcribed from its LaTeX, one row per number). Exit status: 0 when every run is
+finished, 1 when a run failed, 130 when interrupted.
 """
 
 import contextlib
@@ -44,19 +45,10 @@ import numpy as np
 import tyro
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PAPER_TEX = os.path.normpath(os.path.join(ROOT, "..", "shared", "paper", "orpo_aaai24.tex"))
+PAPER_SCORES = os.path.join(ROOT, "benchmarks", "paper_scores.csv")  # the paper's numbers, from its LaTeX
+PAPER_ORDER = ("lambda", "1", "4", "jump")  # which table's number a cell is shown with, first match
 PAPER_EPOCHS = 1000  # the scripts' default, from ORPO's official runner: 1000 epochs × 1000 gradient steps
-PAPER_TABLES = {"1": "d4rl-part", "4": "table:all-results", "jump": "fig:generalize"}
-# the paper's column name -> ours; a variant is (script in algorithms/, the flags that make it)
-PAPER_COLUMNS = {
-    "TD3+BC": "td3bc",
-    "MBPO": "mbpo",
-    "MOPO": "mopo",
-    "ORPO": "orpo",
-    "ORPO (SAC)": "orpo_sac",
-    "OROO": "oroo",
-    "MOPO (TD3+BC)": "mopo_td3bc",
-}
+# a variant is (script in algorithms/, the flags that make it); paper_scores.csv names the paper's column of each
 VARIANTS = {
     "orpo": ("orpo", []),
     "orpo_sac": ("orpo", ["--output-algo", "sac", "--exp-name", "orpo_sac"]),
@@ -71,7 +63,7 @@ D4RL_12 = [
     for k in ("random", "medium", "medium-replay", "medium-expert")
     for d in ("halfcheetah", "hopper", "walker2d")
 ]
-# what each paper table needs from this repo (its other columns are other papers' methods); the numbers are parsed
+# what each paper table needs from this repo (its other columns are other papers' methods)
 PRESETS = {
     "1": (["td3bc", "mopo", "orpo"], D4RL_12),
     "4": (["td3bc", "mbpo", "mopo", "orpo", "orpo_sac", "oroo", "mopo_td3bc"], D4RL_12),
@@ -142,8 +134,6 @@ class Args:
     """bootstrap resamples for every interval"""
     bootstrap_seed: int = 0
     """numpy seed of the bootstrap (the same seed gives the same intervals)"""
-    paper_tex: str = PAPER_TEX
-    """the paper's LaTeX source, for the paper's numbers beside ours"""
 
 
 SLURM_FLAGS = (
@@ -704,119 +694,32 @@ class GridJob:
 
 
 # ----------------------------------------------------------------------------------------------- the paper's tables
-def _skip_group(text: str, i: int) -> int:
-    """Index after the balanced {...} that starts at text[i]."""
-    depth = 0
-    for j in range(i, len(text)):
-        depth += {"{": 1, "}": -1}.get(text[j], 0)
-        if depth == 0:
-            return j + 1
-    raise ValueError("unbalanced braces")
+def paper_scores(path: str = PAPER_SCORES) -> list[dict]:
+    """The paper's numbers, one row each: benchmarks/paper_scores.csv (table, LaTeX label, dataset, the paper's column,
+    our variant, the config a run needs to match it, mean, std); tests/test_scores_grid.py checks it against the LaTeX."""
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+    except OSError as e:
+        raise UserError(f"cannot read the paper's numbers: {e} (benchmarks/paper_scores.csv belongs to the checkout)")
+    for r in rows:
+        r["mean"], r["std"] = float(r["mean"]), float(r["std"]) if r["std"] else None
+        r["config"] = {k: float(v) for k, v in (kv.split("=", 1) for kv in r["config"].split())}
+    return rows
 
 
-def _split_top(text: str, sep: str) -> list[str]:
-    """Split at `sep` outside braces (so \\shortstack{Medium\\\\Replay} stays one cell)."""
-    parts, depth, start, i = [], 0, 0, 0
-    while i < len(text):
-        if depth == 0 and text.startswith(sep, i):
-            parts.append(text[start:i])
-            i += len(sep)
-            start = i
-            continue
-        if text[i] == "\\" and text[i + 1 : i + 2] in ("{", "}"):
-            i += 2
-            continue
-        depth += {"{": 1, "}": -1}.get(text[i], 0)
-        i += 1
-    parts.append(text[start:])
-    return parts
-
-
-def _clean(cell: str) -> str:
-    cell = re.sub(r"\\color\[HTML\]\{\w+\}", "", cell)
-    cell = re.sub(r"\\(cellcolor|colorbox)\{\w+\}", "", cell)
-    return re.sub(r"\\multicolumn\{\d+\}\{[^}]*\}", "", cell)
-
-
-def _numbers(cell: str) -> list[float]:
-    return [float(x) for x in re.findall(r"-?\d+(?:\.\d+)?", _clean(cell))]
-
-
-def _method_name(header_cell: str) -> str:
-    i = header_cell.index("\\makecell[c]") + len("\\makecell[c]")
-    inner = header_cell[i + 1 : _skip_group(header_cell, i) - 1]
-    parts = [p.strip() for p in inner.split("\\\\")]
-    keep = [p for p in parts if p and not re.fullmatch(r"\(.*\)|\d{4}|NeurIPS|ICLR|ICML", p)]
-    return keep[0]
-
-
-def paper_tables(path: str) -> dict[str, dict]:
-    """The paper's score tables, parsed from its LaTeX: {table: {"cells": {(dataset, ours): (mean, std)}, ...}}."""
-    with open(path) as f:
-        tex = f.read()
-    tables = {}
-    for name, label in PAPER_TABLES.items():
-        end = tex.index(f"\\label{{{label}}}")
-        begin = tex.rindex("\\begin{tabular}", 0, end)
-        body_start = _skip_group(tex, begin + len("\\begin{tabular}"))
-        body = tex[body_start : tex.index("\\end{tabular}", body_start)]
-        env_start = max(0, tex.rfind("\\begin{table}", 0, end), tex.rfind("\\begin{table*}", 0, end))
-        seeds = re.search(r"(\d+) (?:different|random) seeds", tex[env_start : end + 40])
-        body = re.sub(
-            r"\\(toprule|midrule|bottomrule|hline)|\\specialrule\{[^}]*\}\{[^}]*\}\{[^}]*\}|(?<!\\)%[^\n]*", "", body
-        )
-        rows = [_split_top(r, "&") for r in _split_top(body, "\\\\") if r.strip()]
-        cells, methods, group = {}, None, ""
-        for row in rows:
-            if name == "jump":
-                if row[0].strip() == "Environments":
-                    methods = [c.strip() for c in row[1:]]
-                elif methods and len(row) == len(methods) + 1:
-                    for method, c in zip(methods, row[1:]):
-                        mean, std = _numbers(c)[:2]
-                        cells[(row[0].strip().lower(), method)] = (mean, std)
-                continue
-            if any("\\makecell" in c for c in row):
-                methods = [_method_name(c) for c in row if "\\makecell" in c]
-                continue
-            env = re.sub(r"[^A-Za-z0-9]", "", _clean(row[1])) if len(row) > 1 else ""
-            if methods is None or env.lower() not in ("halfcheetah", "hopper", "walker2d"):
-                continue
-            if row[0].strip():
-                g = re.sub(r"\\multirow\{\d+\}\{\*\}|\\rotatebox\[[^\]]*\]\{\d+\}|\\shortstack", "", row[0])
-                group = re.sub(r"\s+", " ", re.sub(r"[{}]", "", g.replace("\\\\", " "))).strip().lower()
-            k = 2
-            for method in methods:
-                if "\\multicolumn{2}" in row[k]:
-                    cells[(f"{env.lower()}-{group.replace(' ', '-')}-v2", method)] = (_numbers(row[k])[0], None)
-                    k += 1
-                else:
-                    cells[(f"{env.lower()}-{group.replace(' ', '-')}-v2", method)] = (
-                        _numbers(row[k])[0],
-                        _numbers(row[k + 1])[0],
-                    )
-                    k += 2
-        tables[name] = {
-            "label": label,
-            "seeds": int(seeds.group(1)) if seeds else None,
-            "methods": methods,
-            "cells": {(d, PAPER_COLUMNS.get(m, m)): v for (d, m), v in cells.items()},
-        }
-    return tables
-
-
-def paper_number(tables: Optional[dict], env: str, algo: str) -> Optional[tuple]:
-    """(text, table) of the paper's number for a cell: Table 1 first, then Table 4, then the jump table."""
-    if not tables:
-        return None
-    dataset = env
-    if env.startswith("local/"):  # made with D4RL's recipe: the D4RL dataset of the same name
-        dataset = env[len("local/") :] + "-v2"
-    for name in ("1", "4", "jump"):
-        value = tables.get(name, {}).get("cells", {}).get((dataset, algo))
-        if value is not None:
-            mean, std = value
-            return (f"{mean:.1f}" + (f" ± {std:.1f}" if std is not None else ""), name, dataset)
+def paper_number(rows: Optional[list], env: str, algo: str, config: Optional[dict] = None) -> Optional[tuple]:
+    """(text, table, dataset) of the paper's number for a cell: the λo table where the run has its λo and λp, else
+    Table 1, Table 4, the jump table. `local/NAME` is compared with the D4RL dataset NAME-v2."""
+    dataset = env[len("local/") :] + "-v2" if env.startswith("local/") else env
+    config = config or {}
+    for table in PAPER_ORDER:
+        for r in rows or []:
+            if (r["table"], r["dataset"], r["algorithm"]) == (table, dataset, algo) and all(
+                isinstance(config.get(k), (int, float)) and float(config[k]) == v for k, v in r["config"].items()
+            ):
+                std = f" ± {r['std']:.1f}" if r["std"] is not None else ""
+                return (f"{r['mean']:.1f}{std}", table, dataset)
     return None
 
 
@@ -842,9 +745,15 @@ def final_score(s: dict) -> Optional[float]:
     return float(v) if v is not None else None
 
 
-def aggregate(states: dict[tuple, dict], reps: int = 2000, seed: int = 0, paper: Optional[dict] = None) -> dict:
+def aggregate(states: dict[tuple, dict], reps: int = 2000, seed: int = 0, paper: Optional[list] = None) -> dict:
     """Every number of the report, from the finished cells' summary.json files."""
     finished = [st["run"]["summary"] for st in states.values() if st["state"] == "finished"]
+    configs = {
+        (s["env"], s["algorithm"]): st["run"]["config"]
+        for st in states.values()
+        if st["state"] == "finished"
+        for s in [st["run"]["summary"]]
+    }
     failed = [
         {"env": k[0], "algorithm": k[1], "seed": k[2], "run_dir": st["run_dir"], "error": st["error"]}
         for k, st in sorted(states.items())
@@ -875,7 +784,7 @@ def aggregate(states: dict[tuple, dict], reps: int = 2000, seed: int = 0, paper:
             "devices": sorted({str(r.get("device_name", r.get("device"))) for r in runs}),
             "hours_per_run": float(np.mean([r.get("wall_seconds", 0.0) for r in runs]) / 3600),
             "failed": sum(1 for f in failed if (f["env"], f["algorithm"]) == (env, algo)),
-            "paper": paper_number(paper, env, algo),
+            "paper": paper_number(paper, env, algo, configs[(env, algo)]),
         }
     for f in failed:  # cells with failed runs only still get a row
         cells.setdefault(
@@ -970,9 +879,10 @@ def markdown(report: dict, meta: dict) -> str:
         f"seeds {', '.join(map(str, report['seeds'])) or '-'}.\n",
         "Score: `last10_score`, the mean of a run's last 10 evaluations (the paper's protocol); per cell the mean ± "
         "std over seeds (numpy's std, ddof = 0) and a 95 % percentile-bootstrap interval of that mean "
-        f"({meta['reps']} resamples, rliable). Paper: the paper's number for the same cell, parsed from "
-        f"{meta['paper_source']}; (1) = Table 1 `d4rl-part`, (4) = Table 4 `table:all-results`, (jump) = "
-        "`fig:generalize`.\n",
+        f"({meta['reps']} resamples, rliable). Paper: the paper's number for the same cell "
+        "(`benchmarks/paper_scores.csv`, from the paper's LaTeX); (1) = Table 1 `d4rl-part`, (4) = Table 4 "
+        "`table:all-results`, (jump) = `fig:generalize`, (lambda) = the λo table `table:lambda` (a run with its λo "
+        "and λp).\n",
     ]
     if report["short"]:
         lines.append(f"**{epochs_note(report)}.**\n")
@@ -1129,10 +1039,7 @@ def cpu_name() -> str:
 
 
 def write_report(args: Args, states: dict[tuple, dict]) -> dict:
-    paper, paper_source = None, f"`{args.paper_tex}` (not found: no paper numbers)"
-    if os.path.isfile(args.paper_tex):
-        paper, paper_source = paper_tables(args.paper_tex), f"`{os.path.basename(args.paper_tex)}`"
-    report = aggregate(states, args.reps, args.bootstrap_seed, paper)
+    report = aggregate(states, args.reps, args.bootstrap_seed, paper_scores())
     stem = os.path.splitext(args.out)[0]
     commits = sorted(
         {c for st in states.values() if st["state"] == "finished" for c in (st["record"] or {}).get("commits", [])}
@@ -1145,7 +1052,6 @@ def write_report(args: Args, states: dict[tuple, dict]) -> dict:
         "commits": commits,
         "reps": args.reps,
         "bootstrap_seed": args.bootstrap_seed,
-        "paper_source": paper_source,
         "paper_epochs": PAPER_EPOCHS,
         "runs_dir": args.runs_dir,
     }

@@ -6,6 +6,7 @@ import csv
 import glob
 import json
 import os
+import re
 import shlex
 import signal
 import socket
@@ -18,7 +19,7 @@ import pytest
 from conftest import ROOT, load_module, run_script
 
 SCRIPT = os.path.join(ROOT, "benchmarks", "scores.py")
-PAPER = os.path.join(ROOT, "..", "shared", "paper", "orpo_aaai24.tex")
+PAPER_TEX = os.environ.get("ORPO_PAPER_TEX")  # the paper's LaTeX source, only to check paper_scores.csv against it
 # 3 epochs, a checkpoint after each, one evaluation at the end (the kill tests need epochs that outlast a poll)
 COMMON = [
     "--epochs",
@@ -327,7 +328,7 @@ def fixed_runs(tmp_path):
 
 
 def test_aggregate_equals_a_hand_computation(scores, fixed_runs):
-    report = scores.aggregate(scores.collect(str(fixed_runs)), reps=500, seed=0, paper=scores.paper_tables(PAPER))
+    report = scores.aggregate(scores.collect(str(fixed_runs)), reps=500, seed=0, paper=scores.paper_scores())
     cell = report["cells"]["hopper-random-v2/orpo"]
     assert (
         cell["seeds"] == [1, 2, 3]
@@ -369,20 +370,177 @@ def test_figures_name_the_short_epochs(scores, fixed_runs):
     assert "fewer epochs" not in scores.plot_profile(report, 200, 0)._suptitle.get_text()
 
 
-def test_paper_tables_are_parsed_from_the_latex_and_the_presets_match_them(scores):
-    assert os.path.isfile(PAPER), f"the paper's source is missing at {PAPER}: CI must have it beside the checkout"
-    tables = scores.paper_tables(PAPER)
-    assert {k: len(t["cells"]) for k, t in tables.items()} == {"1": 12 * 10, "4": 12 * 8, "jump": 2 * 5}
-    assert all(t["seeds"] == 5 for t in tables.values())
-    assert tables["1"]["cells"][("hopper-random-v2", "orpo")] == (9.2, 1.4)
-    assert tables["1"]["cells"][("hopper-random-v2", "MOReL")] == (53.6, None)  # a number without ±
-    assert tables["4"]["cells"][("walker2d-medium-expert-v2", "mopo_td3bc")] == (95.3, 16.8)
-    assert tables["4"]["cells"][("halfcheetah-medium-replay-v2", "orpo_sac")] == (57.5, 3.0)
-    assert tables["jump"]["cells"][("halfcheetah-jump", "td3bc")] == (-4733.3, 746.7)
+def test_paper_scores_hold_the_papers_tables_and_the_presets_match_them(scores):
+    rows = scores.paper_scores()
+    counts = {t: sum(r["table"] == t for r in rows) for t in ("1", "4", "jump", "lambda")}
+    assert counts == {"1": 12 * 10, "4": 12 * 8, "jump": 2 * 5, "lambda": 2 * 8} and len(rows) == sum(counts.values())
+    assert len({(r["table"], r["dataset"], r["column"]) for r in rows}) == len(rows)  # one number per table cell
+    cell = {(r["table"], r["dataset"], r["column"]): (r["mean"], r["std"]) for r in rows}
+    # copied by hand from the paper's PDF
+    assert cell[("1", "hopper-random-v2", "ORPO")] == (9.2, 1.4)
+    assert cell[("1", "hopper-random-v2", "MOReL")] == (53.6, None)  # a number without ±
+    assert cell[("4", "walker2d-medium-expert-v2", "MOPO (TD3+BC)")] == (95.3, 16.8)
+    assert cell[("4", "halfcheetah-medium-replay-v2", "ORPO (SAC)")] == (57.5, 3.0)
+    assert cell[("jump", "halfcheetah-jump", "TD3+BC")] == (-4733.3, 746.7)
+    assert cell[("lambda", "walker2d-medium-replay-v2", "1")] == (8.6, None)
     for name, (algos, envs) in scores.PRESETS.items():
-        cells = tables[name]["cells"]
-        assert sorted(algos) == sorted({a for _, a in cells} & set(scores.VARIANTS)), name
-        assert sorted(envs) == sorted({d for d, _ in cells}), name
+        table = [r for r in rows if r["table"] == name]
+        assert sorted(algos) == sorted({r["algorithm"] for r in table} - {""}), name
+        assert sorted(envs) == sorted({r["dataset"] for r in table}), name
+    assert {r["algorithm"] for r in rows} - {""} <= set(scores.VARIANTS)
+
+
+def test_the_lambda_o_table_counts_only_for_a_run_with_its_lambdas(scores):
+    rows = scores.paper_scores()
+    number = lambda env, **config: scores.paper_number(rows, env, "orpo", config)
+    assert number("halfcheetah-random-v2", lambda_o=1.0, lambda_p=4.56) == ("41.6", "lambda", "halfcheetah-random-v2")
+    assert number("walker2d-medium-replay-v2", lambda_o=-0.01, lambda_p=2.48)[:2] == ("91.3", "lambda")
+    assert number("halfcheetah-random-v2", lambda_o=0.015, lambda_p=6.64)[:2] == ("40.8 ± 1.6", "1")  # the preset
+    assert number("halfcheetah-random-v2", lambda_o=1.0, lambda_p=6.64)[:2] == ("40.8 ± 1.6", "1")
+    assert number("local/halfcheetah-random") == ("40.8 ± 1.6", "1", "halfcheetah-random-v2")
+    assert scores.paper_number(rows, "hopper-random-v2", "oroo", {})[:2] == ("14.8 ± 9.0", "4")  # not in Table 1
+
+
+# The paper's LaTeX, parsed: only to check benchmarks/paper_scores.csv, which is what scores.py reads.
+LABELS = {"1": "d4rl-part", "4": "table:all-results", "jump": "fig:generalize", "lambda": "table:lambda"}
+COLUMNS = {
+    "TD3+BC": "td3bc",
+    "MBPO": "mbpo",
+    "MOPO": "mopo",
+    "ORPO": "orpo",
+    "ORPO (SAC)": "orpo_sac",
+    "OROO": "oroo",
+    "MOPO (TD3+BC)": "mopo_td3bc",
+}
+# the text under the λo table: "The values of λp for the two configurations were 4.56 and 2.48, respectively."
+LAMBDA_ROWS = {"H-R": ("halfcheetah-random-v2", "4.56"), "W-M-R": ("walker2d-medium-replay-v2", "2.48")}
+
+
+def _skip_group(text, i):
+    """Index after the balanced {...} that starts at text[i]."""
+    depth = 0
+    for j in range(i, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[j], 0)
+        if depth == 0:
+            return j + 1
+    raise ValueError("unbalanced braces")
+
+
+def _split_top(text, sep):
+    """Split at `sep` outside braces (so \\shortstack{Medium\\\\Replay} stays one cell)."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(text):
+        if depth == 0 and text.startswith(sep, i):
+            parts.append(text[start:i])
+            i += len(sep)
+            start = i
+            continue
+        if text[i] == "\\" and text[i + 1 : i + 2] in ("{", "}"):
+            i += 2
+            continue
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        i += 1
+    parts.append(text[start:])
+    return parts
+
+
+def _clean(cell):
+    cell = re.sub(r"\\color\[HTML\]\{\w+\}", "", cell)
+    cell = re.sub(r"\\(cellcolor|colorbox)\{\w+\}", "", cell)
+    return re.sub(r"\\multicolumn\{\d+\}\{[^}]*\}", "", cell)
+
+
+def _numbers(cell):
+    return [float(x) for x in re.findall(r"-?\d+(?:\.\d+)?", _clean(cell))]
+
+
+def _method_name(header_cell):
+    i = header_cell.index("\\makecell[c]") + len("\\makecell[c]")
+    inner = header_cell[i + 1 : _skip_group(header_cell, i) - 1]
+    parts = [p.strip() for p in inner.split("\\\\")]
+    return [p for p in parts if p and not re.fullmatch(r"\(.*\)|\d{4}|NeurIPS|ICLR|ICML", p)][0]
+
+
+def latex_rows(path):
+    """Every number of the four tables, in paper_scores.csv's columns and order (row by row, left to right)."""
+    tex = open(path).read()
+    out = []
+
+    def add(table, dataset, column, mean, std=None, algorithm=None, config=""):
+        algorithm = COLUMNS.get(column, "") if algorithm is None else algorithm
+        out.append((table, LABELS[table], dataset, column, algorithm, config, mean, std))
+
+    for table, label in LABELS.items():
+        end = tex.index(f"\\label{{{label}}}")
+        begin = tex.rindex("\\begin{tabular}", 0, end)
+        body_start = _skip_group(tex, begin + len("\\begin{tabular}"))
+        body = tex[body_start : tex.index("\\end{tabular}", body_start)]
+        env_start = max(tex.rfind("\\begin{table}", 0, end), tex.rfind("\\begin{table*}", 0, end))
+        if table != "lambda":
+            assert re.search(r"5 (?:different|random) seeds", tex[env_start : end + 40]), table
+        body = re.sub(
+            r"\\(toprule|midrule|bottomrule|hline)|\\specialrule\{[^}]*\}\{[^}]*\}\{[^}]*\}|(?<!\\)%[^\n]*", "", body
+        )
+        rows = [[c.strip() for c in _split_top(r, "&")] for r in _split_top(body, "\\\\") if r.strip()]
+        if table in ("jump", "lambda"):  # a header row, then one row per dataset; plain cells
+            head = rows[0][1:]
+            for row in rows[1:]:
+                for column, c in zip(head, row[1:], strict=True):
+                    nums = _numbers(c)
+                    if table == "jump":
+                        add(table, row[0].lower(), column, nums[0], nums[1])
+                    else:
+                        dataset, lambda_p = LAMBDA_ROWS[row[0]]
+                        add(table, dataset, column, nums[0], None, "orpo", f"lambda_o={column} lambda_p={lambda_p}")
+            continue
+        methods, group = None, ""
+        for row in rows:
+            if any("\\makecell" in c for c in row):
+                methods = [_method_name(c) for c in row if "\\makecell" in c]
+                continue
+            env = re.sub(r"[^A-Za-z0-9]", "", _clean(row[1])).lower() if len(row) > 1 else ""
+            if methods is None or env not in ("halfcheetah", "hopper", "walker2d"):
+                continue
+            if row[0]:
+                g = re.sub(r"\\multirow\{\d+\}\{\*\}|\\rotatebox\[[^\]]*\]\{\d+\}|\\shortstack", "", row[0])
+                group = re.sub(r"\s+", "-", re.sub(r"[{}]", "", g.replace("\\\\", " ")).strip()).lower()
+            k = 2
+            for method in methods:
+                if "\\multicolumn{2}" in row[k]:  # a number without ±
+                    add(table, f"{env}-{group}-v2", method, _numbers(row[k])[0])
+                    k += 1
+                else:
+                    add(table, f"{env}-{group}-v2", method, _numbers(row[k])[0], _numbers(row[k + 1])[0])
+                    k += 2
+            assert k == len(row), row
+    return out
+
+
+@pytest.fixture()
+def paper_tex():
+    if not PAPER_TEX or not os.path.isfile(PAPER_TEX):
+        pytest.skip(
+            "the paper's LaTeX source is not given: set ORPO_PAPER_TEX=PATH/orpo_aaai24.tex to check "
+            f"benchmarks/paper_scores.csv against it (ORPO_PAPER_TEX={PAPER_TEX!r})"
+        )
+    return PAPER_TEX
+
+
+def test_paper_scores_csv_equals_the_latex(paper_tex):
+    with open(os.path.join(ROOT, "benchmarks", "paper_scores.csv"), newline="") as f:
+        csv_rows = [
+            (
+                *(r[k] for k in ("table", "label", "dataset", "column", "algorithm", "config")),
+                float(r["mean"]),
+                float(r["std"]) if r["std"] else None,
+            )
+            for r in csv.DictReader(f)
+        ]
+    tex_rows = latex_rows(paper_tex)
+    assert len(tex_rows) == 242
+    for i, (ours, theirs) in enumerate(zip(csv_rows, tex_rows)):
+        assert ours == theirs, f"paper_scores.csv row {i + 2} is {ours}, the LaTeX says {theirs}"
+    assert len(csv_rows) == len(tex_rows)
 
 
 # ------------------------------------------------------------------------------------------ flags, status, dry run
