@@ -23,6 +23,8 @@ finished, 1 when a run failed, 130 when interrupted.
 
 import contextlib
 import csv
+import ctypes
+import fcntl
 import glob
 import io
 import json
@@ -70,6 +72,8 @@ PRESETS = {
     "jump": (["td3bc", "mopo", "orpo"], ["halfcheetah-jump", "halfcheetah-jump-hard"]),
 }
 INTERRUPTED = {130, 143, -signal.SIGINT, -signal.SIGTERM}
+LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None  # for prctl in a run's child
+PR_SET_PDEATHSIG = 1
 
 
 class UserError(Exception):
@@ -325,6 +329,24 @@ def summary_error(summary: dict) -> str:
     return f"non-finite score (last10_score = {summary.get('last10_score')}) although the run finished"
 
 
+def lock_holder(run_dir: str) -> Optional[str]:
+    """The pid written in RUN_DIR/run.lock while a live run holds the lock on it (fcntl.flock, the whole run), else None.
+
+    Probed with a shared non-blocking flock that is let go at once: it fails only while the run holds its exclusive one.
+    """
+    try:
+        fd = os.open(os.path.join(run_dir, "run.lock"), os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return os.read(fd, 32).decode(errors="replace").strip() or "?"
+    finally:
+        os.close(fd)  # closing lets go of the probe's lock
+    return None
+
+
 def scan_runs(runs_dir: str) -> dict[tuple, list[dict]]:
     """Every run directory under runs_dir, by (env, exp_name, seed) from its config.json."""
     runs: dict[tuple, list[dict]] = {}
@@ -341,6 +363,7 @@ def scan_runs(runs_dir: str) -> dict[tuple, list[dict]]:
                 "summary": summary,
                 "state": summary_state(summary),
                 "has_checkpoint": os.path.isfile(os.path.join(run_dir, "checkpoint.pt")),
+                "locked_by": lock_holder(run_dir),
                 "mtime": os.path.getmtime(config_path),
             }
         )
@@ -399,6 +422,9 @@ def cell_state(key: tuple, runs: list[dict], record: Optional[dict], live_jobs: 
     }
     if run and run["state"] == "finished":
         return {**out, "state": "finished"}
+    live = next((r for r in runs if r["locked_by"]), None)
+    if live:  # a run holds its run.lock, whoever started it: nothing may start a second writer there
+        return {**out, "state": "running", "run_dir": live["run_dir"], "run": live, "locked_by": live["locked_by"]}
     if run and run["state"] == "failed":
         return {**out, "state": "failed", "error": summary_error(run["summary"])}
     state = (record or {}).get("state")
@@ -470,7 +496,26 @@ def git_commit() -> str:
     return (head + ("+uncommitted algorithms/" if dirty else "")) if head else "unknown"
 
 
+def whereabouts(st: dict) -> str:
+    """Where a running or queued cell runs: the pid holding its run.lock, else what its launcher recorded."""
+    if st.get("locked_by"):
+        return f"{st['run_dir']}/run.lock is held by pid {st['locked_by']}"
+    rec = st.get("record") or {}
+    return f"{rec.get('launcher')} {rec.get('job_id') or ''} on {rec.get('host')}"
+
+
 # ----------------------------------------------------------------------------------------------- one cell
+def child_setup(parent: int) -> None:
+    """In a run's process before it starts: it dies with the launcher (SIGKILL when the launcher's process ends, on
+    Linux; the run keeps its last checkpoint, and its run.lock goes with it) and ignores Slurm's time-limit signal,
+    USR2, which Slurm sends to every process of the job."""
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+    if LIBC is not None:
+        LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the launcher died before prctl took effect
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
 class GridJob:
     """Runs one cell to its end: the same code under the local launcher and inside a submitit job.
 
@@ -558,15 +603,15 @@ class GridJob:
             log.write(
                 f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {socket.gethostname()} $ {shlex.join(cmd)}\n".encode()
             )
-            # Slurm's time-limit signal (USR2) goes to every process of the job: the run must not die of it. Locally
-            # the run gets its own session, so a signal to the launcher's process group reaches it once, forwarded.
+            # Locally the run gets its own session, so a signal to the launcher's process group reaches it once,
+            # forwarded; child_setup makes it die with the launcher and ignore Slurm's time-limit signal.
             self._child = subprocess.Popen(
                 cmd,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 env=env,
                 start_new_session=self.launcher == "local",
-                preexec_fn=lambda: signal.signal(signal.SIGUSR2, signal.SIG_IGN),
+                preexec_fn=lambda parent=os.getpid(): child_setup(parent),
             )
             update_record(self.runs_dir, self.cell, child_pid=self._child.pid)
             while True:
@@ -636,6 +681,11 @@ class GridJob:
 
     def _run(self) -> dict:
         cell, job_id = self.cell, None
+        live = [r for r in scan_runs(self.runs_dir).get(cell.key, []) if r["locked_by"]]
+        if live:  # started elsewhere since this launch looked: the run would refuse a second writer anyway
+            st = {"run_dir": live[0]["run_dir"], "locked_by": live[0]["locked_by"]}
+            print(f"skip {cell.label}: running ({whereabouts(st)})", flush=True)
+            return {"cell": cell.label, "state": "running", "run_dir": st["run_dir"], "error": None}
         if self.launcher != "local":
             import submitit
 
@@ -1095,7 +1145,8 @@ def status_view(args: Args, cells: Optional[list[Cell]]) -> None:
             where = f" on {rec['host']}" if rec.get("host") else ""
             job = f" job {rec['job_id']}" if rec.get("job_id") else ""
             epochs = f" epoch {run_epochs(st['run_dir'])}/{st['run']['config'].get('epochs')}" if st["run"] else ""
-            line = f"  {st['state']:8s} {key[1]} {key[0]} seed {key[2]}{epochs}{where}{job}"
+            lock = f" (run.lock held by pid {st['locked_by']})" if st.get("locked_by") else ""
+            line = f"  {st['state']:8s} {key[1]} {key[0]} seed {key[2]}{epochs}{where}{job}{lock}"
             if st["state"] == "failed":
                 line += f": {st['error']}"
             print(line)
@@ -1231,10 +1282,7 @@ def main(args: Args, argv: list[str]) -> int:
             print(f"skip {cell.label}: failed earlier: {st['error']} (--retry-failed runs it again)")
             skipped_failed.append(cell)
         elif st["state"] in ("running", "queued"):
-            rec = st["record"]
-            print(
-                f"skip {cell.label}: {st['state']} ({rec.get('launcher')} {rec.get('job_id') or ''} on {rec.get('host')})"
-            )
+            print(f"skip {cell.label}: {st['state']} ({whereabouts(st)})")
         else:
             todo.append((cell, st))
     if args.dry_run:

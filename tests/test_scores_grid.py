@@ -2,7 +2,9 @@
 preempted run is resumed to the same metrics, failed/NaN runs are skipped and reported with a non-zero exit, the
 aggregate statistics equal a hand computation, the paper's numbers come from its LaTeX, and bad flags are one line."""
 
+import contextlib
 import csv
+import fcntl
 import glob
 import json
 import os
@@ -88,6 +90,20 @@ def wait_for(pattern, proc, timeout=120):
     raise AssertionError(f"nothing matched {pattern} within {timeout} s")
 
 
+def wait_gone(pid, timeout=10.0):
+    """True once pid has exited (a zombie counts: an orphan's reaper may be slow), False after timeout seconds."""
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
 @pytest.fixture(scope="module")
 def local_grid(hopper_data_dir, tmp_path_factory):
     """The grid through the default launcher (one run after another), killed once mid-way through orpo seed 1."""
@@ -104,17 +120,29 @@ def local_grid(hopper_data_dir, tmp_path_factory):
     )
     try:
         killed = os.path.dirname(wait_for(str(runs / "hopper-random-v2__orpo__1__*" / "checkpoint.pt"), proc))
-        os.killpg(proc.pid, signal.SIGKILL)  # the launcher and its run, as a crash or `scancel` without grace
+        child = json.loads((runs / "_grid" / "hopper-random-v2__orpo__1.json").read_text())["child_pid"]
+        os.kill(proc.pid, signal.SIGKILL)  # the launcher only, as a crash or the out-of-memory killer: its run goes too
     finally:
         proc.wait()
+    run_gone = wait_gone(child)
     status = run_script(SCRIPT, "--status", "--runs-dir", str(runs), cwd=str(tmp))
     result = run_script(*cmd, data_dir=hopper_data_dir[0], cwd=str(tmp))
-    return {"runs": runs, "out": out, "result": result, "cmd": cmd, "tmp": tmp, "killed": killed, "status": status}
+    return {
+        "runs": runs,
+        "out": out,
+        "result": result,
+        "cmd": cmd,
+        "tmp": tmp,
+        "killed": killed,
+        "status": status,
+        "run_gone": run_gone,
+    }
 
 
 # ------------------------------------------------------------------------------------------ launchers, end to end
 def test_local_launcher_runs_the_grid_resumes_the_killed_run_and_tabulates(local_grid, hopper_data_dir):
     result, runs, out = local_grid["result"], local_grid["runs"], local_grid["out"]
+    assert local_grid["run_gone"], "the run outlived its SIGKILLed launcher"
     # after the kill: td3bc's two runs finished, orpo seed 1 stopped (its launcher is gone), seed 2 not started
     assert "3 runs: 0 queued, 0 running, 2 finished, 0 failed, 1 stopped" in local_grid["status"].stdout, local_grid[
         "status"
@@ -651,3 +679,66 @@ def test_status_counts_each_state(scores, tmp_path):
     assert "2 runs: 0 queued, 0 running, 1 finished, 0 failed, 0 stopped, 1 not started" in grid_only.stdout, (
         grid_only.stdout
     )
+
+
+def hold_lock(run_dir):
+    """Hold RUN_DIR/run.lock as a run does (exclusive flock for its whole life, its pid inside); close to let go."""
+    f = open(run_dir / "run.lock", "a+")
+    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    f.truncate(0)
+    f.write(str(os.getpid()))
+    f.flush()
+    return f
+
+
+def test_a_run_holding_its_lock_is_running_and_never_started_twice(scores, tmp_path, hopper_data_dir):
+    runs = tmp_path / "runs"
+    stopped = fake_run(runs, "hopper-random-v2", "td3bc", 1, None, status="none")  # no summary, no launcher record
+    failed = fake_run(runs, "hopper-random-v2", "td3bc", 2, None, finished=False, status="failed", error="error: x")
+    grid = ["--algos", "td3bc", "--envs", "hopper-random-v2", "--seeds", "1", "2", "--runs-dir", str(runs)]
+    launch = [*grid, "--out", str(tmp_path / "scores.md"), "--retry-failed", f"--extra={shlex.join(COMMON)}"]
+    locks = [hold_lock(stopped), hold_lock(failed)]  # their runs are alive, e.g. left by a launcher on another node
+    try:
+        status = run_script("benchmarks/scores.py", "--status", *grid, cwd=str(tmp_path))
+        assert "2 runs: 0 queued, 2 running, 0 finished, 0 failed, 0 stopped" in status.stdout, status.stdout
+        assert status.stdout.count(f"(run.lock held by pid {os.getpid()})") == 2, status.stdout
+        result = run_script("benchmarks/scores.py", *launch, data_dir=hopper_data_dir[0], cwd=str(tmp_path))
+        assert "$ " not in result.stdout and result.returncode == 1, result.stdout + result.stderr
+        for seed, run_dir in ((1, stopped), (2, failed)):
+            line = f"skip td3bc hopper-random-v2 seed {seed}: running ({run_dir}/run.lock is held by pid {os.getpid()})"
+            assert line in result.stdout.splitlines(), result.stdout
+        # a job whose run was started elsewhere after the launch looked (the job checks again before it starts one)
+        job = scores.GridJob(scores.Cell("td3bc", "td3bc", (), "td3bc", "hopper-random-v2", 1), str(runs), "local")
+        assert job()["state"] == "running" and not (runs / "_grid" / "hopper-random-v2__td3bc__1.json").exists()
+    finally:
+        for f in locks:
+            f.close()
+    status = run_script("benchmarks/scores.py", "--status", *grid, cwd=str(tmp_path))  # the runs ended
+    assert "2 runs: 0 queued, 0 running, 0 finished, 1 failed, 1 stopped" in status.stdout, status.stdout
+
+
+def test_a_killed_launcher_takes_its_run_with_it(tmp_path):
+    """SIGKILL to the launcher (a crash, the out-of-memory killer): its run must not go on writing as an orphan."""
+    launcher = (
+        "import sys; sys.path.insert(0, sys.argv[1]); from conftest import load_module; "
+        "s = load_module('benchmarks/scores.py', 'scores'); "
+        "cell = s.Cell('td3bc', 'td3bc', (), 'td3bc', 'hopper-random-v2', 1); "
+        "s.GridJob(cell, sys.argv[2], 'local')._run_child([sys.executable, '-c', 'import time; time.sleep(60)'])"
+    )
+    runs = tmp_path / "runs"
+    proc = subprocess.Popen([sys.executable, "-c", launcher, os.path.join(ROOT, "tests"), str(runs)], cwd=str(tmp_path))
+    record, child = runs / "_grid" / "hopper-random-v2__td3bc__1.json", None
+    try:
+        t0 = time.time()
+        while child is None and time.time() - t0 < 60:
+            child = json.loads(record.read_text()).get("child_pid") if record.exists() else None
+            time.sleep(0.05)
+        assert child, "the launcher never started its child"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        assert wait_gone(child), "the launcher's child outlived it"
+    finally:
+        proc.kill()
+        if child:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGKILL)
