@@ -337,6 +337,33 @@ def test_a_run_that_fails_is_recorded_skipped_then_retried(tmp_path, hopper_data
     assert third.returncode == 1 and third.stdout.count("$ ") == 1
 
 
+def test_a_launch_tabulates_its_own_grid_as_table_only_does(tmp_path, hopper_data_dir):
+    """A seed-3 grid failed in this runs dir; a launch of seeds 1 2 4 (all finished) must not report seed 3."""
+    runs = tmp_path / "runs"
+    for seed in (1, 2, 4):
+        fake_run(runs, "hopper-random-v2", "td3bc", seed, 10.0 * seed)
+    fake_run(runs, "hopper-random-v2", "td3bc", 3, None, finished=False, status="failed", error="error: boom")
+    grid = ["--algos", "td3bc", "--envs", "hopper-random-v2", "--seeds", "1", "2", "4", "--runs-dir", str(runs)]
+    texts = []
+    for mode, out in (([], "by_launch.md"), (["--table-only"], "by_table_only.md")):
+        result = run_script(
+            "benchmarks/scores.py",
+            *grid,
+            *mode,
+            "--reps",
+            "200",
+            "--out",
+            str(tmp_path / out),
+            data_dir=hopper_data_dir[0],
+            cwd=str(tmp_path),
+        )
+        assert result.returncode == 0 and "$ " not in result.stdout, (mode, result.stdout[-2000:], result.stderr)
+        lines = (tmp_path / out).read_text().replace(f"]({out[:-3]}", "](OUT").splitlines()  # figures' names
+        texts.append("\n".join(ln for ln in lines if not ln.startswith("Made by")))  # its date differs
+    assert texts[0] == texts[1]
+    assert "| 3 (1, 2, 4) |" in texts[0] and "boom" not in texts[0] and "Failed runs" not in texts[0], texts[0]
+
+
 # ------------------------------------------------------------------------------------------ aggregation
 ORPO = {"hopper-random-v2": [10.0, 20.0], "walker2d-random-v2": [50.0, 90.0]}  # seeds 1, 2
 MOPO = {"hopper-random-v2": [5.0, 15.0], "walker2d-random-v2": [50.0, 60.0]}
