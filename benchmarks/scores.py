@@ -39,6 +39,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Literal, Optional
@@ -277,6 +278,38 @@ def validate(args: Args, argv: list[str]) -> None:
         problems.append(f"--{modes[0].replace('_', '-')} and --{modes[1].replace('_', '-')} exclude each other")
     if problems:
         raise UserError("; ".join(problems))
+
+
+def unwritable(path: str, kind: str) -> Optional[str]:
+    """Why the `kind` ("file" or "folder") at path cannot be written by this user, or None: its folder, or the nearest
+    one that exists, must take a new file (written to a temporary name and renamed, like every file here)."""
+    if os.path.isdir(path) != (kind == "folder") and os.path.exists(path):
+        return f"is a {'folder' if kind == 'file' else 'file'}, not a {kind}"
+    folder = os.path.abspath(path if kind == "folder" else os.path.dirname(path) or ".")
+    while not os.path.exists(folder):
+        folder = os.path.dirname(folder)
+    if not os.path.isdir(folder):
+        return f"{folder} is a file, not a folder"
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        return f"cannot write in {folder} ({e.strerror})"
+    return None
+
+
+def check_writable(args: Args) -> None:
+    """Before anything runs: every path the mode writes (--status and --dry-run write nothing)."""
+    writes = {"launch": [("--out", "file"), ("--runs-dir", "folder")], "table_only": [("--out", "file")]}
+    mode = "table_only" if args.table_only else "none" if args.status or args.dry_run else "launch"
+    problems = []
+    for flag, kind in writes.get(mode, []):
+        path = getattr(args, flag[2:].replace("-", "_"))
+        why = unwritable(path, kind)
+        if why:
+            problems.append(f"{flag} {path}: {why}")
+    if problems:
+        raise UserError("; ".join(problems) + " (give a path you can write to)")
 
 
 # ----------------------------------------------------------------------------------------------- run state
@@ -1264,6 +1297,7 @@ def wait_jobs(pairs: list) -> None:
 
 def main(args: Args, argv: list[str]) -> int:
     validate(args, argv)
+    check_writable(args)
     grid_given = any(a.split("=", 1)[0] in ("--algos", "--envs", "--seeds", "--paper-table") for a in argv)
     cells = make_grid(args)
     if args.status:

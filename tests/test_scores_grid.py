@@ -627,6 +627,30 @@ def test_bad_flags_give_one_line_errors(tmp_path, argv, words):
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize(
+    "argv,words",
+    [
+        (["--out", "a_file/scores.md"], "--out a_file/scores.md: {tmp}/a_file is a file, not a folder"),
+        (["--out", "a_file/sub/scores.md"], "--out a_file/sub/scores.md: {tmp}/a_file is a file, not a folder"),
+        (["--out", "."], "--out .: is a folder, not a file"),
+        (["--runs-dir", "a_file"], "--runs-dir a_file: is a file, not a folder"),
+        (["--runs-dir", "a_file/runs"], "--runs-dir a_file/runs: {tmp}/a_file is a file, not a folder"),
+        (["--table-only", "--out", "a_file/scores.md"], "--out a_file/scores.md: {tmp}/a_file is a file"),
+    ],
+)
+def test_an_unwritable_output_is_refused_before_anything_runs(tmp_path, hopper_data_dir, argv, words):
+    (tmp_path / "a_file").write_text("")
+    grid = ["--algos", "td3bc", "--envs", "local/no-such-data", "--seeds", "1", f"--extra={shlex.join(COMMON)}"]
+    if "--runs-dir" not in argv:
+        argv = [*argv, "--runs-dir", "runs"]
+    result = run_script("benchmarks/scores.py", *grid, *argv, data_dir=hopper_data_dir[0], cwd=str(tmp_path))
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and "$ " not in result.stdout, result.stdout + result.stderr
+    assert lines[0].startswith(f"error: {words.format(tmp=tmp_path)}"), lines[0]
+    assert lines[0].endswith("(give a path you can write to)"), lines[0]
+    assert not (tmp_path / "runs").exists()
+
+
 def test_slurm_dry_run_prints_the_array_and_starts_nothing(tmp_path):
     result = run_script(
         "benchmarks/scores.py",
