@@ -1371,17 +1371,22 @@ def main(args: Args, argv: list[str]) -> int:
 
 
 def one_line_tyro_error(text: str) -> str:
-    """tyro's boxed parse error as one line: the box's first paragraph, and its "Perhaps you meant" hint."""
+    """tyro's boxed parse error as one line: the box's first paragraph and the fix it names (its "Perhaps you meant"
+    flag, else the flag's usage line, else where the flags are listed)."""
     lines = [ln.strip().strip("│╭╮╰╯").strip() for ln in text.splitlines()[1:]]
     body, hint, in_body = [], "", True
     for i, ln in enumerate(lines):
-        if ln.startswith("Perhaps you meant") and i + 1 < len(lines) and lines[i + 1]:
-            hint = f" (did you mean {lines[i + 1].split()[0]}?)"
+        following = lines[i + 1] if i + 1 < len(lines) else ""
+        if ln.startswith("Perhaps you meant") and following:
+            hint = f" (did you mean {following.split()[0]}?)"
+        elif ln == "Argument helptext:" and following and not hint:
+            hint = f" (usage: {following})"
         elif ln and set(ln) <= {"─"}:
             in_body = False
         elif in_body and ln and not ln.startswith("For full helptext"):
             body.append(ln)
-    return (" ".join(body) or "bad command line; see --help") + hint
+    text = re.sub(r" ([.,)])", r"\1", " ".join(body)) or "bad command line"  # a line that rich wrapped, joined
+    return text + (hint or (" (--help lists the flags)" if text.startswith("Unrecognized") else ""))
 
 
 def cli(argv: list[str]) -> int:
