@@ -73,6 +73,24 @@ PRESETS = {
     "jump": (["td3bc", "mopo", "orpo"], ["halfcheetah-jump", "halfcheetah-jump-hard"]),
 }
 INTERRUPTED = {130, 143, -signal.SIGINT, -signal.SIGTERM}
+# config.json keys that say where and how a run ran, not what it computes: runs that differ only in these are one
+# configuration (a cell's rows and a launch's check of a cell's flags leave them out)
+RUN_ONLY = {
+    "env",
+    "exp_name",
+    "seed",
+    "runs_dir",
+    "resume",
+    "data_dir",
+    "dataset_path",
+    "cuda",
+    "track",
+    "wandb_project_name",
+    "wandb_entity",
+    "stop_after_epochs",
+    "checkpoint_every",
+    "checkpoint_minutes",
+}
 LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None  # for prctl in a run's child
 PR_SET_PDEATHSIG = 1
 
@@ -225,6 +243,55 @@ def make_grid(args: Args) -> list[Cell]:
             for seed in args.seeds:
                 cells.append(Cell(algo, script, tuple(flags), exp_name, env, seed))
     return cells
+
+
+def flag_values(flags) -> dict[str, list[str]]:
+    """Flags as {config key: values}: `--name V ...` and `--name=V`, `--no-name` as False and a bare `--name` as True,
+    numbers written one way (1e-3 = 0.001); the RUN_ONLY keys are left out."""
+    out: dict[str, list[str]] = {}
+    key = None
+    for token in flags:
+        if token.startswith("--"):
+            name, eq, value = token[2:].partition("=")
+            name = name.replace("-", "_")
+            key = name[3:] if name.startswith("no_") and not eq else name
+            out[key] = ["False"] if key != name else [value] if eq else []
+        elif key is not None:
+            out[key].append(token)
+
+    def number(v: str) -> str:
+        with contextlib.suppress(ValueError):
+            v = repr(float(v))
+            return v[:-2] if v.endswith(".0") else v
+        return v
+
+    return {k: [number(v) for v in (vs or ["True"])] for k, vs in out.items() if k not in RUN_ONLY}
+
+
+def changed_flags(cells: list[Cell], states: dict[tuple, dict]) -> Optional[str]:
+    """A launch must not take a cell's run made with other flags for its own (a changed --extra or --extra-for would
+    otherwise skip it as finished, or resume it): the first such cell, and what differs, as one line."""
+    changed = []
+    for cell in cells:
+        st = states[cell.key]
+        if st["run"] and "flags" in (st["record"] or {}):
+            before, now = flag_values(st["record"]["flags"]), flag_values(cell.flags)
+            if before != now:
+                changed.append((cell, st, before, now))
+    if not changed:
+        return None
+    cell, st, before, now = changed[0]
+    shown = lambda values, k: " ".join(values.get(k, ["(not given)"]))
+    diff = "; ".join(
+        f"--{k.replace('_', '-')} {shown(before, k)} there, {shown(now, k)} now"
+        for k in sorted(set(before) | set(now))
+        if before.get(k) != now.get(k)
+    )
+    more = f" (and {len(changed) - 1} more cells)" if len(changed) > 1 else ""
+    return (
+        f"{cell.label} ran with other flags in {st['run_dir']} ({diff}){more}: a cell holds one configuration; give "
+        f'the new one its own --exp-name (--extra-for "{cell.algo}=... --exp-name {cell.exp_name}_2") or --runs-dir'
+    )
 
 
 def validate(args: Args, argv: list[str]) -> None:
@@ -751,6 +818,8 @@ class GridJob:
                 )
             last_epochs, started = epochs, started + 1
             action = f"resume {run['run_dir']} at epoch {epochs}" if run else "start"
+            if run is None:  # what the next launch compares its flags with (changed_flags)
+                update_record(self.runs_dir, cell, flags=list(cell.flags))
             print(f"{cell.label}: {action}", flush=True)
             rc = self._run_child(self._command(run))
             run = best_run(scan_runs(self.runs_dir).get(cell.key, []))
@@ -828,17 +897,61 @@ def final_score(s: dict) -> Optional[float]:
     return float(v) if v is not None else None
 
 
-def aggregate(states: dict[tuple, dict], reps: int = 2000, seed: int = 0, paper: Optional[list] = None) -> dict:
-    """Every number of the report, from the finished cells' summary.json files."""
-    finished = [st["run"]["summary"] for st in states.values() if st["state"] == "finished"]
-    configs = {
-        (s["env"], s["algorithm"]): st["run"]["config"]
-        for st in states.values()
+def run_config(config: dict) -> dict:
+    """What a run computes: its config.json without the keys that only say where and how it ran (RUN_ONLY), and its
+    dataset by content, not by path."""
+    out = {k: v for k, v in config.items() if k not in RUN_ONLY}
+    if isinstance(out.get("_dataset"), dict):
+        out["_dataset"] = out["_dataset"].get("fingerprint")
+    return out
+
+
+def row_names(states: dict[tuple, dict]) -> tuple[dict, list[str]]:
+    """The table row of each cell's run: its exp_name, and where one dataset and exp_name ran in several configurations
+    (a changed --extra or --extra-for, say) the config.json values that tell them apart, so that a row never averages
+    runs of different configurations. Also a note for each such split."""
+    configs: dict[tuple, dict] = {}
+    for (env, exp, _), st in states.items():
+        if st["run"]:
+            c = run_config(st["run"]["config"])
+            configs.setdefault((env, exp), {})[json.dumps(c, sort_keys=True)] = c
+    names, notes = {}, []
+    for (env, exp), by_text in sorted(configs.items()):
+        keys = sorted(
+            {k for c in by_text.values() for k in c if len({json.dumps(d.get(k)) for d in by_text.values()}) > 1}
+        )
+        for text, c in by_text.items():
+            shown = ", ".join(f"{k}={json.dumps(c.get(k))}" for k in keys[:3]) + (", ..." if len(keys) > 3 else "")
+            names[(env, exp, text)] = exp if len(by_text) == 1 else f"{exp} [{shown}]"
+        if len(by_text) > 1:
+            notes.append(
+                f"{env} {exp}: runs of {len(by_text)} configurations (their config.json differs in {', '.join(keys)}); "
+                "one row each, never averaged together"
+            )
+    rows = {}
+    for key, st in states.items():
+        text = json.dumps(run_config(st["run"]["config"]), sort_keys=True) if st["run"] else None
+        rows[key] = names.get((key[0], key[1], text), key[1])
+    return rows, notes
+
+
+def finished_summaries(states: dict[tuple, dict]) -> list[dict]:
+    """The finished runs' summary.json, each with its cell's dataset ("env") and table row ("algorithm")."""
+    rows, _ = row_names(states)
+    return [
+        {**st["run"]["summary"], "env": k[0], "algorithm": rows[k], "exp_name": k[1], "config": st["run"]["config"]}
+        for k, st in sorted(states.items())
         if st["state"] == "finished"
-        for s in [st["run"]["summary"]]
-    }
+    ]
+
+
+def aggregate(states: dict[tuple, dict], reps: int = 2000, seed: int = 0, paper: Optional[list] = None) -> dict:
+    """Every number of the report, from the finished cells' summary.json files (one row per dataset, exp_name and
+    configuration)."""
+    rows, notes = row_names(states)
+    finished = finished_summaries(states)
     failed = [
-        {"env": k[0], "algorithm": k[1], "seed": k[2], "run_dir": st["run_dir"], "error": st["error"]}
+        {"env": k[0], "algorithm": rows[k], "seed": k[2], "run_dir": st["run_dir"], "error": st["error"]}
         for k, st in sorted(states.items())
         if st["state"] == "failed"
     ]
@@ -867,33 +980,36 @@ def aggregate(states: dict[tuple, dict], reps: int = 2000, seed: int = 0, paper:
             "devices": sorted({str(r.get("device_name", r.get("device"))) for r in runs}),
             "hours_per_run": float(np.mean([r.get("wall_seconds", 0.0) for r in runs]) / 3600),
             "failed": sum(1 for f in failed if (f["env"], f["algorithm"]) == (env, algo)),
-            "paper": paper_number(paper, env, algo, configs[(env, algo)]),
+            "paper": paper_number(paper, env, runs[0]["exp_name"], runs[0]["config"]),
         }
-    for f in failed:  # cells with failed runs only still get a row
-        cells.setdefault(
-            f"{f['env']}/{f['algorithm']}",
-            {
-                "env": f["env"],
-                "algorithm": f["algorithm"],
-                "seeds": [],
-                "failed": 0,
-                "paper": paper_number(paper, f["env"], f["algorithm"]),
-            },
-        )
-        if not cells[f"{f['env']}/{f['algorithm']}"]["seeds"]:
-            cells[f"{f['env']}/{f['algorithm']}"]["failed"] += 1
+    for (env, exp, seed_), st in sorted(states.items()):  # cells with failed runs only still get a row
+        if st["state"] == "failed":
+            algo = rows[(env, exp, seed_)]
+            config = st["run"]["config"] if st["run"] else None
+            cell = cells.setdefault(
+                f"{env}/{algo}",
+                {
+                    "env": env,
+                    "algorithm": algo,
+                    "seeds": [],
+                    "failed": 0,
+                    "paper": paper_number(paper, env, exp, config),
+                },
+            )
+            if not cell["seeds"]:
+                cell["failed"] += 1
     # across datasets: D4RL-normalised ones only, those every algorithm has, and per algorithm the seeds it
     # finished on all of them (rliable's score matrices are runs × tasks)
     normalised = {k: v for k, v in groups.items() if v[0].get("score_kind") == "d4rl_normalized"}
     algos = sorted({a for _, a in normalised})
     tasks = sorted(e for e in {e for e, _ in normalised} if all((e, a) in normalised for a in algos))
-    matrices, notes = {}, []
+    matrices = {}
     for algo in algos:
         seeds = sorted(set.intersection(*[{r["seed"] for r in normalised[(e, algo)]} for e in tasks])) if tasks else []
         if not seeds:
             notes.append(f"{algo}: no seed finished on every dataset")
             continue
-        by_seed = {(r["env"], r["seed"]): cell_score(r) for e in tasks for r in normalised[(e, algo)]}
+        by_seed = {(e, r["seed"]): cell_score(r) for e in tasks for r in normalised[(e, algo)]}
         matrices[algo] = np.array([[by_seed[(e, s)] for e in tasks] for s in seeds])
     dropped = sorted({e for e, _ in normalised} - set(tasks))
     if dropped:
@@ -1139,7 +1255,7 @@ def write_report(args: Args, states: dict[tuple, dict]) -> dict:
         "runs_dir": args.runs_dir,
     }
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    summaries = [st["run"]["summary"] for st in states.values() if st["state"] == "finished"]
+    summaries = finished_summaries(states)
     for name, make in (
         ("curves", lambda: plot_curves(summaries, report) if summaries else None),
         ("profile", lambda: plot_profile(report, args.reps, args.bootstrap_seed) if report["matrices"] else None),
@@ -1307,6 +1423,9 @@ def main(args: Args, argv: list[str]) -> int:
         report = write_report(args, collect(args.runs_dir, cells if grid_given else None))
         return 1 if report["failed"] else 0
     states = collect(args.runs_dir, cells)
+    changed = changed_flags(cells, states)
+    if changed:
+        raise UserError(changed)
     todo, skipped_failed = [], []
     for cell in cells:
         st = states[cell.key]

@@ -151,6 +151,10 @@ def test_local_launcher_runs_the_grid_resumes_the_killed_run_and_tabulates(local
     assert f"orpo hopper-random-v2 seed 1: resume {local_grid['killed']} at epoch" in result.stdout
     assert result.stdout.count(": finished (") == 4 and result.stdout.count("$ ") == 2  # resumed 1, started 1
     assert run_dirs(runs, "orpo__1") == [local_grid["killed"]]
+    for name, flags in (("td3bc", COMMON), ("orpo", COMMON + MODEL)):  # what a later launch compares its flags with
+        for seed in (1, 2):
+            record = json.loads((runs / "_grid" / f"hopper-random-v2__{name}__{seed}.json").read_text())
+            assert record["flags"] == flags, (name, seed, record)
     summaries = [json.loads(p.read_text()) for p in runs.glob("*/summary.json")]
     assert sorted((s["algorithm"], s["seed"]) for s in summaries) == [
         ("orpo", 1),
@@ -229,12 +233,12 @@ def test_submitit_local_executor_runs_the_grid_and_a_preempted_job_resumes(local
 
 
 # ------------------------------------------------------------------------------------------ failures
-def fake_run(runs, env, algo, seed, last10, epochs=3, kind="d4rl_normalized", **summary):
+def fake_run(runs, env, algo, seed, last10, epochs=3, kind="d4rl_normalized", config=None, **summary):
     """A run directory as the scripts leave it: config.json, metrics.csv and (unless summary is None) summary.json."""
     run_dir = runs / f"{env.replace('/', '_')}__{algo}__{seed}__{1000 + seed}"
     run_dir.mkdir(parents=True)
     (run_dir / "config.json").write_text(
-        json.dumps({"env": env, "exp_name": algo, "seed": seed, "epochs": epochs, "cuda": False})
+        json.dumps({"env": env, "exp_name": algo, "seed": seed, "epochs": epochs, "cuda": False, **(config or {})})
     )
     (run_dir / "metrics.csv").write_text(
         "epoch,eval/return,eval/normalized_score\n" + "".join(f"{e},{last10},{last10}\n" for e in range(1, epochs + 1))
@@ -414,6 +418,65 @@ def test_aggregate_equals_a_hand_computation(scores, fixed_runs):
     assert "| hopper-random-v2 | mopo | 10.0 ± 5.0 † | [5.0, 15.0] | 31.7 ± 0.3 (1) |" in text
     assert "| halfcheetah-jump | orpo | 4000.0 ± 0.0 | [4000.0, 4000.0] | 5218.0 ± 128.5 (jump) |" in text
     assert "| orpo | 2 × 2 | 35.0 |" in text and "| mopo | 2 × 2 | 32.5 † |" in text and "| mopo | 0.69 † |" in text
+
+
+def test_runs_of_different_configurations_never_share_a_row(scores, tmp_path):
+    """td3bc seeds 1-2 ran with one learning rate, seeds 3-4 (a changed --extra-for) with another: two rows."""
+    runs = tmp_path / "runs"
+    for seed, lr, where in (
+        (1, 3e-4, {}),
+        (2, 3e-4, {"cuda": True, "checkpoint_every": 7}),
+        (3, 1e-3, {}),
+        (4, 1e-3, {}),
+    ):
+        fake_run(runs, "hopper-random-v2", "td3bc", seed, 10.0 * seed, config={"actor_lr": lr, "alpha": 2.5, **where})
+    fake_run(runs, "walker2d-random-v2", "td3bc", 1, 5.0, config={"actor_lr": 3e-4, "alpha": 2.5})  # one config there
+    report = scores.aggregate(scores.collect(str(runs)), reps=200, seed=0, paper=scores.paper_scores())
+    cells = {k: (c["seeds"], c["mean"]) for k, c in report["cells"].items()}
+    assert cells == {  # seed 2 differs from seed 1 only in where and how it ran (cuda, checkpoints): the same row
+        "hopper-random-v2/td3bc [actor_lr=0.0003]": ([1, 2], 15.0),
+        "hopper-random-v2/td3bc [actor_lr=0.001]": ([3, 4], 35.0),
+        "walker2d-random-v2/td3bc": ([1], 5.0),
+    }
+    assert report["cells"]["hopper-random-v2/td3bc [actor_lr=0.001]"]["paper"][:2] == ("12.7 ± 3.9", "1")
+    assert any(
+        "hopper-random-v2 td3bc: runs of 2 configurations" in n and "differs in actor_lr)" in n for n in report["notes"]
+    )
+    text = scores.markdown(report, {"date": "d", "host_cpu": "c", "commits": [], "reps": 200})
+    assert "| hopper-random-v2 | td3bc [actor_lr=0.001] | 35.0 ± 5.0 † |" in text
+
+
+def test_a_launch_refuses_a_cell_that_ran_with_other_flags(tmp_path, hopper_data_dir):
+    runs = tmp_path / "runs"
+    fake_run(runs, "hopper-random-v2", "td3bc", 1, 10.0, config={"actor_lr": 3e-4})
+    (runs / "_grid").mkdir()
+    (runs / "_grid" / "hopper-random-v2__td3bc__1.json").write_text(  # as the launch that started it left it
+        json.dumps({"env": "hopper-random-v2", "exp_name": "td3bc", "seed": 1, "state": "finished", "flags": COMMON})
+    )
+    grid = ["--algos", "td3bc", "--envs", "hopper-random-v2", "--seeds", "1", "--runs-dir", str(runs), "--reps", "200"]
+    changed = run_script(
+        "benchmarks/scores.py",
+        *grid,
+        f"--extra={shlex.join(COMMON)}",
+        "--extra-for",
+        "td3bc=--actor-lr 1e-3",
+        data_dir=hopper_data_dir[0],
+        cwd=str(tmp_path),
+    )
+    lines = changed.stderr.strip().splitlines()
+    assert changed.returncode == 2 and len(lines) == 1 and "$ " not in changed.stdout, changed.stdout + changed.stderr
+    assert lines[0].startswith("error: td3bc hopper-random-v2 seed 1 ran with other flags in ") and (
+        "(--actor-lr (not given) there, 0.001 now)" in lines[0]
+    ), lines[0]
+    # flags that change only where and how a run runs (device, checkpoints) are the same configuration
+    same = run_script(
+        "benchmarks/scores.py",
+        *grid,
+        f"--extra={shlex.join([*COMMON, '--cuda', '--checkpoint-every', '2'])}",
+        data_dir=hopper_data_dir[0],
+        cwd=str(tmp_path),
+    )
+    assert same.returncode == 0 and "skip td3bc hopper-random-v2 seed 1: finished" in same.stdout, same.stderr
 
 
 def test_figures_name_the_short_epochs(scores, fixed_runs):
