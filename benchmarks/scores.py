@@ -10,9 +10,12 @@ Each run is the algorithm's own script in a subprocess, writing its run director
 (dataset, --exp-name, seed) is found by the config.json of its run directory, never by the directory's name:
 a finished cell is never started again, an unfinished one is continued with the script's own `--resume RUN_DIR`
 (which refits in place a run killed before its first checkpoint), and a failed one (non-zero exit, `"status": "failed"`,
-a NaN score) is skipped and reported until `--retry-failed`. `--launcher slurm` submits one job per cell through
-submitit (one job array); on a time limit or preemption the job stops its run (SIGTERM: the run saves), is requeued
-and resumes. `--launcher submitit-local` runs the same job code through submitit's LocalExecutor on this machine.
+a NaN score) is skipped and reported until `--retry-failed`. A run that holds RUN_DIR/run.lock is running: it is
+never started twice, and a local launcher's runs die with it. A launch refuses a cell whose run was started with
+other flags, and a table row never averages runs of different configurations. `--launcher slurm` submits one job
+per cell through submitit (one job array); on a time limit or preemption the job stops its run (SIGTERM: the run
+saves), is requeued and resumes. `--launcher submitit-local` runs the same job code through submitit's
+LocalExecutor on this machine.
 
 The aggregate (docs/grid.md explains it): per cell mean ± std over seeds of `last10_score` and a 95 % bootstrap
 interval; per algorithm over the datasets the IQM and mean with stratified-bootstrap intervals, ORPO's probability
@@ -91,8 +94,7 @@ RUN_ONLY = {
     "checkpoint_every",
     "checkpoint_minutes",
 }
-LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None  # for prctl in a run's child
-PR_SET_PDEATHSIG = 1
+PR_SET_PDEATHSIG = 1  # prctl's option: the signal a process gets when its parent ends (Linux)
 
 
 class UserError(Exception):
@@ -430,7 +432,7 @@ def summary_error(summary: dict) -> str:
 
 
 def lock_holder(run_dir: str) -> Optional[str]:
-    """The pid written in RUN_DIR/run.lock while a live run holds the lock on it (fcntl.flock, the whole run), else None.
+    """The pid in RUN_DIR/run.lock while a live run holds the lock on it (fcntl.flock, the whole run), else None.
 
     Probed with a shared non-blocking flock that is let go at once: it fails only while the run holds its exclusive one.
     """
@@ -605,13 +607,18 @@ def whereabouts(st: dict) -> str:
 
 
 # ----------------------------------------------------------------------------------------------- one cell
-def child_setup(parent: int) -> None:
+def libc():
+    """The C library, for prctl (Linux only; None elsewhere). Loaded in the launcher, used in the run's process."""
+    return ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+
+
+def child_setup(parent: int, libc) -> None:
     """In a run's process before it starts: it dies with the launcher (SIGKILL when the launcher's process ends, on
     Linux; the run keeps its last checkpoint, and its run.lock goes with it) and ignores Slurm's time-limit signal,
     USR2, which Slurm sends to every process of the job."""
     signal.signal(signal.SIGUSR2, signal.SIG_IGN)
-    if LIBC is not None:
-        LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if libc is not None:
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != parent:  # the launcher died before prctl took effect
             os.kill(os.getpid(), signal.SIGKILL)
 
@@ -711,7 +718,7 @@ class GridJob:
                 stderr=subprocess.STDOUT,
                 env=env,
                 start_new_session=self.launcher == "local",
-                preexec_fn=lambda parent=os.getpid(): child_setup(parent),
+                preexec_fn=lambda parent=os.getpid(), libc=libc(): child_setup(parent, libc),
             )
             update_record(self.runs_dir, self.cell, child_pid=self._child.pid)
             while True:
@@ -847,8 +854,8 @@ class GridJob:
 
 # ----------------------------------------------------------------------------------------------- the paper's tables
 def paper_scores(path: str = PAPER_SCORES) -> list[dict]:
-    """The paper's numbers, one row each: benchmarks/paper_scores.csv (table, LaTeX label, dataset, the paper's column,
-    our variant, the config a run needs to match it, mean, std); tests/test_scores_grid.py checks it against the LaTeX."""
+    """The paper's numbers, one row each: benchmarks/paper_scores.csv (table, LaTeX label, dataset, the paper's
+    column, our variant, the config a run needs to match it, mean, std); a test checks it against the LaTeX."""
     try:
         with open(path, newline="") as f:
             rows = list(csv.DictReader(f))

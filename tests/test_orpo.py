@@ -275,7 +275,8 @@ def test_early_stopping_restores_each_models_best(orpo):
 
 # ---------------------------------------------------------------- presets
 # The paper's "Tuned hyper-parameters" table (\label{fig:d4rl-tuned-hyperparams}): per dataset our MOPO's
-# (λp, uncertainty, h^p) and ORPO's (λo, h^o), copied from the paper; test_hyperparameters_equal_the_latex checks them.
+# (λp, uncertainty, h^p) and ORPO's (λo, h^o), copied from the paper; test_hyperparameters_equal_the_latex checks
+# them against the LaTeX when ORPO_PAPER_TEX names it.
 PAPER_HYPERPARAMETERS = {
     "halfcheetah-random-v2": (6.64, "ensemble_std", 5, 0.015, 5),
     "hopper-random-v2": (5.9, "max_aleatoric", 5, 0.015, 5),
