@@ -296,8 +296,8 @@ PAPER_HYPERPARAMETERS = {
 def test_hyperparameters_equal_the_latex():
     if not PAPER_TEX or not os.path.isfile(PAPER_TEX):
         pytest.skip(
-            "the paper's LaTeX source is not given: set ORPO_PAPER_TEX=PATH/orpo_aaai24.tex to check "
-            f"PAPER_HYPERPARAMETERS against it (ORPO_PAPER_TEX={PAPER_TEX!r})"
+            f"no LaTeX source of the paper at ORPO_PAPER_TEX={PAPER_TEX!r}: set it to PATH/orpo_aaai24.tex to check "
+            "PAPER_HYPERPARAMETERS against it"
         )
     tex = open(PAPER_TEX).read()
     table = tex[

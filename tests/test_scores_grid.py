@@ -639,8 +639,8 @@ def latex_rows(path):
 def paper_tex():
     if not PAPER_TEX or not os.path.isfile(PAPER_TEX):
         pytest.skip(
-            "the paper's LaTeX source is not given: set ORPO_PAPER_TEX=PATH/orpo_aaai24.tex to check "
-            f"benchmarks/paper_scores.csv against it (ORPO_PAPER_TEX={PAPER_TEX!r})"
+            f"no LaTeX source of the paper at ORPO_PAPER_TEX={PAPER_TEX!r}: set it to PATH/orpo_aaai24.tex to check "
+            "benchmarks/paper_scores.csv against it"
         )
     return PAPER_TEX
 
