@@ -10,18 +10,24 @@ Each run is the algorithm's own script in a subprocess, writing its run director
 (dataset, --exp-name, seed) is found by the config.json of its run directory, never by the directory's name:
 a finished cell is never started again, an unfinished one is continued with the script's own `--resume RUN_DIR`
 (which refits in place a run killed before its first checkpoint), and a failed one (non-zero exit, `"status": "failed"`,
-a NaN score) is skipped and reported until `--retry-failed`. `--launcher slurm` submits one job per cell through
-submitit (one job array); on a time limit or preemption the job stops its run (SIGTERM: the run saves), is requeued
-and resumes. `--launcher submitit-local` runs the same job code through submitit's LocalExecutor on this machine.
+a NaN score) is skipped and reported until `--retry-failed`. A run that holds RUN_DIR/run.lock is running: it is
+never started twice, and a local launcher's runs die with it. A launch refuses a cell whose run was started with
+other flags, and a table row never averages runs of different configurations. `--launcher slurm` submits one job
+per cell through submitit (one job array); on a time limit or preemption the job stops its run (SIGTERM: the run
+saves), is requeued and resumes. `--launcher submitit-local` runs the same job code through submitit's
+LocalExecutor on this machine.
 
 The aggregate (docs/grid.md explains it): per cell mean ± std over seeds of `last10_score` and a 95 % bootstrap
 interval; per algorithm over the datasets the IQM and mean with stratified-bootstrap intervals, ORPO's probability
-of improvement over each baseline, and a performance profile (rliable). The paper's number for each cell is parsed
-from its LaTeX source. Exit status: 0 when every run is finished, 1 when a run failed, 130 when interrupted.
+of improvement over each baseline, and a performance profile (rliable). The paper's number for each cell is read
+from benchmarks/paper_scores.csv (transcribed from its LaTeX, one row per number). Exit status: 0 when every run is
+finished, 1 when a run failed, 130 when interrupted.
 """
 
 import contextlib
 import csv
+import ctypes
+import fcntl
 import glob
 import io
 import json
@@ -36,6 +42,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Literal, Optional
@@ -44,19 +51,10 @@ import numpy as np
 import tyro
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PAPER_TEX = os.path.normpath(os.path.join(ROOT, "..", "shared", "paper", "orpo_aaai24.tex"))
+PAPER_SCORES = os.path.join(ROOT, "benchmarks", "paper_scores.csv")  # the paper's numbers, from its LaTeX
+PAPER_ORDER = ("lambda", "1", "4", "jump")  # which table's number a cell is shown with, first match
 PAPER_EPOCHS = 1000  # the scripts' default, from ORPO's official runner: 1000 epochs × 1000 gradient steps
-PAPER_TABLES = {"1": "d4rl-part", "4": "table:all-results", "jump": "fig:generalize"}
-# the paper's column name -> ours; a variant is (script in algorithms/, the flags that make it)
-PAPER_COLUMNS = {
-    "TD3+BC": "td3bc",
-    "MBPO": "mbpo",
-    "MOPO": "mopo",
-    "ORPO": "orpo",
-    "ORPO (SAC)": "orpo_sac",
-    "OROO": "oroo",
-    "MOPO (TD3+BC)": "mopo_td3bc",
-}
+# a variant is (script in algorithms/, the flags that make it); paper_scores.csv names the paper's column of each
 VARIANTS = {
     "orpo": ("orpo", []),
     "orpo_sac": ("orpo", ["--output-algo", "sac", "--exp-name", "orpo_sac"]),
@@ -71,13 +69,32 @@ D4RL_12 = [
     for k in ("random", "medium", "medium-replay", "medium-expert")
     for d in ("halfcheetah", "hopper", "walker2d")
 ]
-# what each paper table needs from this repo (its other columns are other papers' methods); the numbers are parsed
+# what each paper table needs from this repo (its other columns are other papers' methods)
 PRESETS = {
     "1": (["td3bc", "mopo", "orpo"], D4RL_12),
     "4": (["td3bc", "mbpo", "mopo", "orpo", "orpo_sac", "oroo", "mopo_td3bc"], D4RL_12),
     "jump": (["td3bc", "mopo", "orpo"], ["halfcheetah-jump", "halfcheetah-jump-hard"]),
 }
 INTERRUPTED = {130, 143, -signal.SIGINT, -signal.SIGTERM}
+# config.json keys that say where and how a run ran, not what it computes: runs that differ only in these are one
+# configuration (a cell's rows and a launch's check of a cell's flags leave them out)
+RUN_ONLY = {
+    "env",
+    "exp_name",
+    "seed",
+    "runs_dir",
+    "resume",
+    "data_dir",
+    "dataset_path",
+    "cuda",
+    "track",
+    "wandb_project_name",
+    "wandb_entity",
+    "stop_after_epochs",
+    "checkpoint_every",
+    "checkpoint_minutes",
+}
+PR_SET_PDEATHSIG = 1  # prctl's option: the signal a process gets when its parent ends (Linux)
 
 
 class UserError(Exception):
@@ -142,8 +159,6 @@ class Args:
     """bootstrap resamples for every interval"""
     bootstrap_seed: int = 0
     """numpy seed of the bootstrap (the same seed gives the same intervals)"""
-    paper_tex: str = PAPER_TEX
-    """the paper's LaTeX source, for the paper's numbers beside ours"""
 
 
 SLURM_FLAGS = (
@@ -232,6 +247,55 @@ def make_grid(args: Args) -> list[Cell]:
     return cells
 
 
+def flag_values(flags) -> dict[str, list[str]]:
+    """Flags as {config key: values}: `--name V ...` and `--name=V`, `--no-name` as False and a bare `--name` as True,
+    numbers written one way (1e-3 = 0.001); the RUN_ONLY keys are left out."""
+    out: dict[str, list[str]] = {}
+    key = None
+    for token in flags:
+        if token.startswith("--"):
+            name, eq, value = token[2:].partition("=")
+            name = name.replace("-", "_")
+            key = name[3:] if name.startswith("no_") and not eq else name
+            out[key] = ["False"] if key != name else [value] if eq else []
+        elif key is not None:
+            out[key].append(token)
+
+    def number(v: str) -> str:
+        with contextlib.suppress(ValueError):
+            v = repr(float(v))
+            return v[:-2] if v.endswith(".0") else v
+        return v
+
+    return {k: [number(v) for v in (vs or ["True"])] for k, vs in out.items() if k not in RUN_ONLY}
+
+
+def changed_flags(cells: list[Cell], states: dict[tuple, dict]) -> Optional[str]:
+    """A launch must not take a cell's run made with other flags for its own (a changed --extra or --extra-for would
+    otherwise skip it as finished, or resume it): the first such cell, and what differs, as one line."""
+    changed = []
+    for cell in cells:
+        st = states[cell.key]
+        if st["run"] and "flags" in (st["record"] or {}):
+            before, now = flag_values(st["record"]["flags"]), flag_values(cell.flags)
+            if before != now:
+                changed.append((cell, st, before, now))
+    if not changed:
+        return None
+    cell, st, before, now = changed[0]
+    shown = lambda values, k: " ".join(values.get(k, ["(not given)"]))
+    diff = "; ".join(
+        f"--{k.replace('_', '-')} {shown(before, k)} there, {shown(now, k)} now"
+        for k in sorted(set(before) | set(now))
+        if before.get(k) != now.get(k)
+    )
+    more = f" (and {len(changed) - 1} more cells)" if len(changed) > 1 else ""
+    return (
+        f"{cell.label} ran with other flags in {st['run_dir']} ({diff}){more}: a cell holds one configuration; give "
+        f'the new one its own --exp-name (--extra-for "{cell.algo}=... --exp-name {cell.exp_name}_2") or --runs-dir'
+    )
+
+
 def validate(args: Args, argv: list[str]) -> None:
     flags = [a.split("=", 1)[0] for a in argv if a.startswith("--")]
     given = set(flags)
@@ -285,6 +349,38 @@ def validate(args: Args, argv: list[str]) -> None:
         raise UserError("; ".join(problems))
 
 
+def unwritable(path: str, kind: str) -> Optional[str]:
+    """Why the `kind` ("file" or "folder") at path cannot be written by this user, or None: its folder, or the nearest
+    one that exists, must take a new file (written to a temporary name and renamed, like every file here)."""
+    if os.path.isdir(path) != (kind == "folder") and os.path.exists(path):
+        return f"is a {'folder' if kind == 'file' else 'file'}, not a {kind}"
+    folder = os.path.abspath(path if kind == "folder" else os.path.dirname(path) or ".")
+    while not os.path.exists(folder):
+        folder = os.path.dirname(folder)
+    if not os.path.isdir(folder):
+        return f"{folder} is a file, not a folder"
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        return f"cannot write in {folder} ({e.strerror})"
+    return None
+
+
+def check_writable(args: Args) -> None:
+    """Before anything runs: every path the mode writes (--status and --dry-run write nothing)."""
+    writes = {"launch": [("--out", "file"), ("--runs-dir", "folder")], "table_only": [("--out", "file")]}
+    mode = "table_only" if args.table_only else "none" if args.status or args.dry_run else "launch"
+    problems = []
+    for flag, kind in writes.get(mode, []):
+        path = getattr(args, flag[2:].replace("-", "_"))
+        why = unwritable(path, kind)
+        if why:
+            problems.append(f"{flag} {path}: {why}")
+    if problems:
+        raise UserError("; ".join(problems) + " (give a path you can write to)")
+
+
 # ----------------------------------------------------------------------------------------------- run state
 def read_json(path: str) -> Optional[dict]:
     try:
@@ -335,6 +431,24 @@ def summary_error(summary: dict) -> str:
     return f"non-finite score (last10_score = {summary.get('last10_score')}) although the run finished"
 
 
+def lock_holder(run_dir: str) -> Optional[str]:
+    """The pid in RUN_DIR/run.lock while a live run holds the lock on it (fcntl.flock, the whole run), else None.
+
+    Probed with a shared non-blocking flock that is let go at once: it fails only while the run holds its exclusive one.
+    """
+    try:
+        fd = os.open(os.path.join(run_dir, "run.lock"), os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return os.read(fd, 32).decode(errors="replace").strip() or "?"
+    finally:
+        os.close(fd)  # closing lets go of the probe's lock
+    return None
+
+
 def scan_runs(runs_dir: str) -> dict[tuple, list[dict]]:
     """Every run directory under runs_dir, by (env, exp_name, seed) from its config.json."""
     runs: dict[tuple, list[dict]] = {}
@@ -351,6 +465,7 @@ def scan_runs(runs_dir: str) -> dict[tuple, list[dict]]:
                 "summary": summary,
                 "state": summary_state(summary),
                 "has_checkpoint": os.path.isfile(os.path.join(run_dir, "checkpoint.pt")),
+                "locked_by": lock_holder(run_dir),
                 "mtime": os.path.getmtime(config_path),
             }
         )
@@ -409,6 +524,9 @@ def cell_state(key: tuple, runs: list[dict], record: Optional[dict], live_jobs: 
     }
     if run and run["state"] == "finished":
         return {**out, "state": "finished"}
+    live = next((r for r in runs if r["locked_by"]), None)
+    if live:  # a run holds its run.lock, whoever started it: nothing may start a second writer there
+        return {**out, "state": "running", "run_dir": live["run_dir"], "run": live, "locked_by": live["locked_by"]}
     if run and run["state"] == "failed":
         return {**out, "state": "failed", "error": summary_error(run["summary"])}
     state = (record or {}).get("state")
@@ -480,7 +598,31 @@ def git_commit() -> str:
     return (head + ("+uncommitted algorithms/" if dirty else "")) if head else "unknown"
 
 
+def whereabouts(st: dict) -> str:
+    """Where a running or queued cell runs: the pid holding its run.lock, else what its launcher recorded."""
+    if st.get("locked_by"):
+        return f"{st['run_dir']}/run.lock is held by pid {st['locked_by']}"
+    rec = st.get("record") or {}
+    return f"{rec.get('launcher')} {rec.get('job_id') or ''} on {rec.get('host')}"
+
+
 # ----------------------------------------------------------------------------------------------- one cell
+def libc():
+    """The C library, for prctl (Linux only; None elsewhere). Loaded in the launcher, used in the run's process."""
+    return ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+
+
+def child_setup(parent: int, libc) -> None:
+    """In a run's process before it starts: it dies with the launcher (SIGKILL when the launcher's process ends, on
+    Linux; the run keeps its last checkpoint, and its run.lock goes with it) and ignores Slurm's time-limit signal,
+    USR2, which Slurm sends to every process of the job."""
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+    if libc is not None:
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the launcher died before prctl took effect
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
 class GridJob:
     """Runs one cell to its end: the same code under the local launcher and inside a submitit job.
 
@@ -568,15 +710,15 @@ class GridJob:
             log.write(
                 f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {socket.gethostname()} $ {shlex.join(cmd)}\n".encode()
             )
-            # Slurm's time-limit signal (USR2) goes to every process of the job: the run must not die of it. Locally
-            # the run gets its own session, so a signal to the launcher's process group reaches it once, forwarded.
+            # Locally the run gets its own session, so a signal to the launcher's process group reaches it once,
+            # forwarded; child_setup makes it die with the launcher and ignore Slurm's time-limit signal.
             self._child = subprocess.Popen(
                 cmd,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 env=env,
                 start_new_session=self.launcher == "local",
-                preexec_fn=lambda: signal.signal(signal.SIGUSR2, signal.SIG_IGN),
+                preexec_fn=lambda parent=os.getpid(), libc=libc(): child_setup(parent, libc),
             )
             update_record(self.runs_dir, self.cell, child_pid=self._child.pid)
             while True:
@@ -646,6 +788,11 @@ class GridJob:
 
     def _run(self) -> dict:
         cell, job_id = self.cell, None
+        live = [r for r in scan_runs(self.runs_dir).get(cell.key, []) if r["locked_by"]]
+        if live:  # started elsewhere since this launch looked: the run would refuse a second writer anyway
+            st = {"run_dir": live[0]["run_dir"], "locked_by": live[0]["locked_by"]}
+            print(f"skip {cell.label}: running ({whereabouts(st)})", flush=True)
+            return {"cell": cell.label, "state": "running", "run_dir": st["run_dir"], "error": None}
         if self.launcher != "local":
             import submitit
 
@@ -678,6 +825,8 @@ class GridJob:
                 )
             last_epochs, started = epochs, started + 1
             action = f"resume {run['run_dir']} at epoch {epochs}" if run else "start"
+            if run is None:  # what the next launch compares its flags with (changed_flags)
+                update_record(self.runs_dir, cell, flags=list(cell.flags))
             print(f"{cell.label}: {action}", flush=True)
             rc = self._run_child(self._command(run))
             run = best_run(scan_runs(self.runs_dir).get(cell.key, []))
@@ -704,119 +853,32 @@ class GridJob:
 
 
 # ----------------------------------------------------------------------------------------------- the paper's tables
-def _skip_group(text: str, i: int) -> int:
-    """Index after the balanced {...} that starts at text[i]."""
-    depth = 0
-    for j in range(i, len(text)):
-        depth += {"{": 1, "}": -1}.get(text[j], 0)
-        if depth == 0:
-            return j + 1
-    raise ValueError("unbalanced braces")
+def paper_scores(path: str = PAPER_SCORES) -> list[dict]:
+    """The paper's numbers, one row each: benchmarks/paper_scores.csv (table, LaTeX label, dataset, the paper's
+    column, our variant, the config a run needs to match it, mean, std); a test checks it against the LaTeX."""
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+    except OSError as e:
+        raise UserError(f"cannot read the paper's numbers: {e} (benchmarks/paper_scores.csv belongs to the checkout)")
+    for r in rows:
+        r["mean"], r["std"] = float(r["mean"]), float(r["std"]) if r["std"] else None
+        r["config"] = {k: float(v) for k, v in (kv.split("=", 1) for kv in r["config"].split())}
+    return rows
 
 
-def _split_top(text: str, sep: str) -> list[str]:
-    """Split at `sep` outside braces (so \\shortstack{Medium\\\\Replay} stays one cell)."""
-    parts, depth, start, i = [], 0, 0, 0
-    while i < len(text):
-        if depth == 0 and text.startswith(sep, i):
-            parts.append(text[start:i])
-            i += len(sep)
-            start = i
-            continue
-        if text[i] == "\\" and text[i + 1 : i + 2] in ("{", "}"):
-            i += 2
-            continue
-        depth += {"{": 1, "}": -1}.get(text[i], 0)
-        i += 1
-    parts.append(text[start:])
-    return parts
-
-
-def _clean(cell: str) -> str:
-    cell = re.sub(r"\\color\[HTML\]\{\w+\}", "", cell)
-    cell = re.sub(r"\\(cellcolor|colorbox)\{\w+\}", "", cell)
-    return re.sub(r"\\multicolumn\{\d+\}\{[^}]*\}", "", cell)
-
-
-def _numbers(cell: str) -> list[float]:
-    return [float(x) for x in re.findall(r"-?\d+(?:\.\d+)?", _clean(cell))]
-
-
-def _method_name(header_cell: str) -> str:
-    i = header_cell.index("\\makecell[c]") + len("\\makecell[c]")
-    inner = header_cell[i + 1 : _skip_group(header_cell, i) - 1]
-    parts = [p.strip() for p in inner.split("\\\\")]
-    keep = [p for p in parts if p and not re.fullmatch(r"\(.*\)|\d{4}|NeurIPS|ICLR|ICML", p)]
-    return keep[0]
-
-
-def paper_tables(path: str) -> dict[str, dict]:
-    """The paper's score tables, parsed from its LaTeX: {table: {"cells": {(dataset, ours): (mean, std)}, ...}}."""
-    with open(path) as f:
-        tex = f.read()
-    tables = {}
-    for name, label in PAPER_TABLES.items():
-        end = tex.index(f"\\label{{{label}}}")
-        begin = tex.rindex("\\begin{tabular}", 0, end)
-        body_start = _skip_group(tex, begin + len("\\begin{tabular}"))
-        body = tex[body_start : tex.index("\\end{tabular}", body_start)]
-        env_start = max(0, tex.rfind("\\begin{table}", 0, end), tex.rfind("\\begin{table*}", 0, end))
-        seeds = re.search(r"(\d+) (?:different|random) seeds", tex[env_start : end + 40])
-        body = re.sub(
-            r"\\(toprule|midrule|bottomrule|hline)|\\specialrule\{[^}]*\}\{[^}]*\}\{[^}]*\}|(?<!\\)%[^\n]*", "", body
-        )
-        rows = [_split_top(r, "&") for r in _split_top(body, "\\\\") if r.strip()]
-        cells, methods, group = {}, None, ""
-        for row in rows:
-            if name == "jump":
-                if row[0].strip() == "Environments":
-                    methods = [c.strip() for c in row[1:]]
-                elif methods and len(row) == len(methods) + 1:
-                    for method, c in zip(methods, row[1:]):
-                        mean, std = _numbers(c)[:2]
-                        cells[(row[0].strip().lower(), method)] = (mean, std)
-                continue
-            if any("\\makecell" in c for c in row):
-                methods = [_method_name(c) for c in row if "\\makecell" in c]
-                continue
-            env = re.sub(r"[^A-Za-z0-9]", "", _clean(row[1])) if len(row) > 1 else ""
-            if methods is None or env.lower() not in ("halfcheetah", "hopper", "walker2d"):
-                continue
-            if row[0].strip():
-                g = re.sub(r"\\multirow\{\d+\}\{\*\}|\\rotatebox\[[^\]]*\]\{\d+\}|\\shortstack", "", row[0])
-                group = re.sub(r"\s+", " ", re.sub(r"[{}]", "", g.replace("\\\\", " "))).strip().lower()
-            k = 2
-            for method in methods:
-                if "\\multicolumn{2}" in row[k]:
-                    cells[(f"{env.lower()}-{group.replace(' ', '-')}-v2", method)] = (_numbers(row[k])[0], None)
-                    k += 1
-                else:
-                    cells[(f"{env.lower()}-{group.replace(' ', '-')}-v2", method)] = (
-                        _numbers(row[k])[0],
-                        _numbers(row[k + 1])[0],
-                    )
-                    k += 2
-        tables[name] = {
-            "label": label,
-            "seeds": int(seeds.group(1)) if seeds else None,
-            "methods": methods,
-            "cells": {(d, PAPER_COLUMNS.get(m, m)): v for (d, m), v in cells.items()},
-        }
-    return tables
-
-
-def paper_number(tables: Optional[dict], env: str, algo: str) -> Optional[tuple]:
-    """(text, table) of the paper's number for a cell: Table 1 first, then Table 4, then the jump table."""
-    if not tables:
-        return None
-    dataset = env
-    if env.startswith("local/"):  # made with D4RL's recipe: the D4RL dataset of the same name
-        dataset = env[len("local/") :] + "-v2"
-    for name in ("1", "4", "jump"):
-        value = tables.get(name, {}).get("cells", {}).get((dataset, algo))
-        if value is not None:
-            mean, std = value
-            return (f"{mean:.1f}" + (f" ± {std:.1f}" if std is not None else ""), name, dataset)
+def paper_number(rows: Optional[list], env: str, algo: str, config: Optional[dict] = None) -> Optional[tuple]:
+    """(text, table, dataset) of the paper's number for a cell: the λo table where the run has its λo and λp, else
+    Table 1, Table 4, the jump table. `local/NAME` is compared with the D4RL dataset NAME-v2."""
+    dataset = env[len("local/") :] + "-v2" if env.startswith("local/") else env
+    config = config or {}
+    for table in PAPER_ORDER:
+        for r in rows or []:
+            if (r["table"], r["dataset"], r["algorithm"]) == (table, dataset, algo) and all(
+                isinstance(config.get(k), (int, float)) and float(config[k]) == v for k, v in r["config"].items()
+            ):
+                std = f" ± {r['std']:.1f}" if r["std"] is not None else ""
+                return (f"{r['mean']:.1f}{std}", table, dataset)
     return None
 
 
@@ -842,11 +904,61 @@ def final_score(s: dict) -> Optional[float]:
     return float(v) if v is not None else None
 
 
-def aggregate(states: dict[tuple, dict], reps: int = 2000, seed: int = 0, paper: Optional[dict] = None) -> dict:
-    """Every number of the report, from the finished cells' summary.json files."""
-    finished = [st["run"]["summary"] for st in states.values() if st["state"] == "finished"]
+def run_config(config: dict) -> dict:
+    """What a run computes: its config.json without the keys that only say where and how it ran (RUN_ONLY), and its
+    dataset by content, not by path."""
+    out = {k: v for k, v in config.items() if k not in RUN_ONLY}
+    if isinstance(out.get("_dataset"), dict):
+        out["_dataset"] = out["_dataset"].get("fingerprint")
+    return out
+
+
+def row_names(states: dict[tuple, dict]) -> tuple[dict, list[str]]:
+    """The table row of each cell's run: its exp_name, and where one dataset and exp_name ran in several configurations
+    (a changed --extra or --extra-for, say) the config.json values that tell them apart, so that a row never averages
+    runs of different configurations. Also a note for each such split."""
+    configs: dict[tuple, dict] = {}
+    for (env, exp, _), st in states.items():
+        if st["run"]:
+            c = run_config(st["run"]["config"])
+            configs.setdefault((env, exp), {})[json.dumps(c, sort_keys=True)] = c
+    names, notes = {}, []
+    for (env, exp), by_text in sorted(configs.items()):
+        keys = sorted(
+            {k for c in by_text.values() for k in c if len({json.dumps(d.get(k)) for d in by_text.values()}) > 1}
+        )
+        for text, c in by_text.items():
+            shown = ", ".join(f"{k}={json.dumps(c.get(k))}" for k in keys[:3]) + (", ..." if len(keys) > 3 else "")
+            names[(env, exp, text)] = exp if len(by_text) == 1 else f"{exp} [{shown}]"
+        if len(by_text) > 1:
+            notes.append(
+                f"{env} {exp}: runs of {len(by_text)} configurations (their config.json differs in {', '.join(keys)}); "
+                "one row each, never averaged together"
+            )
+    rows = {}
+    for key, st in states.items():
+        text = json.dumps(run_config(st["run"]["config"]), sort_keys=True) if st["run"] else None
+        rows[key] = names.get((key[0], key[1], text), key[1])
+    return rows, notes
+
+
+def finished_summaries(states: dict[tuple, dict]) -> list[dict]:
+    """The finished runs' summary.json, each with its cell's dataset ("env") and table row ("algorithm")."""
+    rows, _ = row_names(states)
+    return [
+        {**st["run"]["summary"], "env": k[0], "algorithm": rows[k], "exp_name": k[1], "config": st["run"]["config"]}
+        for k, st in sorted(states.items())
+        if st["state"] == "finished"
+    ]
+
+
+def aggregate(states: dict[tuple, dict], reps: int = 2000, seed: int = 0, paper: Optional[list] = None) -> dict:
+    """Every number of the report, from the finished cells' summary.json files (one row per dataset, exp_name and
+    configuration)."""
+    rows, notes = row_names(states)
+    finished = finished_summaries(states)
     failed = [
-        {"env": k[0], "algorithm": k[1], "seed": k[2], "run_dir": st["run_dir"], "error": st["error"]}
+        {"env": k[0], "algorithm": rows[k], "seed": k[2], "run_dir": st["run_dir"], "error": st["error"]}
         for k, st in sorted(states.items())
         if st["state"] == "failed"
     ]
@@ -875,33 +987,36 @@ def aggregate(states: dict[tuple, dict], reps: int = 2000, seed: int = 0, paper:
             "devices": sorted({str(r.get("device_name", r.get("device"))) for r in runs}),
             "hours_per_run": float(np.mean([r.get("wall_seconds", 0.0) for r in runs]) / 3600),
             "failed": sum(1 for f in failed if (f["env"], f["algorithm"]) == (env, algo)),
-            "paper": paper_number(paper, env, algo),
+            "paper": paper_number(paper, env, runs[0]["exp_name"], runs[0]["config"]),
         }
-    for f in failed:  # cells with failed runs only still get a row
-        cells.setdefault(
-            f"{f['env']}/{f['algorithm']}",
-            {
-                "env": f["env"],
-                "algorithm": f["algorithm"],
-                "seeds": [],
-                "failed": 0,
-                "paper": paper_number(paper, f["env"], f["algorithm"]),
-            },
-        )
-        if not cells[f"{f['env']}/{f['algorithm']}"]["seeds"]:
-            cells[f"{f['env']}/{f['algorithm']}"]["failed"] += 1
+    for (env, exp, seed_), st in sorted(states.items()):  # cells with failed runs only still get a row
+        if st["state"] == "failed":
+            algo = rows[(env, exp, seed_)]
+            config = st["run"]["config"] if st["run"] else None
+            cell = cells.setdefault(
+                f"{env}/{algo}",
+                {
+                    "env": env,
+                    "algorithm": algo,
+                    "seeds": [],
+                    "failed": 0,
+                    "paper": paper_number(paper, env, exp, config),
+                },
+            )
+            if not cell["seeds"]:
+                cell["failed"] += 1
     # across datasets: D4RL-normalised ones only, those every algorithm has, and per algorithm the seeds it
     # finished on all of them (rliable's score matrices are runs × tasks)
     normalised = {k: v for k, v in groups.items() if v[0].get("score_kind") == "d4rl_normalized"}
     algos = sorted({a for _, a in normalised})
     tasks = sorted(e for e in {e for e, _ in normalised} if all((e, a) in normalised for a in algos))
-    matrices, notes = {}, []
+    matrices = {}
     for algo in algos:
         seeds = sorted(set.intersection(*[{r["seed"] for r in normalised[(e, algo)]} for e in tasks])) if tasks else []
         if not seeds:
             notes.append(f"{algo}: no seed finished on every dataset")
             continue
-        by_seed = {(r["env"], r["seed"]): cell_score(r) for e in tasks for r in normalised[(e, algo)]}
+        by_seed = {(e, r["seed"]): cell_score(r) for e in tasks for r in normalised[(e, algo)]}
         matrices[algo] = np.array([[by_seed[(e, s)] for e in tasks] for s in seeds])
     dropped = sorted({e for e, _ in normalised} - set(tasks))
     if dropped:
@@ -970,9 +1085,10 @@ def markdown(report: dict, meta: dict) -> str:
         f"seeds {', '.join(map(str, report['seeds'])) or '-'}.\n",
         "Score: `last10_score`, the mean of a run's last 10 evaluations (the paper's protocol); per cell the mean ± "
         "std over seeds (numpy's std, ddof = 0) and a 95 % percentile-bootstrap interval of that mean "
-        f"({meta['reps']} resamples, rliable). Paper: the paper's number for the same cell, parsed from "
-        f"{meta['paper_source']}; (1) = Table 1 `d4rl-part`, (4) = Table 4 `table:all-results`, (jump) = "
-        "`fig:generalize`.\n",
+        f"({meta['reps']} resamples, rliable). Paper: the paper's number for the same cell "
+        "(`benchmarks/paper_scores.csv`, from the paper's LaTeX); (1) = Table 1 `d4rl-part`, (4) = Table 4 "
+        "`table:all-results`, (jump) = `fig:generalize`, (lambda) = the λo table `table:lambda` (a run with its λo "
+        "and λp).\n",
     ]
     if report["short"]:
         lines.append(f"**{epochs_note(report)}.**\n")
@@ -1129,10 +1245,7 @@ def cpu_name() -> str:
 
 
 def write_report(args: Args, states: dict[tuple, dict]) -> dict:
-    paper, paper_source = None, f"`{args.paper_tex}` (not found: no paper numbers)"
-    if os.path.isfile(args.paper_tex):
-        paper, paper_source = paper_tables(args.paper_tex), f"`{os.path.basename(args.paper_tex)}`"
-    report = aggregate(states, args.reps, args.bootstrap_seed, paper)
+    report = aggregate(states, args.reps, args.bootstrap_seed, paper_scores())
     stem = os.path.splitext(args.out)[0]
     commits = sorted(
         {c for st in states.values() if st["state"] == "finished" for c in (st["record"] or {}).get("commits", [])}
@@ -1145,12 +1258,11 @@ def write_report(args: Args, states: dict[tuple, dict]) -> dict:
         "commits": commits,
         "reps": args.reps,
         "bootstrap_seed": args.bootstrap_seed,
-        "paper_source": paper_source,
         "paper_epochs": PAPER_EPOCHS,
         "runs_dir": args.runs_dir,
     }
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    summaries = [st["run"]["summary"] for st in states.values() if st["state"] == "finished"]
+    summaries = finished_summaries(states)
     for name, make in (
         ("curves", lambda: plot_curves(summaries, report) if summaries else None),
         ("profile", lambda: plot_profile(report, args.reps, args.bootstrap_seed) if report["matrices"] else None),
@@ -1189,7 +1301,8 @@ def status_view(args: Args, cells: Optional[list[Cell]]) -> None:
             where = f" on {rec['host']}" if rec.get("host") else ""
             job = f" job {rec['job_id']}" if rec.get("job_id") else ""
             epochs = f" epoch {run_epochs(st['run_dir'])}/{st['run']['config'].get('epochs')}" if st["run"] else ""
-            line = f"  {st['state']:8s} {key[1]} {key[0]} seed {key[2]}{epochs}{where}{job}"
+            lock = f" (run.lock held by pid {st['locked_by']})" if st.get("locked_by") else ""
+            line = f"  {st['state']:8s} {key[1]} {key[0]} seed {key[2]}{epochs}{where}{job}{lock}"
             if st["state"] == "failed":
                 line += f": {st['error']}"
             print(line)
@@ -1307,6 +1420,7 @@ def wait_jobs(pairs: list) -> None:
 
 def main(args: Args, argv: list[str]) -> int:
     validate(args, argv)
+    check_writable(args)
     grid_given = any(a.split("=", 1)[0] in ("--algos", "--envs", "--seeds", "--paper-table") for a in argv)
     cells = make_grid(args)
     if args.status:
@@ -1316,6 +1430,9 @@ def main(args: Args, argv: list[str]) -> int:
         report = write_report(args, collect(args.runs_dir, cells if grid_given else None))
         return 1 if report["failed"] else 0
     states = collect(args.runs_dir, cells)
+    changed = changed_flags(cells, states)
+    if changed:
+        raise UserError(changed)
     todo, skipped_failed = [], []
     for cell in cells:
         st = states[cell.key]
@@ -1325,10 +1442,7 @@ def main(args: Args, argv: list[str]) -> int:
             print(f"skip {cell.label}: failed earlier: {st['error']} (--retry-failed runs it again)")
             skipped_failed.append(cell)
         elif st["state"] in ("running", "queued"):
-            rec = st["record"]
-            print(
-                f"skip {cell.label}: {st['state']} ({rec.get('launcher')} {rec.get('job_id') or ''} on {rec.get('host')})"
-            )
+            print(f"skip {cell.label}: {st['state']} ({whereabouts(st)})")
         else:
             todo.append((cell, st))
     if args.dry_run:
@@ -1360,8 +1474,8 @@ def main(args: Args, argv: list[str]) -> int:
             return 1 if skipped_failed else 0
         if args.launcher == "slurm":
             wait_jobs(submitted)
-    report = write_report(args, collect(args.runs_dir))
-    states = collect(args.runs_dir, cells)
+    states = collect(args.runs_dir, cells)  # the grid's cells only, as --table-only of the same grid
+    write_report(args, states)
     failed = [c for c in cells if states[c.key]["state"] == "failed"]
     unfinished = [c for c in cells if states[c.key]["state"] != "finished"]
     if failed:
@@ -1371,7 +1485,7 @@ def main(args: Args, argv: list[str]) -> int:
     if interrupted:
         print("interrupted: run the same command again to resume", file=sys.stderr)
         return 130
-    if failed or report["failed"]:
+    if failed:
         return 1
     if unfinished:
         print(
@@ -1383,17 +1497,22 @@ def main(args: Args, argv: list[str]) -> int:
 
 
 def one_line_tyro_error(text: str) -> str:
-    """tyro's boxed parse error as one line: the box's first paragraph, and its "Perhaps you meant" hint."""
+    """tyro's boxed parse error as one line: the box's first paragraph and the fix it names (its "Perhaps you meant"
+    flag, else the flag's usage line, else where the flags are listed)."""
     lines = [ln.strip().strip("│╭╮╰╯").strip() for ln in text.splitlines()[1:]]
     body, hint, in_body = [], "", True
     for i, ln in enumerate(lines):
-        if ln.startswith("Perhaps you meant") and i + 1 < len(lines) and lines[i + 1]:
-            hint = f" (did you mean {lines[i + 1].split()[0]}?)"
+        following = lines[i + 1] if i + 1 < len(lines) else ""
+        if ln.startswith("Perhaps you meant") and following:
+            hint = f" (did you mean {following.split()[0]}?)"
+        elif ln == "Argument helptext:" and following and not hint:
+            hint = f" (usage: {following})"
         elif ln and set(ln) <= {"─"}:
             in_body = False
         elif in_body and ln and not ln.startswith("For full helptext"):
             body.append(ln)
-    return (" ".join(body) or "bad command line; see --help") + hint
+    text = re.sub(r" ([.,)])", r"\1", " ".join(body)) or "bad command line"  # a line that rich wrapped, joined
+    return text + (hint or (" (--help lists the flags)" if text.startswith("Unrecognized") else ""))
 
 
 def cli(argv: list[str]) -> int:

@@ -2,10 +2,13 @@
 preempted run is resumed to the same metrics, failed/NaN runs are skipped and reported with a non-zero exit, the
 aggregate statistics equal a hand computation, the paper's numbers come from its LaTeX, and bad flags are one line."""
 
+import contextlib
 import csv
+import fcntl
 import glob
 import json
 import os
+import re
 import shlex
 import signal
 import socket
@@ -18,7 +21,7 @@ import pytest
 from conftest import ROOT, load_module, run_script
 
 SCRIPT = os.path.join(ROOT, "benchmarks", "scores.py")
-PAPER = os.path.join(ROOT, "..", "shared", "paper", "orpo_aaai24.tex")
+PAPER_TEX = os.environ.get("ORPO_PAPER_TEX")  # the paper's LaTeX source, only to check paper_scores.csv against it
 # 3 epochs, a checkpoint after each, one evaluation at the end (the kill tests need epochs that outlast a poll)
 COMMON = [
     "--epochs",
@@ -87,6 +90,20 @@ def wait_for(pattern, proc, timeout=120):
     raise AssertionError(f"nothing matched {pattern} within {timeout} s")
 
 
+def wait_gone(pid, timeout=10.0):
+    """True once pid has exited (a zombie counts: an orphan's reaper may be slow), False after timeout seconds."""
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
 @pytest.fixture(scope="module")
 def local_grid(hopper_data_dir, tmp_path_factory):
     """The grid through the default launcher (one run after another), killed once mid-way through orpo seed 1."""
@@ -103,17 +120,29 @@ def local_grid(hopper_data_dir, tmp_path_factory):
     )
     try:
         killed = os.path.dirname(wait_for(str(runs / "hopper-random-v2__orpo__1__*" / "checkpoint.pt"), proc))
-        os.killpg(proc.pid, signal.SIGKILL)  # the launcher and its run, as a crash or `scancel` without grace
+        child = json.loads((runs / "_grid" / "hopper-random-v2__orpo__1.json").read_text())["child_pid"]
+        os.kill(proc.pid, signal.SIGKILL)  # the launcher only, as a crash or the out-of-memory killer: its run goes too
     finally:
         proc.wait()
+    run_gone = wait_gone(child)
     status = run_script(SCRIPT, "--status", "--runs-dir", str(runs), cwd=str(tmp))
     result = run_script(*cmd, data_dir=hopper_data_dir[0], cwd=str(tmp))
-    return {"runs": runs, "out": out, "result": result, "cmd": cmd, "tmp": tmp, "killed": killed, "status": status}
+    return {
+        "runs": runs,
+        "out": out,
+        "result": result,
+        "cmd": cmd,
+        "tmp": tmp,
+        "killed": killed,
+        "status": status,
+        "run_gone": run_gone,
+    }
 
 
 # ------------------------------------------------------------------------------------------ launchers, end to end
 def test_local_launcher_runs_the_grid_resumes_the_killed_run_and_tabulates(local_grid, hopper_data_dir):
     result, runs, out = local_grid["result"], local_grid["runs"], local_grid["out"]
+    assert local_grid["run_gone"], "the run outlived its SIGKILLed launcher"
     # after the kill: td3bc's two runs finished, orpo seed 1 stopped (its launcher is gone), seed 2 not started
     assert "3 runs: 0 queued, 0 running, 2 finished, 0 failed, 1 stopped" in local_grid["status"].stdout, local_grid[
         "status"
@@ -122,6 +151,10 @@ def test_local_launcher_runs_the_grid_resumes_the_killed_run_and_tabulates(local
     assert f"orpo hopper-random-v2 seed 1: resume {local_grid['killed']} at epoch" in result.stdout
     assert result.stdout.count(": finished (") == 4 and result.stdout.count("$ ") == 2  # resumed 1, started 1
     assert run_dirs(runs, "orpo__1") == [local_grid["killed"]]
+    for name, flags in (("td3bc", COMMON), ("orpo", COMMON + MODEL)):  # what a later launch compares its flags with
+        for seed in (1, 2):
+            record = json.loads((runs / "_grid" / f"hopper-random-v2__{name}__{seed}.json").read_text())
+            assert record["flags"] == flags, (name, seed, record)
     summaries = [json.loads(p.read_text()) for p in runs.glob("*/summary.json")]
     assert sorted((s["algorithm"], s["seed"]) for s in summaries) == [
         ("orpo", 1),
@@ -200,12 +233,12 @@ def test_submitit_local_executor_runs_the_grid_and_a_preempted_job_resumes(local
 
 
 # ------------------------------------------------------------------------------------------ failures
-def fake_run(runs, env, algo, seed, last10, epochs=3, kind="d4rl_normalized", **summary):
+def fake_run(runs, env, algo, seed, last10, epochs=3, kind="d4rl_normalized", config=None, **summary):
     """A run directory as the scripts leave it: config.json, metrics.csv and (unless summary is None) summary.json."""
     run_dir = runs / f"{env.replace('/', '_')}__{algo}__{seed}__{1000 + seed}"
     run_dir.mkdir(parents=True)
     (run_dir / "config.json").write_text(
-        json.dumps({"env": env, "exp_name": algo, "seed": seed, "epochs": epochs, "cuda": False})
+        json.dumps({"env": env, "exp_name": algo, "seed": seed, "epochs": epochs, "cuda": False, **(config or {})})
     )
     (run_dir / "metrics.csv").write_text(
         "epoch,eval/return,eval/normalized_score\n" + "".join(f"{e},{last10},{last10}\n" for e in range(1, epochs + 1))
@@ -299,6 +332,7 @@ def test_a_run_that_fails_is_recorded_skipped_then_retried(tmp_path, hopper_data
     assert first.returncode == 1 and "$ " in first.stdout, first.stdout[-2000:] + first.stderr[-2000:]
     record = json.loads((runs / "_grid" / "local_no-such-data__td3bc__1.json").read_text())
     assert record["state"] == "failed" and record["error"].startswith("exit 1: error:") and "\n" not in record["error"]
+    assert record["flags"] == COMMON  # the flags it was started with, for the next launch's check
     assert record["error"] in first.stderr
     status = run_script("benchmarks/scores.py", "--status", "--runs-dir", str(runs), cwd=str(tmp_path))
     assert "1 failed" in status.stdout and record["error"] in status.stdout, status.stdout
@@ -306,6 +340,33 @@ def test_a_run_that_fails_is_recorded_skipped_then_retried(tmp_path, hopper_data
     assert second.returncode == 1 and "$ " not in second.stdout and "failed earlier" in second.stdout
     third = run_script(*cmd, "--retry-failed", data_dir=hopper_data_dir[0], cwd=str(tmp_path))
     assert third.returncode == 1 and third.stdout.count("$ ") == 1
+
+
+def test_a_launch_tabulates_its_own_grid_as_table_only_does(tmp_path, hopper_data_dir):
+    """A seed-3 grid failed in this runs dir; a launch of seeds 1 2 4 (all finished) must not report seed 3."""
+    runs = tmp_path / "runs"
+    for seed in (1, 2, 4):
+        fake_run(runs, "hopper-random-v2", "td3bc", seed, 10.0 * seed)
+    fake_run(runs, "hopper-random-v2", "td3bc", 3, None, finished=False, status="failed", error="error: boom")
+    grid = ["--algos", "td3bc", "--envs", "hopper-random-v2", "--seeds", "1", "2", "4", "--runs-dir", str(runs)]
+    texts = []
+    for mode, out in (([], "by_launch.md"), (["--table-only"], "by_table_only.md")):
+        result = run_script(
+            "benchmarks/scores.py",
+            *grid,
+            *mode,
+            "--reps",
+            "200",
+            "--out",
+            str(tmp_path / out),
+            data_dir=hopper_data_dir[0],
+            cwd=str(tmp_path),
+        )
+        assert result.returncode == 0 and "$ " not in result.stdout, (mode, result.stdout[-2000:], result.stderr)
+        lines = (tmp_path / out).read_text().replace(f"]({out[:-3]}", "](OUT").splitlines()  # figures' names
+        texts.append("\n".join(ln for ln in lines if not ln.startswith("Made by")))  # its date differs
+    assert texts[0] == texts[1]
+    assert "| 3 (1, 2, 4) |" in texts[0] and "boom" not in texts[0] and "Failed runs" not in texts[0], texts[0]
 
 
 # ------------------------------------------------------------------------------------------ aggregation
@@ -327,7 +388,7 @@ def fixed_runs(tmp_path):
 
 
 def test_aggregate_equals_a_hand_computation(scores, fixed_runs):
-    report = scores.aggregate(scores.collect(str(fixed_runs)), reps=500, seed=0, paper=scores.paper_tables(PAPER))
+    report = scores.aggregate(scores.collect(str(fixed_runs)), reps=500, seed=0, paper=scores.paper_scores())
     cell = report["cells"]["hopper-random-v2/orpo"]
     assert (
         cell["seeds"] == [1, 2, 3]
@@ -360,6 +421,65 @@ def test_aggregate_equals_a_hand_computation(scores, fixed_runs):
     assert "| orpo | 2 × 2 | 35.0 |" in text and "| mopo | 2 × 2 | 32.5 † |" in text and "| mopo | 0.69 † |" in text
 
 
+def test_runs_of_different_configurations_never_share_a_row(scores, tmp_path):
+    """td3bc seeds 1-2 ran with one learning rate, seeds 3-4 (a changed --extra-for) with another: two rows."""
+    runs = tmp_path / "runs"
+    for seed, lr, where in (
+        (1, 3e-4, {}),
+        (2, 3e-4, {"cuda": True, "checkpoint_every": 7}),
+        (3, 1e-3, {}),
+        (4, 1e-3, {}),
+    ):
+        fake_run(runs, "hopper-random-v2", "td3bc", seed, 10.0 * seed, config={"actor_lr": lr, "alpha": 2.5, **where})
+    fake_run(runs, "walker2d-random-v2", "td3bc", 1, 5.0, config={"actor_lr": 3e-4, "alpha": 2.5})  # one config there
+    report = scores.aggregate(scores.collect(str(runs)), reps=200, seed=0, paper=scores.paper_scores())
+    cells = {k: (c["seeds"], c["mean"]) for k, c in report["cells"].items()}
+    assert cells == {  # seed 2 differs from seed 1 only in where and how it ran (cuda, checkpoints): the same row
+        "hopper-random-v2/td3bc [actor_lr=0.0003]": ([1, 2], 15.0),
+        "hopper-random-v2/td3bc [actor_lr=0.001]": ([3, 4], 35.0),
+        "walker2d-random-v2/td3bc": ([1], 5.0),
+    }
+    assert report["cells"]["hopper-random-v2/td3bc [actor_lr=0.001]"]["paper"][:2] == ("12.7 ± 3.9", "1")
+    assert any(
+        "hopper-random-v2 td3bc: runs of 2 configurations" in n and "differs in actor_lr)" in n for n in report["notes"]
+    )
+    text = scores.markdown(report, {"date": "d", "host_cpu": "c", "commits": [], "reps": 200})
+    assert "| hopper-random-v2 | td3bc [actor_lr=0.001] | 35.0 ± 5.0 † |" in text
+
+
+def test_a_launch_refuses_a_cell_that_ran_with_other_flags(tmp_path, hopper_data_dir):
+    runs = tmp_path / "runs"
+    fake_run(runs, "hopper-random-v2", "td3bc", 1, 10.0, config={"actor_lr": 3e-4})
+    (runs / "_grid").mkdir()
+    (runs / "_grid" / "hopper-random-v2__td3bc__1.json").write_text(  # as the launch that started it left it
+        json.dumps({"env": "hopper-random-v2", "exp_name": "td3bc", "seed": 1, "state": "finished", "flags": COMMON})
+    )
+    grid = ["--algos", "td3bc", "--envs", "hopper-random-v2", "--seeds", "1", "--runs-dir", str(runs), "--reps", "200"]
+    changed = run_script(
+        "benchmarks/scores.py",
+        *grid,
+        f"--extra={shlex.join(COMMON)}",
+        "--extra-for",
+        "td3bc=--actor-lr 1e-3",
+        data_dir=hopper_data_dir[0],
+        cwd=str(tmp_path),
+    )
+    lines = changed.stderr.strip().splitlines()
+    assert changed.returncode == 2 and len(lines) == 1 and "$ " not in changed.stdout, changed.stdout + changed.stderr
+    assert lines[0].startswith("error: td3bc hopper-random-v2 seed 1 ran with other flags in ") and (
+        "(--actor-lr (not given) there, 0.001 now)" in lines[0]
+    ), lines[0]
+    # flags that change only where and how a run runs (device, checkpoints) are the same configuration
+    same = run_script(
+        "benchmarks/scores.py",
+        *grid,
+        f"--extra={shlex.join([*COMMON, '--cuda', '--checkpoint-every', '2'])}",
+        data_dir=hopper_data_dir[0],
+        cwd=str(tmp_path),
+    )
+    assert same.returncode == 0 and "skip td3bc hopper-random-v2 seed 1: finished" in same.stdout, same.stderr
+
+
 def test_figures_name_the_short_epochs(scores, fixed_runs):
     report = scores.aggregate(scores.collect(str(fixed_runs)), reps=200, seed=0)
     summaries = [st["run"]["summary"] for st in scores.collect(str(fixed_runs)).values() if st["state"] == "finished"]
@@ -369,20 +489,177 @@ def test_figures_name_the_short_epochs(scores, fixed_runs):
     assert "fewer epochs" not in scores.plot_profile(report, 200, 0)._suptitle.get_text()
 
 
-def test_paper_tables_are_parsed_from_the_latex_and_the_presets_match_them(scores):
-    assert os.path.isfile(PAPER), f"the paper's source is missing at {PAPER}: CI must have it beside the checkout"
-    tables = scores.paper_tables(PAPER)
-    assert {k: len(t["cells"]) for k, t in tables.items()} == {"1": 12 * 10, "4": 12 * 8, "jump": 2 * 5}
-    assert all(t["seeds"] == 5 for t in tables.values())
-    assert tables["1"]["cells"][("hopper-random-v2", "orpo")] == (9.2, 1.4)
-    assert tables["1"]["cells"][("hopper-random-v2", "MOReL")] == (53.6, None)  # a number without ±
-    assert tables["4"]["cells"][("walker2d-medium-expert-v2", "mopo_td3bc")] == (95.3, 16.8)
-    assert tables["4"]["cells"][("halfcheetah-medium-replay-v2", "orpo_sac")] == (57.5, 3.0)
-    assert tables["jump"]["cells"][("halfcheetah-jump", "td3bc")] == (-4733.3, 746.7)
+def test_paper_scores_hold_the_papers_tables_and_the_presets_match_them(scores):
+    rows = scores.paper_scores()
+    counts = {t: sum(r["table"] == t for r in rows) for t in ("1", "4", "jump", "lambda")}
+    assert counts == {"1": 12 * 10, "4": 12 * 8, "jump": 2 * 5, "lambda": 2 * 8} and len(rows) == sum(counts.values())
+    assert len({(r["table"], r["dataset"], r["column"]) for r in rows}) == len(rows)  # one number per table cell
+    cell = {(r["table"], r["dataset"], r["column"]): (r["mean"], r["std"]) for r in rows}
+    # copied by hand from the paper's PDF
+    assert cell[("1", "hopper-random-v2", "ORPO")] == (9.2, 1.4)
+    assert cell[("1", "hopper-random-v2", "MOReL")] == (53.6, None)  # a number without ±
+    assert cell[("4", "walker2d-medium-expert-v2", "MOPO (TD3+BC)")] == (95.3, 16.8)
+    assert cell[("4", "halfcheetah-medium-replay-v2", "ORPO (SAC)")] == (57.5, 3.0)
+    assert cell[("jump", "halfcheetah-jump", "TD3+BC")] == (-4733.3, 746.7)
+    assert cell[("lambda", "walker2d-medium-replay-v2", "1")] == (8.6, None)
     for name, (algos, envs) in scores.PRESETS.items():
-        cells = tables[name]["cells"]
-        assert sorted(algos) == sorted({a for _, a in cells} & set(scores.VARIANTS)), name
-        assert sorted(envs) == sorted({d for d, _ in cells}), name
+        table = [r for r in rows if r["table"] == name]
+        assert sorted(algos) == sorted({r["algorithm"] for r in table} - {""}), name
+        assert sorted(envs) == sorted({r["dataset"] for r in table}), name
+    assert {r["algorithm"] for r in rows} - {""} <= set(scores.VARIANTS)
+
+
+def test_the_lambda_o_table_counts_only_for_a_run_with_its_lambdas(scores):
+    rows = scores.paper_scores()
+    number = lambda env, **config: scores.paper_number(rows, env, "orpo", config)
+    assert number("halfcheetah-random-v2", lambda_o=1.0, lambda_p=4.56) == ("41.6", "lambda", "halfcheetah-random-v2")
+    assert number("walker2d-medium-replay-v2", lambda_o=-0.01, lambda_p=2.48)[:2] == ("91.3", "lambda")
+    assert number("halfcheetah-random-v2", lambda_o=0.015, lambda_p=6.64)[:2] == ("40.8 ± 1.6", "1")  # the preset
+    assert number("halfcheetah-random-v2", lambda_o=1.0, lambda_p=6.64)[:2] == ("40.8 ± 1.6", "1")
+    assert number("local/halfcheetah-random") == ("40.8 ± 1.6", "1", "halfcheetah-random-v2")
+    assert scores.paper_number(rows, "hopper-random-v2", "oroo", {})[:2] == ("14.8 ± 9.0", "4")  # not in Table 1
+
+
+# The paper's LaTeX, parsed: only to check benchmarks/paper_scores.csv, which is what scores.py reads.
+LABELS = {"1": "d4rl-part", "4": "table:all-results", "jump": "fig:generalize", "lambda": "table:lambda"}
+COLUMNS = {
+    "TD3+BC": "td3bc",
+    "MBPO": "mbpo",
+    "MOPO": "mopo",
+    "ORPO": "orpo",
+    "ORPO (SAC)": "orpo_sac",
+    "OROO": "oroo",
+    "MOPO (TD3+BC)": "mopo_td3bc",
+}
+# the text under the λo table: "The values of λp for the two configurations were 4.56 and 2.48, respectively."
+LAMBDA_ROWS = {"H-R": ("halfcheetah-random-v2", "4.56"), "W-M-R": ("walker2d-medium-replay-v2", "2.48")}
+
+
+def _skip_group(text, i):
+    """Index after the balanced {...} that starts at text[i]."""
+    depth = 0
+    for j in range(i, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[j], 0)
+        if depth == 0:
+            return j + 1
+    raise ValueError("unbalanced braces")
+
+
+def _split_top(text, sep):
+    """Split at `sep` outside braces (so \\shortstack{Medium\\\\Replay} stays one cell)."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(text):
+        if depth == 0 and text.startswith(sep, i):
+            parts.append(text[start:i])
+            i += len(sep)
+            start = i
+            continue
+        if text[i] == "\\" and text[i + 1 : i + 2] in ("{", "}"):
+            i += 2
+            continue
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        i += 1
+    parts.append(text[start:])
+    return parts
+
+
+def _clean(cell):
+    cell = re.sub(r"\\color\[HTML\]\{\w+\}", "", cell)
+    cell = re.sub(r"\\(cellcolor|colorbox)\{\w+\}", "", cell)
+    return re.sub(r"\\multicolumn\{\d+\}\{[^}]*\}", "", cell)
+
+
+def _numbers(cell):
+    return [float(x) for x in re.findall(r"-?\d+(?:\.\d+)?", _clean(cell))]
+
+
+def _method_name(header_cell):
+    i = header_cell.index("\\makecell[c]") + len("\\makecell[c]")
+    inner = header_cell[i + 1 : _skip_group(header_cell, i) - 1]
+    parts = [p.strip() for p in inner.split("\\\\")]
+    return [p for p in parts if p and not re.fullmatch(r"\(.*\)|\d{4}|NeurIPS|ICLR|ICML", p)][0]
+
+
+def latex_rows(path):
+    """Every number of the four tables, in paper_scores.csv's columns and order (row by row, left to right)."""
+    tex = open(path).read()
+    out = []
+
+    def add(table, dataset, column, mean, std=None, algorithm=None, config=""):
+        algorithm = COLUMNS.get(column, "") if algorithm is None else algorithm
+        out.append((table, LABELS[table], dataset, column, algorithm, config, mean, std))
+
+    for table, label in LABELS.items():
+        end = tex.index(f"\\label{{{label}}}")
+        begin = tex.rindex("\\begin{tabular}", 0, end)
+        body_start = _skip_group(tex, begin + len("\\begin{tabular}"))
+        body = tex[body_start : tex.index("\\end{tabular}", body_start)]
+        env_start = max(tex.rfind("\\begin{table}", 0, end), tex.rfind("\\begin{table*}", 0, end))
+        if table != "lambda":
+            assert re.search(r"5 (?:different|random) seeds", tex[env_start : end + 40]), table
+        body = re.sub(
+            r"\\(toprule|midrule|bottomrule|hline)|\\specialrule\{[^}]*\}\{[^}]*\}\{[^}]*\}|(?<!\\)%[^\n]*", "", body
+        )
+        rows = [[c.strip() for c in _split_top(r, "&")] for r in _split_top(body, "\\\\") if r.strip()]
+        if table in ("jump", "lambda"):  # a header row, then one row per dataset; plain cells
+            head = rows[0][1:]
+            for row in rows[1:]:
+                for column, c in zip(head, row[1:], strict=True):
+                    nums = _numbers(c)
+                    if table == "jump":
+                        add(table, row[0].lower(), column, nums[0], nums[1])
+                    else:
+                        dataset, lambda_p = LAMBDA_ROWS[row[0]]
+                        add(table, dataset, column, nums[0], None, "orpo", f"lambda_o={column} lambda_p={lambda_p}")
+            continue
+        methods, group = None, ""
+        for row in rows:
+            if any("\\makecell" in c for c in row):
+                methods = [_method_name(c) for c in row if "\\makecell" in c]
+                continue
+            env = re.sub(r"[^A-Za-z0-9]", "", _clean(row[1])).lower() if len(row) > 1 else ""
+            if methods is None or env not in ("halfcheetah", "hopper", "walker2d"):
+                continue
+            if row[0]:
+                g = re.sub(r"\\multirow\{\d+\}\{\*\}|\\rotatebox\[[^\]]*\]\{\d+\}|\\shortstack", "", row[0])
+                group = re.sub(r"\s+", "-", re.sub(r"[{}]", "", g.replace("\\\\", " ")).strip()).lower()
+            k = 2
+            for method in methods:
+                if "\\multicolumn{2}" in row[k]:  # a number without ±
+                    add(table, f"{env}-{group}-v2", method, _numbers(row[k])[0])
+                    k += 1
+                else:
+                    add(table, f"{env}-{group}-v2", method, _numbers(row[k])[0], _numbers(row[k + 1])[0])
+                    k += 2
+            assert k == len(row), row
+    return out
+
+
+@pytest.fixture()
+def paper_tex():
+    if not PAPER_TEX or not os.path.isfile(PAPER_TEX):
+        pytest.skip(
+            f"no LaTeX source of the paper at ORPO_PAPER_TEX={PAPER_TEX!r}: set it to PATH/orpo_aaai24.tex to check "
+            "benchmarks/paper_scores.csv against it"
+        )
+    return PAPER_TEX
+
+
+def test_paper_scores_csv_equals_the_latex(paper_tex):
+    with open(os.path.join(ROOT, "benchmarks", "paper_scores.csv"), newline="") as f:
+        csv_rows = [
+            (
+                *(r[k] for k in ("table", "label", "dataset", "column", "algorithm", "config")),
+                float(r["mean"]),
+                float(r["std"]) if r["std"] else None,
+            )
+            for r in csv.DictReader(f)
+        ]
+    tex_rows = latex_rows(paper_tex)
+    assert len(tex_rows) == 242
+    for i, (ours, theirs) in enumerate(zip(csv_rows, tex_rows)):
+        assert ours == theirs, f"paper_scores.csv row {i + 2} is {ours}, the LaTeX says {theirs}"
+    assert len(csv_rows) == len(tex_rows)
 
 
 # ------------------------------------------------------------------------------------------ flags, status, dry run
@@ -402,6 +679,9 @@ def test_paper_tables_are_parsed_from_the_latex_and_the_presets_match_them(score
         (["--extra=--seed 3"], "--extra may not hold --seed"),
         (["--algos", "mopo", "mopo_td3bc", "--extra=--exp-name x"], "both run as --exp-name x"),
         (["--tim", "5"], "did you mean --time?"),
+        (["--reps", "abc"], "Error parsing --reps: invalid literal for int() with base 10: 'abc' (usage: --reps INT)"),
+        (["--seeds", "1", "x"], "(usage: --seeds [INT [INT ...]])"),
+        (["foo"], "Unrecognized options: foo (--help lists the flags)"),
         (["--extra-for", "orpo=--epochs 2", "--extra-for", "mopo=--epochs 2"], "--extra-for given more than once"),
     ],
 )
@@ -411,6 +691,30 @@ def test_bad_flags_give_one_line_errors(tmp_path, argv, words):
     assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("error:") and words in lines[0], (
         result.stderr
     )
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    "argv,words",
+    [
+        (["--out", "a_file/scores.md"], "--out a_file/scores.md: {tmp}/a_file is a file, not a folder"),
+        (["--out", "a_file/sub/scores.md"], "--out a_file/sub/scores.md: {tmp}/a_file is a file, not a folder"),
+        (["--out", "."], "--out .: is a folder, not a file"),
+        (["--runs-dir", "a_file"], "--runs-dir a_file: is a file, not a folder"),
+        (["--runs-dir", "a_file/runs"], "--runs-dir a_file/runs: {tmp}/a_file is a file, not a folder"),
+        (["--table-only", "--out", "a_file/scores.md"], "--out a_file/scores.md: {tmp}/a_file is a file"),
+    ],
+)
+def test_an_unwritable_output_is_refused_before_anything_runs(tmp_path, hopper_data_dir, argv, words):
+    (tmp_path / "a_file").write_text("")
+    grid = ["--algos", "td3bc", "--envs", "local/no-such-data", "--seeds", "1", f"--extra={shlex.join(COMMON)}"]
+    if "--runs-dir" not in argv:
+        argv = [*argv, "--runs-dir", "runs"]
+    result = run_script("benchmarks/scores.py", *grid, *argv, data_dir=hopper_data_dir[0], cwd=str(tmp_path))
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and "$ " not in result.stdout, result.stdout + result.stderr
+    assert lines[0].startswith(f"error: {words.format(tmp=tmp_path)}"), lines[0]
+    assert lines[0].endswith("(give a path you can write to)"), lines[0]
     assert not (tmp_path / "runs").exists()
 
 
@@ -493,3 +797,66 @@ def test_status_counts_each_state(scores, tmp_path):
     assert "2 runs: 0 queued, 0 running, 1 finished, 0 failed, 0 stopped, 1 not started" in grid_only.stdout, (
         grid_only.stdout
     )
+
+
+def hold_lock(run_dir):
+    """Hold RUN_DIR/run.lock as a run does (exclusive flock for its whole life, its pid inside); close to let go."""
+    f = open(run_dir / "run.lock", "a+")
+    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    f.truncate(0)
+    f.write(str(os.getpid()))
+    f.flush()
+    return f
+
+
+def test_a_run_holding_its_lock_is_running_and_never_started_twice(scores, tmp_path, hopper_data_dir):
+    runs = tmp_path / "runs"
+    stopped = fake_run(runs, "hopper-random-v2", "td3bc", 1, None, status="none")  # no summary, no launcher record
+    failed = fake_run(runs, "hopper-random-v2", "td3bc", 2, None, finished=False, status="failed", error="error: x")
+    grid = ["--algos", "td3bc", "--envs", "hopper-random-v2", "--seeds", "1", "2", "--runs-dir", str(runs)]
+    launch = [*grid, "--out", str(tmp_path / "scores.md"), "--retry-failed", f"--extra={shlex.join(COMMON)}"]
+    locks = [hold_lock(stopped), hold_lock(failed)]  # their runs are alive, e.g. left by a launcher on another node
+    try:
+        status = run_script("benchmarks/scores.py", "--status", *grid, cwd=str(tmp_path))
+        assert "2 runs: 0 queued, 2 running, 0 finished, 0 failed, 0 stopped" in status.stdout, status.stdout
+        assert status.stdout.count(f"(run.lock held by pid {os.getpid()})") == 2, status.stdout
+        result = run_script("benchmarks/scores.py", *launch, data_dir=hopper_data_dir[0], cwd=str(tmp_path))
+        assert "$ " not in result.stdout and result.returncode == 1, result.stdout + result.stderr
+        for seed, run_dir in ((1, stopped), (2, failed)):
+            line = f"skip td3bc hopper-random-v2 seed {seed}: running ({run_dir}/run.lock is held by pid {os.getpid()})"
+            assert line in result.stdout.splitlines(), result.stdout
+        # a job whose run was started elsewhere after the launch looked (the job checks again before it starts one)
+        job = scores.GridJob(scores.Cell("td3bc", "td3bc", (), "td3bc", "hopper-random-v2", 1), str(runs), "local")
+        assert job()["state"] == "running" and not (runs / "_grid" / "hopper-random-v2__td3bc__1.json").exists()
+    finally:
+        for f in locks:
+            f.close()
+    status = run_script("benchmarks/scores.py", "--status", *grid, cwd=str(tmp_path))  # the runs ended
+    assert "2 runs: 0 queued, 0 running, 0 finished, 1 failed, 1 stopped" in status.stdout, status.stdout
+
+
+def test_a_killed_launcher_takes_its_run_with_it(tmp_path):
+    """SIGKILL to the launcher (a crash, the out-of-memory killer): its run must not go on writing as an orphan."""
+    launcher = (
+        "import sys; sys.path.insert(0, sys.argv[1]); from conftest import load_module; "
+        "s = load_module('benchmarks/scores.py', 'scores'); "
+        "cell = s.Cell('td3bc', 'td3bc', (), 'td3bc', 'hopper-random-v2', 1); "
+        "s.GridJob(cell, sys.argv[2], 'local')._run_child([sys.executable, '-c', 'import time; time.sleep(60)'])"
+    )
+    runs = tmp_path / "runs"
+    proc = subprocess.Popen([sys.executable, "-c", launcher, os.path.join(ROOT, "tests"), str(runs)], cwd=str(tmp_path))
+    record, child = runs / "_grid" / "hopper-random-v2__td3bc__1.json", None
+    try:
+        t0 = time.time()
+        while child is None and time.time() - t0 < 60:
+            child = json.loads(record.read_text()).get("child_pid") if record.exists() else None
+            time.sleep(0.05)
+        assert child, "the launcher never started its child"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        assert wait_gone(child), "the launcher's child outlived it"
+    finally:
+        proc.kill()
+        if child:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGKILL)
