@@ -1657,7 +1657,7 @@ def help_text(args_class: type) -> str:
     top = itertools.takewhile(
         lambda line: line.startswith("# ") and "---" not in line, inspect.getsource(module).split("\n")
     )
-    out = [line[2:] for line in top]  # the file's header: the algorithm in steps
+    out = [line[2:] for line in top] or (module.__doc__ or "").strip().split("\n")  # the file's header (or docstring)
     for lineno, name in items:
         if not name:  # a section heading
             out += ["", lines[lineno - 1].strip()[2:] + ":"]

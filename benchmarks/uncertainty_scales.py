@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-import tyro
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -55,9 +54,9 @@ def measure(orpo, env: str, args: Args) -> dict:
 
     run = orpo.Args(env=env, data_dir=args.data_dir, seed=args.seed, cuda=False)
     if args.extra:
-        run = tyro.cli(
+        run = orpo.parse_args(
             orpo.Args,
-            args=["--env", env, "--seed", str(args.seed), "--no-cuda", *shlex.split(args.extra)]
+            ["--env", env, "--seed", str(args.seed), "--no-cuda", *shlex.split(args.extra)]
             + (["--data-dir", args.data_dir] if args.data_dir else []),
         )
     task, path = orpo.resolve_task(run.env, run.dataset_path, run.eval_env, run.data_dir)
@@ -144,4 +143,9 @@ def main(args: Args) -> None:
 
 
 if __name__ == "__main__":
-    main(tyro.cli(Args))
+    orpo = load_orpo()
+    try:  # orpo.py's parser: its --help layout and one-line parse errors (exit 2)
+        main(orpo.parse_args(Args, sys.argv[1:]))
+    except orpo.UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(e.code)
