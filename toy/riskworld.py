@@ -1034,15 +1034,19 @@ def run(args: ToyArgs, command: Optional[str] = None) -> dict:
     shown = lambda p: os.path.relpath(p) if os.path.abspath(p).startswith(os.getcwd() + os.sep) else p  # noqa: E731
     label = lambda c: f"{c[0].upper()} {c[1]} λp {c[2]:g} seed {c[3]}"  # noqa: E731
 
+    what = (
+        f"RiskWorld '{args.setting}': {len(cells)} runs (MOPO and ORPO; λp "
+        f"{', '.join(f'{x:g}' for x in setting.lambda_ps)}; seed{'s' if len(setting.seeds) > 1 else ''} "
+        f"{', '.join(map(str, setting.seeds))})"
+    )
     if args.report_only:
         if not rows:
             raise UserError(f"--report-only: no finished runs in {cells_dir}")
+        print(f"{what}, {len(rows)} finished; report only", flush=True)
     else:
         print(
-            f"RiskWorld '{args.setting}': {len(cells)} runs (MOPO and ORPO; λp {', '.join(f'{x:g}' for x in setting.lambda_ps)}; "
-            f"seed{'s' if len(setting.seeds) > 1 else ''} {', '.join(map(str, setting.seeds))})"
-            + (f", {len(rows)} already finished" if rows else "")
-            + f", {args.workers} at a time; logs in {shown(logs_dir)}",
+            what + (f", {len(rows)} already finished" if rows else "") + f", {args.workers} at a time; logs in "
+            f"{shown(logs_dir)}",
             flush=True,
         )
         os.makedirs(cells_dir, exist_ok=True)
@@ -1255,6 +1259,9 @@ def cli(argv=None) -> int:
         return 2
     except JobFailed as e:
         print(f"error: {e}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # e.g. `| head`: the reader is gone, so is the output
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except (Interrupted, KeyboardInterrupt) as e:
         signum = getattr(e, "signum", signal.SIGINT)
