@@ -220,13 +220,17 @@ def test_a_bad_ensemble_file_is_one_line_naming_it(kind, tmp_path, monkeypatch, 
         open(path, "r+b").truncate(200)
     elif kind == "foreign":  # a torch file, but not this ensemble's layers
         torch.save({**good, "model": {"w": torch.zeros(3)}}, path)
-    else:
-        torch.save({**good, "metrics": {**good["metrics"], "seed": 2}}, path)
+    else:  # a real ensemble of this fit rule, but seed 2's
+        orpo = rw.load_module("orpo")
+        model = orpo.EnsembleDynamics(2, 2, setting.dynamics_hidden_dims, setting.num_ensemble, setting.num_elites)
+        torch.save({"model": model.state_dict(), "metrics": {**good["metrics"], "seed": 2}}, path)
     argv = ["--setting", "quick", "--out-dir", args.out_dir, "--ensembles-dir", args.ensembles_dir]
     assert rw.cli(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {path} is not an ensemble") and "delete it" in err and err.count("\n") == 1
     assert not marker.exists()  # weights_only: the crafted pickle's code did not run
+    if kind == "crafted":
+        assert "weights_only loading refused it: Unsupported global: GLOBAL io.open" in err
     assert not (tmp_path / "out").exists()
 
 

@@ -22,6 +22,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 import select
 import signal
 import subprocess
@@ -451,8 +452,9 @@ def load_failure(e: Exception) -> str:
     """torch.load's reason in one line; a weights_only refusal (a crafted or foreign pickle, or garbage) says what."""
     lines = [line.strip() for line in str(e).splitlines() if line.strip()]
     if lines and lines[0].startswith("Weights only load failed"):
-        why = [x for x in lines[1:] if not x.startswith(("Please file", "Check the documentation", "WeightsUnpickler"))]
-        return "weights_only loading refused it: " + (why[0] if why else "not a file of tensors and plain values")
+        why = re.search(r"(Trying to load unsupported|Unsupported) .*", str(e))  # the refused global or opcode
+        why = why[0].split(". ")[0].rstrip(".") if why else "not a file of tensors and plain values"
+        return f"weights_only loading refused it: {why}"
     return f"{type(e).__name__}: {lines[0].split('. ')[0] if lines else 'unreadable'}"
 
 
