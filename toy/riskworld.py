@@ -9,7 +9,8 @@
 # Running it trains ORPO and MOPO through the algorithm files' own `main` on the toy dataset. Each seed's ensemble
 # (4×200, 7 models / 5 elites) is fitted once with the algorithms' own fit_dynamics and reused by every run of that
 # seed (--load-dynamics-path): it depends on the data and the seed, not on the algorithm, u or λp. Every finished
-# run is a file in <out>/cells/, so an interrupted invocation resumes where it stopped.
+# run is a file in <out>/cells/, so an interrupted invocation resumes where it stopped. Fits and runs are worker
+# processes: the terminal shows a line per fit and run and the table, each run's own output is in <out>/logs/.
 # Usage (docs/toy.md has the results and wall times):
 #   python toy/riskworld.py                               # demo: λp = 100 both ways, 1 seed, reduced size (~7 min, 2 idle cores)
 #   python toy/riskworld.py --setting reduced             # the same, 5 seeds
