@@ -3,6 +3,11 @@ and one tiny run that checks each arm trained with the u and λp it claims and r
 
 import json
 import os
+import re
+import signal
+import subprocess
+import sys
+import time
 
 import gymnasium as gym
 import h5py
@@ -151,25 +156,113 @@ def test_results_go_to_runs_unless_docs_are_asked_for(tmp_path, monkeypatch):
     assert rw.resolve(rw.ToyArgs(setting="paper", write_docs=True))[1] == os.path.join(ROOT, "docs", "toy_paper")
 
 
+def no_work(*a, **k):
+    raise AssertionError("a fit or a training run started")
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--lambda-ps", "-1"], "λp and λo must be >= 0"),
-        (["--workers", "0"], "must be >= 1"),
+        (["--seeds", "-1"], "--seeds -1: must be integers from 0"),  # failed after a 151 s fit
+        (["--seeds", "1", "1"], "--seeds 1 1: give each value once"),
+        (["--lambda-ps", "-1"], "--lambda-ps -1.0: must be finite numbers >= 0"),
+        (["--lambda-ps", "nan"], "--lambda-ps nan: must be finite numbers >= 0"),  # trained for minutes
+        (["--lambda-o", "inf"], "--lambda-o inf: must be a finite number >= 0"),
+        (["--rollout-length", "0"], "--rollout-length 0: must be an integer from 1 to 100"),  # trained for minutes
+        (["--dynamics-batch-size", "0"], "--dynamics-batch-size 0: must be an integer from 1"),
+        (["--dynamics-patience", "0"], "--dynamics-patience 0: must be an integer from 1"),
+        (["--dynamics-max-epochs", "0"], "--dynamics-max-epochs 0: must be an integer from 1"),
+        (["--dataset-seed", "-2"], "--dataset-seed -2: must be an integer from 0"),
+        (["--workers", "0"], "--workers 0: must be an integer from 1 to 64"),
         (["--write-docs", "--out-dir", "x"], "either --write-docs or --out-dir"),
+        (["--out-dir", "a_file"], "--out-dir a_file is a file, not a folder"),
+        (["--ensembles-dir", "a_file"], "--ensembles-dir a_file is a file, not a folder"),
     ],
 )
-def test_bad_input_is_a_one_line_error(argv, message, capsys):
+def test_bad_flags_are_one_line_before_any_work(argv, message, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(rw, "run_jobs", no_work)
+    monkeypatch.setattr(rw, "start_worker", no_work)
+    (tmp_path / "a_file").write_text("")
+    assert rw.cli(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("error: ") and message in err and err.count("\n") == 1
+    assert sorted(os.listdir(tmp_path)) == ["a_file"]  # nothing written: no ensemble, no output folder
+
+
+class Payload:
+    """A pickle that runs code when loaded without weights_only."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+@pytest.mark.parametrize("kind", ["crafted", "garbage", "truncated", "foreign", "other seed"])
+def test_a_bad_ensemble_file_is_one_line_naming_it(kind, tmp_path, monkeypatch, capsys):
+    import torch
+
+    monkeypatch.setattr(rw, "run_jobs", no_work)
+    args = rw.ToyArgs(setting="quick", out_dir=str(tmp_path / "out"), ensembles_dir=str(tmp_path / "ens"))
+    setting = rw.resolve(args)[0]
+    path = rw.ensemble_path(str(tmp_path / "ens"), rw.fit_config(setting, args), 1)
+    os.makedirs(os.path.dirname(path))
+    marker = tmp_path / "code_ran"
+    good = {"model": {}, "metrics": {"seed": 1, "holdout_mse": 1e-3, "epochs": 5, "fit_seconds": 1.0}}
+    if kind == "crafted":
+        torch.save({"model": Payload(str(marker)), "metrics": good["metrics"]}, path)
+    elif kind == "garbage":
+        open(path, "w").write("not a torch file")
+    elif kind == "truncated":
+        torch.save(good, path)
+        open(path, "r+b").truncate(200)
+    elif kind == "foreign":  # a torch file, but not this ensemble's layers
+        torch.save({**good, "model": {"w": torch.zeros(3)}}, path)
+    else:  # a real ensemble of this fit rule, but seed 2's
+        orpo = rw.load_module("orpo")
+        model = orpo.EnsembleDynamics(2, 2, setting.dynamics_hidden_dims, setting.num_ensemble, setting.num_elites)
+        torch.save({"model": model.state_dict(), "metrics": {**good["metrics"], "seed": 2}}, path)
+    argv = ["--setting", "quick", "--out-dir", args.out_dir, "--ensembles-dir", args.ensembles_dir]
     assert rw.cli(argv) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: ") and message in err and err.count("\n") == 1
+    assert err.startswith(f"error: {path} is not an ensemble") and "delete it" in err and err.count("\n") == 1
+    assert not marker.exists()  # weights_only: the crafted pickle's code did not run
+    if kind == "crafted":
+        assert "weights_only loading refused it: Unsupported global: GLOBAL io.open" in err
+    assert not (tmp_path / "out").exists()
 
 
-# ---------------------------------------------------------------- a tiny run of the whole pipeline
-def test_quick_run_trains_each_arm_with_its_u_on_the_seeds_ensemble_and_resumes(tmp_path):
-    out, ens = tmp_path / "out", tmp_path / "ensembles"
-    args = rw.ToyArgs(setting="quick", out_dir=str(out), ensembles_dir=str(ens), workers=1)
-    results = rw.run(args)
+def test_a_damaged_cell_file_is_one_line_naming_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(rw, "run_jobs", no_work)
+    cell = tmp_path / "out" / "cells" / "orpo__max_aleatoric__lp100__s1.json"
+    cell.parent.mkdir(parents=True)
+    cell.write_text('{"algo": ')
+    assert rw.cli(["--setting", "quick", "--out-dir", str(tmp_path / "out"), "--ensembles-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {cell} is not a finished run") and "delete it" in err and err.count("\n") == 1
+
+
+# ---------------------------------------------------------------- tiny runs of the whole pipeline
+def toy(*flags, **popen):
+    """The toy's command line as a user runs it (a subprocess)."""
+    cmd = [sys.executable, os.path.join(ROOT, "toy", "riskworld.py"), "--setting", "quick", *flags]
+    return subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"}, **popen)
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    """One quick run (1 fit, 4 training runs, 2 workers): its output, folders and results."""
+    tmp = tmp_path_factory.mktemp("quick")
+    out, ens = tmp / "out", tmp / "ensembles"
+    proc = toy("--out-dir", str(out), "--ensembles-dir", str(ens))
+    assert proc.returncode == 0, proc.stderr
+    return proc, out, ens, json.loads((out / "results.json").read_text())
+
+
+def test_quick_run_trains_each_arm_with_its_u_on_the_seeds_ensemble_and_resumes(quick):
+    _, out, ens, results = quick
     ensembles = list(ens.iterdir())
     assert len(ensembles) == 1  # one fit for the seed, shared by the 4 runs
     cells = {p.name: json.loads(p.read_text()) for p in (out / "cells").glob("*.json")}
@@ -179,6 +272,7 @@ def test_quick_run_trains_each_arm_with_its_u_on_the_seeds_ensemble_and_resumes(
     for row in cells.values():  # what the algorithm's own run recorded in its config.json
         assert row["config_uncertainty"] == row["u"] and row["config_lambda_p"] == 100.0
         assert row["config_load_dynamics_path"] == str(ensembles[0])
+        assert row["config_env"] == "riskworld"  # the run's recorded dataset, not the Args default hopper-medium-v2
         assert row["episodes"] == 20 and np.isfinite(row["avg_return"])
     authors = next(c for c in results["comparisons"] if c["comparison"] == "as the authors ran it")
     assert authors["mopo"] == cells["mopo__ensemble_std__lp100__s1.json"]["avg_return"]
@@ -188,6 +282,86 @@ def test_quick_run_trains_each_arm_with_its_u_on_the_seeds_ensemble_and_resumes(
     assert results["ensembles"]["per_seed"][0]["holdout_mse"] > 0
     # a second invocation finds every cell and the ensemble done: nothing is retrained
     stamps = {p: p.stat().st_mtime_ns for p in [*(out / "cells").iterdir(), *ensembles]}
-    again = rw.run(args)
+    again = toy("--out-dir", str(out), "--ensembles-dir", str(ens))
+    assert again.returncode == 0, again.stderr
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps
-    assert again["table"] == results["table"]
+    assert json.loads((out / "results.json").read_text())["table"] == results["table"]
+    assert "4 already finished" in again.stdout
+
+
+def test_output_is_a_line_per_run_and_a_table_with_details_in_the_logs(quick):
+    proc, out, _, results = quick
+    lines = proc.stdout.splitlines()
+    assert proc.stderr == ""  # not a terminal: no progress bars, and nothing else
+    # a header, a line per fit and per run, the table (2 lines above the header, 4 rows, 2 below), the last line
+    assert len(lines) <= 17, proc.stdout
+    for word in ("hopper", "lambda_p", "{", "summary", "run_dir", "matched"):
+        assert word not in proc.stdout  # no config dump or summary.json, no one-seed verdicts
+    assert not re.search(r"\[(-?[\d.]+), \1\]", proc.stdout)  # no one-seed "interval" like [1.2, 1.2]
+    rows = {(e["algo"].upper(), e["u"]): e["mean"] for e in results["table"].values()}
+    for (algo, u), mean in rows.items():
+        done = [x for x in lines if x.startswith(f"{algo} {u} λp 100 seed 1: return ")]
+        row = [x for x in lines if re.match(rf"{algo} +{u} +100 +{mean:.1f} +\d+ %", x)]
+        assert len(done) == 1 and f"return {mean:.1f}," in done[0] and len(row) == 1, proc.stdout
+    assert "1 seed: no intervals and no verdict" in proc.stdout
+    for key in ("orpo__max_aleatoric__lp100__s1", "mopo__ensemble_std__lp100__s1"):
+        log = (out / "logs" / f"{key}.log").read_text()  # the details: the algorithm's config, summary, the toy line
+        assert re.search(r"\n  env +riskworld\n", log) and "hopper-medium-v2" not in log
+        assert '"status": "finished"' in log and f"{key}: average return" in log
+    assert "holdout MSE" in (out / "logs" / "ensemble_s1.log").read_text()
+
+
+def worker_processes(tag: str) -> list[int]:
+    """The pids of live processes whose command line holds `tag` (the toy's workers name their output folder)."""
+    pids = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if tag.encode() in f.read() and int(pid) != os.getpid():
+                    pids.append(int(pid))
+        except OSError:
+            pass
+    return pids
+
+
+def test_interrupt_stops_the_workers_keeps_finished_runs_and_resumes(tmp_path):
+    out, ens, tmp = tmp_path / "out", tmp_path / "ensembles", tmp_path / "tmp"
+    tmp.mkdir()
+    cmd = [sys.executable, os.path.join(ROOT, "toy", "riskworld.py"), "--setting", "quick", "--workers", "1"]
+    cmd += ["--out-dir", str(out), "--ensembles-dir", str(ens), "--dynamics-max-epochs", "30"]
+    env = {**os.environ, "TMPDIR": str(tmp)}
+
+    def interrupted(sig, when, group):
+        """Start the toy, send `sig` when `when()` holds (to its process group, as a terminal's Ctrl-C does)."""
+        p = subprocess.Popen(
+            cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
+        deadline = time.time() + 300
+        while not when() and time.time() < deadline and p.poll() is None:
+            time.sleep(0.2)
+        assert p.poll() is None, "the toy ended before the signal"
+        os.killpg(p.pid, sig) if group else p.send_signal(sig)
+        stdout, stderr = p.communicate(timeout=60)
+        assert p.returncode == 128 + sig, stderr
+        assert (
+            stderr.startswith(f"interrupted by {signal.Signals(sig).name}: workers stopped") and stderr.count("\n") == 1
+        )
+        assert worker_processes(str(out)) == []  # the workers stopped with it
+        assert not [p for d in (out, ens) if d.exists() for p in d.rglob("*.tmp")]  # nothing half-written
+        assert not [p for p in tmp.iterdir() if p.name.startswith("riskworld_")]  # the run folders removed
+        return stdout
+
+    # SIGTERM to the toy alone during the fit: no ensemble is kept
+    fit_log = out / "logs" / "ensemble_s1.log"
+    interrupted(signal.SIGTERM, lambda: fit_log.exists() and time.sleep(1) is None, group=False)
+    assert not ens.exists() or not list(ens.iterdir())
+    # Ctrl-C once the first run has finished: that run is kept
+    cells = out / "cells"
+    interrupted(signal.SIGINT, lambda: len(list(cells.glob("*.json"))) >= 1, group=True)
+    kept = {p: p.stat().st_mtime_ns for p in cells.glob("*.json")}
+    assert 1 <= len(kept) < 4
+    # the same command resumes: the kept runs are not retrained, the rest are
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert f"{len(kept)} already finished" in p.stdout and len(list(cells.glob("*.json"))) == 4
+    assert {q: q.stat().st_mtime_ns for q in kept} == kept

@@ -9,7 +9,8 @@
 # Running it trains ORPO and MOPO through the algorithm files' own `main` on the toy dataset. Each seed's ensemble
 # (4×200, 7 models / 5 elites) is fitted once with the algorithms' own fit_dynamics and reused by every run of that
 # seed (--load-dynamics-path): it depends on the data and the seed, not on the algorithm, u or λp. Every finished
-# run is a file in <out>/cells/, so an interrupted invocation resumes where it stopped.
+# run is a file in <out>/cells/, so an interrupted invocation resumes where it stopped. Fits and runs are worker
+# processes: the terminal shows a line per fit and run and the table, each run's own output is in <out>/logs/.
 # Usage (docs/toy.md has the results and wall times):
 #   python toy/riskworld.py                               # demo: λp = 100 both ways, 1 seed, reduced size (~7 min, 2 idle cores)
 #   python toy/riskworld.py --setting reduced             # the same, 5 seeds
@@ -20,7 +21,12 @@
 import dataclasses
 import importlib.util
 import json
+import math
 import os
+import re
+import select
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -37,6 +43,7 @@ ENV_ID = "RiskWorld-v0"
 BOUND = 3.0  # the state space is [-BOUND, BOUND]²
 HALF_WIDTH = 0.25  # start states and data lie between y = -x - 0.25 and y = -x + 0.25
 EPISODE_STEPS = 10
+DATASET_NAME = "riskworld"  # the dataset file is riskworld.hdf5; the algorithms' runs are named after it
 
 
 def reward_fn(next_obs: np.ndarray) -> np.ndarray:
@@ -214,21 +221,50 @@ class ToyArgs:
     """fitted ensembles, one per seed and fit rule, shared by every setting, algorithm, u and λp"""
 
 
+U32 = 2**32 - 1  # numpy's and torch's seeds must lie in [0, 2**32)
+# Every numeric flag's range, checked value by value (a tuple flag's every value; None means "the setting's"), before
+# anything is read, written or fitted: flag -> (test of one value, what the value must be)
+FLAG_RULES = {
+    "seeds": (lambda v: 0 <= v <= U32, f"integers from 0 to {U32}, e.g. --seeds 1 2 3"),
+    "lambda_ps": (lambda v: math.isfinite(v) and v >= 0, "finite numbers >= 0, e.g. --lambda-ps 1 10 100"),
+    "lambda_o": (lambda v: math.isfinite(v) and v >= 0, "a finite number >= 0 (the paper: 1)"),
+    "rollout_length": (lambda v: 1 <= v <= 100, "an integer from 1 to 100 (the paper: 5)"),
+    "dynamics_batch_size": (lambda v: 1 <= v <= 4096, "an integer from 1 to 4096 (the toy's rule: 32)"),
+    "dynamics_patience": (lambda v: 1 <= v <= 1000, "an integer from 1 to 1000 (the algorithms' rule: 5)"),
+    "dynamics_max_epochs": (lambda v: 1 <= v <= 100_000, "an integer from 1 to 100000, or left out (no cap)"),
+    "dataset_seed": (lambda v: 0 <= v <= U32, f"an integer from 0 to {U32}"),
+    "workers": (lambda v: 1 <= v <= 64, "an integer from 1 to 64 (one core each)"),
+}
+
+
+def check_flags(args: ToyArgs) -> None:
+    """Every flag in its range (FLAG_RULES), then the combinations: one line naming the fix, before any work."""
+    for name, (ok, must) in FLAG_RULES.items():
+        value = getattr(args, name)
+        values = value if isinstance(value, tuple) else () if value is None else (value,)
+        flag = "--" + name.replace("_", "-")
+        if isinstance(value, tuple) and not values:
+            raise UserError(f"{flag} needs at least one value: {must}")
+        bad = next((v for v in values if not ok(v)), None)
+        if bad is not None:
+            raise UserError(f"{flag} {bad}: must be {must}")
+        if isinstance(value, tuple) and len(set(values)) < len(values):
+            raise UserError(f"{flag} {' '.join(map(str, value))}: give each value once")
+    if args.write_docs and args.out_dir is not None:
+        raise UserError("pass either --write-docs or --out-dir, not both")
+    for flag, path in (("--out-dir", args.out_dir), ("--ensembles-dir", args.ensembles_dir)):
+        if path is not None and os.path.exists(path) and not os.path.isdir(path):
+            raise UserError(f"{flag} {path} is a file, not a folder; pass a folder (it is created if missing)")
+
+
 def resolve(args: ToyArgs) -> tuple[Setting, str]:
-    """The setting with the overrides applied, and the output folder."""
+    """The flags checked, the setting with the overrides applied, and the output folder."""
+    check_flags(args)
     setting = SETTINGS[args.setting]
     if args.seeds is not None:
         setting = dataclasses.replace(setting, seeds=tuple(args.seeds))
     if args.lambda_ps is not None:
         setting = dataclasses.replace(setting, lambda_ps=tuple(float(x) for x in args.lambda_ps))
-    if not setting.seeds or not setting.lambda_ps:
-        raise UserError("--seeds and --lambda-ps need at least one value each")
-    if any(x < 0 for x in setting.lambda_ps) or args.lambda_o < 0:
-        raise UserError("λp and λo must be >= 0")
-    if args.workers < 1 or args.dynamics_batch_size < 1 or args.dynamics_patience < 1:
-        raise UserError("--workers, --dynamics-batch-size and --dynamics-patience must be >= 1")
-    if args.write_docs and args.out_dir is not None:
-        raise UserError("pass either --write-docs or --out-dir, not both")
     out = (
         os.path.join(ROOT, "docs", f"toy_{args.setting}")
         if args.write_docs
@@ -239,6 +275,18 @@ def resolve(args: ToyArgs) -> tuple[Setting, str]:
 
 class UserError(Exception):
     """Bad input: printed as one line, exit status 2."""
+
+
+class JobFailed(Exception):
+    """A fit or a training run that failed in its worker: one line naming it and its log, exit status 1."""
+
+
+class Interrupted(Exception):
+    """SIGINT or SIGTERM arrived: the workers are stopped, the finished runs kept; exit status 128 + the signal."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum, self.detail = signum, ""
 
 
 def cell_list(setting: Setting) -> list[tuple[str, str, float, int]]:
@@ -289,6 +337,7 @@ def algo_args(
         seed=seed,
         cuda=False,
         runs_dir=runs_dir,
+        env=DATASET_NAME,  # the name the run records (its config, summary and directory): the dataset file's
         dataset_path=dataset_path,
         eval_env=ENV_ID,
         epochs=setting.epochs,
@@ -375,15 +424,12 @@ def ensemble_path(ensembles_dir: str, config: dict, seed: int) -> str:
     return os.path.join(ensembles_dir, f"riskworld_{tag}_seed{seed}.pt")
 
 
-def fit_ensemble(job: tuple) -> dict:
+def fit_ensemble(setting: Setting, args: ToyArgs, dataset_path: str, path: str, seed: int) -> None:
     """Fit one seed's ensemble with the algorithms' own fit_dynamics and save it as a run's dynamics.pt (loadable with
-    --load-dynamics-path). The ensemble depends on the data and the seed only, never on the algorithm, u or λp."""
+    --load-dynamics-path). The ensemble depends on the data and the seed only, never on the algorithm, u or λp.
+    Runs in a worker (its output goes to the fit's log); written under a temporary name, renamed when complete."""
     import torch
 
-    setting, args, dataset_path, path, seed = job
-    if os.path.isfile(path):
-        return torch.load(path, map_location="cpu", weights_only=True)["metrics"]
-    torch.set_num_threads(1)
     orpo = load_module("orpo")
     fit_args = algo_args(orpo, setting, args, "max_aleatoric", 0.0, seed, dataset_path, "unused")
     data = {k: torch.as_tensor(v) for k, v in orpo.load_transitions(dataset_path).items()}
@@ -400,20 +446,44 @@ def fit_ensemble(job: tuple) -> dict:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     torch.save({"model": model.state_dict(), "metrics": metrics}, path + ".tmp")
     os.replace(path + ".tmp", path)
-    print(
-        f"ensemble seed {seed}: holdout MSE {metrics['holdout_mse']:.2e} after {metrics['epochs']:.0f} epochs, "
-        f"{metrics['fit_seconds']:.0f} s",
-        flush=True,
-    )
-    return metrics
+    print(f"ensemble seed {seed}: holdout MSE {metrics['holdout_mse']:.2e} after {metrics['epochs']:.0f} epochs")
 
 
-def load_ensemble(module, setting: Setting, path: str):
+def load_failure(e: Exception) -> str:
+    """torch.load's reason in one line; a weights_only refusal (a crafted or foreign pickle, or garbage) says what."""
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    if lines and lines[0].startswith("Weights only load failed"):
+        why = re.search(r"(Trying to load unsupported|Unsupported) .*", str(e))  # the refused global or opcode
+        why = why[0].split(". ")[0].rstrip(".") if why else "not a file of tensors and plain values"
+        return f"weights_only loading refused it: {why}"
+    return f"{type(e).__name__}: {lines[0].split('. ')[0] if lines else 'unreadable'}"
+
+
+ENSEMBLE_METRICS = ("seed", "holdout_mse", "epochs", "fit_seconds")
+
+
+def read_ensemble(path: str, setting: Setting, seed: int):
+    """(model, metrics) of a saved ensemble. Loaded with weights_only=True, so a crafted file cannot run code; a file
+    that is not an ensemble of this fit rule and seed is one line naming it (delete it: the fit is redone)."""
     import torch
 
-    model = module.EnsembleDynamics(2, 2, setting.dynamics_hidden_dims, setting.num_ensemble, setting.num_elites)
-    model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True)["model"])
-    return model
+    orpo = load_module("orpo")
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+        if not isinstance(saved, dict) or not isinstance(saved.get("metrics"), dict):
+            raise ValueError(f"it holds a {type(saved).__name__} without 'model' and 'metrics'")
+        metrics = {**saved["metrics"], **{k: float(saved["metrics"][k]) for k in ENSEMBLE_METRICS}}
+        if metrics["seed"] != seed:
+            raise ValueError(f"it is seed {metrics['seed']:g}'s ensemble, not seed {seed}'s")
+        model = orpo.EnsembleDynamics(2, 2, setting.dynamics_hidden_dims, setting.num_ensemble, setting.num_elites)
+        model.load_state_dict(saved["model"])
+    except Exception as e:  # torch raises many types for truncated, corrupt, crafted or foreign files
+        raise UserError(
+            f"{path} is not an ensemble fitted by this script ({load_failure(e)}); delete it and run again (it is "
+            "refitted)"
+        ) from None
+    metrics["seed"] = int(metrics["seed"])
+    return model, metrics
 
 
 def uncertainty_grid(model, u: str, n: int = 61, k: int = 5) -> tuple[np.ndarray, np.ndarray]:
@@ -489,43 +559,29 @@ def cell_size(setting: Setting, args: ToyArgs) -> dict:
     )
 
 
-def run_cell(job: tuple) -> dict:
+def train_cell(setting: Setting, args: ToyArgs, dataset_path: str, dynamics_path: str, cells_dir: str, cell, run_root):
     """Train one (algorithm, u, λp, seed) with the algorithm's own main on the seed's saved ensemble, roll the exported
-    policy for eval_steps real-env steps, and save the numbers (JSON) and the visited states (npz) in cells/."""
+    policy for eval_steps real-env steps, and save the numbers (JSON) and the visited states (npz) in cells/.
+    Runs in a worker (the algorithm's output goes to the run's log); every file is written under a temporary name and
+    renamed when complete, the JSON last: a cell is finished when its JSON exists."""
     import shutil
 
-    import torch
-
-    setting, args, dataset_path, dynamics_path, cells_dir, (algo, u, lambda_p, seed) = job
+    algo, u, lambda_p, seed = cell
     key = cell_key(algo, u, lambda_p, seed)
-    path = os.path.join(cells_dir, key + ".json")
-    size = cell_size(setting, args)
-    if os.path.isfile(path):
-        with open(path) as f:
-            row = json.load(f)
-        if row.get("size") != size:
-            raise UserError(f"{path} was trained with other settings ({row.get('size')}); use another --out-dir")
-        return row
-    torch.set_num_threads(1)
     module = load_module(algo)
-    runs_dir = tempfile.mkdtemp(prefix=f"riskworld_{key}_")
-    try:
-        extra = orpo_extra(args) if algo == "orpo" else dict(policy="sac")
-        algo_arg = algo_args(
-            module, setting, args, u, lambda_p, seed, dataset_path, runs_dir, load_dynamics_path=dynamics_path, **extra
-        )
-        t0, c0 = time.time(), time.process_time()
-        summary = module.main(algo_arg)
-        train_seconds, cpu_seconds = time.time() - t0, time.process_time() - c0
-        policy = load_module("collect", "datasets").load_policy(os.path.join(summary["run_dir"], "policy.pt"), 2, 2)
-        states, returns = roll(policy, setting.eval_steps, seed=10_000 * seed)
-        trajectories = roll(policy, 5 * EPISODE_STEPS, seed=123)[0]
-        with open(os.path.join(summary["run_dir"], "config.json")) as f:
-            config = json.load(f)
-        os.makedirs(cells_dir, exist_ok=True)  # the run's per-epoch metrics (rollout u, rewards, losses) are kept
-        shutil.copyfile(os.path.join(summary["run_dir"], "metrics.csv"), os.path.join(cells_dir, key + ".metrics.csv"))
-    finally:
-        shutil.rmtree(runs_dir, ignore_errors=True)
+    runs_dir = os.path.join(run_root, key)  # the algorithm's run directory, removed with run_root
+    extra = orpo_extra(args) if algo == "orpo" else dict(policy="sac")
+    algo_arg = algo_args(
+        module, setting, args, u, lambda_p, seed, dataset_path, runs_dir, load_dynamics_path=dynamics_path, **extra
+    )
+    t0, c0 = time.time(), time.process_time()
+    summary = module.main(algo_arg)
+    train_seconds, cpu_seconds = time.time() - t0, time.process_time() - c0
+    policy = load_module("collect", "datasets").load_policy(os.path.join(summary["run_dir"], "policy.pt"), 2, 2)
+    states, returns = roll(policy, setting.eval_steps, seed=10_000 * seed)
+    trajectories = roll(policy, 5 * EPISODE_STEPS, seed=123)[0]
+    with open(os.path.join(summary["run_dir"], "config.json")) as f:
+        config = json.load(f)
     row = {
         "algo": algo,
         "u": u,
@@ -537,37 +593,217 @@ def run_cell(job: tuple) -> dict:
         "share_upper_right": upper_right_share(states[:, 1:]),
         "train_seconds": train_seconds,
         "train_cpu_seconds": cpu_seconds,
-        "train_last_eval_return": summary["return"],
+        "train_last_eval_return": summary["return"],  # the run's own last evaluation (5 episodes), not the result
+        "config_env": config["env"],
         "config_uncertainty": config["uncertainty"],
         "config_lambda_p": config["lambda_p"],
         "config_load_dynamics_path": config["load_dynamics_path"],
-        "size": size,
+        "size": cell_size(setting, args),
         "algorithm_files": code_versions(),
     }
-    os.makedirs(cells_dir, exist_ok=True)
-    np.savez_compressed(
-        os.path.join(cells_dir, key + ".npz"),
-        visited=states[:, 1:].astype(np.float16),
-        trajectories=trajectories.astype(np.float16),
-    )
-    with open(path + ".tmp", "w") as f:
+    base = os.path.join(cells_dir, key)
+    shutil.copyfile(os.path.join(summary["run_dir"], "metrics.csv"), base + ".metrics.csv.tmp")
+    with open(base + ".npz.tmp", "wb") as f:
+        np.savez_compressed(f, visited=states[:, 1:].astype(np.float16), trajectories=trajectories.astype(np.float16))
+    with open(base + ".json.tmp", "w") as f:
         json.dump(row, f, indent=1)
-    os.replace(path + ".tmp", path)
-    print(
-        f"{key}: average return {row['avg_return']:.1f}, {100 * row['share_upper_right']:.0f} % of steps in the upper "
-        f"right, {train_seconds:.0f} s",
-        flush=True,
-    )
+    for ext in (".metrics.csv", ".npz", ".json"):  # the JSON last: it marks the cell finished
+        os.replace(base + ext + ".tmp", base + ext)
+    print(f"{key}: average return {row['avg_return']:.2f} over {len(returns)} episodes, {train_seconds:.0f} s")
+
+
+CELL_KEYS = ("algo", "u", "lambda_p", "seed", "avg_return", "share_upper_right", "train_seconds", "size")
+
+
+def read_cell(cells_dir: str, cell, size: dict) -> Optional[dict]:
+    """A finished cell's numbers (None if it is not finished); a damaged or foreign file, or one trained with other
+    settings, is one line naming it."""
+    base = os.path.join(cells_dir, cell_key(*cell))
+    if not os.path.isfile(base + ".json"):
+        return None
+    try:
+        with open(base + ".json") as f:
+            row = json.load(f)
+        if not isinstance(row, dict) or any(k not in row for k in CELL_KEYS):
+            raise ValueError(f"not a cell's JSON object with {', '.join(CELL_KEYS)}")
+        if [row["algo"], row["u"], row["lambda_p"], row["seed"]] != list(cell):
+            raise ValueError(f"it holds {row['algo']} {row['u']} λp {row['lambda_p']} seed {row['seed']}")
+        with np.load(base + ".npz", allow_pickle=False) as z:
+            if z["visited"].ndim != 3:
+                raise ValueError(f"{base}.npz holds no visited states")
+    except Exception as e:
+        raise UserError(
+            f"{base}.json is not a finished run of this script ({type(e).__name__}: "
+            f"{str(e).splitlines()[0] if str(e) else 'unreadable'}); delete it and run again (the run is retrained)"
+        ) from None
+    if row["size"] != size:
+        raise UserError(
+            f"{base}.json was trained with other settings ({row['size']}); use another --out-dir (or delete it)"
+        )
     return row
 
 
-def parallel_map(fn, jobs: list, workers: int) -> list:
-    if workers == 1 or len(jobs) <= 1:
-        return [fn(j) for j in jobs]
-    import multiprocessing as mp
+# ---------------------------------------------------------------------------------------------- workers
+# Each fit and each training run is a child process in its own session: a Ctrl-C in the terminal reaches only this
+# process, which stops the children (their whole process group) and removes what they were writing. A child's stdout
+# and stderr (the algorithm's config, progress, summary) go to its log file; its progress bar's position and an
+# error come back as JSON lines on a pipe. A child dies with its parent (PR_SET_PDEATHSIG).
+WORKER = "import sys; sys.path.insert(0, {!r}); import riskworld; sys.exit(riskworld.worker(sys.argv[1]))"
 
-    with mp.get_context("spawn").Pool(min(workers, len(jobs)), maxtasksperchild=1) as pool:
-        return pool.map(fn, jobs, chunksize=1)
+
+def worker(spec: str) -> int:
+    """The child's side: one job (`fit` or `cell`) as described by the JSON `spec`; exit status 0 when it is saved."""
+    job = json.loads(spec)
+    try:  # die with the parent, even if it is killed with SIGKILL
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != job["parent"]:
+        return 1
+
+    def report(**msg):
+        try:
+            os.write(job["fd"], (json.dumps(msg) + "\n").encode())
+        except OSError:
+            pass
+
+    import torch
+
+    torch.set_num_threads(1)  # 2 shared cores: a busy second core makes 2-thread OpenMP matmuls very slow
+    for name in ("orpo", "mopo"):  # their progress bars report to the parent instead of drawing in the log
+        module = load_module(name)
+        module.tqdm = reporting_bar(module.tqdm, report)
+    setting = Setting(**{k: tuple(v) if isinstance(v, list) else v for k, v in job["setting"].items()})
+    args = ToyArgs(**{k: tuple(v) if isinstance(v, list) else v for k, v in job["args"].items()})
+    try:
+        if job["kind"] == "fit":
+            fit_ensemble(setting, args, job["dataset_path"], job["ensemble"], job["seed"])
+        else:
+            cell = tuple(job["cell"])
+            train_cell(setting, args, job["dataset_path"], job["ensemble"], job["cells_dir"], cell, job["run_root"])
+    except BaseException as e:
+        import traceback
+
+        traceback.print_exc()  # into the log
+        report(error=str(e).splitlines()[0] if str(e) else type(e).__name__)
+        return 1
+    return 0
+
+
+def reporting_bar(bar_class, report):
+    """The algorithm files' tqdm, silent (no bar in the log), reporting each step (epoch) to the parent."""
+
+    class ReportingBar(bar_class):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **{**kw, "disable": True})
+            self.done, self.extra = kw.get("initial", 0), ""
+
+        def send(self):
+            report(n=self.done, total=self.total, postfix=self.extra)
+
+        def update(self, n=1):
+            self.done += n
+            self.send()
+
+        def set_postfix(self, ordered_dict=None, refresh=True, **kwargs):
+            self.extra = ", ".join(f"{k} {v}" for k, v in {**(ordered_dict or {}), **kwargs}.items())
+
+        def __iter__(self):
+            for item in super().__iter__():
+                yield item
+                self.update(1)
+
+    return ReportingBar
+
+
+@dataclass
+class Job:
+    kind: Literal["fit", "cell"]
+    label: str  # what the progress bar and the finish line call it
+    spec: dict  # what the worker needs (JSON)
+    log: str
+    outputs: tuple[str, ...]  # the finished files; their .tmp names are removed when the job is stopped
+    needs: tuple[str, ...] = ()  # files that must exist before it starts (a cell needs its seed's ensemble)
+    total: Optional[int] = None  # progress bar length (None: unknown, e.g. a fit's epochs)
+
+
+def run_jobs(jobs: list[Job], workers: int, on_done) -> None:
+    """Run the jobs in child processes, `workers` at a time, each as soon as its inputs exist, with a progress bar per
+    running job (on a terminal); `on_done(job)` prints its line. A failed job stops all others (JobFailed); so does a
+    signal (Interrupted, raised by the handler `cli` installs). Stopped jobs leave no .tmp file behind."""
+    from tqdm import tqdm
+
+    todo, active = list(jobs), {}  # read fd -> [job, process, bar, buffered bytes, error]
+    try:
+        while todo or active:
+            while len(active) < workers:
+                job = next((j for j in todo if all(os.path.isfile(p) for p in j.needs)), None)
+                if job is None:
+                    break
+                todo.remove(job)
+                fd, proc = start_worker(job)
+                bar = tqdm(total=job.total, desc=job.label, unit="epoch", leave=False, dynamic_ncols=True, disable=None)
+                active[fd] = [job, proc, bar, b"", None]
+            if not active:
+                raise JobFailed(f"{todo[0].label} needs {todo[0].needs}, which no job makes")
+            ready, _, _ = select.select(list(active), [], [], 1.0)
+            for fd in ready:
+                entry = active[fd]
+                chunk = os.read(fd, 65536)
+                *lines, entry[3] = (entry[3] + chunk).split(b"\n")
+                for line in lines:
+                    msg = json.loads(line)
+                    if "error" in msg:
+                        entry[4] = msg["error"]
+                    else:
+                        if msg["total"] is not None and entry[2].total != msg["total"]:
+                            entry[2].total = msg["total"]
+                        entry[2].n = msg["n"]
+                        entry[2].set_postfix_str(msg["postfix"], refresh=False)
+                        entry[2].refresh()
+                if chunk:
+                    continue
+                job, proc, bar = entry[:3]  # end of file: the child exited
+                del active[fd]
+                os.close(fd)
+                code = proc.wait()
+                bar.close()
+                if code != 0:
+                    why = entry[4] or f"exit status {code}"
+                    raise JobFailed(f"{job.label} failed ({why}); its log: {job.log}")
+                on_done(job)
+    finally:  # a failure or a signal: stop the running children, remove what they were writing
+        for fd, (job, proc, bar, _, _) in active.items():
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+            os.close(fd)
+            bar.close()
+            for path in job.outputs:
+                if os.path.exists(path + ".tmp"):
+                    os.remove(path + ".tmp")
+
+
+def start_worker(job: Job) -> tuple[int, subprocess.Popen]:
+    read_fd, write_fd = os.pipe()
+    os.makedirs(os.path.dirname(job.log), exist_ok=True)
+    spec = json.dumps({**job.spec, "kind": job.kind, "fd": write_fd, "parent": os.getpid()})
+    with open(job.log, "w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", WORKER.format(os.path.dirname(os.path.abspath(__file__))), spec],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            pass_fds=(write_fd,),
+            start_new_session=True,  # its own process group: a terminal's Ctrl-C does not reach it
+            env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"},
+        )
+    os.close(write_fd)
+    return read_fd, proc
 
 
 # ---------------------------------------------------------------------------------------------- statistics
@@ -682,7 +918,8 @@ def plot_uncertainty(path: str, grids: dict, lambda_p: float, seed: int, mse: fl
         )
     fig.suptitle(f"Seed {seed}'s ensemble (4×200, holdout MSE {mse:.1e}); u averaged over actions", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=80)
+    fig.savefig(path + ".tmp", format="png", dpi=80)  # renamed when complete
+    os.replace(path + ".tmp", path)
     plt.close(fig)
 
 
@@ -715,7 +952,8 @@ def plot_visited(path: str, table: dict, cells_dir: str, lambda_p: float, title:
             ax.legend(loc="lower left", fontsize=7, markerscale=2)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=80)
+    fig.savefig(path + ".tmp", format="png", dpi=80)  # renamed when complete
+    os.replace(path + ".tmp", path)
     plt.close(fig)
 
 
@@ -766,7 +1004,8 @@ def plot_phase(path: str, table: dict, setting: Setting, title: str):
     axes[0, 0].set_ylabel("average return per 10-step episode")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    fig.savefig(path + ".tmp", format="png", dpi=90)  # renamed when complete
+    os.replace(path + ".tmp", path)
     plt.close(fig)
 
 
@@ -775,51 +1014,117 @@ def run(args: ToyArgs, command: Optional[str] = None) -> dict:
     import torch
 
     torch.set_num_threads(1)  # 2 shared cores: a busy second core makes 2-thread OpenMP matmuls very slow
-    setting, out_dir = resolve(args)
+    setting, out_dir = resolve(args)  # every flag checked: nothing is read or written before
     t_start = time.time()
-    cells_dir = os.path.join(out_dir, "cells")
-    os.makedirs(cells_dir, exist_ok=True)
-    # the dataset is rebuilt (deterministically) each time; only the ensembles and the finished cells are cached
-    data = make_dataset(setting.dataset_size, args.dataset_seed)
-    tmp = tempfile.TemporaryDirectory(prefix="riskworld_data_")
-    dataset_path = write_dataset(os.path.join(tmp.name, "riskworld.hdf5"), data)
+    cells_dir, logs_dir = os.path.join(out_dir, "cells"), os.path.join(out_dir, "logs")
+    ensembles_dir = os.path.abspath(args.ensembles_dir)
     config = fit_config(setting, args)
-    ens_paths = {seed: ensemble_path(os.path.abspath(args.ensembles_dir), config, seed) for seed in setting.seeds}
-    print(
-        f"RiskWorld '{args.setting}': {len(setting.seeds)} seed(s), λp {setting.lambda_ps}, out {out_dir}; "
-        f"ensembles {os.path.abspath(args.ensembles_dir)}",
-        flush=True,
+    ens_paths = {seed: ensemble_path(ensembles_dir, config, seed) for seed in setting.seeds}
+    cells, size = cell_list(setting), cell_size(setting, args)
+    for algo in ("orpo", "mopo"):  # the algorithms' own flag checks on the Args the toy builds, before any work
+        module = load_module(algo)
+        extra = orpo_extra(args) if algo == "orpo" else dict(policy="sac")
+        for lp in setting.lambda_ps:
+            try:
+                module.check_args(algo_args(module, setting, args, "max_aleatoric", lp, 1, None, "unused", **extra))
+            except module.UserError as e:
+                raise UserError(f"{algo}.py refuses the toy's settings: {str(e).splitlines()[0]}") from None
+    # what earlier invocations left: every ensemble and finished cell is read (and checked) before any work
+    fits = {s: read_ensemble(p, setting, s)[1] for s, p in ens_paths.items() if os.path.isfile(p)}
+    rows = {c: read_cell(cells_dir, c, size) for c in cells}
+    rows = {c: r for c, r in rows.items() if r is not None}
+    todo = [c for c in cells if c not in rows]
+    shown = lambda p: os.path.relpath(p) if os.path.abspath(p).startswith(os.getcwd() + os.sep) else p  # noqa: E731
+    label = lambda c: f"{c[0].upper()} {c[1]} λp {c[2]:g} seed {c[3]}"  # noqa: E731
+
+    what = (
+        f"RiskWorld '{args.setting}': {len(cells)} runs (MOPO and ORPO; λp "
+        f"{', '.join(f'{x:g}' for x in setting.lambda_ps)}; seed{'s' if len(setting.seeds) > 1 else ''} "
+        f"{', '.join(map(str, setting.seeds))})"
     )
-    cells = cell_list(setting)
-    jobs = [(setting, args, dataset_path, ens_paths[c[3]], cells_dir, c) for c in cells]
     if args.report_only:
-        done = [j for j in jobs if os.path.isfile(os.path.join(cells_dir, cell_key(*j[-1]) + ".json"))]
-        missing = [cell_key(*j[-1]) for j in jobs if j not in done]
-        if not done:
-            raise UserError(f"--report-only: no finished cells in {cells_dir}")
-        fits = [
-            torch.load(ens_paths[s], map_location="cpu", weights_only=True)["metrics"]
-            for s in setting.seeds
-            if os.path.isfile(ens_paths[s])
-        ]
-        rows = [run_cell(j) for j in done]
+        if not rows:
+            raise UserError(f"--report-only: no finished runs in {cells_dir}")
+        print(f"{what}, {len(rows)} finished; report only", flush=True)
     else:
-        fits = parallel_map(
-            fit_ensemble, [(setting, args, dataset_path, ens_paths[s], s) for s in setting.seeds], args.workers
+        print(
+            what + (f", {len(rows)} already finished" if rows else "") + f", {args.workers} at a time; logs in "
+            f"{shown(logs_dir)}",
+            flush=True,
         )
-        rows, missing = parallel_map(run_cell, jobs, args.workers), []
+        os.makedirs(cells_dir, exist_ok=True)
+        # the dataset is rebuilt (deterministically) each time; only the ensembles and the finished cells are kept
+        with tempfile.TemporaryDirectory(prefix="riskworld_") as tmp:
+            dataset_path = write_dataset(
+                os.path.join(tmp, f"{DATASET_NAME}.hdf5"), make_dataset(setting.dataset_size, args.dataset_seed)
+            )
+            common = dict(
+                setting=dataclasses.asdict(setting),
+                args={**dataclasses.asdict(args), "ensembles_dir": ensembles_dir},
+                dataset_path=dataset_path,
+                cells_dir=cells_dir,
+                run_root=tmp,
+            )
+            jobs = [
+                Job(
+                    "fit",
+                    f"ensemble seed {s}",
+                    {**common, "seed": s, "ensemble": ens_paths[s]},
+                    os.path.join(logs_dir, f"ensemble_s{s}.log"),
+                    (ens_paths[s],),
+                )
+                for s in setting.seeds
+                if s not in fits and any(c[3] == s for c in todo)
+            ]
+            jobs += [
+                Job(
+                    "cell",
+                    label(c),
+                    {**common, "cell": list(c), "ensemble": ens_paths[c[3]]},
+                    os.path.join(logs_dir, f"{cell_key(*c)}.log"),
+                    tuple(os.path.join(cells_dir, cell_key(*c)) + ext for ext in (".json", ".npz", ".metrics.csv")),
+                    needs=(ens_paths[c[3]],),
+                    total=setting.epochs,
+                )
+                for c in todo
+            ]
+
+            def on_done(job: Job):
+                from tqdm import tqdm
+
+                if job.kind == "fit":
+                    s = job.spec["seed"]
+                    f = fits[s] = read_ensemble(ens_paths[s], setting, s)[1]
+                    line = f"holdout MSE {f['holdout_mse']:.2e} after {f['epochs']:.0f} epochs"
+                    secs = f["fit_seconds"]
+                else:
+                    c = tuple(job.spec["cell"])
+                    r = rows[c] = read_cell(cells_dir, c, size)
+                    line = f"return {r['avg_return']:.1f}, {100 * r['share_upper_right']:.0f} % of steps in the upper right"
+                    secs = r["train_seconds"]
+                tqdm.write(f"{job.label}: {line} ({secs:.0f} s)")
+                sys.stdout.flush()
+
+            try:
+                run_jobs(jobs, args.workers, on_done)
+            except Interrupted as e:
+                done = sum(os.path.isfile(os.path.join(cells_dir, cell_key(*c) + ".json")) for c in cells)
+                e.detail = f"{done} of {len(cells)} runs finished and kept in {shown(cells_dir)}"
+                raise
+    missing = [cell_key(*c) for c in cells if c not in rows]
+    rows = [rows[c] for c in cells if c in rows]
+    fits = [fits[s] for s in setting.seeds if s in fits]
     table = aggregate(rows)
 
-    orpo = load_module("orpo")
     if not fits:
-        raise UserError(f"no fitted ensemble for seeds {setting.seeds} in {args.ensembles_dir}")
+        raise UserError(f"no fitted ensemble for seeds {setting.seeds} in {ensembles_dir}")
     first = int(fits[0]["seed"])
-    model = load_ensemble(orpo, setting, ens_paths[first])
+    model = read_ensemble(ens_paths[first], setting, first)[0]
     grids = {u: uncertainty_grid(model, u) for u in U_CHOICES}
     u_per_seed = {}  # u on and off the band for every seed's ensemble: where λp·u crosses the reward decides the corner
     for f in fits:
-        m = load_ensemble(orpo, setting, ens_paths[int(f["seed"])])
-        u_per_seed[int(f["seed"])] = {u: u_summary(uncertainty_grid(m, u)) for u in U_CHOICES}
+        m = read_ensemble(ens_paths[f["seed"]], setting, f["seed"])[0]
+        u_per_seed[f["seed"]] = {u: u_summary(uncertainty_grid(m, u)) for u in U_CHOICES}
     figures = []
     lp_top = max(setting.lambda_ps)
     path = os.path.join(out_dir, "uncertainty.png")
@@ -879,36 +1184,53 @@ def run(args: ToyArgs, command: Optional[str] = None) -> dict:
         "algorithm_files": code_versions(),
         "figures": [rel(p) for p in figures],
     }
-    with open(os.path.join(out_dir, "results.json"), "w") as f:
+    path = os.path.join(out_dir, "results.json")
+    with open(path + ".tmp", "w") as f:
         json.dump(results, f, indent=1)
-    tmp.cleanup()
-    print_summary(results, setting)
-    print(f"wall {wall:.0f} s this invocation ({cpu_name()}, {args.workers} workers); results and figures in {out_dir}")
+    os.replace(path + ".tmp", path)
+    print_summary(results)
+    print(
+        f"results.json, figures and logs in {shown(out_dir)} ({wall / 60:.1f} min this invocation on {cpu_name()}, "
+        f"{args.workers} worker{'s' if args.workers > 1 else ''})"
+    )
     return results
 
 
-def print_summary(results: dict, setting: Setting):
+def print_summary(results: dict):
+    """The table a reader wants: one row per (algorithm, u, λp); an interval and a verdict only with 2+ seeds."""
+    print()
+    for f in results["ensembles"]["per_seed"]:
+        print(f"ensemble seed {f['seed']}: holdout MSE {f['holdout_mse']:.2e} after {f['epochs']:.0f} epochs")
+    table = list(results["table"].values())
+    several = any(len(e["seeds"]) > 1 for e in table)
+    episodes = results["setting"]["eval_steps"] // EPISODE_STEPS
     print(
-        f"\nensembles: "
-        + ", ".join(
-            f"seed {f['seed']} MSE {f['holdout_mse']:.1e} ({f['epochs']:.0f} ep, {f['fit_seconds']:.0f} s)"
-            for f in results["ensembles"]["per_seed"]
-        )
+        f"average return per 10-step episode of each policy, {episodes} episodes in the real env"
+        + (", mean over seeds [95 % bootstrap interval]" if several else "")
+        + "; corner: share of steps with x > 1.5 and y > 1.5"
     )
-    print(
-        f"{'algorithm':9s} {'u':14s} {'λp':>5s} {'mean':>6s} {'95% interval':>16s}  per seed (share of steps in the upper right)"
-    )
-    for e in results["table"].values():
-        per = ", ".join(f"{v:.1f} ({100 * s:.0f}%)" for v, s in zip(e["per_seed"], e["share_upper_right"]))
-        print(
-            f"{e['algo'].upper():9s} {e['u']:14s} {e['lambda_p']:>5g} {e['mean']:>6.1f} [{e['ci95'][0]:>6.1f}, {e['ci95'][1]:>6.1f}]  {per}"
-        )
-    print(f"paper (λp = 100): MOPO {PAPER['mopo']}, ORPO {PAPER['orpo']}")
+    rows = [["algorithm", "u", "λp", "return", "corner", "seeds" if several else ""]]
+    for e in table:
+        shares = sorted({round(100 * s) for s in e["share_upper_right"]})
+        corner = f"{shares[0]}–{shares[-1]} %" if len(shares) > 1 else f"{shares[0]} %"
+        ret = f"{e['mean']:.1f}" + (f" [{e['ci95'][0]:.1f}, {e['ci95'][1]:.1f}]" if len(e["seeds"]) > 1 else "")
+        note = "as the authors ran it" if AUTHORS_U[e["algo"]] == e["u"] else ""
+        if several:
+            note = ", ".join(f"{v:.1f}" for v in e["per_seed"]) + (f" ({note})" if note else "")
+        rows.append([e["algo"].upper(), e["u"], f"{e['lambda_p']:g}", ret, corner, note])
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    for r in rows:
+        cols = [r[0].ljust(widths[0]), r[1].ljust(widths[1]), *(c.rjust(w) for c, w in zip(r[2:5], widths[2:]))]
+        print(("  ".join(cols) + "  " + r[5]).rstrip())
+    print(f"paper, λp = 100: MOPO {PAPER['mopo']}, ORPO {PAPER['orpo']} (ORPO's policy reaches the corner, MOPO's not)")
     if results["missing_cells"]:
         print(f"not trained yet ({len(results['missing_cells'])}): {', '.join(results['missing_cells'])}")
+    if not several:
+        print("1 seed: no intervals and no verdict (--setting reduced runs 5 seeds)")
+        return
     for c in results["comparisons"]:
         verdict = (
-            "1 seed: no interval"
+            "too few seeds"
             if c["seeds"] < 2
             else "ORPO > MOPO"
             if c["orpo_better"]
@@ -916,20 +1238,45 @@ def print_summary(results: dict, setting: Setting):
             if c["mopo_better"]
             else "intervals overlap"
         )
-        print(
-            f"λp {c['lambda_p']:>5g}, {c['comparison']:28s}: MOPO {c['mopo']:6.1f}  ORPO {c['orpo']:6.1f}  ({verdict})"
-        )
+        print(f"λp {c['lambda_p']:g}, {c['comparison']}: MOPO {c['mopo']:.1f}, ORPO {c['orpo']:.1f} ({verdict})")
+
+
+def on_signal(signum, frame):
+    """SIGINT/SIGTERM: a second one is ignored while the workers are stopped and their files removed."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise Interrupted(signum)
 
 
 def cli(argv=None) -> int:
+    """The command line: bad input is one line and exit 2, a failed run one line and exit 1, Ctrl-C/SIGTERM one line
+    and exit 130/143 (the workers stopped, finished runs kept: the same command resumes)."""
     import tyro
 
     args = tyro.cli(ToyArgs, args=argv)
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         run(args, command=" ".join(["python toy/riskworld.py", *(sys.argv[1:] if argv is None else argv)]))
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except JobFailed as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # e.g. `| head`: the reader is gone, so is the output
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except (Interrupted, KeyboardInterrupt) as e:
+        signum = getattr(e, "signum", signal.SIGINT)
+        detail = getattr(e, "detail", "") or "finished runs are kept"
+        print(
+            f"interrupted by {signal.Signals(signum).name}: workers stopped; {detail}; the same command resumes",
+            file=sys.stderr,
+        )
+        return 128 + signum
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
     return 0
 
 
