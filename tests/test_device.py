@@ -231,9 +231,8 @@ def probed_epochs(module, device: torch.device, monkeypatch):
 def test_the_check_catches_each_kind_of_host_round_trip(snippet, device):
     """Each of these lines in an update step would make a GPU wait for the host (or the host for the GPU)."""
     x = torch.randn(8, device=device)
-    with pytest.raises(HostRoundTrip):
-        with Check("a test", device):
-            eval(snippet, {"torch": torch, "np": np, "random": random, "x": x})
+    with pytest.raises(HostRoundTrip), Check("a test", device):
+        eval(snippet, {"torch": torch, "np": np, "random": random, "x": x})
 
 
 def test_the_check_lets_device_side_work_pass(device):
@@ -304,7 +303,7 @@ def test_rollout_on_the_device_stops_rows_at_termination(modules, device):
     orpo = modules["orpo"]
     model = orpo.EnsembleDynamics(11, 3, (16,), 3, 2).to(device)
     start = torch.zeros(50, 11, device=device)
-    terminal = lambda s: torch.arange(len(s), device=s.device) % 2 == 0  # noqa: E731  ends the even rows each step
+    terminal = lambda s: torch.arange(len(s), device=s.device) % 2 == 0
     with Check("the rollout", device, count_masks=True) as check:
         out = orpo.rollout(model, lambda s: torch.zeros(len(s), 3, device=s.device), start, 3, terminal, "ensemble_std")
     assert len(out["obs"]) == 50 + 25 + 12 and float(out["done"].sum()) == 25 + 13 + 6
