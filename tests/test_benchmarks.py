@@ -101,16 +101,22 @@ def test_speed_benchmark_rejects_bad_flags_in_one_line(tmp_path, flags, says):
     assert len(lines) == 1 and lines[0].startswith("error:") and says in lines[0], result.stderr
 
 
-def test_speed_benchmark_names_a_failing_run_in_one_line(tmp_path):
-    """A run of the file that exits non-zero (here: a flag this file rejects) ends the benchmark with its last line."""
+@pytest.mark.parametrize(
+    "flags, says",
+    [
+        ("--epochs 0", "orpo.py exited with 2: error: --epochs 0: must be at least 1"),  # the file's own check
+        ("--epochs nan", "orpo.py exited with 2: Error parsing --epochs: invalid literal for int()"),  # tyro's box
+    ],
+)
+def test_speed_benchmark_names_a_failing_run_in_one_line(tmp_path, flags, says):
+    """A run of the file that exits non-zero (here: a flag it rejects) ends the benchmark with the run's reason in one
+    line: the file's own error line, or the message inside tyro's error box (not the box's border)."""
     result = run_script(
-        "benchmarks/speed.py", *SPEED_TINY, "--only", "ensemble", "--algo-flags=--epochs 0", cwd=str(tmp_path)
+        "benchmarks/speed.py", *SPEED_TINY, "--only", "ensemble", f"--algo-flags={flags}", cwd=str(tmp_path)
     )
     assert result.returncode != 0
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: orpo.py exited with 2") and "--epochs" in lines[0], (
-        result.stderr
-    )
+    assert len(lines) == 1 and lines[0].startswith("error: " + says), result.stderr
 
 
 # benchmarks/scores.py (the grid harness) is tested in test_scores_grid.py: both launchers end to end, resume after a
