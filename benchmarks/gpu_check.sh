@@ -65,7 +65,9 @@ if [ "$REHEARSE" = 1 ]; then
 else
   BUDGET=${GPU_CHECK_BUDGET:-470} DEVICE=cuda CUDA=--cuda
   TESTS=()
-  SPEED=(--horizons 5)  # ORPO's default h on hopper; h = 1 would add ~25 s per file
+  # h = 5 only (ORPO's on hopper; h = 1 would add ~20 s per file), one epoch per run with no warm-up epoch: the clean
+  # per-phase times come from step 4's 20-epoch run, this step gives fp32 vs bf16 and the references
+  SPEED=(--horizons 5 --warmup-epochs 0)
   COLLECT_STEPS=50000 EPOCHS=20 TWIN_EPOCHS=3
   SIZES=()  # the defaults: 7 × 4×200 ensemble, 3×256 policies, 50k starts, 1000 steps, 10 evaluation episodes
   TWIN_SIZES=(--dynamics-max-epochs 5)
