@@ -17,6 +17,7 @@ matmuls 8-60x slower whenever the other core is busy. The 1-minute load average 
 """
 
 import csv
+import functools
 import glob
 import json
 import os
@@ -172,12 +173,28 @@ def last_line(text: str) -> str:
     return (text.strip().splitlines() or ["no output"])[-1]
 
 
+def reason(stderr: str) -> str:
+    """A failed run's reason in one line: the first section of tyro's error box (drawn with box characters, whose last
+    line is only its border), else the last line (the files' own `error: ...` lines, a traceback's exception)."""
+    lines = stderr.strip().splitlines()
+    tops = [i for i, line in enumerate(lines) if line.lstrip().startswith("╭")]
+    section = []
+    for line in lines[tops[-1] + 1 :] if tops else []:
+        text = line.strip().strip("│┃").strip()
+        if text.startswith(("╰", "┗")) or (section and not text.strip("─━")):  # the border, or the section's rule
+            break
+        if text.strip("─━"):
+            section.append(text)
+    return " ".join(section) if section else last_line(stderr)
+
+
+@functools.cache
 def file_flags(path: str) -> set[str]:
     """The flags a file takes, read from its --help (older and newer files, and other algorithms, all work)."""
     env = {**os.environ, "COLUMNS": "200"}
     result = subprocess.run([sys.executable, path, "--help"], capture_output=True, text=True, env=env)
     if result.returncode != 0:
-        fail(f"{path} --help failed: {last_line(result.stderr)}")
+        fail(f"{path} --help failed: {reason(result.stderr)}")
     pairs = re.findall(r"^\W*--([a-z0-9-]+)(?:, --([a-z0-9-]+))?", result.stdout, re.M)  # --x or --x, --no-x
     return {f for pair in pairs for f in pair if f}
 
@@ -195,11 +212,10 @@ def run_file(path: str, flags: set[str], settings: dict, a: Args, work: str) -> 
             fail(f"{path} has no --{flag} flag")
     cmd += shlex.split(a.algo_flags)
     env = {**os.environ, "OMP_NUM_THREADS": str(a.threads), "MKL_NUM_THREADS": str(a.threads), "WANDB_MODE": "offline"}
+    env["COLUMNS"] = "200"  # tyro's error box wraps its message at the terminal's width
     result = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=work)
     if result.returncode != 0:
-        fail(
-            f"{os.path.basename(path)} exited with {result.returncode}: {last_line(result.stderr)} ({shlex.join(cmd)})"
-        )
+        fail(f"{os.path.basename(path)} exited with {result.returncode}: {reason(result.stderr)} ({shlex.join(cmd)})")
     run_dir = os.path.dirname(glob.glob(os.path.join(runs_dir, "*", "metrics.csv"))[0])
     with open(os.path.join(run_dir, "metrics.csv")) as f:
         out = {"rows": [{k: float(v) for k, v in r.items() if v != ""} for r in csv.DictReader(f)]}

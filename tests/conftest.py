@@ -21,6 +21,18 @@ def pytest_configure(config):
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ALGORITHMS = ("orpo", "mopo", "oroo", "mbpo", "td3bc")
+# The device of the tests that take one (tests/test_device.py): the CPU unless ORPO_TEST_DEVICE=cuda
+# (benchmarks/gpu_check.sh sets it on a GPU machine; CI never does).
+TEST_DEVICE = os.environ.get("ORPO_TEST_DEVICE", "cpu")
+
+
+@pytest.fixture(scope="session")
+def device() -> torch.device:
+    if TEST_DEVICE not in ("cpu", "cuda"):
+        pytest.exit(f"ORPO_TEST_DEVICE={TEST_DEVICE}: use cpu or cuda", returncode=2)
+    if TEST_DEVICE == "cuda" and not torch.cuda.is_available():
+        pytest.exit("ORPO_TEST_DEVICE=cuda, but torch sees no CUDA device; unset it to test on the CPU", returncode=2)
+    return torch.device(TEST_DEVICE)
 
 
 def load_module(path: str, name: str):

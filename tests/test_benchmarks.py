@@ -1,9 +1,14 @@
 """Smoke tests of benchmarks/speed.py: it runs as a user would, at tiny sizes, and its output is checked."""
 
+import csv
+import io
 import json
 import math
 import os
 import statistics
+import subprocess
+import sys
+import tarfile
 
 import pytest
 from conftest import ROOT, run_script
@@ -101,17 +106,79 @@ def test_speed_benchmark_rejects_bad_flags_in_one_line(tmp_path, flags, says):
     assert len(lines) == 1 and lines[0].startswith("error:") and says in lines[0], result.stderr
 
 
-def test_speed_benchmark_names_a_failing_run_in_one_line(tmp_path):
-    """A run of the file that exits non-zero (here: a flag this file rejects) ends the benchmark with its last line."""
+@pytest.mark.parametrize(
+    "flags, says",
+    [
+        ("--epochs 0", "orpo.py exited with 2: error: --epochs 0: must be at least 1"),  # the file's own check
+        ("--epochs nan", "orpo.py exited with 2: Error parsing --epochs: invalid literal for int()"),  # tyro's box
+    ],
+)
+def test_speed_benchmark_names_a_failing_run_in_one_line(tmp_path, flags, says):
+    """A run of the file that exits non-zero (here: a flag it rejects) ends the benchmark with the run's reason in one
+    line: the file's own error line, or the message inside tyro's error box (not the box's border)."""
     result = run_script(
-        "benchmarks/speed.py", *SPEED_TINY, "--only", "ensemble", "--algo-flags=--epochs 0", cwd=str(tmp_path)
+        "benchmarks/speed.py", *SPEED_TINY, "--only", "ensemble", f"--algo-flags={flags}", cwd=str(tmp_path)
     )
     assert result.returncode != 0
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: orpo.py exited with 2") and "--epochs" in lines[0], (
-        result.stderr
-    )
+    assert len(lines) == 1 and lines[0].startswith("error: " + says), result.stderr
 
 
 # benchmarks/scores.py (the grid harness) is tested in test_scores_grid.py: both launchers end to end, resume after a
 # kill, failed runs, the aggregate against a hand computation, the paper's numbers and the flag errors.
+
+
+# ---------------------------------------------------------------- benchmarks/gpu_check.sh, rehearsed on the CPU
+GPU_CHECK_STEPS = ["versions", "tests", "speed_orpo", "speed_mopo", "collect", "run", "resume", "twins"]
+
+
+def test_gpu_check_rehearsal_runs_every_step_and_its_summary_holds(tmp_path):
+    """`gpu_check.sh --rehearse`: every step of the GPU check at tiny sizes on the CPU, so the script cannot rot before a
+    GPU session runs it. Each step must pass; the summary's phase table is checked against the run's own metrics.csv
+    (from artifacts.tar.gz), the resume against the epochs, and the CPU twins must be bit-identical."""
+    out = tmp_path / "out"
+    env = dict(os.environ, OUT=str(out), PYTHON=sys.executable, TMPDIR=str(tmp_path))
+    result = subprocess.run(
+        ["bash", os.path.join(ROOT, "benchmarks", "gpu_check.sh"), "--rehearse"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=str(tmp_path),
+        timeout=1200,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    check_gpu_check_output(out)
+
+
+def check_gpu_check_output(out) -> None:
+    """What a rehearsal's $OUT must hold (also usable on a kept rehearsal's output)."""
+    assert sorted(p.name for p in out.iterdir()) == ["artifacts.tar.gz", "gpu_check.json", "gpu_check.md", "log.txt"]
+    report = json.loads((out / "gpu_check.json").read_text())
+    steps = [s for s in report["steps"] if s["name"] != "install"]  # install runs only where .whl/ holds wheels
+    assert [s["name"] for s in steps] == GPU_CHECK_STEPS
+    assert all(s["status"] == "ok" for s in report["steps"]), report["steps"]
+    assert report["tests"]["passed"] >= 1 and report["tests"]["failed"] == []
+    # the phase table: medians of the run's epochs after the first, projected to 1000 epochs
+    with tarfile.open(out / "artifacts.tar.gz") as tar:
+        rows = list(csv.DictReader(io.TextIOWrapper(tar.extractfile("main_metrics.csv"))))
+    epochs = [r for r in rows if int(r["epoch"]) >= 2]
+    assert [int(r["epoch"]) for r in rows] == [0, 1, 2, 3] and report["run"]["epochs_done"] == 3
+    phases = {p["phase"].split(" (")[0].split(",")[0]: p for p in report["phases"]}
+    epoch = statistics.median(float(r["charts/epoch_seconds"]) for r in epochs)
+    rollout = statistics.median(float(r["charts/rollout_seconds"]) for r in epochs)
+    fit = float(rows[0]["dynamics/fit_seconds"])
+    assert phases["epoch"]["seconds"] == pytest.approx(epoch)
+    assert phases["rollouts"]["seconds"] == pytest.approx(rollout)
+    assert phases["epoch"]["projected_1000_epoch_hours"] == pytest.approx(1000 * epoch / 3600)
+    assert phases["whole run: fit + 1000 epochs"]["projected_1000_epoch_hours"] == pytest.approx(
+        (fit + 1000 * epoch) / 3600
+    )
+    # with two timed epochs the medians are means, and the three phases add up to the epoch (SPS leaves evaluation out)
+    assert sum(phases[k]["seconds"] for k in ("rollouts", "updates", "evaluation")) == pytest.approx(epoch)
+    assert report["resume"] == {"from_epoch": 3, "to_epoch": 5, "summary_status": "finished"}
+    det = report["determinism"]
+    assert det["identical"] and det["values"] > 50 and det["warn_run_finished"], det
+    for algo in ("orpo", "mopo"):
+        assert "| measurement | unit | fp32 | bf16 |" in report["speed"][algo], algo
+    md = (out / "gpu_check.md").read_text()
+    assert "| phase | seconds | projected 1000-epoch hours |" in md and "bit-identical" in md

@@ -1,0 +1,335 @@
+"""The tests that take a device: the CPU here and in CI, a GPU with ORPO_TEST_DEVICE=cuda (benchmarks/gpu_check.sh).
+
+What only a GPU would reveal, checked where it can be on a CPU: the epoch loop's update steps make no host round trip
+(no .item(), bool(tensor), float(tensor), .cpu(), .numpy(), .tolist(), boolean-mask indexing, host data copied in), its
+rollouts wait for the host only to compact their rows (a bounded number of times per model step), every tensor the
+loop makes is made with the run's device, and neither part draws from numpy's, Python's or (on a GPU) torch's CPU
+generator. `Check` watches every torch call of a region through a TorchFunctionMode; on a GPU the update region also
+runs under torch.cuda.set_sync_debug_mode("error"), which catches any synchronisation the mode cannot see.
+
+Also here: the ensemble's fit and forward (fp32 and --dynamics-bf16), one epoch of every model-based file, and an
+exact resume, each on the test device.
+"""
+
+import contextlib
+import csv
+import os
+import random
+import signal
+
+import numpy as np
+import pytest
+import torch
+import tyro
+from conftest import TINY, load_module
+from torch.overrides import TorchFunctionMode
+
+# calls that make the host wait for the device (or copy through the host), by name: Tensor methods and torch functions
+SYNCS = {
+    "item": "reads a value on the host",
+    "tolist": "reads values on the host",
+    "numpy": "copies to a numpy array",
+    "__array__": "copies to a numpy array",
+    "__bool__": "Python branches on a tensor's value",
+    "__float__": "reads a value on the host",
+    "__int__": "reads a value on the host",
+    "__index__": "reads a value on the host",
+    "__complex__": "reads a value on the host",
+    "__format__": "formats a value on the host",
+    "__repr__": "formats values on the host",
+    "cpu": "copies to the host",
+    "nonzero": "the host waits for the count of nonzero entries",
+    "argwhere": "the host waits for the count of nonzero entries",
+    "masked_select": "the host waits for the count of selected entries",
+    "unique": "the host waits for the count of unique entries",
+    "unique_consecutive": "the host waits for the count of unique entries",
+    "tensor": "copies host data to the device",
+    "as_tensor": "copies host data to the device",
+    "asarray": "copies host data to the device",
+    "from_numpy": "wraps a numpy array",
+}
+# factories whose tensor lands on the CPU (the default device) unless they are given device=
+FACTORIES = {"zeros", "ones", "empty", "full", "arange", "rand", "randn", "randint", "randperm", "linspace", "eye"}
+FACTORIES |= {"logspace", "scalar_tensor", "empty_strided"}
+ROLLOUT_FIELDS = (
+    6  # rollout() keeps each step's obs, act, rew, u, next_obs, done: one mask each, one more for the alive
+)
+
+
+class HostRoundTrip(AssertionError):
+    pass
+
+
+def is_mask(index) -> bool:
+    if isinstance(index, (tuple, list)):
+        return any(is_mask(i) for i in index)
+    return isinstance(index, torch.Tensor) and index.dtype in (torch.bool, torch.uint8)
+
+
+def tensors(value):
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (tuple, list)):
+        for v in value:
+            yield from tensors(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from tensors(v)
+
+
+class Check(TorchFunctionMode):
+    """Raises HostRoundTrip at the first torch call in the region that syncs with (or copies through) the host, makes
+    a tensor without device=, returns one off `device`, or takes a generator of another device; on leaving, if the
+    region drew from numpy's, Python's or (device not the CPU) torch's CPU random generator. With `count_masks`,
+    boolean-mask indexing is counted in `masks` instead (the rollouts' row compaction)."""
+
+    def __init__(self, where: str, device: torch.device, count_masks: bool = False):
+        super().__init__()
+        self.where, self.device, self.count_masks, self.masks = where, device, count_masks, 0
+
+    def fail(self, what: str) -> None:
+        raise HostRoundTrip(f"{what}, in {self.where}")
+
+    def __enter__(self):
+        self.rngs = self.rng_states()
+        return super().__enter__()
+
+    def __exit__(self, kind, value, tb):
+        super().__exit__(kind, value, tb)
+        if kind is None:
+            before, after = self.rngs, self.rng_states()
+            for name in before:
+                if not rng_equal(before[name], after[name]):
+                    self.fail(f"{name}'s random generator was used (the host draws, the device waits)")
+
+    def rng_states(self) -> dict:
+        states = {"numpy": np.random.get_state(), "Python": random.getstate()}
+        if self.device.type != "cpu":
+            states["torch's CPU"] = torch.get_rng_state()
+        return states
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if name in SYNCS:
+            self.fail(f"{name}: {SYNCS[name]}")
+        if name in ("__getitem__", "__setitem__") and len(args) > 1 and is_mask(args[1]):
+            if not self.count_masks:
+                self.fail("indexing with a boolean mask: the host waits for the count of selected rows")
+            self.masks += 1
+        if name == "where" and len(args) + len(kwargs) == 1:
+            self.fail("torch.where(condition): the host waits for the count of true entries")
+        if name in FACTORIES and kwargs.get("device") is None:
+            self.fail(f"torch.{name} without device=: the tensor is made on the default device, the CPU")
+        generator = kwargs.get("generator")
+        if generator is not None and generator.device.type != self.device.type:
+            self.fail(f"torch.{name} draws from a {generator.device} generator")
+        out = func(*args, **kwargs)
+        for t in tensors(out):
+            if t.device.type != self.device.type:
+                self.fail(f"{name} returned a tensor on {t.device}, not on {self.device}")
+        return out
+
+
+def rng_equal(a, b) -> bool:
+    if isinstance(a, torch.Tensor):
+        return torch.equal(a, b)
+    if isinstance(a, np.ndarray):
+        return np.array_equal(a, b)
+    if isinstance(a, (tuple, list)):
+        return len(a) == len(b) and all(rng_equal(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def device_tiny(device: torch.device) -> list[str]:
+    return [f for f in TINY if f != "--no-cuda"] + ["--cuda" if device.type == "cuda" else "--no-cuda"]
+
+
+@pytest.fixture(scope="module")
+def modules():
+    return {name: load_module(f"algorithms/{name}.py", name) for name in ("orpo", "mopo", "oroo", "mbpo")}
+
+
+@contextlib.contextmanager
+def probed_epochs(module, device: torch.device, monkeypatch):
+    """Run `module.main` with each epoch's rollouts (epoch start -> run.lap("rollout")) under Check("the rollouts",
+    count_masks=True) and its updates (-> run.end_epoch) under Check("the update steps"); yields the regions' checks
+    and the model steps the rollouts took."""
+    seen = {"the rollouts": [], "the update steps": [], "model_steps": 0}
+    active = []
+    cuda = device.type == "cuda"
+
+    def enter(where: str) -> None:
+        check = Check(where, device, count_masks=where == "the rollouts")
+        check.__enter__()
+        active.append(check)
+        seen[where].append(check)
+        if cuda and where == "the update steps":
+            torch.cuda.set_sync_debug_mode("error")  # any synchronisation at all, also one the mode cannot see
+
+    def leave(failed: bool = False) -> None:
+        check = active.pop()
+        if cuda:
+            torch.cuda.set_sync_debug_mode(0)
+        check.__exit__(*((RuntimeError, None, None) if failed else (None, None, None)))
+
+    run, dynamics = module.Run, module.EnsembleDynamics
+    epochs, lap, end_epoch, step = run.epochs, run.lap, run.end_epoch, dynamics.step
+
+    def probed_epochs(self):
+        for epoch in epochs(self):
+            enter("the rollouts")
+            yield epoch
+
+    def probed_lap(self, name):
+        leave()
+        lap(self, name)
+        enter("the update steps")
+
+    def probed_end_epoch(self, metrics):
+        leave()
+        return end_epoch(self, metrics)
+
+    def counted_step(self, *a, **k):
+        seen["model_steps"] += bool(active and active[-1].where == "the rollouts")
+        return step(self, *a, **k)
+
+    monkeypatch.setattr(run, "epochs", probed_epochs)
+    monkeypatch.setattr(run, "lap", probed_lap)
+    monkeypatch.setattr(run, "end_epoch", probed_end_epoch)
+    monkeypatch.setattr(dynamics, "step", counted_step)
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield seen
+    finally:
+        while active:  # a failure inside a region leaves its check entered
+            leave(failed=True)
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
+
+
+# ---------------------------------------------------------------- the check itself
+@pytest.mark.parametrize(
+    "snippet",
+    [
+        "x.sum().item()",
+        "x.tolist()",
+        "x.numpy()",
+        "np.asarray(x)",
+        "bool(x.sum() > 0)",
+        "float(x.sum())",
+        "f'{x.sum():.3f}'",
+        "x.cpu()",
+        "x[x > 0]",
+        "x.nonzero()",
+        "torch.as_tensor(np.zeros(3), device=x.device)",
+        "torch.zeros(3)",
+        "np.random.rand()",
+        "random.random()",
+    ],
+)
+def test_the_check_catches_each_kind_of_host_round_trip(snippet, device):
+    """Each of these lines in an update step would make a GPU wait for the host (or the host for the GPU)."""
+    x = torch.randn(8, device=device)
+    with pytest.raises(HostRoundTrip), Check("a test", device):
+        eval(snippet, {"torch": torch, "np": np, "random": random, "x": x})
+
+
+def test_the_check_lets_device_side_work_pass(device):
+    x = torch.randn(8, device=device)
+    with Check("a test", device) as check:
+        y = torch.where(x > 0, x, torch.zeros_like(x)) + torch.randn(8, device=device)
+        y = y[torch.randint(8, (4,), device=device)] * len(x)  # an index tensor and a shape: no wait
+        y.add_(1).clamp_(max=3.0)
+    assert check.masks == 0 and y.device.type == device.type
+
+
+# ---------------------------------------------------------------- the epoch loop of every model-based file
+FILES = [
+    ("orpo", []),
+    ("orpo", ["--output-algo", "sac"]),
+    ("mopo", []),
+    ("mopo", ["--policy", "td3bc"]),
+    ("oroo", []),
+    ("mbpo", []),
+]
+
+
+@pytest.mark.parametrize("name, flags", FILES, ids=[" ".join([n, *f]) for n, f in FILES])
+def test_epoch_loop_makes_no_host_round_trip(modules, hopper_data_dir, tmp_path, monkeypatch, device, name, flags):
+    """One epoch of the file's own main() on the test device: its update steps never wait for the host, its rollouts
+    only to compact their rows (at most one wait per stored field and one for the alive rows per model step), and every
+    tensor either part makes is on the run's device."""
+    module = modules[name]
+    argv = [*device_tiny(device), "--epochs", "1", "--env", "hopper-random-v2", "--data-dir", hopper_data_dir[0]]
+    args = tyro.cli(module.Args, args=[*argv, "--runs-dir", str(tmp_path), *flags])
+    with probed_epochs(module, device, monkeypatch) as seen:
+        summary = module.main(args)
+    assert summary["finished"] and summary["device"] == device.type, summary
+    assert len(seen["the rollouts"]) == len(seen["the update steps"]) == 1  # the regions were entered and checked
+    assert seen["model_steps"] >= 1
+    masks = sum(c.masks for c in seen["the rollouts"])
+    assert 0 < masks <= (ROLLOUT_FIELDS + 1) * seen["model_steps"], (masks, seen["model_steps"])
+
+
+# ---------------------------------------------------------------- the ensemble and the rollouts
+@pytest.mark.parametrize("bf16", [False, True], ids=["fp32", "bf16"])
+def test_ensemble_fits_and_predicts_on_the_device(modules, device, bf16):
+    orpo = modules["orpo"]
+    torch.manual_seed(0)
+    n = 3000
+    obs, act = torch.rand(n, 3, device=device) * 2 - 1, torch.rand(n, 2, device=device) * 2 - 1
+    delta = torch.stack([torch.sin(2 * obs[:, 0]) + act[:, 0], obs[:, 1] * act[:, 1], 0.5 * obs[:, 2]], dim=1)
+    data = {"obs": obs, "act": act, "next_obs": obs + delta, "rew": ((obs**2).sum(1) - act[:, 0])[:, None]}
+    model = orpo.EnsembleDynamics(3, 2, (64, 64), 5, 3, bf16=bf16).to(device)
+    metrics = orpo.fit_dynamics(model, data, orpo.Args(dynamics_max_epochs=15))
+    target_var = torch.cat([delta, data["rew"]], 1).var(0).mean().item()
+    assert metrics["dynamics/holdout_mse"] < 0.15 * target_var, metrics  # 0.6 × target_var after one epoch
+    assert all(p.device.type == device.type for p in model.state_dict().values())
+    x = torch.cat([obs[:256], act[:256]], 1)
+    with torch.no_grad():
+        mean, logvar = model(x)
+        model.bf16 = False
+        mean32, _ = model(x)
+    assert mean.dtype == logvar.dtype == torch.float32 and mean.shape == (5, 256, 4) and mean.device.type == device.type
+    if bf16:  # the autocast path of this device stays close to its fp32 forward
+        assert 0 < (mean - mean32).abs().max() < 0.05
+    next_obs, rew, u = model.step(obs[:256], act[:256], "ensemble_var")
+    assert {t.device.type for t in (next_obs, rew, u)} == {device.type}
+    assert next_obs.shape == (256, 3) and rew.shape == u.shape == (256,) and bool(torch.isfinite(u).all())
+
+
+def test_rollout_on_the_device_stops_rows_at_termination(modules, device):
+    orpo = modules["orpo"]
+    model = orpo.EnsembleDynamics(11, 3, (16,), 3, 2).to(device)
+    start = torch.zeros(50, 11, device=device)
+    terminal = lambda s: torch.arange(len(s), device=s.device) % 2 == 0
+    with Check("the rollout", device, count_masks=True) as check:
+        out = orpo.rollout(model, lambda s: torch.zeros(len(s), 3, device=s.device), start, 3, terminal, "ensemble_std")
+    assert len(out["obs"]) == 50 + 25 + 12 and float(out["done"].sum()) == 25 + 13 + 6
+    assert {v.device.type for v in out.values()} == {device.type}
+    assert check.masks == 3 * (ROLLOUT_FIELDS + 1)
+
+
+# ---------------------------------------------------------------- resume
+def test_resume_on_the_device_continues_exactly(modules, hopper_data_dir, tmp_path, device):
+    """A run stopped after epoch 1 and resumed (networks, optimisers, buffers and RNG states restored on the device)
+    ends with the uninterrupted run's numbers."""
+    orpo = modules["orpo"]
+    argv = [*device_tiny(device), "--env", "hopper-random-v2", "--data-dir", hopper_data_dir[0], "--seed", "7"]
+    straight = orpo.main(tyro.cli(orpo.Args, args=[*argv, "--runs-dir", str(tmp_path / "a")]))
+    stopped = orpo.main(
+        tyro.cli(orpo.Args, args=[*argv, "--runs-dir", str(tmp_path / "b"), "--stop-after-epochs", "1"])
+    )
+    assert not stopped["finished"] and stopped["epochs"] == 1
+    cuda = "--cuda" if device.type == "cuda" else "--no-cuda"
+    resumed = orpo.main(tyro.cli(orpo.Args, args=["--resume", stopped["run_dir"], cuda]))
+    assert resumed["finished"] and resumed["device"] == straight["device"] == device.type
+    rows = {}
+    for key, summary in (("a", straight), ("b", resumed)):
+        with open(os.path.join(summary["run_dir"], "metrics.csv")) as f:
+            rows[key] = list(csv.DictReader(f))
+    assert len(rows["a"]) == len(rows["b"]) == 3
+    for key, value in rows["a"][2].items():
+        if not any(t in key for t in ("seconds", "SPS")):
+            assert rows["b"][2][key] == value, key  # to the last digit
