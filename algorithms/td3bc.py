@@ -959,6 +959,7 @@ class Run:
         else:
             name = f"{task.name.replace('/', '_')}__{args.exp_name}__{args.seed}__{int(time.time())}"
             self.dir = os.path.join(args.runs_dir, name)
+            os.makedirs(args.runs_dir, exist_ok=True)
             for n in range(2, 1000):  # mkdir is atomic: two runs started in the same second get different dirs
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(self.dir)

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -264,7 +265,7 @@ def test_ratios_that_exceed_one_and_a_missing_fixed_policy_are_flag_errors(tmp_p
     )
     assert result.returncode == 2, result.stderr[-2000:]
     assert result.stderr.strip().splitlines() == [
-        "error: --rollout-policy fixed needs --rollout-policy-path RUN_DIR (an earlier ORPO run)",
+        "error: --rollout-policy fixed and --rollout-policy-path RUN_DIR (an earlier ORPO run) go together",
         "error: --real-ratio 0.7 + --output-rollout-ratio 0.5 exceed 1 (π^o's rollouts get the rest)",
     ]
 
@@ -349,7 +350,9 @@ def test_bad_terminals_and_out_of_range_actions_are_one_line(orpo, tmp_path):
     with h5py.File(path, "r+") as f:
         del f["terminals"]
         f["terminals"] = arrays["terminals"].astype(np.float32) * 2
-    with pytest.raises(orpo.UserError, match=r"'terminals' must hold only 0/1 .* \(\d+ row\(s\), first: row \d+, 2\.0\)"):
+    with pytest.raises(
+        orpo.UserError, match=r"'terminals' must hold only 0/1 .* \(\d+ row\(s\), first: row \d+, 2\.0\)"
+    ):
         orpo.load_transitions(path)
     write_random_dataset(path, steps=200)
     with h5py.File(path, "r+") as f:
@@ -359,7 +362,8 @@ def test_bad_terminals_and_out_of_range_actions_are_one_line(orpo, tmp_path):
         f["actions"] = acts
     task = orpo.Task("x", "Hopper-v4", "hopper")
     with pytest.raises(orpo.UserError, match=r"1 action\(s\) lie outside Hopper-v4's action space \(first: row 1\d\)"):
-        orpo.prepare_data(task, path, orpo.Args(eval_episodes=1, normalize_obs=False), torch.device("cpu"))
+        args = orpo.Args(eval_episodes=1, normalize_obs=False)
+        orpo.prepare_data(SimpleNamespace(task=task, data_path=path, args=args, device=torch.device("cpu")))
 
 
 @pytest.mark.parametrize(
