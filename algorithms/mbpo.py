@@ -26,7 +26,7 @@ import urllib.request
 import warnings
 from dataclasses import asdict, dataclass
 from functools import partial
-from typing import Callable, Literal, Optional, get_args, get_type_hints
+from typing import Callable, Literal, Optional, get_args, get_origin, get_type_hints
 
 import gymnasium as gym
 import h5py
@@ -1661,7 +1661,8 @@ def help_text(args_class: type) -> str:
             left, shown = f"  {flag}, --no-{flag[2:]}", shown or (flag if default else f"--no-{flag[2:]}")
         else:
             choices = get_args(kind) if str(kind).startswith("typing.Literal") else None
-            metavar = "{" + ",".join(choices) + "}" if choices else "INT [INT ...]" if name.endswith("dims") else None
+            item = getattr(get_args(kind)[0] if get_origin(kind) in (tuple, list) else None, "__name__", "").upper()
+            metavar = "{" + ",".join(choices) + "}" if choices else f"{item} [{item} ...]" if item else None
             left = f"  {flag} {metavar or getattr(kind, '__name__', 'VALUE').upper()}"
             shown = shown or (" ".join(map(str, default)) if isinstance(default, tuple) else str(default))
         out += [left] if len(left) > 28 else []  # a long flag gets a line of its own

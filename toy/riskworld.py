@@ -1251,9 +1251,12 @@ def on_signal(signum, frame):
 def cli(argv=None) -> int:
     """The command line: bad input is one line and exit 2, a failed run one line and exit 1, Ctrl-C/SIGTERM one line
     and exit 130/143 (the workers stopped, finished runs kept: the same command resumes)."""
-    import tyro
-
-    args = tyro.cli(ToyArgs, args=argv)
+    orpo = load_module("orpo")
+    try:  # orpo.py's parser: its --help layout (sections from ToyArgs' comments) and one-line parse errors
+        args = orpo.parse_args(ToyArgs, sys.argv[1:] if argv is None else argv)
+    except orpo.UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return e.code
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         run(args, command=" ".join(["python toy/riskworld.py", *(sys.argv[1:] if argv is None else argv)]))
