@@ -16,7 +16,7 @@ import pytest
 import torch
 import tyro
 from conftest import ROOT, TINY, load_module, run_script
-from test_orpo import paper_table
+from test_orpo import PAPER_HYPERPARAMETERS
 from test_shared_blocks import MODEL_BASED, blocks
 
 MODEL_BASED_SCRIPTS = ("mopo", "oroo", "mbpo")
@@ -228,7 +228,7 @@ def test_policy_batches_use_the_algorithms_reward(modules, hopper_data_dir, tmp_
 def test_presets_equal_the_papers_table(modules):
     """MOPO's are the paper's "MOPO (Our implementation)" column; OROO takes λo from ORPO's column, and OROO and MBPO
     the uncertainty type and h from MOPO's."""
-    table = paper_table()
+    table = PAPER_HYPERPARAMETERS
     assert len(table) == 12
     for name, (lambda_p, uncertainty, h_p, lambda_o, _) in table.items():
         assert modules["mopo"].PRESETS[name] == (lambda_p, uncertainty, h_p), name
