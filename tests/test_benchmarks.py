@@ -109,8 +109,8 @@ def test_speed_benchmark_rejects_bad_flags_in_one_line(tmp_path, flags, says):
 @pytest.mark.parametrize(
     "flags, says",
     [
-        ("--epochs 0", "orpo.py exited with 2: error: --epochs 0: must be at least 1"),  # the file's own check
-        ("--epochs nan", "orpo.py exited with 2: Error parsing --epochs: invalid literal for int()"),  # tyro's box
+        ("--epochs 0", "orpo.py exited with 2: error: --epochs 0: must lie in [1, inf)"),  # the file's own check
+        ("--epochs nan", "orpo.py exited with 2: error: Error parsing --epochs: invalid literal for int()"),  # tyro's
     ],
 )
 def test_speed_benchmark_names_a_failing_run_in_one_line(tmp_path, flags, says):
