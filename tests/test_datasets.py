@@ -769,6 +769,34 @@ def test_check_flags_accept_the_defaults_and_find_each_problem(tmp_path):
     assert jump.check_flags(jump.Args(task="halfcheetah-jump", out=out, resume=True)) == []
 
 
+def test_sac_bad_flags_are_one_line_each_and_exit_2(tmp_path):
+    run = tmp_path / "run"
+    flags = ["--levels", "medium", "--eval-every", 0, "--eval-episodes", 0, "--learning-rate", 0, "--steps", 0]
+    proc = run_script("sac.py", *flags, "--run-dir", run, data_dir=tmp_path / "d", expect_ok=False)
+    lines = error_lines(proc)
+    expected = [
+        "--levels 'medium': write NAME=SCORE",
+        "--eval-every must be at least 1",
+        "--eval-episodes must be at least 1",
+        "--learning-rate must be a finite number above 0.0",
+        "--steps must be at least 1",
+    ]
+    assert proc.returncode == 2 and len(lines) == len(expected), proc.stderr[-2000:]
+    for want in expected:
+        assert sum(want in line for line in lines) == 1, (want, lines)
+    # levels need D4RL's reference returns; a run's checkpoint is never silently overwritten
+    assert sac.check_flags(sac.Args(run_dir=str(run))) == []
+    (problem,) = sac.check_flags(sac.Args(env="Swimmer-v4", run_dir=str(run)))
+    assert problem.startswith("--levels need D4RL's reference returns")
+    assert sac.check_flags(sac.Args(env="Swimmer-v4", levels=(), run_dir=str(run))) == []
+    run.mkdir()
+    (run / "ckpt.pt").write_bytes(b"")
+    (problem,) = sac.check_flags(sac.Args(run_dir=str(run)))
+    assert "--resume" in problem
+    assert sac.check_flags(sac.Args(run_dir=str(run), resume=True)) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # nothing else made
+
+
 def test_discrete_env_is_a_flag_error(tmp_path):
     proc = run_script(
         "collect.py",
