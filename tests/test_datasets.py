@@ -37,8 +37,9 @@ def run_script(script, *args, data_dir, expect_ok=True):
     return proc
 
 
-def check_dataset(path, *, env_id, reward_fn, policy, steps, seed, created_by, max_episode_steps=1000):
-    """Assert the file meets the contract; return its arrays."""
+def check_dataset(path, *, env_id, reward_fn, policy, steps, seed, created_by, max_episode_steps=1000, cuts=()):
+    """Assert the file meets the contract; return its arrays. `cuts`: rows where a joined file's part ends (there the
+    collection, not the time limit, cut the episode)."""
     assert path.exists()
     assert not list(path.parent.rglob("*.tmp")), "temporary file left behind"
     env = gym.make(env_id)
@@ -78,8 +79,9 @@ def check_dataset(path, *, env_id, reward_fn, policy, steps, seed, created_by, m
     end_idx = np.flatnonzero(ends)
     lengths = np.diff(np.r_[-1, end_idx])
     assert lengths.max() <= max_episode_steps
-    # A timeout before the final step can only be the time limit.
-    assert (lengths[:-1][timeouts[end_idx[:-1]]] == max_episode_steps).all()
+    # A timeout before the final step can only be the time limit (or the end of a joined part).
+    short = timeouts[end_idx[:-1]] & (lengths[:-1] != max_episode_steps)
+    assert set(end_idx[:-1][short]) <= set(cuts)
     return data
 
 
@@ -511,6 +513,42 @@ def test_collect_stochastic_sac_policy(sac_runs, tmp_path):
     noise = (pre_tanh - mean.double().numpy()) / log_std.clamp(-5, 2).exp().double().numpy()
     noise = noise[np.abs(data["actions"]) < 1 - 1e-6]  # float32 actions: atanh is exact short of the bounds
     assert abs(noise.mean()) < 0.05 and abs(noise.std() - 1) < 0.05, (noise.mean(), noise.std())
+
+
+def test_join_is_medium_expert_layout(tmp_path):
+    """join.py puts the parts end to end (D4RL's medium-expert) and averages the behaviour over all whole episodes."""
+    for seed in (1, 2):
+        run_script("collect.py", "--steps", 700, "--seed", seed, "--name", f"local/p{seed}", data_dir=tmp_path)
+    run_script("collect.py", "--env", "HalfCheetah-v4", "--steps", 50, "--name", "local/cheetah", data_dir=tmp_path)
+    proc = run_script("join.py", "local/p1", "local/p2", "--name", "local/p12", data_dir=tmp_path)
+    joined = check_dataset(
+        tmp_path / "local" / "p12.hdf5",
+        env_id="Hopper-v4",
+        reward_fn="env",
+        policy="random + random",
+        steps=1400,
+        seed=1,
+        created_by="join.py",
+        cuts=(699,),
+    )
+    parts = [read_h5(tmp_path / "local" / f"p{seed}.hdf5") for seed in (1, 2)]
+    for key in KEYS:
+        np.testing.assert_array_equal(joined[key], np.concatenate([data[key] for data, _ in parts]), err_msg=key)
+    returns = [r for data, _ in parts for r in whole_episode_returns(data, last_is_whole=bool(data["terminals"][-1]))]
+    _, attrs = read_h5(tmp_path / "local" / "p12.hdf5")
+    assert attrs["behavior_episodes"] == len(returns)
+    assert attrs["behavior_mean_return"] == pytest.approx(np.mean(returns), rel=1e-5)
+    assert attrs["behavior_normalized_score"] == pytest.approx(normalized(np.mean(returns)), rel=1e-5)
+    assert list(attrs["part_steps"]) == [700, 700] and "wrote" in proc.stdout
+
+    proc = run_script("join.py", "local/p1", "local/cheetah", "--name", "local/x", data_dir=tmp_path, expect_ok=False)
+    (line,) = error_lines(proc)
+    assert proc.returncode == 1 and "env_id" in line and "HalfCheetah-v4" in line, proc.stderr[-2000:]
+    proc = run_script("join.py", "local/p1", "local/nope", data_dir=tmp_path, expect_ok=False)
+    lines = error_lines(proc)
+    assert proc.returncode == 2 and len(lines) == 2, proc.stderr[-2000:]
+    assert "local/nope: no such dataset" in lines[0] + lines[1] and "--name is required" in lines[0] + lines[1]
+    assert not (tmp_path / "local" / "x.hdf5").exists()
 
 
 def test_snapshot_rule_hand_computed():
