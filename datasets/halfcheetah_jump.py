@@ -4,7 +4,7 @@ halfcheetah-jump-hard: 1M steps of a uniform random policy in HalfCheetah-v4, re
     relabelled with the jump-hard reward.
 halfcheetah-jump: the whole replay buffer of an online SAC (lr 1e-5) trained for 1M steps
     on the clipped-velocity reward clip(v_x, -3, 3) - 0.1 ||a||^2, rewards relabelled
-    with the jump reward. The SAC collection checkpoints every --checkpoint-every steps
+    with the jump reward (the SAC of datasets/sac.py). The SAC collection checkpoints every --checkpoint-every steps
     and continues from there with --resume.
 
     python datasets/halfcheetah_jump.py --task halfcheetah-jump-hard

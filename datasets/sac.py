@@ -490,7 +490,7 @@ def main(args: Args) -> None:
     rows, snapshots = state["rows"], state["snapshots"]
     next_eval = (start // args.eval_every + 1) * args.eval_every
     next_checkpoint = (start // args.checkpoint_every + 1) * args.checkpoint_every
-    clock = {"start": time.perf_counter(), "wall_s": state["wall_s"], "step": start}
+    clock = {"start": time.perf_counter(), "wall_s": state["wall_s"]}
 
     def wall_s() -> float:
         return clock["wall_s"] + time.perf_counter() - clock["start"]
