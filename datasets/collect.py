@@ -3,6 +3,8 @@ Gymnasium MuJoCo env (the D4RL recipe: one long stream of episodes, 1000-step li
 
     python datasets/collect.py --env Hopper-v4 --policy random --steps 1000000
     python datasets/collect.py --env Hopper-v4 --policy runs/hopper/policy.pt --name local/hopper-mine
+    python datasets/collect.py --env Hopper-v4 --policy runs/sac-hopper-s0/policy-medium.pt --stochastic \
+        --name local/hopper-medium     # D4RL's medium recipe (datasets/sac.py saves the policy)
 
 The file goes to `<data_dir>/<name>.hdf5` (data_dir: --data-dir, else $D4RL_DATASET_DIR,
 else ~/.d4rl/datasets), or to --out.
@@ -21,6 +23,7 @@ import torch
 import torch.nn as nn
 
 from common import (
+    behavior_attrs,
     check_box_env,
     check_int,
     check_memory,
@@ -28,7 +31,6 @@ from common import (
     collect_rollouts,
     dataset_path,
     env_slug,
-    episode_returns,
     load_torch_file,
     run_cli,
     uniform_policy,
@@ -52,19 +54,23 @@ class Args:
     """overrides $D4RL_DATASET_DIR / ~/.d4rl/datasets"""
     out: str | None = None
     """write to this exact path instead of <data_dir>/<name>.hdf5"""
+    stochastic: bool = False
+    """sample a SAC policy's actions from its tanh-Gaussian (as D4RL's medium data) instead of tanh(mean)"""
 
 
 POLICY_KEYS = ("obs_dim", "act_dim", "hidden_dims", "max_action", "obs_mean", "obs_std", "state_dict")
 
 
-def load_policy(path: str, obs_dim: int, act_dim: int, device: str = "cpu"):
+def load_policy(path: str, obs_dim: int, act_dim: int, device: str = "cpu", stochastic_seed: int | None = None):
     """Load a policy.pt saved by any algorithm here (`export_policy`) and return `policy(obs_batch)`.
 
     The file is a `torch.save`d dict
         {"kind": "deterministic_mlp" | "tanh_gaussian_mlp", "obs_dim": int, "act_dim": int, "hidden_dims": [int, ...],
          "max_action": float, "obs_mean": tensor, "obs_std": tensor, "state_dict": ...}
     whose net is Linear-ReLU-...-Linear on (obs - obs_mean) / obs_std. A TD3+BC actor's output is squashed by
-    tanh * max_action; a SAC actor outputs (mean, log_std) and acts deterministically with tanh(mean) * max_action.
+    tanh * max_action; a SAC actor outputs (mean, log_std) and acts deterministically with tanh(mean) * max_action,
+    or, given `stochastic_seed`, samples tanh(mean + exp(log_std) * noise) * max_action with log_std clamped to
+    [-5, 2] (the algorithm files' and datasets/sac.py's actor), the noise drawn from a generator seeded with it.
     """
     ckpt = load_torch_file(path, "policy file", "pass a policy.pt saved by an algorithm here")
     kinds = ("deterministic_mlp", "tanh_gaussian_mlp")
@@ -98,11 +104,19 @@ def load_policy(path: str, obs_dim: int, act_dim: int, device: str = "cpu"):
             f"({' '.join(str(e).split())[:240]}); pass a policy.pt saved by an algorithm here"
         ) from None
     net.eval()
+    if stochastic_seed is not None and ckpt["kind"] != "tanh_gaussian_mlp":
+        raise ValueError(f"{path}: a {ckpt['kind']} policy has no action distribution; leave out --stochastic")
+    generator = torch.Generator(device).manual_seed(stochastic_seed) if stochastic_seed is not None else None
 
     @torch.no_grad()
     def policy(obs_batch: np.ndarray) -> np.ndarray:
         obs = torch.as_tensor(obs_batch, dtype=torch.float32, device=device)
-        return (torch.tanh(net((obs - mean) / std)[:, : ckpt["act_dim"]]) * max_action).cpu().numpy()
+        out = net((obs - mean) / std)
+        pre_tanh = out[:, : ckpt["act_dim"]]
+        if generator is not None:
+            log_std = out[:, ckpt["act_dim"] :].clamp(-5.0, 2.0)
+            pre_tanh = pre_tanh + log_std.exp() * torch.randn(pre_tanh.shape, generator=generator, device=device)
+        return (torch.tanh(pre_tanh) * max_action).cpu().numpy()
 
     return policy
 
@@ -113,6 +127,8 @@ def policy_tag(policy: str) -> str:
     if policy == "random":
         return "random"
     p = Path(policy)
+    if p.stem.startswith("policy-"):  # datasets/sac.py's snapshots: policy-medium.pt -> medium
+        return p.stem.removeprefix("policy-")
     return p.parent.name if p.stem == "policy" and p.parent.name else p.stem
 
 
@@ -127,6 +143,8 @@ def check_flags(args: Args) -> list[str]:
     check_int(problems, "--steps", args.steps, 1)
     check_int(problems, "--seed", args.seed, 0)
     check_output_path(problems, output_path(args)[1], "--out" if args.out else "--data-dir/--name")
+    if args.stochastic and args.policy == "random":
+        problems.append("--stochastic needs a saved SAC policy (--policy PATH); the random policy is already random")
     if args.policy != "random" and not Path(args.policy).is_file():
         problems.append(
             f"--policy {args.policy}: no such file; pass 'random' or a policy.pt saved by an algorithm here"
@@ -142,11 +160,16 @@ def main(args: Args) -> None:
     if args.policy == "random":
         policy = uniform_policy(env.action_space, args.seed)
     else:
-        policy = load_policy(args.policy, obs_dim, act_dim)
+        policy = load_policy(args.policy, obs_dim, act_dim, stochastic_seed=args.seed if args.stochastic else None)
 
     name, path = output_path(args)
     data = collect_rollouts(env, policy, args.steps, args.seed, desc=name)
     env.close()
+    # Was the last episode cut by the end of the collection (then it is left out of the behaviour's mean return)?
+    ends = np.flatnonzero(data["terminals"][:-1] | data["timeouts"][:-1])
+    last_length = args.steps - (ends[-1] + 1 if len(ends) else 0)
+    last_cut = not data["terminals"][-1] and last_length != env.spec.max_episode_steps
+    behavior = behavior_attrs(args.env, data, last_cut)
 
     write_dataset(
         path,
@@ -156,10 +179,13 @@ def main(args: Args) -> None:
         policy="random" if args.policy == "random" else os.path.abspath(args.policy),
         seed=args.seed,
         created_by=Path(__file__).name,
+        extra_attrs=behavior | {"stochastic": args.stochastic},
     )
-    returns = episode_returns(data["rewards"], data["terminals"], data["timeouts"])
     wall = time.perf_counter() - start
-    print(f"{len(returns)} episodes, mean return {returns.mean():.1f} (last one may be cut short)")
+    score = (
+        f", D4RL score {behavior['behavior_normalized_score']:.1f}" if "behavior_normalized_score" in behavior else ""
+    )
+    print(f"{behavior['behavior_episodes']} whole episodes, mean return {behavior['behavior_mean_return']:.1f}{score}")
     print(f"wall time {wall:.1f} s ({args.steps / wall:.0f} steps/s)")
     print(f"wrote {path}")
 

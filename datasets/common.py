@@ -136,6 +136,25 @@ def episode_returns(rewards: np.ndarray, terminals: np.ndarray, timeouts: np.nda
     return np.array([seg.sum() for seg in np.split(rewards, ends + 1)[: len(ends)]])
 
 
+def normalized_score(env_id: str, ret: float) -> float:
+    """D4RL's normalised score, 100 * (R - random) / (expert - random), with its reference returns."""
+    low, high = REF_SCORES[env_id]
+    return 100.0 * (ret - low) / (high - low)
+
+
+def behavior_attrs(env_id: str, data, last_cut: bool) -> dict:
+    """The behaviour policy's mean episode return in `data` and its D4RL-normalised score (where D4RL has reference
+    returns), as dataset attrs. `last_cut`: the last episode was cut by the end of the collection, not by the env, so
+    it is left out (unless it is the only one)."""
+    returns = episode_returns(data["rewards"], data["terminals"], data["timeouts"])
+    if last_cut and len(returns) > 1:
+        returns = returns[:-1]
+    attrs = {"behavior_mean_return": float(returns.mean()), "behavior_episodes": len(returns)}
+    if env_id in REF_SCORES:
+        attrs["behavior_normalized_score"] = normalized_score(env_id, attrs["behavior_mean_return"])
+    return attrs
+
+
 # ---------------------------------------------------------------------------- rewards
 
 

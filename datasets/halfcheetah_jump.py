@@ -4,7 +4,7 @@ halfcheetah-jump-hard: 1M steps of a uniform random policy in HalfCheetah-v4, re
     relabelled with the jump-hard reward.
 halfcheetah-jump: the whole replay buffer of an online SAC (lr 1e-5) trained for 1M steps
     on the clipped-velocity reward clip(v_x, -3, 3) - 0.1 ||a||^2, rewards relabelled
-    with the jump reward. The SAC collection checkpoints every --checkpoint-every steps
+    with the jump reward (the SAC of datasets/sac.py). The SAC collection checkpoints every --checkpoint-every steps
     and continues from there with --resume.
 
     python datasets/halfcheetah_jump.py --task halfcheetah-jump-hard
@@ -16,7 +16,6 @@ The files go to `<data_dir>/<task>.hdf5` (data_dir: --data-dir, else $D4RL_DATAS
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,9 +24,6 @@ from typing import Literal
 import gymnasium as gym
 import numpy as np
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
-from tqdm import tqdm
 
 from common import (
     allocate_buffer,
@@ -41,12 +37,11 @@ from common import (
     dataset_path,
     halfcheetah_jump_reward,
     halfcheetah_run_reward,
-    load_torch_file,
-    record,
     run_cli,
     uniform_policy,
     write_dataset,
 )
+from sac import SAC, load_checkpoint, save_checkpoint, train_online  # the SAC shared with sac.py
 
 ENV_ID = "HalfCheetah-v4"
 
@@ -106,111 +101,6 @@ DATA_SETTINGS = (
 )
 
 
-# ---------------------------------------------------------------------------- SAC (CleanRL-style)
-
-LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
-
-
-def mlp(d_in: int, d_out: int, hidden: int) -> nn.Sequential:
-    return nn.Sequential(
-        nn.Linear(d_in, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, d_out)
-    )
-
-
-class SoftQ(nn.Module):
-    def __init__(self, obs_dim: int, act_dim: int, hidden: int):
-        super().__init__()
-        self.net = mlp(obs_dim + act_dim, 1, hidden)
-
-    def forward(self, obs, act):
-        return self.net(torch.cat([obs, act], -1)).squeeze(-1)
-
-
-class Actor(nn.Module):
-    def __init__(self, obs_dim: int, action_space: gym.spaces.Box, hidden: int):
-        super().__init__()
-        self.net = mlp(obs_dim, 2 * action_space.shape[0], hidden)
-        high, low = torch.as_tensor(action_space.high), torch.as_tensor(action_space.low)
-        self.register_buffer("action_scale", (high - low) / 2)
-        self.register_buffer("action_bias", (high + low) / 2)
-
-    def forward(self, obs):
-        """Reparameterised tanh-Gaussian sample and its log-probability."""
-        mean, log_std = self.net(obs).chunk(2, -1)
-        # Soft-bound log_std (CleanRL / SpinningUp) so early updates cannot blow it up.
-        log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (torch.tanh(log_std) + 1)
-        normal = torch.distributions.Normal(mean, log_std.exp())
-        u = normal.rsample()
-        squashed = torch.tanh(u)
-        log_prob = normal.log_prob(u) - torch.log(self.action_scale * (1 - squashed.pow(2)) + 1e-6)
-        return squashed * self.action_scale + self.action_bias, log_prob.sum(-1)
-
-
-class SAC:
-    def __init__(self, env: gym.Env, args: Args, device: torch.device):
-        obs_dim, act_dim = env.observation_space.shape[0], env.action_space.shape[0]
-        self.args, self.device = args, device
-        self.actor = Actor(obs_dim, env.action_space, args.hidden_dim).to(device)
-        self.qf1, self.qf2 = (SoftQ(obs_dim, act_dim, args.hidden_dim).to(device) for _ in range(2))
-        self.qf1_target, self.qf2_target = (SoftQ(obs_dim, act_dim, args.hidden_dim).to(device) for _ in range(2))
-        self.qf1_target.load_state_dict(self.qf1.state_dict())
-        self.qf2_target.load_state_dict(self.qf2.state_dict())
-        self.log_alpha = torch.zeros(1, requires_grad=True, device=device)
-        self.target_entropy = -float(act_dim)
-        self.q_opt = torch.optim.Adam([*self.qf1.parameters(), *self.qf2.parameters()], lr=args.learning_rate)
-        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=args.learning_rate)
-        self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=args.learning_rate)
-
-    @torch.no_grad()
-    def act(self, obs: np.ndarray) -> np.ndarray:
-        action, _ = self.actor(torch.as_tensor(obs, dtype=torch.float32, device=self.device)[None])
-        return action[0].cpu().numpy()
-
-    def update(self, batch: dict[str, torch.Tensor]) -> None:
-        args, alpha = self.args, self.log_alpha.exp().detach()
-        obs, act, rew = batch["observations"], batch["actions"], batch["rewards"]
-        next_obs, done = batch["next_observations"], batch["terminals"].float()
-
-        # Only true terminations stop bootstrapping; time-limit cuts do not.
-        with torch.no_grad():
-            next_act, next_log_prob = self.actor(next_obs)
-            next_q = torch.min(self.qf1_target(next_obs, next_act), self.qf2_target(next_obs, next_act))
-            target = rew + args.gamma * (1 - done) * (next_q - alpha * next_log_prob)
-        q_loss = F.mse_loss(self.qf1(obs, act), target) + F.mse_loss(self.qf2(obs, act), target)
-        self.q_opt.zero_grad()
-        q_loss.backward()
-        self.q_opt.step()
-
-        new_act, log_prob = self.actor(obs)
-        q_new = torch.min(self.qf1(obs, new_act), self.qf2(obs, new_act))
-        actor_loss = (alpha * log_prob - q_new).mean()
-        self.actor_opt.zero_grad()
-        actor_loss.backward()
-        self.actor_opt.step()
-
-        alpha_loss = -(self.log_alpha.exp() * (log_prob.detach() + self.target_entropy)).mean()
-        self.alpha_opt.zero_grad()
-        alpha_loss.backward()
-        self.alpha_opt.step()
-
-        with torch.no_grad():
-            for net, target_net in ((self.qf1, self.qf1_target), (self.qf2, self.qf2_target)):
-                for p, tp in zip(net.parameters(), target_net.parameters()):
-                    tp.lerp_(p, args.tau)
-
-    # Nets and optimisers, all saved through their own state_dict.
-    PARTS = ("actor", "qf1", "qf2", "qf1_target", "qf2_target", "q_opt", "actor_opt", "alpha_opt")
-
-    def state_dict(self) -> dict:
-        return {name: getattr(self, name).state_dict() for name in self.PARTS} | {"log_alpha": self.log_alpha.detach()}
-
-    def load_state_dict(self, state: dict) -> None:
-        for name in self.PARTS:
-            getattr(self, name).load_state_dict(state[name])
-        with torch.no_grad():
-            self.log_alpha.copy_(state["log_alpha"])
-
-
 # ---------------------------------------------------------------------------- collections
 
 
@@ -235,54 +125,8 @@ def collect_random(args: Args) -> dict[str, np.ndarray]:
     return data
 
 
-def save_checkpoint(path: Path, step: int, sac: SAC, buf, env: gym.Env, rng: np.random.Generator, args: Args) -> None:
-    """Everything needed to continue exactly where we are. Taken between episodes, so the
-    env's physics need not be saved: only its RNG, which draws the next reset."""
-    state = {
-        "step": step,
-        "settings": {k: getattr(args, k) for k in DATA_SETTINGS},
-        "sac": sac.state_dict(),
-        "buffer": {k: torch.from_numpy(v[:step]) for k, v in buf.items()},
-        "rng": {
-            "numpy": rng.bit_generator.state,
-            "env": env.unwrapped.np_random.bit_generator.state,
-            "torch": torch.get_rng_state(),
-            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-        },
-    }
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)
-
-
-def load_checkpoint(path: Path, sac: SAC, buf, env: gym.Env, rng: np.random.Generator, args: Args) -> int:
-    fix = f"delete {path} to start the collection over"
-    state = load_torch_file(path, "checkpoint", fix)
-    if (
-        not isinstance(state, dict)
-        or not {"step", "settings", "sac", "buffer", "rng"} <= state.keys()
-        or not isinstance(state["settings"], dict)
-    ):
-        raise ValueError(f"{path} is not a checkpoint of this script (keys missing); {fix}")
-    changed = {k: (v, getattr(args, k, None)) for k, v in state["settings"].items() if getattr(args, k, None) != v}
-    if changed:
-        raise ValueError(f"{path} was made with other settings (checkpoint, now): {changed}")
-    step = state["step"]
-    try:
-        if not isinstance(step, int) or not 0 < step < args.steps:
-            raise ValueError(f"step {step!r} is not within (0, {args.steps})")
-        sac.load_state_dict(state["sac"])
-        for k in buf:
-            buf[k][:step] = state["buffer"][k].numpy()
-        rng.bit_generator.state = state["rng"]["numpy"]
-        env.unwrapped.np_random.bit_generator.state = state["rng"]["env"]
-        torch.set_rng_state(state["rng"]["torch"].cpu())
-        if torch.cuda.is_available() and state["rng"]["cuda"]:
-            torch.cuda.set_rng_state_all([s.cpu() for s in state["rng"]["cuda"]])
-    except (KeyError, ValueError, TypeError, RuntimeError, AttributeError) as e:
-        detail = " ".join(str(e).split())[:200]
-        raise ValueError(f"{path} does not match this collection ({type(e).__name__}: {detail}); {fix}") from None
-    return step
+def settings(args: Args) -> dict:
+    return {k: getattr(args, k) for k in DATA_SETTINGS}
 
 
 def collect_sac(args: Args, ckpt_path: Path) -> dict[str, np.ndarray] | None:
@@ -301,47 +145,39 @@ def collect_sac(args: Args, ckpt_path: Path) -> dict[str, np.ndarray] | None:
     obs, _ = env.reset(seed=args.seed)
     start = 0
     if ckpt_path.exists():
-        start = load_checkpoint(ckpt_path, sac, buf, env, rng, args)
+        start, _ = load_checkpoint(ckpt_path, sac, buf, env, rng, settings(args), args.steps)
         obs, _ = env.reset()  # the reset the checkpointed run was about to do
         print(f"resumed from {ckpt_path} at step {start}")
 
-    low, high = env.action_space.low, env.action_space.high
-    next_checkpoint = (start // args.checkpoint_every + 1) * args.checkpoint_every
-    updates, clock = 0, time.perf_counter()
-    for t in tqdm(
-        range(start, args.steps), initial=start, total=args.steps, desc=args.task, unit="step", mininterval=1.0
-    ):
-        if t < args.learning_starts:
-            action = rng.uniform(low, high).astype(np.float32)
-        else:
-            action = sac.act(obs)
-        next_obs, _, terminated, truncated, info = env.step(action)
-        reward = halfcheetah_run_reward(action, info["x_velocity"])
-        record(buf, t, obs, action, reward, next_obs, terminated, truncated, info)
+    next_checkpoint, stopped_at = (start // args.checkpoint_every + 1) * args.checkpoint_every, None
 
-        if t >= args.learning_starts:
-            idx = rng.integers(0, t + 1, size=args.batch_size)
-            sac.update(
-                {
-                    k: torch.as_tensor(buf[k][idx], device=device)
-                    for k in ("observations", "actions", "rewards", "next_observations", "terminals")
-                }
-            )
-            updates += 1
-
-        if not (terminated or truncated):
-            obs = next_obs
-            continue
-        done = t + 1
-        stop = args.stop_at is not None and done >= args.stop_at
+    def at_episode_end(done: int, pbar) -> bool:
+        nonlocal next_checkpoint, stopped_at
+        stop = args.stop_at is not None and args.stop_at <= done < args.steps
+        stopped_at = done
         if done < args.steps and (done >= next_checkpoint or stop):
-            save_checkpoint(ckpt_path, done, sac, buf, env, rng, args)
+            save_checkpoint(ckpt_path, done, sac, buf, env, rng, settings(args))
             next_checkpoint = (done // args.checkpoint_every + 1) * args.checkpoint_every
-            if stop:
-                print(f"stopped at step {done} after {updates} gradient updates; continue with --resume")
-                return None
-        obs, _ = env.reset()
+        return stop
 
+    clock = time.perf_counter()
+    updates, stopped = train_online(
+        env,
+        obs,
+        sac,
+        buf,
+        rng,
+        start=start,
+        steps=args.steps,
+        learning_starts=args.learning_starts,
+        batch_size=args.batch_size,
+        at_episode_end=at_episode_end,
+        reward_fn=lambda action, _, info: halfcheetah_run_reward(action, info["x_velocity"]),
+        desc=args.task,
+    )
+    if stopped:
+        print(f"stopped at step {stopped_at} after {updates} gradient updates; continue with --resume")
+        return None
     env.close()
     seconds = time.perf_counter() - clock
     print(

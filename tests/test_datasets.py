@@ -3,6 +3,7 @@ sizes) and check the files against the HDF5 contract and against a replay of the
 
 import importlib
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -36,8 +37,9 @@ def run_script(script, *args, data_dir, expect_ok=True):
     return proc
 
 
-def check_dataset(path, *, env_id, reward_fn, policy, steps, seed, created_by, max_episode_steps=1000):
-    """Assert the file meets the contract; return its arrays."""
+def check_dataset(path, *, env_id, reward_fn, policy, steps, seed, created_by, max_episode_steps=1000, cuts=()):
+    """Assert the file meets the contract; return its arrays. `cuts`: rows where a joined file's part ends (there the
+    collection, not the time limit, cut the episode)."""
     assert path.exists()
     assert not list(path.parent.rglob("*.tmp")), "temporary file left behind"
     env = gym.make(env_id)
@@ -77,8 +79,9 @@ def check_dataset(path, *, env_id, reward_fn, policy, steps, seed, created_by, m
     end_idx = np.flatnonzero(ends)
     lengths = np.diff(np.r_[-1, end_idx])
     assert lengths.max() <= max_episode_steps
-    # A timeout before the final step can only be the time limit.
-    assert (lengths[:-1][timeouts[end_idx[:-1]]] == max_episode_steps).all()
+    # A timeout before the final step can only be the time limit (or the end of a joined part).
+    short = timeouts[end_idx[:-1]] & (lengths[:-1] != max_episode_steps)
+    assert set(end_idx[:-1][short]) <= set(cuts)
     return data
 
 
@@ -329,6 +332,242 @@ def test_jump_sac_resume_matches_uninterrupted_run(tmp_path):
             np.testing.assert_array_equal(data[key], f[key][()], err_msg=key)
 
 
+# ---------------------------------------------------------------------------- sac.py: D4RL's medium recipe
+
+# Tiny SAC settings: a run takes seconds. Episodes are cut at 100 steps so evaluations stay short.
+TINY_SAC = (
+    "--env Hopper-v4 --steps 1500 --learning-starts 300 --batch-size 16 --hidden-dim 16 --eval-every 250 "
+    "--eval-episodes 2 --max-episode-steps 100 --checkpoint-every 400"
+).split()
+
+
+def progress_rows(run):
+    with open(run / "progress.csv") as f:
+        lines = f.read().splitlines()
+    header = lines[0].split(",")
+    return [dict(zip(header, map(float, line.split(",")))) for line in lines[1:]]
+
+
+def read_h5(path):
+    with h5py.File(path, "r") as f:
+        return {k: f[k][()] for k in f}, dict(f.attrs)
+
+
+def normalized(ret, env_id="Hopper-v4"):
+    low, high = D4RL_REFS[env_id]
+    return 100 * (ret - low) / (high - low)
+
+
+def whole_episode_returns(data, last_is_whole):
+    """Episode returns written out with a loop, independently of common.episode_returns."""
+    returns, total = [], 0.0
+    for r, end in zip(data["rewards"], data["terminals"] | data["timeouts"]):
+        total += float(r)
+        if end:
+            returns.append(total)
+            total = 0.0
+    return returns if last_is_whole or len(returns) == 1 else returns[:-1]
+
+
+@pytest.fixture(scope="module")
+def sac_runs(tmp_path_factory):
+    """A pilot run gives the evaluation scores; then a run whose levels lie below, between and above them, and the
+    same run stopped part-way and resumed. Same seed and settings: the three see the same evaluations."""
+    root = tmp_path_factory.mktemp("sac")
+    run_script("sac.py", *TINY_SAC, "--levels", "never=1000", "--run-dir", root / "pilot", data_dir=root / "d0")
+    scores = [row["normalized_score"] for row in progress_rows(root / "pilot")]
+    # a level the first evaluation misses and a later one reaches (scores in the csv are rounded to 0.01)
+    first_above = next(i for i, s in enumerate(scores) if s > scores[0] + 0.02)
+    mid = round((scores[0] + scores[first_above]) / 2, 3)
+    levels = ["--levels", "low=-50", f"mid={mid}", "never=1000"]
+    run_script("sac.py", *TINY_SAC, *levels, "--run-dir", root / "whole", data_dir=root / "d1")
+    proc = run_script("sac.py", *TINY_SAC, *levels, "--run-dir", root / "split", "--stop-at", 700, data_dir=root / "d2")
+    assert "continue with --resume" in proc.stdout and (root / "split" / "ckpt.pt").exists()
+    assert not (root / "split" / "replay.hdf5").exists()
+    proc = run_script("sac.py", *TINY_SAC, *levels, "--run-dir", root / "split", "--resume", data_dir=root / "d2")
+    assert "resumed from" in proc.stdout
+    return root, {"low": -50.0, "mid": mid, "never": 1000.0}
+
+
+def test_sac_snapshots_at_the_first_evaluation_reaching_each_level(sac_runs):
+    root, levels = sac_runs
+    run = root / "whole"
+    rows = progress_rows(run)
+    snapshots = json.loads((run / "snapshots.json").read_text())
+    assert sorted(snapshots) == ["low", "mid"]  # never=1000 is never reached
+    assert not (run / "policy-never.pt").exists() and not (root / "d1/local/hopper-never-replay.hdf5").exists()
+    assert not (run / "ckpt.pt").exists()  # a finished run leaves its whole buffer and final policy instead
+    for name in ("low", "mid"):
+        snap = snapshots[name]
+        # the snapshot rule: the first evaluation whose D4RL score reaches the level
+        first = next(row for row in rows if row["normalized_score"] >= levels[name])
+        assert snap["step"] == first["step"], name
+        assert snap["normalized_score"] == pytest.approx(normalized(snap["eval_return"]))
+        assert snap["eval_return"] == pytest.approx(first["eval_return"], abs=0.01)
+    assert snapshots["low"]["step"] == rows[0]["step"] < snapshots["mid"]["step"]
+
+    # The saved policy is the one evaluated: collect.py's loader, run deterministically with the evaluation's seeds
+    # (seed + 1e6 + step), gives the recorded evaluation return.
+    for name in ("low", "mid"):
+        snap = snapshots[name]
+        policy = collect.load_policy(str(run / f"policy-{name}.pt"), 11, 3)
+        env = gym.make("Hopper-v4", max_episode_steps=100)
+        obs, _ = env.reset(seed=1_000_000 + snap["step"])
+        returns = []
+        for _ in range(2):
+            total, done = 0.0, False
+            while not done:
+                obs, r, terminated, truncated, _ = env.step(policy(obs[None].astype(np.float32))[0])
+                total, done = total + r, terminated or truncated
+            returns.append(total)
+            obs, _ = env.reset()
+        assert np.mean(returns) == pytest.approx(snap["eval_return"], rel=1e-4), name
+
+
+def test_sac_replay_datasets_are_the_buffer_up_to_each_snapshot(sac_runs):
+    root, _ = sac_runs
+    run = root / "whole"
+    snapshots = json.loads((run / "snapshots.json").read_text())
+    whole = check_dataset(
+        run / "replay.hdf5",
+        env_id="Hopper-v4",
+        reward_fn="env",
+        policy="sac-online replay buffer, all 1500 steps",
+        steps=1500,
+        seed=0,
+        created_by="sac.py",
+        max_episode_steps=100,
+    )
+    replay("Hopper-v4", whole, seed=0, max_episode_steps=100)  # the stored steps are the env's, in order
+    for name in ("low", "mid"):
+        step = snapshots[name]["step"]
+        path = root / "d1" / "local" / f"hopper-{name}-replay.hdf5"
+        assert snapshots[name]["replay"] == str(path)
+        data = check_dataset(
+            path,
+            env_id="Hopper-v4",
+            reward_fn="env",
+            policy=f"sac-online replay buffer up to step {step}",
+            steps=step,
+            seed=0,
+            created_by="sac.py",
+            max_episode_steps=100,
+        )
+        for key in KEYS:  # a prefix of the whole buffer
+            np.testing.assert_array_equal(data[key], whole[key][:step], err_msg=key)
+        _, attrs = read_h5(path)
+        returns = whole_episode_returns(data, last_is_whole=True)  # the snapshot is taken at an episode end
+        assert attrs["behavior_episodes"] == len(returns)
+        assert attrs["behavior_mean_return"] == pytest.approx(np.mean(returns), rel=1e-5)
+        assert attrs["behavior_normalized_score"] == pytest.approx(normalized(np.mean(returns)), rel=1e-5)
+        assert attrs["snapshot_step"] == step and attrs["snapshot_level"] == name
+        assert attrs["snapshot_eval_return"] == pytest.approx(snapshots[name]["eval_return"])
+
+
+def test_sac_resume_matches_uninterrupted_run(sac_runs):
+    root, _ = sac_runs
+    whole, split = root / "whole", root / "split"
+    assert not (split / "ckpt.pt").exists()
+    cols = ("step", "eval_return", "eval_return_std", "normalized_score")  # wall time differs, of course
+    assert [[r[c] for c in cols] for r in progress_rows(split)] == [[r[c] for c in cols] for r in progress_rows(whole)]
+    for name in ("policy-low.pt", "policy-mid.pt", "policy-final.pt"):
+        a, b = torch.load(whole / name, weights_only=True), torch.load(split / name, weights_only=True)
+        for k in a["state_dict"]:
+            torch.testing.assert_close(a["state_dict"][k], b["state_dict"][k], rtol=0, atol=0)
+    for a, b in [
+        (whole / "replay.hdf5", split / "replay.hdf5"),
+        (root / "d1/local/hopper-mid-replay.hdf5", root / "d2/local/hopper-mid-replay.hdf5"),
+    ]:
+        (da, _), (db, _) = read_h5(a), read_h5(b)
+        for key in KEYS:
+            np.testing.assert_array_equal(da[key], db[key], err_msg=key)
+
+
+def test_collect_stochastic_sac_policy(sac_runs, tmp_path):
+    """D4RL's medium data: the snapshot's actions sampled from its tanh-Gaussian, the behaviour's return recorded."""
+    root, _ = sac_runs
+    policy_file = root / "whole" / "policy-mid.pt"
+    proc = run_script(
+        "collect.py", "--policy", policy_file, "--stochastic", "--steps", 3000, "--seed", 5, data_dir=tmp_path
+    )
+    path = tmp_path / "local" / "hopper-mid.hdf5"  # policy-mid.pt -> local/hopper-mid
+    data = check_dataset(
+        path, env_id="Hopper-v4", reward_fn="env", policy=str(policy_file), steps=3000, seed=5, created_by="collect.py"
+    )
+    replay("Hopper-v4", data, seed=5)
+    _, attrs = read_h5(path)
+    assert attrs["stochastic"]
+    returns = whole_episode_returns(data, last_is_whole=bool(data["terminals"][-1]))
+    assert attrs["behavior_episodes"] == len(returns) > 5
+    assert attrs["behavior_mean_return"] == pytest.approx(np.mean(returns), rel=1e-5)
+    assert attrs["behavior_normalized_score"] == pytest.approx(normalized(np.mean(returns)), rel=1e-5)
+    assert f"mean return {np.mean(returns):.1f}" in proc.stdout
+
+    # The actions are tanh(mean + std * N(0, 1)) of the saved net, log-std clamped to [-5, 2].
+    ckpt = torch.load(policy_file, weights_only=True)
+    net = nn.Sequential(nn.Linear(11, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 6))
+    net.load_state_dict(ckpt["state_dict"])
+    with torch.no_grad():
+        mean, log_std = net(torch.from_numpy(data["observations"])).chunk(2, -1)
+    pre_tanh = np.arctanh(np.clip(data["actions"].astype(np.float64), -1 + 1e-7, 1 - 1e-7))
+    noise = (pre_tanh - mean.double().numpy()) / log_std.clamp(-5, 2).exp().double().numpy()
+    noise = noise[np.abs(data["actions"]) < 1 - 1e-6]  # float32 actions: atanh is exact short of the bounds
+    assert abs(noise.mean()) < 0.05 and abs(noise.std() - 1) < 0.05, (noise.mean(), noise.std())
+
+
+def test_join_is_medium_expert_layout(tmp_path):
+    """join.py puts the parts end to end (D4RL's medium-expert) and averages the behaviour over all whole episodes."""
+    for seed in (1, 2):
+        run_script("collect.py", "--steps", 700, "--seed", seed, "--name", f"local/p{seed}", data_dir=tmp_path)
+    run_script("collect.py", "--env", "HalfCheetah-v4", "--steps", 50, "--name", "local/cheetah", data_dir=tmp_path)
+    proc = run_script("join.py", "local/p1", "local/p2", "--name", "local/p12", data_dir=tmp_path)
+    joined = check_dataset(
+        tmp_path / "local" / "p12.hdf5",
+        env_id="Hopper-v4",
+        reward_fn="env",
+        policy="random + random",
+        steps=1400,
+        seed=1,
+        created_by="join.py",
+        cuts=(699,),
+    )
+    parts = [read_h5(tmp_path / "local" / f"p{seed}.hdf5") for seed in (1, 2)]
+    for key in KEYS:
+        np.testing.assert_array_equal(joined[key], np.concatenate([data[key] for data, _ in parts]), err_msg=key)
+    returns = [r for data, _ in parts for r in whole_episode_returns(data, last_is_whole=bool(data["terminals"][-1]))]
+    _, attrs = read_h5(tmp_path / "local" / "p12.hdf5")
+    assert attrs["behavior_episodes"] == len(returns)
+    assert attrs["behavior_mean_return"] == pytest.approx(np.mean(returns), rel=1e-5)
+    assert attrs["behavior_normalized_score"] == pytest.approx(normalized(np.mean(returns)), rel=1e-5)
+    assert list(attrs["part_steps"]) == [700, 700] and "wrote" in proc.stdout
+
+    proc = run_script("join.py", "local/p1", "local/cheetah", "--name", "local/x", data_dir=tmp_path, expect_ok=False)
+    (line,) = error_lines(proc)
+    assert proc.returncode == 1 and "env_id" in line and "HalfCheetah-v4" in line, proc.stderr[-2000:]
+    proc = run_script("join.py", "local/p1", "local/nope", data_dir=tmp_path, expect_ok=False)
+    lines = error_lines(proc)
+    assert proc.returncode == 2 and len(lines) == 2, proc.stderr[-2000:]
+    assert "local/nope: no such dataset" in lines[0] + lines[1] and "--name is required" in lines[0] + lines[1]
+    assert not (tmp_path / "local" / "x.hdf5").exists()
+
+
+def test_snapshot_rule_hand_computed():
+    levels = {"medium": 33.3, "expert": 100.0}
+    assert sac.levels_reached(levels, {}, 33.29) == []
+    assert sac.levels_reached(levels, {}, 33.3) == ["medium"]
+    assert sac.levels_reached(levels, {"medium": {}}, 50.0) == []  # only the first time
+    assert sac.levels_reached(levels, {}, 100.0) == ["medium", "expert"]
+    # D4RL's normalised score: 100 * (R - random) / (expert - random); medium 33.3 on Hopper is a return of 1063.50
+    assert common.normalized_score("Hopper-v4", 1063.5003) == pytest.approx(33.3, abs=1e-3)
+    assert common.normalized_score("Hopper-v4", D4RL_REFS["Hopper-v4"][1]) == pytest.approx(100)
+    assert sac.parse_levels(["medium=33.3", "expert=100"]) == levels
+    for bad in ["medium", "medium=x", "=3", "medium=nan", "a b=3"]:
+        with pytest.raises(sac.FlagError, match="NAME=SCORE"):
+            sac.parse_levels([bad])
+    with pytest.raises(sac.FlagError, match="NAME=SCORE"):
+        sac.parse_levels(["m=1", "m=2"])
+
+
 # ---------------------------------------------------------------------------- rewards
 
 
@@ -439,6 +678,7 @@ def test_write_dataset_never_leaves_a_partial_file(tmp_path):
 sys.path.insert(0, str(DATASETS))  # the scripts import `common` from their own folder
 collect = importlib.import_module("collect")
 jump = importlib.import_module("halfcheetah_jump")
+sac = importlib.import_module("sac")
 
 
 def error_lines(proc):
@@ -567,6 +807,34 @@ def test_check_flags_accept_the_defaults_and_find_each_problem(tmp_path):
     assert jump.check_flags(jump.Args(task="halfcheetah-jump", out=out, resume=True)) == []
 
 
+def test_sac_bad_flags_are_one_line_each_and_exit_2(tmp_path):
+    run = tmp_path / "run"
+    flags = ["--levels", "medium", "--eval-every", 0, "--eval-episodes", 0, "--learning-rate", 0, "--steps", 0]
+    proc = run_script("sac.py", *flags, "--run-dir", run, data_dir=tmp_path / "d", expect_ok=False)
+    lines = error_lines(proc)
+    expected = [
+        "--levels 'medium': write NAME=SCORE",
+        "--eval-every must be at least 1",
+        "--eval-episodes must be at least 1",
+        "--learning-rate must be a finite number above 0.0",
+        "--steps must be at least 1",
+    ]
+    assert proc.returncode == 2 and len(lines) == len(expected), proc.stderr[-2000:]
+    for want in expected:
+        assert sum(want in line for line in lines) == 1, (want, lines)
+    # levels need D4RL's reference returns; a run's checkpoint is never silently overwritten
+    assert sac.check_flags(sac.Args(run_dir=str(run))) == []
+    (problem,) = sac.check_flags(sac.Args(env="Swimmer-v4", run_dir=str(run)))
+    assert problem.startswith("--levels need D4RL's reference returns")
+    assert sac.check_flags(sac.Args(env="Swimmer-v4", levels=(), run_dir=str(run))) == []
+    run.mkdir()
+    (run / "ckpt.pt").write_bytes(b"")
+    (problem,) = sac.check_flags(sac.Args(run_dir=str(run)))
+    assert "--resume" in problem
+    assert sac.check_flags(sac.Args(run_dir=str(run), resume=True)) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # nothing else made
+
+
 def test_discrete_env_is_a_flag_error(tmp_path):
     proc = run_script(
         "collect.py",
@@ -687,7 +955,7 @@ def test_sac_checkpoints_load_weights_only_and_fail_in_one_line(tmp_path):
     rng = np.random.default_rng(0)
     env.reset(seed=0)
     good = tmp_path / "good.ckpt.pt"
-    jump.save_checkpoint(good, 100, sac, buf, env, rng, args)
+    jump.save_checkpoint(good, 100, sac, buf, env, rng, jump.settings(args))
     state = torch.load(good, weights_only=True)
     cases = bad_torch_files(tmp_path, state)
     broken = {
@@ -704,14 +972,15 @@ def test_sac_checkpoints_load_weights_only_and_fail_in_one_line(tmp_path):
         )
     for name, (path, needle) in cases.items():
         with pytest.raises(ValueError) as info:
-            jump.load_checkpoint(path, sac, buf, env, rng, args)
+            jump.load_checkpoint(path, sac, buf, env, rng, jump.settings(args), args.steps)
         message = str(info.value)
         assert str(path) in message and needle in message and "\n" not in message, (name, message)
         assert "weights_only" not in message, name
     assert not (tmp_path / "PWNED").exists()
     with pytest.raises(ValueError, match="other settings.*hidden_dim"):
-        jump.load_checkpoint(good, sac, buf, env, rng, jump.Args(task="halfcheetah-jump", steps=300, hidden_dim=16))
-    assert jump.load_checkpoint(good, sac, buf, env, rng, args) == 100
+        other = jump.Args(task="halfcheetah-jump", steps=300, hidden_dim=16)
+        jump.load_checkpoint(good, sac, buf, env, rng, jump.settings(other), other.steps)
+    assert jump.load_checkpoint(good, sac, buf, env, rng, jump.settings(args), args.steps) == (100, {})
 
     # end to end: exit 1, one line naming the file and the fix, no dataset
     out = tmp_path / "d.hdf5"
