@@ -26,7 +26,6 @@ from typing import Callable
 import gymnasium as gym
 import h5py
 import numpy as np
-import tyro
 from tqdm import tqdm
 
 DATA_KEYS = ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts")
@@ -320,7 +319,17 @@ def run_cli(
 ) -> None:
     """Parse the flags, check them all before any work (one line per problem, exit 2), and run; bad input ends in
     one line naming the problem, not a traceback (exit 2 for a flag whose value cannot work, else 1)."""
-    args = tyro.cli(args_type)
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("orpo", Path(__file__).parent.parent / "algorithms" / "orpo.py")
+    orpo = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("orpo", orpo)
+    spec.loader.exec_module(orpo)
+    try:  # orpo.py's parser: the same --help layout and one-line parse errors (exit 2)
+        args = orpo.parse_args(args_type, sys.argv[1:])
+    except orpo.UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(e.code) from None
     problems = check_flags(args) if check_flags else []
     if problems:
         for problem in problems:
