@@ -58,6 +58,8 @@ class Args:
     """torch CPU threads, here and in the runs (OMP_NUM_THREADS; 1: immune to a busy second core)"""
     repeats: int = 5
     """repeats of the ensemble reference and the matmuls (median reported)"""
+    matmul_size: int = 2048
+    """n of the n×n matmuls that give the machine's limit (a bf16 one takes minutes on a CPU without bf16 units)"""
     heavy_repeats: int = 3
     """repeats of the rollout reference (median reported)"""
     epoch_repeats: int = 1
@@ -428,13 +430,14 @@ def measure(a: Args, files: dict, device, loads: list, work: str) -> tuple[list,
     """The table's rows, the fp32 matmul peak and every run's metrics."""
     names, rows, peak, runs = list(files), [], None, {}
     if "matmul" in a.only:
-        m = torch.randn(2048, 2048, device=device)
-        peak = 2 * 2048**3 / median_time(lambda: m @ m, a.repeats, device, loads) / 1e9
-        rows.append(row("fp32 matmul 2048×2048 (machine limit)", "GFLOP/s", dict.fromkeys(names, peak), note="median"))
+        n = a.matmul_size
+        m = torch.randn(n, n, device=device)
+        peak = 2 * n**3 / median_time(lambda: m @ m, a.repeats, device, loads) / 1e9
+        rows.append(row(f"fp32 matmul {n}×{n} (machine limit)", "GFLOP/s", dict.fromkeys(names, peak), note="median"))
         if a.dynamics_bf16:  # the limit --dynamics-bf16 works against ("% of matmul peak" stays relative to fp32)
             m16 = m.bfloat16()
-            bf16 = 2 * 2048**3 / median_time(lambda: m16 @ m16, a.repeats, device, loads) / 1e9
-            rows.append(row("bf16 matmul 2048×2048", "GFLOP/s", dict.fromkeys(names, bf16), note="median"))
+            bf16 = 2 * n**3 / median_time(lambda: m16 @ m16, a.repeats, device, loads) / 1e9
+            rows.append(row(f"bf16 matmul {n}×{n}", "GFLOP/s", dict.fromkeys(names, bf16), note="median"))
     if "ensemble" not in a.only and "epoch" not in a.only:
         return rows, peak, runs
     data_path = os.path.join(work, "halfcheetah-medium-v2.hdf5")  # its name picks that dataset's presets
