@@ -1229,7 +1229,7 @@ CONFLICTS = (
      "policy fixed and --rollout-policy-path RUN_DIR (an earlier ORPO run) go together"),
     ("pessimism", lambda a: not a.pessimism and a.lambda_p not in (None, 0), "--no-pessimism labels π^p's data with "
      "λp = 0: drop --lambda-p {a.lambda_p} or --no-pessimism"),
-    ("output_rollout_ratio", lambda a: (a.real_ratio or 0) + (a.output_rollout_ratio or 0) > 1, "--real-ratio "
+    ("output_rollout_ratio", lambda a: (a.real_ratio or 0) + (a.output_rollout_ratio or 0) > 1 + 1e-9, "--real-ratio "
      "{a.real_ratio} + --output-rollout-ratio {a.output_rollout_ratio} exceed 1 (π^o's rollouts get the rest)"),
 )  # fmt: skip
 # flags naming a file (or a run directory): (flag, what to pass, a directory will do)
