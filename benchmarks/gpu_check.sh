@@ -1,26 +1,29 @@
 #!/usr/bin/env bash
-# The first GPU check of this repo (issue 20): every step a GPU session needs, in one command, within 8 minutes on an
-# H100, everything written to one folder: $OUT where set (the device machine's), else runs/gpu_check/.
+# The GPU check of this repo (issue 20): every step a GPU session needs, in one command, within 8 minutes on an H100,
+# everything written to one folder: $OUT where set (the device machine's), else runs/gpu_check/.
 #
 #   bash benchmarks/gpu_check.sh              # on a machine with a CUDA GPU (stops at step 1 without one)
 #   bash benchmarks/gpu_check.sh --rehearse   # the same steps at tiny sizes on the CPU (tests/test_benchmarks.py)
+#   GPU_CHECK_SKIP="tests twins" GPU_CHECK_BUDGET=330 bash benchmarks/gpu_check.sh   # a second call: those steps omitted
 #
 #   1 install  the wheels carried in .whl/ (pip --target, then PYTHONPATH); print torch, CUDA, driver and the GPU
 #   2 tests    tests/test_device.py on the GPU (ORPO_TEST_DEVICE=cuda): no host round trip in the update steps, every
 #              tensor on the device, ensemble fit/forward fp32 and bf16, rollouts, one epoch of each model-based
 #              file, an exact resume
-#   3 speed    benchmarks/speed.py --cuda for orpo.py and mopo.py, fp32 vs --dynamics-bf16, references in the same run
-#   4 run      datasets/collect.py (Hopper-v4, random policy, 50k steps), a 20-epoch algorithms/orpo.py at default sizes
-#              on it (per-phase seconds from its metrics.csv), then --resume of it for 2 more epochs
-#   5 twins    the same seed twice (3 epochs, run side by side): bit-identical or not, and the ops that torch's
+#   3 speed    benchmarks/speed.py --cuda for orpo.py, fp32 vs --dynamics-bf16, references in the same run
+#   4 run      datasets/collect.py (Hopper-v4, random policy, 50k steps), a 6-epoch algorithms/orpo.py at default sizes
+#              but a 30-epoch ensemble fit on it (per-phase seconds from its metrics.csv), then --resume for 1 more
+#   5 twins    the same seed twice (2 epochs, run side by side): bit-identical or not, and the ops that torch's
 #              use_deterministic_algorithms(warn_only=True) names in a third run
-#   6 summary  one table (phase, seconds, projected 1000-epoch hours), the steps, the tests, the speed tables and the
+#   6 speed    benchmarks/speed.py --cuda for mopo.py, with what the budget leaves
+#   7 summary  one table (phase, seconds, projected 1000-epoch hours), the steps, the tests, the speed tables and the
 #              determinism verdict: $OUT/gpu_check.md (ready to paste into docs/speed.md) and $OUT/gpu_check.json
 # $OUT ends with 4 files (the device tool returns at most 8): gpu_check.md, gpu_check.json, log.txt (every step's
 # output) and artifacts.tar.gz (each run's config/metrics/summary, the speed tables, the test report). Each step runs
-# under its own timeout, cut to what the 470-s budget leaves after the later steps' reserves; a failed or timed-out step
-# is reported and the next one runs; the exit status is 1 if any step failed. A timed-out run gets SIGTERM first, so it
-# checkpoints and its finished epochs still count.
+# under its own timeout, cut to what the budget leaves after the later steps' needs; a failed or timed-out step is
+# reported and the next one runs; the exit status is 1 if any step failed (an omitted one is not a failure). A
+# timed-out run gets SIGTERM first, so it checkpoints and its finished epochs still count. The caps and needs are from
+# the first H100 run (2026-11-26, docs/speed.md), where the 470-s plan written from estimates timed out in 5 steps.
 #
 # The device image has torch, numpy, h5py, tqdm, tensorboard and pytest but not gymnasium, mujoco or tyro
 # (/work/.library/device/KINDS.md). Carry them as wheels (11.6 MB): once, in the repo's root, on a machine with pip
@@ -50,43 +53,61 @@ export PYTHONUNBUFFERED=1 WANDB_MODE=offline MUJOCO_GL=${MUJOCO_GL:-disable}
 unset ORPO_TEST_DEVICE
 
 if [ "$REHEARSE" = 1 ]; then
-  BUDGET=${GPU_CHECK_BUDGET:-900} DEVICE=cpu CUDA=--no-cuda  # the caps of the 470-s plan, scaled 1.9×
+  BUDGET=${GPU_CHECK_BUDGET:-900} DEVICE=cpu CUDA=--no-cuda
+  SCALE=$((100 * BUDGET / 470))  # the caps below are seconds of the GPU plan: a rehearsal scales them to its budget
   export OMP_NUM_THREADS=1  # a shared CPU: one thread each
   TESTS=(-k "test_epoch_loop_makes_no_host_round_trip and mopo and not td3bc")
   # --only: no 2048² matmuls (a bf16 one takes minutes on a CPU without bf16 units)
   SPEED=(--only ensemble epoch --repeats 1 --heavy-repeats 1 --rollout-batch-size 512 --dataset-size 3000 --steps-per-epoch 5
     --dynamics-epochs 1 --ensemble-steps 2 --eval-episodes 1 --epoch-repeats 1 --warmup-epochs 0 --horizons 1
     "--algo-flags=--dynamics-hidden-dims 32 32 --hidden-dims 32 32 --num-ensemble 3 --num-elites 2")
-  COLLECT_STEPS=2000 EPOCHS=3 TWIN_EPOCHS=2
+  COLLECT_STEPS=2000 EPOCHS=3 RESUME_EPOCHS=2 TWIN_EPOCHS=2
   SIZES=(--steps-per-epoch 10 --batch-size 32 --rollout-batch-size 64 --dynamics-max-epochs 2 --dynamics-hidden-dims
     32 32 --hidden-dims 32 32 --eval-episodes 1 --num-ensemble 3 --num-elites 2)
   TWIN_SIZES=("${SIZES[@]}")
   WARN_SIZES=("${SIZES[@]}")
 else
-  BUDGET=${GPU_CHECK_BUDGET:-470} DEVICE=cuda CUDA=--cuda
+  BUDGET=${GPU_CHECK_BUDGET:-470} DEVICE=cuda CUDA=--cuda SCALE=100
   TESTS=()
-  # h = 5 only (ORPO's on hopper; h = 1 would add ~20 s per file), one epoch per run with no warm-up epoch: the clean
-  # per-phase times come from step 4's 20-epoch run, this step gives fp32 vs bf16 and the references
+  # h = 5 only, one epoch per run with no warm-up epoch: the per-phase times come from step 4's run, this step gives
+  # fp32 vs bf16 and the references
   SPEED=(--horizons 5 --warmup-epochs 0)
-  COLLECT_STEPS=50000 EPOCHS=20 TWIN_EPOCHS=3
-  SIZES=()  # the defaults: 7 × 4×200 ensemble, 3×256 policies, 50k starts, 1000 steps, 10 evaluation episodes
+  # the first H100 run (docs/speed.md): a 1000-step epoch takes ~10 s, and the ensemble fit on 50k random transitions
+  # had not early-stopped after 100 s, so the run caps the fit at 30 epochs and does 6 epochs, the resume 1 more
+  COLLECT_STEPS=50000 EPOCHS=6 RESUME_EPOCHS=1 TWIN_EPOCHS=2
+  SIZES=(--dynamics-max-epochs 30)  # otherwise the defaults: 7 × 4×200 ensemble, 3×256 policies, 50k starts, 10 episodes
   TWIN_SIZES=(--dynamics-max-epochs 5)
   WARN_SIZES=(--dynamics-max-epochs 2 --steps-per-epoch 50 --eval-episodes 2 --rollout-batch-size 5000)
 fi
-SCALE=$((100 * BUDGET / 470))  # the caps and reserves below are seconds of the 470-s plan, scaled to the budget
+# GPU_CHECK_SKIP="tests twins": steps not to run (status "omitted", not a failure), for a second call of a session
+# whose first call already gave those steps' results
+SKIP=" ${GPU_CHECK_SKIP:-} "
+# The steps in order, with the least seconds each needs for a result on an H100 (from the first run): a step's timeout
+# keeps these for the later steps that are not skipped
+ORDER=(install versions tests speed_orpo collect run resume twins speed_mopo summary)
+declare -A NEED=([install]=5 [versions]=10 [tests]=40 [speed_orpo]=60 [collect]=20 [run]=60 [resume]=30 [twins]=45
+  [speed_mopo]=60 [summary]=10)
 T0=$(date +%s)
 LOG="$WORK/out/log.txt"
 : >"$LOG"
 printf 'step\tstatus\trc\tseconds\ttimeout\n' >"$WORK/steps.tsv"
 
-# step NAME CAP RESERVE GRACE CMD...: run CMD with timeout min(CAP, budget left - RESERVE - GRACE), its output in
-# logs/NAME.log; never stops the script. RESERVE: the seconds kept for the later steps, the sum of the least each needs
-# for a result (versions 10, tests 40, speed 50 each, collect 10, run 90, resume 25, twins 40, summary 10); GRACE: the
-# seconds between SIGTERM and SIGKILL. CAP: about twice the step's H100 estimate (docs/speed.md), so a hung step costs
-# its cap and the later ones still run. A rehearsal scales CAP and RESERVE to its budget.
+# step NAME CAP GRACE CMD...: run CMD with timeout min(CAP, budget left - reserve - GRACE), its output in
+# logs/NAME.log; never stops the script. reserve: the NEED of the later steps not skipped; GRACE: the seconds between
+# SIGTERM and SIGKILL. CAP: about twice the step's H100 time (docs/speed.md), so a hung step costs its cap and the later
+# ones still run. A rehearsal scales CAP and the reserve to its budget.
 step() {
-  local name=$1 cap=$((${2} * SCALE / 100)) reserve=$((${3} * SCALE / 100)) grace=$4
-  shift 4
+  local name=$1 cap=$((${2} * SCALE / 100)) grace=$3 reserve=0 later=0 s
+  shift 3
+  if [[ "$SKIP" == *" $name "* ]]; then
+    printf '%s\tomitted\t-\t0\t-\n' "$name" >>"$WORK/steps.tsv"
+    echo "=== $name: omitted (GPU_CHECK_SKIP)" | tee -a "$LOG"
+    return 3
+  fi
+  for s in "${ORDER[@]}"; do
+    [ "$later" = 1 ] && [[ "$SKIP" != *" $s "* ]] && reserve=$((reserve + NEED[$s] * SCALE / 100))
+    [ "$s" = "$name" ] && later=1
+  done
   local left=$((BUDGET - ($(date +%s) - T0) - reserve - grace))
   local limit=$((cap < left ? cap : left))
   if [ "$limit" -lt 5 ]; then
@@ -116,9 +137,9 @@ step() {
 # ---------------------------------------------------------------- 1 install and versions
 if ls .whl/*.whl >/dev/null 2>&1; then
   if [ "$REHEARSE" = 1 ]; then  # another Python here: check that the wheels resolve for the device's cp312, x86-64
-    step install 90 325 5 "$PY" -m pip install --dry-run --no-index --no-deps --only-binary=:all: --python-version 3.12 \
+    step install 90 5 "$PY" -m pip install --dry-run --no-index --no-deps --only-binary=:all: --python-version 3.12 \
       --implementation cp --platform manylinux_2_28_x86_64 --target "$WORK/site" .whl/*.whl
-  elif step install 90 325 5 "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  elif step install 90 5 "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target "$WORK/site" .whl/*.whl; then
     export PYTHONPATH="$WORK/site${PYTHONPATH:+:$PYTHONPATH}"
   fi
@@ -155,31 +176,32 @@ with open(path, "w") as f:
 if device == "cuda" and not torch.cuda.is_available():
     sys.exit("error: torch sees no CUDA device; every later step would run on the CPU (run with --rehearse for that)")
 EOF
-if ! step versions 60 315 5 "$PY" "$WORK/versions.py" "$DEVICE" "$WORK/versions.json"; then
+if ! step versions 60 5 "$PY" "$WORK/versions.py" "$DEVICE" "$WORK/versions.json"; then
   echo "error: step 1 failed (see above): nothing else can run" | tee -a "$LOG"
   [ "$REHEARSE" = 0 ] && { cp "$LOG" "$OUTDIR/log.txt"; exit 1; }
 fi
 
 # ---------------------------------------------------------------- 2 tests on the device
-ORPO_TEST_DEVICE=$DEVICE step tests 120 275 5 "$PY" -m pytest -q -rs -p no:cacheprovider tests/test_device.py \
+ORPO_TEST_DEVICE=$DEVICE step tests 90 5 "$PY" -m pytest -q -rs -p no:cacheprovider tests/test_device.py \
   --junitxml="$WORK/out/pytest.xml" "${TESTS[@]}"
 
-# ---------------------------------------------------------------- 3 speed.py --cuda: orpo.py and mopo.py, fp32 and bf16
-for algo in orpo mopo; do
-  reserve=$([ $algo = orpo ] && echo 225 || echo 175)
-  step "speed_$algo" 100 "$reserve" 5 "$PY" benchmarks/speed.py "$CUDA" --module "algorithms/$algo.py" \
-    --compare "algorithms/$algo.py" --labels fp32 bf16 --dynamics-bf16 bf16 --out "$WORK/out/speed_$algo" "${SPEED[@]}"
-done
+# ---------------------------------------------------------------- 3 speed.py --cuda: fp32 and bf16 (mopo.py: step 6)
+speed() {
+  step "speed_$1" "$2" 5 "$PY" benchmarks/speed.py "$CUDA" --module "algorithms/$1.py" --compare "algorithms/$1.py" \
+    --labels fp32 bf16 --dynamics-bf16 bf16 --out "$WORK/out/speed_$1" "${SPEED[@]}"
+}
+speed orpo 140
 
-# ---------------------------------------------------------------- 4 a 20-epoch ORPO run on a collected dataset, resumed
+# ---------------------------------------------------------------- 4 an ORPO run on a collected dataset, resumed
 DATA=(--env local/hopper-random --data-dir "$WORK/data")  # local/hopper-random takes hopper-random-v2's preset
-step collect 60 165 5 "$PY" datasets/collect.py --env Hopper-v4 --policy random --steps "$COLLECT_STEPS" \
+step collect 60 5 "$PY" datasets/collect.py --env Hopper-v4 --policy random --steps "$COLLECT_STEPS" \
   --data-dir "$WORK/data" --name local/hopper-random
-step run 200 75 30 "$PY" algorithms/orpo.py "${DATA[@]}" "$CUDA" --epochs "$EPOCHS" --checkpoint-every 5 \
+step run 130 30 "$PY" algorithms/orpo.py "${DATA[@]}" "$CUDA" --epochs "$EPOCHS" --checkpoint-every 5 \
   --runs-dir "$WORK/runs/main" --seed 1 "${SIZES[@]}"
 MAIN=$(dirname "$(ls "$WORK"/runs/main/*/config.json 2>/dev/null | head -n 1)")
 cp "$MAIN/metrics.csv" "$WORK/main_metrics.csv" 2>/dev/null  # before the resume appends to it
-step resume 60 50 20 "$PY" algorithms/orpo.py --resume "$MAIN" "$CUDA" --epochs $((EPOCHS + 2)) --stop-after-epochs 2
+step resume 50 20 "$PY" algorithms/orpo.py --resume "$MAIN" "$CUDA" --epochs $((EPOCHS + RESUME_EPOCHS)) \
+  --stop-after-epochs "$RESUME_EPOCHS"
 
 # ---------------------------------------------------------------- 5 determinism: the same seed twice, side by side
 twins() {
@@ -202,9 +224,12 @@ runpy.run_path(sys.argv[0], run_name="__main__")' algorithms/orpo.py "${common[@
   for f in twin_a twin_b twin_warn; do echo "--- $f"; sed 's/.*\r//' "$WORK/logs/$f.log" | tail -n 30; done
   return $rc
 }
-step twins 90 10 10 bash -c "$(declare -p PY WORK DATA CUDA TWIN_EPOCHS TWIN_SIZES WARN_SIZES; declare -f twins); twins"
+step twins 70 10 bash -c "$(declare -p PY WORK DATA CUDA TWIN_EPOCHS TWIN_SIZES WARN_SIZES; declare -f twins); twins"
 
-# ---------------------------------------------------------------- 6 summary
+# ---------------------------------------------------------------- 6 speed.py for mopo.py, with what the budget leaves
+speed mopo 120
+
+# ---------------------------------------------------------------- 7 summary
 cat >"$WORK/summary.py" <<'EOF'
 import csv, glob, json, math, os, re, statistics, sys, time
 import xml.etree.ElementTree as ET
@@ -256,7 +281,8 @@ if os.path.isfile(report):
         "seconds": float(suite.get("time", "nan")),
     }
 
-# ---- the 20-epoch run: per-phase seconds (medians over the epochs after the first, which warms up)
+status = {s["name"]: s["status"] for s in out["steps"]}
+# ---- the run: per-phase seconds (medians over the epochs after the first, which warms up)
 main = run_dir("main")
 m_rows = rows(os.path.join(work, "main_metrics.csv"))  # as the run left it, before the resume appended its epochs
 fit = next((r for r in m_rows if r["epoch"] == 0), {})
@@ -309,7 +335,7 @@ out["resume"] = {
 # ---- determinism: twin_a vs twin_b, every logged value but times, and the saved ensemble and policy, bit for bit
 a, b = run_dir("twin_a"), run_dir("twin_b")
 ra, rb = rows(a), rows(b)
-det = {"epochs": len(ra) - 1, "values": 0, "differences": []}
+det = {"epochs": len(ra) - 1, "values": 0, "differences": [], "files": []}
 for x, y in zip(ra, rb):
     for k in sorted(set(x) | set(y)):
         if k.endswith("_seconds") or k in ("charts/SPS",):
@@ -322,6 +348,7 @@ for name in ("dynamics.pt", "policy.pt"):
     if a and b and os.path.isfile(pa) and os.path.isfile(pb):
         sa, sb = torch.load(pa, weights_only=True), torch.load(pb, weights_only=True)
         sa, sb = sa.get("model", sa.get("state_dict")), sb.get("model", sb.get("state_dict"))
+        det["files"].append(name)
         for k in sa:
             det["values"] += 1
             if not torch.equal(sa[k], sb[k]):
@@ -356,7 +383,7 @@ for p in out.get("phases", []):
     s = "" if p["seconds"] is None else f"{p['seconds']:.3g}"
     lines.append(f"| {p['phase']} | {s} | {p['projected_1000_epoch_hours']:.3g} |")
 if not out.get("phases"):
-    lines.append("| (the 20-epoch run wrote no epoch) | | |")
+    lines.append("| (the run wrote no epoch) | | |")
 if "run" in out:
     r = out["run"]
     lines += [
@@ -371,24 +398,31 @@ lines.append(f"Resume: from epoch {rs['from_epoch']} to {rs['to_epoch']} (status
 lines += ["", "| step | status | seconds | timeout |", "|---|---|---|---|"]
 lines += [f"| {s['name']} | {s['status']} | {s['seconds']:.0f} | {s['timeout']} |" for s in out["steps"]]
 t = out.get("tests")
+if status.get("tests") == "omitted":
+    lines += ["", "Tests: not run (GPU_CHECK_SKIP)."]
 if t:
     lines += ["", f"Tests (tests/test_device.py on {device}): {t['passed']} passed, {len(t['failed'])} failed"
               + (f" ({', '.join(t['failed'])})" if t["failed"] else "") + f", {len(t['skipped'])} skipped, "
               f"{t['seconds']:.0f} s."]
 d = out["determinism"]
 verdict = (
-    f"bit-identical ({d['values']} values over {d['epochs']} epochs: every logged metric, the ensemble and the policy)"
+    f"bit-identical ({d['values']} values over {d['epochs']} epochs: every logged metric"
+    + "".join(f", {f}" for f in d["files"]) + ("" if d["files"] else "; the twins saved no weights to compare") + ")"
     if d["identical"]
     else f"NOT identical: {len(d['differences'])} of {d['values']} values differ, first "
     + (json.dumps(d["differences"][0]) if d["differences"] else "(the twins did not both finish)")
 )
 ops = ", ".join(d["nondeterministic_ops"]) or "none"
-lines += ["", f"Determinism, the same seed twice on {device}: {verdict}. Ops torch flags as non-deterministic "
-          f"(use_deterministic_algorithms(warn_only=True), one epoch): {ops}."]
+if status.get("twins") == "omitted":
+    lines += ["", "Determinism: not run (GPU_CHECK_SKIP)."]
+else:
+    lines += ["", f"Determinism, the same seed twice on {device}: {verdict}. Ops torch flags as non-deterministic "
+              f"(use_deterministic_algorithms(warn_only=True), one epoch): {ops}."]
 for algo, table in out["speed"].items():
     flag = "--cuda" if device == "cuda" else "--no-cuda"
     lines += ["", f"`benchmarks/speed.py {flag} --module algorithms/{algo}.py` (fp32 vs --dynamics-bf16):", ""]
-    lines.append(table or "(no table: the step failed)")
+    gone = "not run (GPU_CHECK_SKIP)" if status.get(f"speed_{algo}") == "omitted" else "the step failed"
+    lines.append(table or f"(no table: {gone})")
 md = "\n".join(lines) + "\n"
 for name, text in (("gpu_check.md", md), ("gpu_check.json", json.dumps(out, indent=1, default=str))):
     with open(os.path.join(outdir, name + ".tmp"), "w") as f:
@@ -400,7 +434,7 @@ ran_on.discard(None)
 if ran_on - {device}:  # --cuda falls back to the CPU without a word: a run elsewhere is a failed check
     sys.exit(f"error: the runs report the devices {sorted(map(str, ran_on))}, not {device}")
 EOF
-step summary 60 0 5 "$PY" "$WORK/summary.py" "$WORK" "$OUTDIR" "$DEVICE" "$BUDGET" "$EPOCHS"
+step summary 60 5 "$PY" "$WORK/summary.py" "$WORK" "$OUTDIR" "$DEVICE" "$BUDGET" "$EPOCHS"
 SUMMARY_RC=$?
 
 # ---------------------------------------------------------------- what comes back: 4 files in $OUT
@@ -414,7 +448,7 @@ cp "$LOG" "$OUTDIR/log.txt"
 echo
 column -t -s $'\t' "$WORK/steps.tsv" 2>/dev/null || cat "$WORK/steps.tsv"
 echo "wrote $OUTDIR: $(ls "$OUTDIR" | tr '\n' ' ')in $(($(date +%s) - T0)) s"
-if awk -F '\t' 'NR > 1 && $2 != "ok" { bad = 1 } END { exit !bad }' "$WORK/steps.tsv"; then
+if awk -F '\t' 'NR > 1 && $2 != "ok" && $2 != "omitted" { bad = 1 } END { exit !bad }' "$WORK/steps.tsv"; then
   echo "error: a step did not pass (see the table above and $OUTDIR/log.txt)" >&2
   exit 1
 fi

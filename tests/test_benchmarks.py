@@ -131,7 +131,7 @@ def test_speed_benchmark_names_a_failing_run_in_one_line(tmp_path, flags, says):
 
 
 # ---------------------------------------------------------------- benchmarks/gpu_check.sh, rehearsed on the CPU
-GPU_CHECK_STEPS = ["versions", "tests", "speed_orpo", "speed_mopo", "collect", "run", "resume", "twins"]
+GPU_CHECK_STEPS = ["versions", "tests", "speed_orpo", "collect", "run", "resume", "twins", "speed_mopo"]
 
 
 def test_gpu_check_rehearsal_runs_every_step_and_its_summary_holds(tmp_path):
@@ -180,6 +180,7 @@ def check_gpu_check_output(out) -> None:
     assert report["resume"] == {"from_epoch": 3, "to_epoch": 5, "summary_status": "finished"}
     det = report["determinism"]
     assert det["identical"] and det["values"] > 50 and det["warn_run_finished"], det
+    assert det["files"] == ["dynamics.pt", "policy.pt"], det  # the weights were compared, not only the metrics
     for algo in ("orpo", "mopo"):
         assert "| measurement | unit | fp32 | bf16 |" in report["speed"][algo], algo
     md = (out / "gpu_check.md").read_text()
