@@ -1,0 +1,140 @@
+"""benchmarks/compare.py (issue 19): our rows at tiny sizes, the shared ensemble, resuming, the report's numbers."""
+
+import csv
+import importlib.util
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import ROOT, run_script, write_random_dataset
+
+TINY_FLAGS = (
+    "--algo-flags=--hidden-dims 32 32 --dynamics-hidden-dims 32 32 --dynamics-max-epochs 2 --num-ensemble 3 "
+    "--num-elites 2 --batch-size 32"
+)
+
+
+def load_compare():
+    spec = importlib.util.spec_from_file_location("compare", os.path.join(ROOT, "benchmarks", "compare.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def comparison(tmp_path_factory):
+    """One tiny comparison of our three kinds of row (orpo fits, mopo loads its ensemble, td3bc has none), 2 seeds."""
+    root = tmp_path_factory.mktemp("compare")
+    os.makedirs(root / "data" / "local")
+    attrs = {"behavior_mean_return": 19.5, "behavior_normalized_score": 1.2}
+    write_random_dataset(str(root / "data" / "local" / "hopper-random.hdf5"), steps=1500, attrs=attrs)
+    common = ["--env", "local/hopper-random", "--data-dir", str(root / "data"), "--runs-dir", str(root / "runs")]
+    common += ["--results", str(root / "results"), "--out", str(root / "report"), "--reps", "500"]
+    common += ["--epochs", "3", "--steps-per-epoch", "10", "--rollout-batch-size", "50", "--eval-episodes", "1"]
+    common += ["--rows", "orpo", "mopo", "td3bc", "--seeds", "1", "2", "--jobs", "2", TINY_FLAGS]
+    first = run_script("benchmarks/compare.py", *common, timeout=600)
+    return root, common, first
+
+
+def tensors(obj, prefix=""):
+    """Every tensor of a saved object, by path, as bytes (for exact comparison)."""
+    if isinstance(obj, torch.Tensor):
+        return {prefix: obj.cpu().numpy().tobytes()}
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, (list, tuple)) else []
+    return {k: v for key, value in items for k, v in tensors(value, f"{prefix}/{key}").items()}
+
+
+def results_of(root, row, seed):
+    d = root / "results" / "local_hopper-random" / row / f"seed{seed}"
+    with open(d / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    return json.loads((d / "config.json").read_text()), rows, json.loads((d / "summary.json").read_text())
+
+
+def test_every_row_runs_with_the_same_cuts_and_mopo_loads_orpos_ensemble(comparison):
+    root, _, first = comparison
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    for seed in (1, 2):
+        configs = {row: results_of(root, row, seed)[0] for row in ("orpo", "mopo", "td3bc")}
+        for row, c in configs.items():
+            assert (c["seed"], c["epochs"], c["steps_per_epoch"], c["eval_episodes"]) == (seed, 3, 10, 1), row
+        assert configs["orpo"]["rollout_batch_size"] == configs["mopo"]["rollout_batch_size"] == 50
+        # mopo's ensemble is the one orpo fitted for the same seed, byte for byte
+        orpo_dir = next(p for p in (root / "runs" / "local_hopper-random" / "orpo" / f"seed{seed}").iterdir())
+        assert configs["orpo"]["load_dynamics_path"] is None
+        assert configs["mopo"]["load_dynamics_path"] == str(orpo_dir / "dynamics.pt")
+        mopo_dir = next(p for p in (root / "runs" / "local_hopper-random" / "mopo" / f"seed{seed}").iterdir())
+        ensemble = [torch.load(d / "dynamics.pt", weights_only=False)["model"] for d in (orpo_dir, mopo_dir)]
+        assert tensors(ensemble[0]) == tensors(ensemble[1])
+        assert [r["epoch"] for r in results_of(root, "mopo", seed)[1]] == ["1", "2", "3"]  # no fit (epoch 0) row
+        assert [r["epoch"] for r in results_of(root, "orpo", seed)[1]] == ["0", "1", "2", "3"]
+    behaviour = json.loads((root / "results" / "local_hopper-random" / "dataset.json").read_text())
+    assert behaviour["behavior_normalized_score"] == pytest.approx(1.2) and behaviour["transitions"] == 1500
+
+
+def test_the_report_holds_the_runs_own_numbers(comparison):
+    """last-10 per seed and its mean, recomputed from the committed metrics.csv files, are the table's."""
+    root, _, first = comparison
+    md = (root / "report.md").read_text()
+    assert (root / "report.png").stat().st_size > 10_000
+    for row, label in (("orpo", "ORPO, π^o trained (ours)"), ("mopo", "MOPO (ours)"), ("td3bc", "TD3+BC (ours)")):
+        per_seed = []
+        for seed in (1, 2):
+            _, rows, summary = results_of(root, row, seed)
+            scores = [float(r["eval/normalized_score"]) for r in rows if r["eval/normalized_score"]]
+            assert len(scores) == 3
+            per_seed.append(np.mean(scores[-10:]))
+            assert summary["last10_score"] == pytest.approx(per_seed[-1], abs=1e-9)
+        line = next(ln for ln in md.splitlines() if ln.startswith(f"| {label} |"))
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert cells[1] == "2" and cells[2] == "3", line
+        assert cells[3].startswith(f"{np.mean(per_seed):.1f} ["), line
+        assert cells[4] == f"1: {per_seed[0]:.1f}, 2: {per_seed[1]:.1f}", line
+    assert "behaviour policy's mean return 19.5 (normalised 1.2)" in md
+    assert "ORPO, π^o trained (ours) − MOPO (ours), last-10, paired by seed" in md
+
+
+def test_a_second_call_runs_nothing_and_the_report_redraws_from_results_alone(comparison, tmp_path):
+    root, common, _ = comparison
+    again = run_script("benchmarks/compare.py", *common, timeout=300)
+    assert again.returncode == 0 and "6 finished, 0 to run" in again.stdout, again.stdout[-2000:] + again.stderr
+    out = tmp_path / "redrawn"
+    only = run_script(
+        "benchmarks/compare.py",
+        "--report-only",
+        "--results",
+        str(root / "results"),
+        "--out",
+        str(out),
+        "--reps",
+        "500",
+        "--runs-dir",
+        str(tmp_path / "nothing-here"),
+    )
+    assert only.returncode == 0, only.stderr
+    assert out.with_suffix(".md").read_text() == (root / "report.md").read_text().replace("report.png", "redrawn.png")
+
+
+def test_bad_input_is_one_line(tmp_path):
+    for argv, needle in (
+        (["--rows", "sac"], "unknown row 'sac'"),
+        (["--env", "local/hopper-x", "--data-dir", str(tmp_path)], "no dataset file"),
+        (["--report-only", "--results", str(tmp_path)], "no finished run"),
+        (["--epochs", "0"], "--epochs must be at least 1"),
+    ):
+        r = run_script("benchmarks/compare.py", *argv, "--runs-dir", str(tmp_path / "runs"))
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and needle in r.stderr, (argv, r.stderr)
+
+
+def test_algo_flags_keep_only_what_a_script_takes():
+    compare = load_compare()
+    tokens = ["--hidden-dims", "32", "32", "--num-ensemble", "3", "--batch-size=16"]
+    assert compare.own_flags(tokens, {"--hidden-dims", "--batch-size"}) == [
+        "--hidden-dims",
+        "32",
+        "32",
+        "--batch-size=16",
+    ]
