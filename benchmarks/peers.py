@@ -811,13 +811,19 @@ def main(argv=None) -> int:
     except KeyboardInterrupt as e:
         signum = e.args[0] if e.args and isinstance(e.args[0], int) else signal.SIGINT
         summary("interrupted", f"interrupted by {signal.Signals(signum).name} after epoch {rec.epoch}")
-        print(f"error: interrupted after epoch {rec.epoch}; peers do not resume: rerun the command to start over")
+        print(
+            f"error: interrupted after epoch {rec.epoch}; peers do not resume: rerun the command to start over",
+            file=sys.stderr,
+        )
         return 128 + signum
     except Exception as e:
         with open(os.path.join(args.run_dir, "error.txt"), "w") as f:
             f.write(traceback.format_exc())
         summary("failed", f"{type(e).__name__}: {e}")
-        print(f"error: the peer's code raised {type(e).__name__}: {e} (traceback in {args.run_dir}/error.txt)")
+        print(
+            f"error: the peer's code raised {type(e).__name__}: {e} (traceback in {args.run_dir}/error.txt)",
+            file=sys.stderr,
+        )
         return 1
     finally:
         for s, handler in previous.items():
