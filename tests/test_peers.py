@@ -188,9 +188,10 @@ def our_evaluations(orpo, hopper_file, tmp_path_factory):
 
 
 @pytest.mark.parametrize("peer", ["kit-mopo", "official-orpo"])
-def test_peer_runs_with_our_evaluation(peers, orpo, hopper_file, our_evaluations, tmp_path, peer):
+def test_peer_runs_with_our_evaluation(peers, orpo, hopper_file, request, tmp_path, peer):
     if not os.path.isdir(SOURCES[peer]):
         pytest.skip(f"needs the peer's git snapshot at {SOURCES[peer]}: set ORPO_PEERS_MIRROR to the folder holding it")
+    our_evaluations = request.getfixturevalue("our_evaluations")
     run_dir = tmp_path / peer
     argv = ["--peer", peer, "--source", SOURCES[peer], "--dataset-path", hopper_file, "--eval-env", "Hopper-v4"]
     argv += ["--seed", str(SEED), "--epochs", "2", "--steps-per-epoch", "5", "--rollout-batch-size", "100"]
