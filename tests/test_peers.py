@@ -10,6 +10,10 @@ import csv
 import json
 import math
 import os
+import signal
+import subprocess
+import sys
+import time
 
 import h5py
 import numpy as np
@@ -241,3 +245,42 @@ def test_peer_runs_with_our_evaluation(peers, orpo, hopper_file, request, tmp_pa
     assert again.returncode == 0 and "nothing to do" in again.stdout
     other = run_script("benchmarks/peers.py", *argv, "--seed", str(SEED + 1))
     assert other.returncode == 2 and other.stderr.startswith("error: ") and "finished run" in other.stderr
+
+
+def test_interrupted_peer_says_so_and_a_rerun_starts_over(hopper_file, tmp_path):
+    if not os.path.isdir(SOURCES["kit-mopo"]):
+        pytest.skip(
+            f"needs the peer's git snapshot at {SOURCES['kit-mopo']}: set ORPO_PEERS_MIRROR to the folder holding it"
+        )
+    run_dir = tmp_path / "run"
+    argv = ["--peer", "kit-mopo", "--source", SOURCES["kit-mopo"], "--dataset-path", hopper_file, "--eval-env"]
+    argv += ["Hopper-v4", "--rollout-batch-size", "100", "--eval-episodes", "1", "--run-dir", str(run_dir)]
+    argv += ["--no-cuda", "--dynamics-max-epochs", "1"]
+    env = dict(os.environ, OMP_NUM_THREADS="1", TMPDIR=str(tmp_path))
+    cmd = [sys.executable, os.path.join(ROOT, "benchmarks", "peers.py"), *argv, "--epochs", "100"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.time() + 240
+        while time.time() < deadline and not (run_dir / "metrics.csv").exists():  # row 0: the fit is done
+            time.sleep(0.5)
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
+    assert err.strip().splitlines()[-1].startswith("error: interrupted")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and not summary["finished"]
+    logs = os.listdir(run_dir / "peer_log" / "hopper-medium-v2" / "mopo&penalty_coef=5.0&rollout_length=5")
+
+    # not resumable: the same directory again starts over (the interrupted run's files are gone)
+    again = run_script(
+        "benchmarks/peers.py", *argv, "--epochs", "1", "--steps-per-epoch", "3", extra_env={"TMPDIR": str(tmp_path)}
+    )
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "finished"
+    with open(run_dir / "metrics.csv") as f:
+        assert [int(r["epoch"]) for r in csv.DictReader(f)] == [0, 1]
+    new_logs = os.listdir(run_dir / "peer_log" / "hopper-medium-v2" / "mopo&penalty_coef=5.0&rollout_length=5")
+    assert len(logs) == 1 and len(new_logs) == 1
