@@ -771,7 +771,9 @@ def main(argv=None) -> int:
         ),
         "dynamics_max_epochs": args.dynamics_max_epochs,
         "device": device,
-        "device_name": torch.cuda.get_device_name() if device == "cuda" else cpu_name(),
+        "device_name": torch.cuda.get_device_name()
+        if device == "cuda"
+        else f"{cpu_name()} ({os.cpu_count()} cores, {torch.get_num_threads()} torch threads)",
         "torch_threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "python": platform.python_version(),
@@ -796,6 +798,7 @@ def main(argv=None) -> int:
             "last10_score": float(np.mean(rec.scores[-10:])) if rec.scores else None,
             "wall_seconds": time.time() - t_start,
             "device": device,
+            "device_name": config["device_name"],
             "error": error,
             "run_dir": args.run_dir,
         }
