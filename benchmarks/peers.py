@@ -1,0 +1,846 @@
+"""Run the authors' code on our data, with our evaluation: the peer rows of the learning-curve comparison (issue 19).
+
+Two peers, each the authors' own run script driving the authors' own classes:
+  kit-mopo       OfflineRL-Kit's MOPO (yihaosun1124/OfflineRL-Kit, run_example/run_mopo.py), with the settings its
+                 "suggested hypers" list gives for the dataset (hopper-medium-v2: rollout-length 5, penalty-coef 5.0)
+  official-orpo  the official ORPO fork (George-Chia/ORPO, run_example/run_orpo.py), with its README's D4RL command
+                 and the paper's tuned values for the dataset; its optimistic rollout policy is never trained (its
+                 update is dead code upstream), and it is run that way
+
+    python benchmarks/peers.py --peer kit-mopo --source https://github.com/yihaosun1124/OfflineRL-Kit \\
+        --dataset-path hopper-medium-v2.hdf5 --eval-env Hopper-v4 --seed 1 --epochs 1000 --steps-per-epoch 1000 \\
+        --rollout-batch-size 50000 --eval-episodes 10 --run-dir runs/peers/kit-mopo__hopper-medium__1
+
+The peer's tree at --commit (pinned by default) is extracted from --source (a git URL or a local git directory) into
+$TMPDIR/orpo-peers/, cached by commit, and imported from there; nothing of it is copied into this repository. Its run
+script is imported with `gym.make` answered by a stand-in that serves the HDF5 file (read here with h5py) through
+`get_dataset()`, so the script's own `qlearning_dataset(env)`, buffers, dynamics fit, policies and trainer run
+unchanged. Only the evaluation is ours: every epoch the peer's deterministic policy (`select_action(obs,
+deterministic=True)`) runs one episode in each of --eval-episodes Gymnasium envs reset with seed + 1000·epoch, as
+algorithms/*.py do, and is scored with D4RL's reference returns. docs/peers.md lists every setting and stub.
+
+Output in --run-dir, written like ours (temp name + rename): config.json, metrics.csv (one row per epoch; row 0 is the
+dynamics fit), summary.json, and the peer's own logs under peer_log/. Peers are not resumable: rerunning the command
+on a directory without a finished summary starts it over; on a finished one with the same settings it does nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import csv
+import fcntl
+import hashlib
+import importlib.util
+import io
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import traceback
+import types
+import warnings
+
+import numpy as np
+
+PEERS = {
+    "kit-mopo": {
+        "source": "https://github.com/yihaosun1124/OfflineRL-Kit",
+        "commit": "e3ce69793766d02660217d4dfc0af4693a5531bd",
+        "script": "run_example/run_mopo.py",
+    },
+    "official-orpo": {
+        "source": "https://github.com/George-Chia/ORPO",
+        "commit": "2f75a5009962175a517adc4a04c5c6459716630b",
+        "script": "run_example/run_orpo.py",
+    },
+}
+# D4RL's reference returns (d4rl/infos.py), the same rows as algorithms/orpo.py's DOMAINS
+DOMAINS = {
+    "hopper": ("Hopper-v4", -20.272305, 3234.3),
+    "halfcheetah": ("HalfCheetah-v4", -280.178953, 12135.0),
+    "walker2d": ("Walker2d-v4", 1.629008, 4592.3),
+}
+KINDS = ("medium-replay", "medium-expert", "full-replay", "medium", "random", "expert")  # longest match first
+# official-orpo: the paper's "Tuned hyper-parameters" table (the same numbers as algorithms/orpo.py's PRESETS):
+# (penalty-coef λp, uncertainty type, rollout-length h^p, bonus-coef λo, rollout-length-rollout-policy h^o). The
+# repository's README gives commands for two datasets only (halfcheetah-random, walker2d-medium-replay); both agree
+# with the table, and both pass --real-ratio-rollout 0.05 --real-ratio-final 0.05 --final-policy-rollout-ratio-final
+# 0.45, which is used for every dataset. run_orpo.py parses --uncertainty_mode but never hands it to the ensemble, so
+# the ensemble's default ("aleatoric") is what runs whatever the table says.
+ORPO_TABLE = {
+    "halfcheetah-random-v2": (6.64, "ensemble_std", 5, 0.015, 5),
+    "hopper-random-v2": (5.9, "aleatoric", 5, 0.015, 5),
+    "walker2d-random-v2": (0.21, "ensemble_var", 1, 0.002, 5),
+    "halfcheetah-medium-v2": (5.92, "ensemble_var", 5, 0.015, 1),
+    "hopper-medium-v2": (5.0, "aleatoric", 5, 0.015, 1),
+    "walker2d-medium-v2": (5.28, "ensemble_std", 1, 0.015, 1),
+    "halfcheetah-medium-replay-v2": (0.96, "ensemble_var", 5, 0.002, 5),
+    "hopper-medium-replay-v2": (2.5, "aleatoric", 5, 0.005, 5),
+    "walker2d-medium-replay-v2": (2.48, "ensemble_std", 1, 0.015, 1),
+    "halfcheetah-medium-expert-v2": (4.56, "aleatoric", 5, 0.015, 1),
+    "hopper-medium-expert-v2": (10.0, "aleatoric", 5, 0.015, 5),
+    "walker2d-medium-expert-v2": (2.5, "aleatoric", 1, 0.015, 1),
+}
+ORPO_SHARES = [
+    "--real-ratio-rollout",
+    "0.05",
+    "--real-ratio-final",
+    "0.05",
+    "--final-policy-rollout-ratio-final",
+    "0.45",
+]
+OUTPUTS = ("config.json", "metrics.csv", "summary.json", "error.txt", "peer_log")  # what a fresh start removes
+
+
+class InputError(Exception):
+    """Bad input: one line, exit 2."""
+
+
+def cache_root() -> str:
+    return os.path.join(os.environ.get("TMPDIR") or tempfile.gettempdir(), "orpo-peers")
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# The command line
+# ----------------------------------------------------------------------------------------------------------------------
+class Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, no usage block
+        raise InputError(f"{message} (see --help)")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--peer", required=True, help="kit-mopo | official-orpo")
+    p.add_argument("--source", default=None, help="git URL or local git directory (default: the peer's GitHub URL)")
+    p.add_argument("--commit", default=None, help="commit to run (default: the pinned one, see PEERS)")
+    p.add_argument("--dataset-path", required=True, help="D4RL-layout HDF5 file")
+    p.add_argument("--eval-env", default=None, help="Gymnasium id of the evaluation env (default: the file's env_id)")
+    p.add_argument(
+        "--task",
+        default=None,
+        help="the D4RL name whose settings the peer takes, e.g. hopper-medium-v2 (default: the eval env's domain and "
+        "the kind (medium, medium-replay, ...) in the file's name)",
+    )
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--epochs", type=int, default=None, help="policy epochs (default: the run script's own)")
+    p.add_argument("--steps-per-epoch", type=int, default=1000)
+    p.add_argument("--rollout-batch-size", type=int, default=None, help="model-rollout start states (default: 50000)")
+    p.add_argument("--eval-episodes", type=int, default=None, help="episodes per evaluation (default: the peer's 10)")
+    p.add_argument("--run-dir", required=True)
+    p.add_argument("--cuda", action=argparse.BooleanOptionalAction, default=True, help="use a GPU if there is one")
+    p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    p.add_argument(
+        "--dynamics-max-epochs",
+        type=int,
+        default=None,
+        help="cap the ensemble fit (NOT the peer's setting: its run scripts fit until early stopping); for timing only",
+    )
+    args = p.parse_args(argv)
+    if args.peer not in PEERS:
+        raise InputError(f"unknown --peer '{args.peer}'; use one of {', '.join(PEERS)}")
+    for name in ("epochs", "steps_per_epoch", "rollout_batch_size", "eval_episodes", "threads", "dynamics_max_epochs"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise InputError(f"--{name.replace('_', '-')} must be at least 1 (got {value})")
+    if not 0 <= args.seed < 2**32:
+        raise InputError(f"--seed must lie in [0, 4294967296) (got {args.seed})")
+    args.source = args.source or PEERS[args.peer]["source"]
+    args.commit = args.commit or PEERS[args.peer]["commit"]
+    return args
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# The peer's source: a git URL or directory -> its tree at the commit, extracted once into $TMPDIR/orpo-peers/
+# ----------------------------------------------------------------------------------------------------------------------
+def git(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    env = dict(os.environ, GIT_TERMINAL_PROMPT="0")
+    return subprocess.run(["git", *args], capture_output=True, timeout=timeout, env=env)
+
+
+def git_dir_of(source: str) -> str:
+    """A local git directory for --source: the directory itself (bare or work tree), or a cached clone of a URL."""
+    if os.path.isdir(source):
+        inner = os.path.join(source, ".git")
+        git_dir = inner if os.path.exists(inner) else source
+        if git("--git-dir", git_dir, "rev-parse", "--git-dir").returncode != 0:
+            raise InputError(f"--source {source} is a directory but not a git repository")
+        return git_dir
+    if not re.match(r"^([a-z][a-z0-9+.-]*://|git@|file:)", source):
+        raise InputError(f"--source {source} is neither a git directory nor a git URL")
+    clone = os.path.join(cache_root(), "clones", hashlib.sha1(source.encode()).hexdigest()[:16])
+    if not os.path.isdir(clone):
+        os.makedirs(os.path.dirname(clone), exist_ok=True)
+        partial = f"{clone}.partial{os.getpid()}"
+        shutil.rmtree(partial, ignore_errors=True)
+        try:
+            out = git("clone", "--bare", "--quiet", source, partial)
+        except subprocess.TimeoutExpired:
+            out = types.SimpleNamespace(returncode=1, stderr=b"timed out")
+        if out.returncode != 0:
+            shutil.rmtree(partial, ignore_errors=True)
+            why = out.stderr.decode(errors="replace").strip().splitlines()
+            raise InputError(f"cannot fetch --source {source} ({why[-1] if why else 'git clone failed'})")
+        with contextlib.suppress(OSError):  # another process may have made it meanwhile
+            os.rename(partial, clone)
+        shutil.rmtree(partial, ignore_errors=True)
+    return clone
+
+
+def extract(peer: str, source: str, commit: str) -> dict:
+    """The peer's package and run script at `commit`, extracted into the cache (once per commit)."""
+    git_dir = git_dir_of(source)
+    out = git("--git-dir", git_dir, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}")
+    if out.returncode != 0 and not os.path.isdir(source):  # a cached clone may predate the commit
+        git("--git-dir", git_dir, "fetch", "--quiet", "origin", "+refs/heads/*:refs/heads/*")
+        out = git("--git-dir", git_dir, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}")
+    if out.returncode != 0:
+        raise InputError(f"--commit {commit} is not in --source {source}")
+    sha = out.stdout.decode().strip()
+    root = os.path.join(cache_root(), f"{peer}-{sha}")
+    paths = ["offlinerlkit", PEERS[peer]["script"]]
+    if not os.path.isfile(os.path.join(root, ".extracted")):
+        out = git("--git-dir", git_dir, "archive", "--format=tar", sha, "--", *paths)
+        if out.returncode != 0:
+            why = out.stderr.decode(errors="replace").strip().splitlines()
+            raise InputError(f"--source {source} at {sha[:12]} lacks {', '.join(paths)} ({why[-1] if why else ''})")
+        partial = f"{root}.partial{os.getpid()}"
+        shutil.rmtree(partial, ignore_errors=True)
+        with tarfile.open(fileobj=io.BytesIO(out.stdout)) as tar:
+            if sys.version_info >= (3, 12) or hasattr(tarfile, "data_filter"):
+                tar.extractall(partial, filter="data")
+            else:  # pragma: no cover - old Pythons without extraction filters
+                tar.extractall(partial)
+        open(os.path.join(partial, ".extracted"), "w").close()
+        with contextlib.suppress(OSError):
+            os.rename(partial, root)
+        shutil.rmtree(partial, ignore_errors=True)
+    return {"root": root, "commit": sha, "git_dir": git_dir, "extracted": paths}
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Stubs: what the run scripts import but this environment does not have (or must not use)
+# ----------------------------------------------------------------------------------------------------------------------
+def install_stubs(make_env) -> list[str]:
+    """`gym` and `d4rl` are always stubbed (the stand-in env replaces D4RL's); tensorboard only when it is absent."""
+    installed = []
+    gym = types.ModuleType("gym")
+    gym.__doc__ = "peers.py stub: make() answers with the stand-in dataset env; the rest is for type hints"
+
+    class Env:
+        pass
+
+    class Wrapper(Env):
+        def __init__(self, env):
+            self.env = env
+
+    gym.Env, gym.Wrapper, gym.make = Env, Wrapper, make_env
+    gym.spaces = types.ModuleType("gym.spaces")
+    gym.spaces.Space = type("Space", (), {})
+    gym.envs = types.ModuleType("gym.envs")
+    gym.envs.mujoco = types.ModuleType("gym.envs.mujoco")
+    gym.envs.mujoco.mujoco_env = types.ModuleType("gym.envs.mujoco.mujoco_env")
+    gym.envs.mujoco.mujoco_env.MujocoEnv = type("MujocoEnv", (Env,), {})
+    for name in [n for n in sys.modules if n == "gym" or n.startswith("gym.")]:
+        del sys.modules[name]
+    for mod in (gym, gym.spaces, gym.envs, gym.envs.mujoco, gym.envs.mujoco.mujoco_env):
+        sys.modules[mod.__name__] = mod
+    installed.append(
+        "gym: a module whose make(task) returns the stand-in env (the HDF5 file through get_dataset(), the Gymnasium "
+        "env's spaces, D4RL's reference returns, no stepping); Env, Wrapper, spaces.Space and "
+        "envs.mujoco.mujoco_env.MujocoEnv exist only for the peer's type hints and base classes"
+    )
+    sys.modules["d4rl"] = types.ModuleType("d4rl")
+    installed.append("d4rl: an empty module (the run scripts import it only to register D4RL's gym envs)")
+    try:
+        import torch.utils.tensorboard  # noqa: F401
+    except Exception:
+        tb = types.ModuleType("torch.utils.tensorboard")
+
+        class SummaryWriter:
+            def __init__(self, *args, **kwargs):
+                pass
+
+            def __getattr__(self, name):
+                return lambda *args, **kwargs: None
+
+        tb.SummaryWriter = SummaryWriter
+        sys.modules["torch.utils.tensorboard"] = tb
+        installed.append("torch.utils.tensorboard: a SummaryWriter that writes nothing (tensorboard is not installed)")
+    return installed
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Data, task and settings
+# ----------------------------------------------------------------------------------------------------------------------
+def read_dataset(path: str) -> tuple[dict, dict]:
+    """The file's arrays as D4RL's get_dataset() gives them (rewards/terminals/timeouts 1-D), checked, and its attrs."""
+    import h5py
+
+    keys = ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts")
+    if not os.path.isfile(path):
+        raise InputError(f"--dataset-path {path} does not exist")
+    try:
+        with h5py.File(path, "r") as f:
+            missing = [k for k in keys if not isinstance(f.get(k), h5py.Dataset)]
+            if missing:
+                raise InputError(f"{path} lacks the dataset(s) {', '.join(missing)}; a D4RL-layout file has {keys}")
+            data = {k: np.asarray(f[k][()]) for k in keys}
+            attrs = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}
+    except OSError as e:
+        raise InputError(f"--dataset-path {path} is not a readable HDF5 file ({e})") from None
+    n = len(data["observations"])
+    for k, v in data.items():
+        if k in ("rewards", "terminals", "timeouts") and v.ndim == 2 and v.shape[1] == 1:
+            v = data[k] = v[:, 0]
+        ndim = 2 if k in ("observations", "actions", "next_observations") else 1
+        if v.ndim != ndim or len(v) != n or v.dtype.kind not in "fiub":
+            raise InputError(
+                f"{path}: '{k}' has shape {v.shape} and dtype {v.dtype}; expected {ndim}-D numbers, {n} rows"
+            )
+        if not np.isfinite(v.reshape(n, -1)).all():
+            raise InputError(f"{path}: '{k}' has NaN or infinite entries")
+    if data["next_observations"].shape != data["observations"].shape:
+        raise InputError(f"{path}: next_observations {data['next_observations'].shape} != observations' shape")
+    return data, attrs
+
+
+def infer_task(args: argparse.Namespace, attrs: dict) -> tuple[str, str, tuple]:
+    """(D4RL task name, Gymnasium eval env id, reference returns) from --task / --eval-env / the file."""
+    eval_env = args.eval_env or attrs.get("env_id")
+    if not eval_env:
+        raise InputError(f"{args.dataset_path} names no evaluation env (attr env_id); pass --eval-env, e.g. Hopper-v4")
+    domain = next((d for d, (gid, _, _) in DOMAINS.items() if eval_env.split("-")[0] == gid.split("-")[0]), None)
+    if domain is None:
+        raise InputError(f"--eval-env {eval_env}: the peers run MuJoCo Hopper, HalfCheetah or Walker2d only")
+    if args.task:
+        task = args.task if args.task.endswith("-v2") else f"{args.task}-v2"
+        if not task.startswith(domain + "-"):
+            raise InputError(f"--task {args.task} is not a {domain} dataset, but --eval-env is {eval_env}")
+    else:
+        name = os.path.splitext(os.path.basename(args.dataset_path))[0].lower().replace("_", "-")
+        kind = next((k for k in KINDS if k in name), None)
+        if kind is None:
+            raise InputError(
+                f"cannot tell the dataset's kind (medium, medium-replay, ...) from '{os.path.basename(args.dataset_path)}'"
+                f"; pass --task, e.g. --task {domain}-medium-v2"
+            )
+        task = f"{domain}-{kind}-v2"
+    return task, eval_env, DOMAINS[domain][1:]
+
+
+def script_args(root: str, script: str, argv: list[str]) -> argparse.Namespace:
+    """The run script's own get_args(), taken from its source and run on `argv` (its defaults plus our command)."""
+    path = os.path.join(root, script)
+    with open(path) as f:
+        tree = ast.parse(f.read(), path)
+    func = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "get_args")
+    namespace = {"argparse": argparse, "np": np, "torch": __import__("torch")}
+    exec(compile(ast.Module(body=[func], type_ignores=[]), path, "exec"), namespace)
+    saved = sys.argv
+    try:
+        sys.argv = [path, *argv]
+        return namespace["get_args"]()
+    except SystemExit:
+        raise InputError(f"{script} rejected the command {' '.join(argv)}") from None
+    finally:
+        sys.argv = saved
+
+
+def peer_command(peer: str, root: str, task: str, args: argparse.Namespace, device: str) -> list[str]:
+    """The run script's command line for `task`: the peer's settings for the dataset, our seed/epochs/sizes/device."""
+    if peer == "kit-mopo":
+        with open(os.path.join(root, PEERS[peer]["script"])) as f:
+            text = f.read()
+        suggested = {
+            m[0]: (m[1], m[2]) for m in re.findall(r"(\S+-v2): rollout-length=(\d+), penalty-coef=([\d.]+)", text)
+        }
+        if task not in suggested:
+            raise InputError(f"kit-mopo's run_mopo.py suggests settings for {', '.join(suggested)}; not for {task}")
+        h, penalty = suggested[task]
+        command = ["--task", task, "--rollout-length", h, "--penalty-coef", penalty]
+    else:
+        if task not in ORPO_TABLE:
+            raise InputError(f"official-orpo has the paper's settings for {', '.join(ORPO_TABLE)}; not for {task}")
+        penalty, u, h, bonus, h_o = ORPO_TABLE[task]
+        command = ["--task", task, "--penalty-coef", str(penalty), "--bonus-coef", str(bonus)]
+        command += ["--uncertainty_mode", u, *ORPO_SHARES, "--rollout-length", str(h)]
+        command += ["--rollout-length-rollout-policy", str(h_o)]
+    command += ["--seed", str(args.seed), "--step-per-epoch", str(args.steps_per_epoch), "--device", device]
+    for flag, value in (
+        ("--epoch", args.epochs),
+        ("--rollout-batch-size", args.rollout_batch_size),
+        ("--eval_episodes", args.eval_episodes),
+    ):
+        if value is not None:
+            command += [flag, str(value)]
+    return command
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Evaluation: the protocol of algorithms/*.py (`make_eval_envs`, `evaluate`, `eval_metrics`, reset seed + 1000·epoch)
+# ----------------------------------------------------------------------------------------------------------------------
+def make_eval_envs(env_id: str, n: int):
+    import gymnasium
+
+    warnings.filterwarnings("ignore", message=".*is out of date.*")
+    try:
+        return gymnasium.vector.SyncVectorEnv([lambda: gymnasium.make(env_id) for _ in range(n)])
+    except gymnasium.error.Error as e:
+        raise InputError(f"cannot make evaluation env '{env_id}' ({e}); pass --eval-env with a Gymnasium id") from None
+
+
+def evaluate(act, envs, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One episode per sub-env; returns (episode returns, lengths, initial observations)."""
+    obs, _ = envs.reset(seed=seed)
+    first_obs, n = obs.copy(), envs.num_envs
+    returns, lengths, running = np.zeros(n), np.zeros(n, dtype=int), np.ones(n, dtype=bool)
+    while running.any():
+        action = act(obs)
+        obs, reward, terminated, truncated, _ = envs.step(action)
+        returns += running * reward
+        lengths += running
+        running &= ~(terminated | truncated)
+    return returns, lengths, first_obs
+
+
+def deterministic_actions(policy):
+    """The peer's evaluation action: its select_action with deterministic=True, on a batch of observations."""
+    return lambda obs: np.asarray(policy.select_action(obs, deterministic=True), dtype=np.float32)
+
+
+def eval_metrics(returns: np.ndarray, ref: tuple[float, float]) -> dict[str, float]:
+    normalized = 100.0 * (returns - ref[0]) / (ref[1] - ref[0])
+    return {
+        "eval/return": float(returns.mean()),
+        "eval/return_std": float(returns.std()),
+        "eval/normalized_score": float(normalized.mean()),
+        "eval/normalized_score_std": float(normalized.std()),
+    }
+
+
+class StandInEnv:
+    """What the run script's gym.make(task) returns: the HDF5 file through get_dataset() (its qlearning_dataset(env)
+    reads it there), the eval env's spaces, and D4RL's normalised score. Evaluation is ours, so it is never stepped."""
+
+    _max_episode_steps = 1000
+
+    def __init__(self, task: str, raw: dict, observation_space, action_space, ref: tuple[float, float]):
+        self.task, self.raw, self.ref = task, raw, ref
+        self.observation_space, self.action_space = observation_space, action_space
+        self.seeded = None
+
+    def get_dataset(self, **kwargs) -> dict:
+        return dict(self.raw)
+
+    def seed(self, seed):
+        self.seeded = seed  # the script seeds its eval env; ours are seeded per evaluation
+
+    def get_normalized_score(self, score):
+        return (score - self.ref[0]) / (self.ref[1] - self.ref[0])
+
+    def reset(self, *args, **kwargs):
+        raise RuntimeError("peers.py replaces the peer's evaluation; the stand-in env cannot be stepped")
+
+    step = reset
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Recording: metrics.csv rows from the peer's own logger and a few wrapped calls (their results are returned unchanged)
+# ----------------------------------------------------------------------------------------------------------------------
+def write_json(obj, path: str) -> None:
+    with open(path + ".tmp", "w") as f:
+        json.dump(obj, f, indent=2, default=str)
+    os.replace(path + ".tmp", path)
+
+
+class Recorder:
+    LOSSES = {"loss/actor": "losses/actor_loss", "loss/alpha": "losses/alpha_loss", "alpha": "losses/alpha"}
+
+    def __init__(self, run_dir: str, ref: tuple[float, float], seed: int, batch: int):
+        self.path, self.ref, self.seed, self.batch = os.path.join(run_dir, "metrics.csv"), ref, seed, batch
+        self.rows, self.scores, self.epoch = [], [], 0
+        self.tag = None  # the rollout running now: "" (MOPO), "_optimistic" (π^o) or "_pessimistic" (π^p)
+        self.sums, self.dyn, self.eval_row = {}, {}, {}
+        self.last_sample, self.epoch_start, self.rollout_seconds, self.steps = None, None, 0.0, 1000
+
+    def add(self, key: str, values) -> None:
+        values = np.asarray(values, dtype=np.float64).reshape(-1)
+        s = self.sums.setdefault(key, [0.0, 0])
+        s[0] += float(values.sum())
+        s[1] += len(values)
+
+    def log(self, epoch: int, metrics: dict) -> None:
+        self.rows.append({"epoch": epoch, **metrics})
+        fields = list(dict.fromkeys(k for row in self.rows for k in row))
+        with open(self.path + ".tmp", "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=fields)
+            writer.writeheader()
+            writer.writerows(self.rows)
+        os.replace(self.path + ".tmp", self.path)
+
+    # the peer's dynamics fit
+    def fit_done(self, seconds: float) -> None:
+        row = {"dynamics/holdout_mse": self.dyn.get("holdout_mse"), "dynamics/epochs": self.dyn.get("epochs", 0)}
+        row.update({"dynamics/train_loss": self.dyn.get("train_loss"), "dynamics/fit_seconds": seconds})
+        self.log(0, row)
+        self.epoch_start = time.time()
+
+    # one policy epoch ends with the trainer's dumpkvs, after our evaluation
+    def epoch_done(self, kvs: dict) -> None:
+        row, learn = {}, {k[len("learn/") :]: t / c for k, (t, c) in self.sums.items() if k.startswith("learn/")}
+        for k, v in self.LOSSES.items():
+            if k in learn:
+                row[v] = learn[k]
+        if "loss/critic1" in learn and "loss/critic2" in learn:
+            row["losses/critic_loss"] = learn["loss/critic1"] + learn["loss/critic2"]
+        for key, (total, count) in self.sums.items():
+            if key.startswith("rollout/"):
+                row[key] = total if key.startswith("rollout/nonfinite_rows") else total / count
+        row.update(self.eval_row)
+        if self.rollout_seconds:
+            row["charts/rollout_seconds"] = self.rollout_seconds
+        row["charts/epoch_seconds"] = time.time() - self.epoch_start
+        train_seconds = row["charts/epoch_seconds"] - row.get("charts/eval_seconds", 0.0)
+        row["charts/SPS"] = self.steps / train_seconds if train_seconds > 0 else float("nan")
+        for k, v in kvs.items():  # everything else the peer's logger averaged, under its own name
+            if not k.startswith(("eval", "timestep")):
+                row[f"peer/{k}"] = float(v)
+        self.log(self.epoch, row)
+        self.sums, self.eval_row, self.rollout_seconds = {}, {}, 0.0
+        self.epoch_start = time.time()
+
+
+def instrument(peer: str, rec: Recorder, envs, cap) -> None:
+    """Wrap the peer's classes (one peer per process): our evaluation replaces theirs; the rest only records."""
+    from offlinerlkit.buffer import ReplayBuffer
+    from offlinerlkit.dynamics import EnsembleDynamics
+    from offlinerlkit.policy_trainer import MBPolicyTrainer
+    from offlinerlkit.utils.logger import Logger
+
+    def _evaluate(self):
+        t0 = time.time()
+        rec.epoch += 1
+        self.policy.eval()  # as the peer's own _evaluate does; its trainer calls policy.train() at each epoch start
+        reset_seed = rec.seed + 1000 * rec.epoch
+        returns, lengths, _ = evaluate(deterministic_actions(self.policy), envs, reset_seed)
+        metrics = eval_metrics(returns, rec.ref)
+        rec.scores.append(metrics["eval/normalized_score"])
+        metrics["eval/last10_score"] = float(np.mean(rec.scores[-10:]))
+        metrics["eval/reset_seed"] = reset_seed
+        metrics["charts/eval_seconds"] = time.time() - t0
+        rec.eval_row = metrics
+        return {"eval/episode_reward": list(returns), "eval/episode_length": list(lengths)}
+
+    def _evaluate_dynamics(self):  # ORPO's second, model-based evaluation: a diagnostic, not run here
+        return {f"eval_Dynamics/episode_{k}": [0.0] for k in ("reward", "length", "uncertainty")}
+
+    MBPolicyTrainer._evaluate = _evaluate
+    MBPolicyTrainer._evaluate_Dynamics = _evaluate_dynamics
+
+    dumpkvs = Logger.dumpkvs
+
+    def dumpkvs_recorded(self, exclude=None):
+        kvs = dict(self._name2val)
+        if exclude is not None and "policy_training_progress" in exclude:  # a dynamics epoch
+            rec.dyn["epochs"] = rec.dyn.get("epochs", 0) + 1
+            rec.dyn["train_loss"] = float(kvs.get("loss/dynamics_train_loss", np.nan))
+        elif exclude is not None and "dynamics_training_progress" in exclude:  # a policy epoch
+            rec.epoch_done(kvs)
+        return dumpkvs(self, exclude)
+
+    Logger.dumpkvs = dumpkvs_recorded
+
+    train, select_elites, step = EnsembleDynamics.train, EnsembleDynamics.select_elites, EnsembleDynamics.step
+
+    def train_timed(self, data, logger, *a, **kw):
+        if cap is not None:
+            kw["max_epochs"] = cap
+        t0 = time.time()
+        out = train(self, data, logger, *a, **kw)
+        rec.fit_done(time.time() - t0)
+        return out
+
+    def select_elites_recorded(self, metrics):  # called once, with each model's best holdout MSE
+        rec.dyn["holdout_mse"] = float(np.sort(metrics)[: self.model.num_elites].mean())
+        return select_elites(self, metrics)
+
+    def step_recorded(self, obs, action):
+        next_obs, reward, terminal, info = step(self, obs, action)
+        if rec.tag is not None:
+            tag = rec.tag
+            u = info.get("uncertainty", info.get("penalty"))
+            if u is not None:
+                rec.add(f"rollout/u{tag}", u)
+            rec.add(f"rollout/reward{tag}", info["raw_reward"])
+            rec.add(f"rollout/reward_p{tag}", reward)
+            if tag == "_optimistic" and "bouns_reward" in info:
+                rec.add("rollout/reward_o_optimistic", info["bouns_reward"])
+        return next_obs, reward, terminal, info
+
+    EnsembleDynamics.train, EnsembleDynamics.select_elites = train_timed, select_elites_recorded
+    EnsembleDynamics.step = step_recorded
+
+    sample = ReplayBuffer.sample
+
+    def sample_recorded(self, batch_size):
+        out = sample(self, batch_size)
+        if batch_size == rec.batch:  # the start states of the coming rollouts (and D's actions there)
+            rec.last_sample = out
+        return out
+
+    ReplayBuffer.sample = sample_recorded
+
+    def wrap_rollout(cls, tag):
+        rollout = cls.rollout
+
+        def rollout_recorded(self, init_obss, rollout_length):
+            t0, rec.tag = time.time(), tag
+            try:
+                transitions, info = rollout(self, init_obss, rollout_length)
+            finally:
+                rec.tag = None
+            rec.rollout_seconds += time.time() - t0
+            b = len(init_obss)
+            rec.add(f"rollout/length{tag}", np.array([len(transitions["obss"]) / b]))
+            bad = ~np.isfinite(np.concatenate([transitions["next_obss"], transitions["rewards"]], 1)).all(1)
+            rec.add(f"rollout/nonfinite_rows{tag}", np.array([bad.sum()]))
+            start = rec.last_sample
+            if start is not None and len(start["actions"]) == b:
+                data_act = start["actions"].cpu().numpy()
+                dist = np.linalg.norm(transitions["actions"][:b] - data_act, axis=-1)
+                rec.add(f"rollout/action_distance{tag}", dist)
+            return transitions, info
+
+        cls.rollout = rollout_recorded
+
+    def wrap_learn(cls):  # the update's own statistics (official-orpo's trainer never logs them: dead code)
+        learn = cls.learn
+
+        def learn_recorded(self, batch):
+            result = learn(self, batch)
+            for k, v in result.items():
+                rec.add(f"learn/{k}", np.array([v]))
+            return result
+
+        cls.learn = learn_recorded
+
+    if peer == "kit-mopo":
+        from offlinerlkit.policy import MOPOPolicy
+
+        wrap_rollout(MOPOPolicy, "")
+        wrap_learn(MOPOPolicy)
+    else:
+        from offlinerlkit.policy import OOMITD3BCPolicy, OptimisticRolloutPolicy
+
+        wrap_rollout(OOMITD3BCPolicy, "_pessimistic")
+        wrap_rollout(OptimisticRolloutPolicy, "_optimistic")
+        wrap_learn(OOMITD3BCPolicy)
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# The run
+# ----------------------------------------------------------------------------------------------------------------------
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
+
+
+def prepare_run_dir(args: argparse.Namespace, cli: dict):
+    """Lock the run directory; a finished run with the same command is left alone, anything else starts over."""
+    try:
+        os.makedirs(args.run_dir, exist_ok=True)
+        lock = open(os.path.join(args.run_dir, "run.lock"), "a+")
+    except OSError as e:
+        raise InputError(f"cannot write in --run-dir {args.run_dir} ({e.strerror})") from None
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise InputError(f"--run-dir {args.run_dir} is in use by another process") from None
+    summary_path = os.path.join(args.run_dir, "summary.json")
+    if os.path.isfile(summary_path):
+        with contextlib.suppress(OSError, ValueError):
+            with open(summary_path) as f:
+                summary = json.load(f)
+            if summary.get("finished"):
+                with open(os.path.join(args.run_dir, "config.json")) as f:
+                    if json.load(f).get("cli") == cli:
+                        return lock, summary
+                raise InputError(f"--run-dir {args.run_dir} holds a finished run of another command; use another")
+    for name in OUTPUTS:
+        target = os.path.join(args.run_dir, name)
+        if os.path.isdir(target):
+            shutil.rmtree(target)
+        elif os.path.exists(target):
+            os.remove(target)
+    return lock, None
+
+
+def main(argv=None) -> int:
+    t_start = time.time()
+    args = parse_args(argv)
+    cli = {k: v for k, v in vars(args).items()}
+    raw, attrs = read_dataset(args.dataset_path)
+    task, eval_env_id, ref = infer_task(args, attrs)
+    envs = make_eval_envs(eval_env_id, args.eval_episodes or 10)
+    obs_dim, act_dim = raw["observations"].shape[1], raw["actions"].shape[1]
+    if envs.single_observation_space.shape != (obs_dim,) or envs.single_action_space.shape != (act_dim,):
+        raise InputError(
+            f"the data has obs/action dims {obs_dim}/{act_dim} but {eval_env_id} has "
+            f"{envs.single_observation_space.shape}/{envs.single_action_space.shape}; pass the matching --eval-env"
+        )
+    lock, done = prepare_run_dir(args, cli)
+    if done is not None:
+        print(f"{args.run_dir} already holds this run, finished (summary.json); nothing to do")
+        return 0
+    source = extract(args.peer, args.source, args.commit)
+
+    import torch
+
+    torch.set_num_threads(args.threads)
+    device = "cuda" if args.cuda and torch.cuda.is_available() else "cpu"
+    command = peer_command(args.peer, source["root"], task, args, device)
+    peer_args = script_args(source["root"], PEERS[args.peer]["script"], command)
+    stand_in = StandInEnv(task, raw, envs.single_observation_space, envs.single_action_space, ref)
+    made = []
+
+    def make_env(name, *a, **kw):
+        made.append(name)
+        return stand_in
+
+    stubs = install_stubs(make_env)
+    for name in [n for n in sys.modules if n == "offlinerlkit" or n.startswith("offlinerlkit.")]:
+        del sys.modules[name]
+    sys.path.insert(0, source["root"])
+    saved_argv, sys.argv = sys.argv, [os.path.join(source["root"], PEERS[args.peer]["script"]), *command]
+    try:
+        spec = importlib.util.spec_from_file_location("peer_run_script", sys.argv[0])
+        script = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(script)  # `def train(args=get_args())` parses `command` here
+    finally:
+        sys.argv = saved_argv
+    import offlinerlkit
+    import offlinerlkit.utils.logger as peer_logger
+
+    assert os.path.realpath(offlinerlkit.__file__).startswith(os.path.realpath(source["root"]))
+    peer_logger.ROOT_DIR = os.path.join(os.path.abspath(args.run_dir), "peer_log")  # make_log_dirs' root
+    rec = Recorder(args.run_dir, ref, args.seed, peer_args.rollout_batch_size)
+    rec.steps = peer_args.step_per_epoch
+    instrument(args.peer, rec, envs, args.dynamics_max_epochs)
+
+    from offlinerlkit.utils.load_dataset import qlearning_dataset
+
+    kept = len(qlearning_dataset(None, dataset=raw)["observations"])
+    config = {
+        "peer": args.peer,
+        "source": args.source,
+        "commit": source["commit"],
+        "extracted_to": source["root"],
+        "extracted_paths": source["extracted"],
+        "run_script": PEERS[args.peer]["script"],
+        "run_script_command": command,
+        "peer_settings": {k: v for k, v in vars(peer_args).items()},
+        "task": task,
+        "eval_env": eval_env_id,
+        "reference_returns": list(ref),
+        "dataset_path": os.path.abspath(args.dataset_path),
+        "dataset_rows": len(raw["observations"]),
+        "transitions_kept_by_qlearning_dataset": kept,
+        "stubs": stubs,
+        "replaced": [
+            "evaluation: the trainer's _evaluate runs ours (Gymnasium, one episode per sub-env, reset seed + "
+            "1000·epoch, select_action(obs, deterministic=True), D4RL reference returns)",
+            "official-orpo's _evaluate_Dynamics (its policy's return in the learned model) is not run",
+            "the run script's log root (log/) is <run-dir>/peer_log",
+        ]
+        + (
+            [f"the ensemble fit is capped at {args.dynamics_max_epochs} epochs (not the peer's setting)"]
+            if args.dynamics_max_epochs
+            else []
+        ),
+        "dynamics_max_epochs": args.dynamics_max_epochs,
+        "device": device,
+        "device_name": torch.cuda.get_device_name()
+        if device == "cuda"
+        else f"{cpu_name()} ({os.cpu_count()} cores, {torch.get_num_threads()} torch threads)",
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "cli": cli,
+    }
+    write_json(config, os.path.join(args.run_dir, "config.json"))
+    print(f"{args.peer} @ {source['commit'][:12]} on {task} -> eval {eval_env_id}; {args.run_dir}")
+    print("  " + " ".join(command))
+
+    def summary(status: str, error: str | None = None) -> dict:
+        last = next((r for r in reversed(rec.rows) if "eval/return" in r), {})
+        out = {
+            "status": status,
+            "finished": status == "finished",
+            "peer": args.peer,
+            "commit": source["commit"],
+            "task": task,
+            "eval_env": eval_env_id,
+            "seed": args.seed,
+            "epochs": rec.epoch,
+            **{k: last.get(f"eval/{k}") for k in ("normalized_score", "normalized_score_std", "return", "return_std")},
+            "last10_score": float(np.mean(rec.scores[-10:])) if rec.scores else None,
+            "wall_seconds": time.time() - t_start,
+            "device": device,
+            "device_name": config["device_name"],
+            "error": error,
+            "run_dir": args.run_dir,
+        }
+        write_json(out, os.path.join(args.run_dir, "summary.json"))
+        return out
+
+    def on_signal(signum, frame):
+        raise KeyboardInterrupt(signum)
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        script.train()  # the run script's own train(): data, seeding, models, dynamics fit, trainer
+    except KeyboardInterrupt as e:
+        signum = e.args[0] if e.args and isinstance(e.args[0], int) else signal.SIGINT
+        summary("interrupted", f"interrupted by {signal.Signals(signum).name} after epoch {rec.epoch}")
+        print(
+            f"error: interrupted after epoch {rec.epoch}; peers do not resume: rerun the command to start over",
+            file=sys.stderr,
+        )
+        return 128 + signum
+    except Exception as e:
+        with open(os.path.join(args.run_dir, "error.txt"), "w") as f:
+            f.write(traceback.format_exc())
+        summary("failed", f"{type(e).__name__}: {e}")
+        print(
+            f"error: the peer's code raised {type(e).__name__}: {e} (traceback in {args.run_dir}/error.txt)",
+            file=sys.stderr,
+        )
+        return 1
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        envs.close()
+    out = summary("finished" if rec.epoch == peer_args.epoch else "failed")
+    print(json.dumps(out, indent=2))
+    lock.close()
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)

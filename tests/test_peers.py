@@ -1,0 +1,286 @@
+"""benchmarks/peers.py: the authors' code on our data with our evaluation.
+
+The tests that run a peer need the peers' git snapshots: set ORPO_PEERS_MIRROR to a folder holding
+yihaosun1124+OfflineRL-Kit/repo and George-Chia+ORPO/repo (git directories, bare or not; default /work/.mirror).
+Without them those tests skip (CI has neither the snapshots nor a network); the protocol and bad-input tests need
+nothing outside the repository.
+"""
+
+import csv
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import h5py
+import numpy as np
+import pytest
+import torch
+import tyro
+from conftest import ROOT, TINY, load_module, run_script, write_random_dataset
+
+MIRROR = os.environ.get("ORPO_PEERS_MIRROR", "/work/.mirror")
+SOURCES = {
+    "kit-mopo": os.path.join(MIRROR, "yihaosun1124+OfflineRL-Kit", "repo"),
+    "official-orpo": os.path.join(MIRROR, "George-Chia+ORPO", "repo"),
+}
+SEED = 3
+EVAL_EPISODES = 2
+
+
+@pytest.fixture(scope="module")
+def peers():
+    return load_module("benchmarks/peers.py", "peers")
+
+
+@pytest.fixture(scope="module")
+def hopper_file(tmp_path_factory):
+    """A small random-policy Hopper file named like a hopper-medium dataset (the peers take hopper-medium's settings)."""
+    path = str(tmp_path_factory.mktemp("peers") / "hopper-medium.hdf5")
+    write_random_dataset(path, steps=2000, seed=1)
+    return path
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# The evaluation protocol against algorithms/orpo.py's (no peer needed)
+# ----------------------------------------------------------------------------------------------------------------------
+def test_reference_returns_are_ours(peers, orpo):
+    assert peers.DOMAINS == orpo.DOMAINS
+
+
+def test_evaluation_starts_steps_and_scores_as_ours(peers, orpo):
+    """The same seed gives the same start states, and the same deterministic policy the same returns and scores."""
+    task = orpo.Task("hopper-medium-v2", "Hopper-v4", "hopper", "env", *orpo.DOMAINS["hopper"][1:])
+    weights = np.random.default_rng(0).normal(size=(11, 3)).astype(np.float32) * 0.01  # episodes of 100-160 steps
+
+    def ours(obs: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(obs @ torch.as_tensor(weights))
+
+    def theirs(obs: np.ndarray) -> np.ndarray:
+        return ours(torch.as_tensor(obs, dtype=torch.float32)).numpy()
+
+    for seed in (SEED + 1000, SEED + 2000):
+        our_envs, their_envs = orpo.make_eval_envs(task, 3), peers.make_eval_envs("Hopper-v4", 3)
+        our_returns, our_first = orpo.evaluate(ours, our_envs, task, seed, torch.device("cpu"))
+        returns, lengths, first = peers.evaluate(theirs, their_envs, seed)
+        np.testing.assert_array_equal(first, our_first)
+        np.testing.assert_allclose(returns, our_returns, rtol=1e-12)
+        assert (lengths >= 1).all() and (lengths <= 1000).all()
+        assert lengths.max() - lengths.min() > 1  # the sub-envs that end first keep stepping (autoreset): masked
+        ref = peers.DOMAINS["hopper"][1:]
+        expected = orpo.eval_metrics(task, our_returns)
+        for k, v in peers.eval_metrics(returns, ref).items():
+            assert v == pytest.approx(expected[k], rel=1e-12), k
+
+
+def test_evaluation_uses_the_policys_deterministic_action(peers):
+    calls = []
+
+    class Policy:
+        def select_action(self, obs, deterministic=False):
+            calls.append(deterministic)
+            return np.zeros((len(obs), 3))
+
+    act = peers.deterministic_actions(Policy())
+    assert act(np.zeros((2, 11))).shape == (2, 3)
+    assert calls == [True]
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Bad input: one line, exit 2, nothing run (no peer needed)
+# ----------------------------------------------------------------------------------------------------------------------
+def bad_file(tmp_path, name="hopper-medium.hdf5", **changes):
+    path = str(tmp_path / name)
+    arrays = write_random_dataset(path, steps=200, seed=2)
+    with h5py.File(path, "a") as f:
+        for k, v in changes.items():
+            del f[k]
+            if v is not None:
+                f.create_dataset(k, data=v(arrays[k]))
+    return path
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "unknown peer",
+        "missing file",
+        "missing key",
+        "short rewards",
+        "1-D actions",
+        "other env",
+        "no kind",
+        "unreachable source",
+        "unknown commit",
+        "no git source",
+        "no settings",
+        "zero epochs",
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, hopper_file, case):
+    mirror_like = str(tmp_path / "not-a-repo")
+    os.makedirs(mirror_like)
+    args = {
+        "--peer": "kit-mopo",
+        "--dataset-path": hopper_file,
+        "--eval-env": "Hopper-v4",
+        "--source": "file:///nonexistent/OfflineRL-Kit",
+    }
+    expect = "--source"
+    if case == "unknown peer":
+        args["--peer"], expect = "mopo", "--peer"
+    elif case == "missing file":
+        args["--dataset-path"], expect = str(tmp_path / "none.hdf5"), "does not exist"
+    elif case == "missing key":
+        args["--dataset-path"], expect = bad_file(tmp_path, timeouts=None), "timeouts"
+    elif case == "short rewards":
+        args["--dataset-path"], expect = bad_file(tmp_path, rewards=lambda r: r[:-1]), "'rewards'"
+    elif case == "1-D actions":
+        args["--dataset-path"], expect = bad_file(tmp_path, actions=lambda a: a[:, 0]), "'actions'"
+    elif case == "other env":
+        args["--eval-env"], expect = "Walker2d-v4", "--eval-env"
+    elif case == "no kind":
+        args["--dataset-path"], expect = bad_file(tmp_path, name="hopper.hdf5"), "--task"
+    elif case == "unreachable source":
+        pass
+    elif case == "unknown commit":
+        if not os.path.isdir(SOURCES["kit-mopo"]):
+            pytest.skip(f"needs the OfflineRL-Kit snapshot at {SOURCES['kit-mopo']} (set ORPO_PEERS_MIRROR)")
+        args["--source"], args["--commit"], expect = SOURCES["kit-mopo"], "0" * 40, "--commit"
+    elif case == "no git source":
+        args["--source"] = mirror_like
+    elif case == "no settings":
+        if not os.path.isdir(SOURCES["kit-mopo"]):
+            pytest.skip(f"needs the OfflineRL-Kit snapshot at {SOURCES['kit-mopo']} (set ORPO_PEERS_MIRROR)")
+        args["--source"], args["--task"], expect = SOURCES["kit-mopo"], "hopper-random", "hopper-random-v2"
+    elif case == "zero epochs":
+        args["--epochs"], expect = "0", "--epochs"
+    flat = [x for kv in args.items() for x in kv]
+    result = run_script("benchmarks/peers.py", *flat, "--run-dir", str(tmp_path / "run"), timeout=120)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2, result.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: ") and expect in lines[0], result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+    assert not os.path.exists(tmp_path / "run" / "metrics.csv")
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Each peer through the CLI, 2 epochs at tiny sizes, against our own evaluation (needs the snapshots)
+# ----------------------------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def our_evaluations(orpo, hopper_file, tmp_path_factory):
+    """(reset seed, initial observations) of each evaluation in a tiny orpo.py run on the same file and seed."""
+    seen = []
+    evaluate = orpo.evaluate
+
+    def recording(policy, envs, task, seed, device):
+        returns, first_obs = evaluate(policy, envs, task, seed, device)
+        seen.append((seed, first_obs))
+        return returns, first_obs
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(orpo, "evaluate", recording)
+        runs = tmp_path_factory.mktemp("ours")
+        assert TINY[TINY.index("--eval-episodes") + 1] == str(EVAL_EPISODES)
+        argv = [*TINY, "--seed", str(SEED)]
+        argv += ["--dataset-path", hopper_file, "--eval-env", "Hopper-v4", "--runs-dir", str(runs)]
+        orpo.main(tyro.cli(orpo.Args, args=argv))
+    assert len(seen) == 2
+    return seen
+
+
+@pytest.mark.parametrize("peer", ["kit-mopo", "official-orpo"])
+def test_peer_runs_with_our_evaluation(peers, orpo, hopper_file, request, tmp_path, peer):
+    if not os.path.isdir(SOURCES[peer]):
+        pytest.skip(f"needs the peer's git snapshot at {SOURCES[peer]}: set ORPO_PEERS_MIRROR to the folder holding it")
+    our_evaluations = request.getfixturevalue("our_evaluations")
+    run_dir = tmp_path / peer
+    argv = ["--peer", peer, "--source", SOURCES[peer], "--dataset-path", hopper_file, "--eval-env", "Hopper-v4"]
+    argv += ["--seed", str(SEED), "--epochs", "2", "--steps-per-epoch", "5", "--rollout-batch-size", "100"]
+    argv += ["--eval-episodes", str(EVAL_EPISODES), "--run-dir", str(run_dir), "--no-cuda", "--threads", "1"]
+    argv += ["--dynamics-max-epochs", "3"]
+    result = run_script("benchmarks/peers.py", *argv, extra_env={"TMPDIR": str(tmp_path)}, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    with open(run_dir / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["epoch"]) for r in rows] == [0, 1, 2]
+    assert float(rows[0]["dynamics/holdout_mse"]) > 0 and int(rows[0]["dynamics/epochs"]) == 3
+    lo, hi = orpo.DOMAINS["hopper"][1:]
+    tag = "" if peer == "kit-mopo" else "_pessimistic"
+    for row, (our_seed, our_first) in zip(rows[1:], our_evaluations):
+        for k in ("eval/normalized_score", "eval/normalized_score_std", "eval/return", "eval/return_std"):
+            assert math.isfinite(float(row[k])), k
+        for k in ("charts/epoch_seconds", "losses/critic_loss", "losses/actor_loss"):
+            assert math.isfinite(float(row[k])), k
+        # the score is D4RL's, with our reference returns, over the episodes
+        assert float(row["eval/normalized_score"]) == pytest.approx(100 * (float(row["eval/return"]) - lo) / (hi - lo))
+        assert float(row["eval/normalized_score_std"]) == pytest.approx(100 * float(row["eval/return_std"]) / (hi - lo))
+        # the episodes start where ours start
+        assert int(row["eval/reset_seed"]) == our_seed
+        _, _, first = peers.evaluate(lambda o: np.zeros((len(o), 3)), peers.make_eval_envs("Hopper-v4", 2), our_seed)
+        np.testing.assert_array_equal(first, our_first)
+    for k in (f"rollout/u{tag}", f"rollout/reward{tag}", f"rollout/reward_p{tag}", f"rollout/length{tag}"):
+        assert math.isfinite(float(rows[1][k])), k
+    # the rollouts' mean penalised reward is the peer's own r̂ − λ·u (λ = 5.0 on hopper-medium)
+    u, r, rp = (float(rows[1][f"rollout/{k}{tag}"]) for k in ("u", "reward", "reward_p"))
+    assert rp == pytest.approx(r - 5.0 * u, rel=1e-4, abs=1e-4)
+
+    summary = json.loads((run_dir / "summary.json").read_text())
+    scores = [float(r["eval/normalized_score"]) for r in rows[1:]]
+    assert summary["status"] == "finished" and summary["finished"] and summary["epochs"] == 2
+    assert summary["normalized_score"] == pytest.approx(scores[-1])
+    assert summary["last10_score"] == pytest.approx(np.mean(scores))
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["peer"] == peer and config["commit"] == peers.PEERS[peer]["commit"]
+    assert config["peer_settings"]["penalty_coef"] == 5.0 and config["peer_settings"]["rollout_length"] == 5
+    assert config["peer_settings"]["eval_episodes"] == EVAL_EPISODES and any("gym" in s for s in config["stubs"])
+    assert config["extracted_to"].startswith(str(tmp_path)) and not config["extracted_to"].startswith(ROOT)
+
+    # the same command again: a finished run is left alone; another command on it is refused
+    again = run_script("benchmarks/peers.py", *argv, extra_env={"TMPDIR": str(tmp_path)})
+    assert again.returncode == 0 and "nothing to do" in again.stdout
+    other = run_script("benchmarks/peers.py", *argv, "--seed", str(SEED + 1))
+    assert other.returncode == 2 and other.stderr.startswith("error: ") and "finished run" in other.stderr
+
+
+def test_interrupted_peer_says_so_and_a_rerun_starts_over(hopper_file, tmp_path):
+    if not os.path.isdir(SOURCES["kit-mopo"]):
+        pytest.skip(
+            f"needs the peer's git snapshot at {SOURCES['kit-mopo']}: set ORPO_PEERS_MIRROR to the folder holding it"
+        )
+    run_dir = tmp_path / "run"
+    argv = ["--peer", "kit-mopo", "--source", SOURCES["kit-mopo"], "--dataset-path", hopper_file, "--eval-env"]
+    argv += ["Hopper-v4", "--rollout-batch-size", "100", "--eval-episodes", "1", "--run-dir", str(run_dir)]
+    argv += ["--no-cuda", "--dynamics-max-epochs", "1"]
+    env = dict(os.environ, OMP_NUM_THREADS="1", TMPDIR=str(tmp_path))
+    cmd = [sys.executable, os.path.join(ROOT, "benchmarks", "peers.py"), *argv, "--epochs", "100"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.time() + 240
+        while time.time() < deadline and not (run_dir / "metrics.csv").exists():  # row 0: the fit is done
+            time.sleep(0.5)
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
+    assert err.strip().splitlines()[-1].startswith("error: interrupted")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and not summary["finished"]
+    logs = os.listdir(run_dir / "peer_log" / "hopper-medium-v2" / "mopo&penalty_coef=5.0&rollout_length=5")
+
+    # not resumable: the same directory again starts over (the interrupted run's files are gone)
+    again = run_script(
+        "benchmarks/peers.py", *argv, "--epochs", "1", "--steps-per-epoch", "3", extra_env={"TMPDIR": str(tmp_path)}
+    )
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "finished"
+    with open(run_dir / "metrics.csv") as f:
+        assert [int(r["epoch"]) for r in csv.DictReader(f)] == [0, 1]
+    new_logs = os.listdir(run_dir / "peer_log" / "hopper-medium-v2" / "mopo&penalty_coef=5.0&rollout_length=5")
+    assert len(logs) == 1 and len(new_logs) == 1
