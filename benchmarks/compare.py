@@ -89,6 +89,9 @@ class Args:
     """model-rollout start states per epoch, every model-based row (the paper's 50000, cut for a CPU)"""
     eval_episodes: int = 5
     """evaluation episodes after every epoch, every row (the paper's 10, cut for a CPU)"""
+    dynamics_max_epochs: Optional[int] = None
+    """cap every row's ensemble fit at this many epochs, ours and the peers' alike (default: each fits until its own
+    early stopping, 5 epochs without a 1 % holdout gain)"""
     jobs: int = 2
     """runs at once"""
     threads: int = 1
@@ -217,36 +220,41 @@ def shared_dynamics(args: Args, t: Task) -> Optional[str]:
 
 def command(args: Args, t: Task) -> list[str]:
     kind, name, extra, _ = ROWS[t.row]
+    cap = [] if args.dynamics_max_epochs is None else ["--dynamics-max-epochs", str(args.dynamics_max_epochs)]
     d = task_dir(args, t)
     cuda = ["--cuda" if args.cuda else "--no-cuda"]
     if kind == "peer":
         source = args.kit_source if name == "kit-mopo" else args.orpo_source
-        return [
-            sys.executable,
-            os.path.join(ROOT, "benchmarks", "peers.py"),
-            "--peer",
-            name,
-            "--source",
-            source,
-            "--dataset-path",
-            dataset_file(args, t.dataset),
-            "--eval-env",
-            eval_env_of(t.dataset),
-            "--seed",
-            str(t.seed),
-            "--epochs",
-            str(args.epochs),
-            "--steps-per-epoch",
-            str(args.steps_per_epoch),
-            "--rollout-batch-size",
-            str(args.rollout_batch_size),
-            "--eval-episodes",
-            str(args.eval_episodes),
-            "--run-dir",
-            d,
-            "--threads",
-            str(args.threads),
-        ] + cuda
+        return (
+            [
+                sys.executable,
+                os.path.join(ROOT, "benchmarks", "peers.py"),
+                "--peer",
+                name,
+                "--source",
+                source,
+                "--dataset-path",
+                dataset_file(args, t.dataset),
+                "--eval-env",
+                eval_env_of(t.dataset),
+                "--seed",
+                str(t.seed),
+                "--epochs",
+                str(args.epochs),
+                "--steps-per-epoch",
+                str(args.steps_per_epoch),
+                "--rollout-batch-size",
+                str(args.rollout_batch_size),
+                "--eval-episodes",
+                str(args.eval_episodes),
+                "--run-dir",
+                d,
+                "--threads",
+                str(args.threads),
+            ]
+            + cuda
+            + cap
+        )
     script = os.path.join(ROOT, "algorithms", f"{name}.py")
     run = run_dir_of(args, t)
     if run:  # ours resume in place (a run killed before its first checkpoint refits)
@@ -280,6 +288,8 @@ def command(args: Args, t: Task) -> list[str]:
     cmd += own_flags(shlex.split(args.algo_flags), script_flags(name))
     if "--rollout-batch-size" in script_flags(name):
         cmd += ["--rollout-batch-size", str(args.rollout_batch_size)]
+    if "--dynamics-max-epochs" in script_flags(name):
+        cmd += cap
     dyn = shared_dynamics(args, t)
     if dyn:
         cmd += ["--load-dynamics-path", dyn]
@@ -578,8 +588,13 @@ def check(args: Args) -> None:
         raise UserError("--seeds needs at least one seed")
 
 
+def stop(signum, frame):
+    raise KeyboardInterrupt  # SIGTERM (and SIGINT where a shell ignored it) stops the runs as Ctrl-C does
+
+
 def main(args: Args) -> int:
     check(args)
+    signal.signal(signal.SIGTERM, stop)
     rc = 0 if args.report_only else run_all(args)
     if rc == 130:
         return rc
