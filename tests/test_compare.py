@@ -12,8 +12,7 @@ import torch
 from conftest import ROOT, run_script, write_random_dataset
 
 TINY_FLAGS = (
-    "--algo-flags=--hidden-dims 32 32 --dynamics-hidden-dims 32 32 --dynamics-max-epochs 2 --num-ensemble 3 "
-    "--num-elites 2 --batch-size 32"
+    "--algo-flags=--hidden-dims 32 32 --dynamics-hidden-dims 32 32 --num-ensemble 3 --num-elites 2 --batch-size 32"
 )
 
 
@@ -34,6 +33,7 @@ def comparison(tmp_path_factory):
     common = ["--env", "local/hopper-random", "--data-dir", str(root / "data"), "--runs-dir", str(root / "runs")]
     common += ["--results", str(root / "results"), "--out", str(root / "report"), "--reps", "500"]
     common += ["--epochs", "3", "--steps-per-epoch", "10", "--rollout-batch-size", "50", "--eval-episodes", "1"]
+    common += ["--dynamics-max-epochs", "2"]
     common += ["--rows", "orpo", "mopo", "td3bc", "--seeds", "1", "2", "--jobs", "2", TINY_FLAGS]
     first = run_script("benchmarks/compare.py", *common, timeout=600)
     return root, common, first
@@ -62,6 +62,7 @@ def test_every_row_runs_with_the_same_cuts_and_mopo_loads_orpos_ensemble(compari
         for row, c in configs.items():
             assert (c["seed"], c["epochs"], c["steps_per_epoch"], c["eval_episodes"]) == (seed, 3, 10, 1), row
         assert configs["orpo"]["rollout_batch_size"] == configs["mopo"]["rollout_batch_size"] == 50
+        assert configs["orpo"]["dynamics_max_epochs"] == 2  # the one cap compare.py gives every row
         # mopo's ensemble is the one orpo fitted for the same seed, byte for byte
         orpo_dir = next(p for p in (root / "runs" / "local_hopper-random" / "orpo" / f"seed{seed}").iterdir())
         assert configs["orpo"]["load_dynamics_path"] is None

@@ -1,7 +1,7 @@
 """benchmarks/peers.py: the authors' code on our data with our evaluation.
 
 The tests that run a peer need the peers' git snapshots: set ORPO_PEERS_MIRROR to a folder holding
-yihaosun1124+OfflineRL-Kit/repo and George-Chia+ORPO/repo (git directories, bare or not; default /work/.mirror).
+yihaosun1124+OfflineRL-Kit/repo and George-Chia+ORPO/repo (git directories, bare or not; unset: those tests skip).
 Without them those tests skip (CI has neither the snapshots nor a network); the protocol and bad-input tests need
 nothing outside the repository.
 """
@@ -22,10 +22,10 @@ import torch
 import tyro
 from conftest import ROOT, TINY, load_module, run_script, write_random_dataset
 
-MIRROR = os.environ.get("ORPO_PEERS_MIRROR", "/work/.mirror")
+MIRROR = os.environ.get("ORPO_PEERS_MIRROR")  # opt-in: nothing outside the repo is read unless it is set
 SOURCES = {
-    "kit-mopo": os.path.join(MIRROR, "yihaosun1124+OfflineRL-Kit", "repo"),
-    "official-orpo": os.path.join(MIRROR, "George-Chia+ORPO", "repo"),
+    peer: os.path.join(MIRROR, name, "repo") if MIRROR else "(ORPO_PEERS_MIRROR unset)"
+    for peer, name in (("kit-mopo", "yihaosun1124+OfflineRL-Kit"), ("official-orpo", "George-Chia+ORPO"))
 }
 SEED = 3
 EVAL_EPISODES = 2
