@@ -517,7 +517,7 @@ def report(args: Args) -> str:
             "",
             "Verdicts (ours vs theirs): **agree** when the last-10 intervals overlap and the per-epoch 95 % "
             "bands overlap at ≥ 80 % of the epochs; otherwise **differ** (then the first quantity that "
-            "separates them is looked for, docs/compare_notes.md).",
+            "separates them is looked for; docs/peers.md lists where the settings differ).",
             "",
         ]
         for ours, theirs in PAIRS + CONTRASTS:
