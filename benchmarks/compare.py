@@ -443,6 +443,10 @@ def boot_mean(x: np.ndarray, reps: int, rng: np.random.Generator) -> tuple[float
     return np.percentile(means, 2.5, axis=0), np.percentile(means, 97.5, axis=0)
 
 
+def interval(lo: float, hi: float, n: int, fmt: str = ".1f") -> str:
+    return f"[{lo:{fmt}}, {hi:{fmt}}]" if n >= 2 else "(1 seed: no interval)"
+
+
 def curves_of(runs: dict) -> tuple[np.ndarray, np.ndarray]:
     """Epochs common to every seed, and the scores [seeds, epochs]."""
     n = min(len(r["curve"]) for r in runs.values())
@@ -488,7 +492,7 @@ def report(args: Args) -> str:
             x = np.array([last10(r["curve"]) for r in runs.values()])
             lo, hi = boot_mean(x, args.reps, rng)
             epochs, ys = curves_of(runs)
-            stats[row] = {"x": x, "lo": lo, "hi": hi, "epochs": epochs, "ys": ys}
+            stats[row] = {"x": x, "lo": lo, "hi": hi, "epochs": epochs, "ys": ys, "seeds": list(runs)}
             devices = sorted(
                 {str(r["summary"].get("device_name") or r["summary"].get("device") or "?") for r in runs.values()}
             )
@@ -497,7 +501,7 @@ def report(args: Args) -> str:
             seeds = ", ".join(f"{s}: {v:.1f}" for s, v in zip(runs, x))
             lines.append(
                 f"| {ROWS[row][3]} | {len(runs)} | {int(epochs[-1]) if len(epochs) else 0} | "
-                f"{x.mean():.1f} [{lo:.1f}, {hi:.1f}] | {seeds} | {final:.1f} | {hours:.2f} | "
+                f"{x.mean():.1f} {interval(lo, hi, len(x))} | {seeds} | {final:.1f} | {hours:.2f} | "
                 f"{'; '.join(devices)} |"
             )
             steps = epochs * args.steps_per_epoch
@@ -529,21 +533,23 @@ def report(args: Args) -> str:
             olo, ohi = boot_mean(o["ys"][:, :n], args.reps, rng)
             overlap = float(np.mean((slo <= ohi) & (olo <= shi)))
             last_overlap = s["lo"] <= o["hi"] and o["lo"] <= s["hi"]
-            k = min(len(s["x"]), len(o["x"]))
-            diff = s["x"][:k] - o["x"][:k] if (ours, theirs) in CONTRASTS else s["x"].mean() - o["x"].mean()
+            common = [seed for seed in s["seeds"] if seed in o["seeds"]]
+            diff = np.array([s["x"][s["seeds"].index(c)] - o["x"][o["seeds"].index(c)] for c in common])
             if (ours, theirs) in PAIRS:
                 verdict = "agree" if last_overlap and overlap >= 0.8 else "differ"
+                if min(len(s["x"]), len(o["x"])) < 2:
+                    verdict = "undecided: fewer than 2 seeds, no interval"
                 lines.append(
                     f"- {ROWS[ours][3]} vs {ROWS[theirs][3]}: **{verdict}** (last-10 "
                     f"{s['x'].mean():.1f} vs {o['x'].mean():.1f}, intervals "
                     f"{'overlap' if last_overlap else 'do not overlap'}; bands overlap at "
                     f"{100 * overlap:.0f} % of {n} epochs)"
                 )
-            else:
-                dlo, dhi = boot_mean(np.atleast_1d(diff), args.reps, rng)
+            elif len(common):
+                dlo, dhi = boot_mean(diff, args.reps, rng)
                 lines.append(
                     f"- {ROWS[ours][3]} − {ROWS[theirs][3]}, last-10, paired by seed: "
-                    f"{np.mean(diff):+.1f} [{dlo:+.1f}, {dhi:+.1f}] ({k} seeds)"
+                    f"{np.mean(diff):+.1f} {interval(dlo, dhi, len(diff), '+.1f')} ({len(diff)} seeds)"
                 )
         lines.append("")
     cpus = sorted(

@@ -217,10 +217,10 @@ def run_file(path: str, flags: set[str], settings: dict, a: Args, work: str) -> 
     env["COLUMNS"] = "200"  # tyro's error box wraps its message at the terminal's width
     t0 = time.time()
     result = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=work)
-    # progress on stderr, so a step cut by a timeout (benchmarks/gpu_check.sh) still says where its time went
-    print(f"speed.py: {os.path.basename(path)} {shlex.join(cmd[3:])}: {time.time() - t0:.1f} s", file=sys.stderr)
     if result.returncode != 0:
         fail(f"{os.path.basename(path)} exited with {result.returncode}: {reason(result.stderr)} ({shlex.join(cmd)})")
+    # progress on stderr, so a step cut by a timeout (benchmarks/gpu_check.sh) still says where its time went
+    print(f"speed.py: {os.path.basename(path)} {shlex.join(cmd[3:])}: {time.time() - t0:.1f} s", file=sys.stderr)
     run_dir = os.path.dirname(glob.glob(os.path.join(runs_dir, "*", "metrics.csv"))[0])
     with open(os.path.join(run_dir, "metrics.csv")) as f:
         out = {"rows": [{k: float(v) for k, v in r.items() if v != ""} for r in csv.DictReader(f)]}
