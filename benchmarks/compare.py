@@ -537,13 +537,15 @@ def report(args: Args) -> str:
             diff = np.array([s["x"][s["seeds"].index(c)] - o["x"][o["seeds"].index(c)] for c in common])
             if (ours, theirs) in PAIRS:
                 verdict = "agree" if last_overlap and overlap >= 0.8 else "differ"
-                if min(len(s["x"]), len(o["x"])) < 2:
-                    verdict = "undecided: fewer than 2 seeds, no interval"
+                detail = (
+                    f"intervals {'overlap' if last_overlap else 'do not overlap'}; bands overlap at "
+                    f"{100 * overlap:.0f} % of {n} epochs"
+                )
+                if min(len(s["x"]), len(o["x"])) < 2:  # one seed: degenerate intervals, nothing to compare
+                    verdict, detail = "undecided", "fewer than 2 seeds: no interval"
                 lines.append(
                     f"- {ROWS[ours][3]} vs {ROWS[theirs][3]}: **{verdict}** (last-10 "
-                    f"{s['x'].mean():.1f} vs {o['x'].mean():.1f}, intervals "
-                    f"{'overlap' if last_overlap else 'do not overlap'}; bands overlap at "
-                    f"{100 * overlap:.0f} % of {n} epochs)"
+                    f"{s['x'].mean():.1f} vs {o['x'].mean():.1f}; {detail})"
                 )
             elif len(common):
                 dlo, dhi = boot_mean(diff, args.reps, rng)
