@@ -38,7 +38,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from typing import Optional
+from typing import Literal, Optional
 
 import numpy as np
 import tyro
@@ -92,6 +92,9 @@ class Args:
     dynamics_max_epochs: Optional[int] = None
     """cap every row's ensemble fit at this many epochs, ours and the peers' alike (default: each fits until its own
     early stopping, 5 epochs without a 1 % holdout gain)"""
+    order: Literal["seed", "row"] = "seed"
+    """the order runs start in: `seed` (every row of the first seed, then the next seed) or `row` (every seed of
+    the first of --rows, then the next row; e.g. the pairs' rows before the long `orpo` ones)"""
     jobs: int = 2
     """runs at once"""
     threads: int = 1
@@ -323,8 +326,15 @@ def record_dataset(args: Args, dataset: str) -> None:
     os.replace(os.path.join(dst, "dataset.json.tmp"), os.path.join(dst, "dataset.json"))
 
 
+def tasks_of(args: Args) -> list[Task]:
+    """Every run, in the order they start (a task waiting for its seed's ensemble lets the next one go first)."""
+    if args.order == "row":
+        return [Task(d, r, s) for r in args.rows for d in args.env for s in args.seeds]
+    return [Task(d, r, s) for s in args.seeds for d in args.env for r in args.rows]
+
+
 def run_all(args: Args) -> int:
-    tasks = [Task(d, r, s) for s in args.seeds for d in args.env for r in args.rows]
+    tasks = tasks_of(args)
     for d in args.env:
         if not os.path.isfile(dataset_file(args, d)):
             raise UserError(

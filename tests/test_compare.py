@@ -139,3 +139,49 @@ def test_algo_flags_keep_only_what_a_script_takes():
         "32",
         "--batch-size=16",
     ]
+
+
+def test_order_row_starts_every_seed_of_a_row_before_the_next_row():
+    compare = load_compare()
+    args = compare.Args(rows=("mopo", "orpo"), seeds=(2, 3))
+    assert [t.key for t in compare.tasks_of(args)] == [
+        "local_hopper-medium/mopo/seed2",
+        "local_hopper-medium/orpo/seed2",
+        "local_hopper-medium/mopo/seed3",
+        "local_hopper-medium/orpo/seed3",
+    ]
+    args.order = "row"
+    assert [t.key for t in compare.tasks_of(args)] == [
+        "local_hopper-medium/mopo/seed2",
+        "local_hopper-medium/mopo/seed3",
+        "local_hopper-medium/orpo/seed2",
+        "local_hopper-medium/orpo/seed3",
+    ]
+
+
+def fake_results(root, rows):
+    """A results folder of finished runs: rows = {row: [per-seed score curves]}."""
+    for row, curves in rows.items():
+        for seed, curve in enumerate(curves, 1):
+            d = root / "local_hopper-medium" / row / f"seed{seed}"
+            os.makedirs(d)
+            (d / "config.json").write_text("{}")
+            (d / "summary.json").write_text(json.dumps({"status": "finished", "device_name": "test CPU"}))
+            with open(d / "metrics.csv", "w") as f:
+                f.write("epoch,eval/normalized_score\n" + "".join(f"{e},{v}\n" for e, v in enumerate(curve, 1)))
+
+
+@pytest.mark.parametrize("shift, verdict", [(0.3, "agree"), (15.0, "differ")])
+def test_a_pair_agrees_within_its_intervals_and_differs_beyond_them(tmp_path, shift, verdict):
+    """The ours-vs-theirs verdict: peers' curves near ours agree, curves 15 points apart (seeds spread ~2) differ."""
+    rng = np.random.default_rng(0)
+    base = [np.linspace(5, 30, 20) + rng.normal(0, 2, 20) for _ in range(3)]
+    theirs = [c + shift + rng.normal(0, 1, 20) for c in base]
+    fake_results(tmp_path / "results", {"mopo": base, "kit_mopo": theirs})
+    compare = load_compare()
+    args = compare.Args(results=str(tmp_path / "results"), out=str(tmp_path / "report"), reps=500, report_only=True)
+    md = compare.report(args)
+    line = next(ln for ln in md.splitlines() if ln.startswith("- MOPO (ours) vs MOPO (OfflineRL-Kit)"))
+    assert f"**{verdict}**" in line, line
+    want = np.mean([c[-10:].mean() for c in theirs])
+    assert f"vs {want:.1f};" in line, (line, want)
