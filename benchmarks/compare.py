@@ -427,15 +427,17 @@ def load_results(results: str) -> dict:
                 if not summary or summary.get("status") != "finished":
                     continue
                 with open(os.path.join(seed_dir.path, "metrics.csv")) as f:
-                    curve = [
-                        (int(float(r["epoch"])), float(r["eval/normalized_score"]))
-                        for r in csv.DictReader(f)
-                        if r.get("eval/normalized_score") not in (None, "")
-                    ]
+                    metrics = list(csv.DictReader(f))
+                curve = [
+                    (int(float(r["epoch"])), float(r["eval/normalized_score"]))
+                    for r in metrics
+                    if r.get("eval/normalized_score") not in (None, "")
+                ]
                 entry["rows"].setdefault(row, {})[int(seed_dir.name[4:])] = {
                     "config": read_json(os.path.join(seed_dir.path, "config.json")) or {},
                     "summary": summary,
                     "curve": curve,
+                    "metrics": metrics,
                 }
         if entry["rows"]:
             out[ds] = entry
@@ -462,6 +464,49 @@ def curves_of(runs: dict) -> tuple[np.ndarray, np.ndarray]:
     n = min(len(r["curve"]) for r in runs.values())
     epochs = np.array([e for e, _ in next(iter(runs.values()))["curve"][:n]])
     return epochs, np.array([[v for _, v in r["curve"][:n]] for r in runs.values()])
+
+
+# the pipeline's order: the model first, the score last
+DIAGNOSTIC_ORDER = ("dynamics/", "rollout/", "losses/", "eval/")
+
+
+def run_means(metrics: list[dict], shared: Optional[list[dict]]) -> dict[str, float]:
+    """A run's mean of every logged quantity over its epochs; dynamics/* of a run that loaded its seed's ensemble come
+    from the run that fitted it (`shared`)."""
+    out = {}
+    for rows in (shared or [], metrics):
+        for key in {k for r in rows for k in r}:
+            values = [float(r[key]) for r in rows if r.get(key) not in (None, "")]
+            skip = key.startswith(("charts/", "peer/")) or key in ("epoch", "dynamics/epochs", "eval/last10_score")
+            if values and not skip and not key.endswith(("_std", "_seconds")):
+                out[key] = float(np.mean(values))
+    return out
+
+
+def diagnostics(ours: dict, theirs: dict, fitted: dict, reps: int, rng: np.random.Generator) -> list[str]:
+    """The quantities both rows log (the same definitions: docs/peers.md), in the pipeline's order, each a mean over
+    the run's epochs and then over seeds [95 % bootstrap]; a quantity separates the rows when the intervals are
+    disjoint. The first one that does is where to look for the cause."""
+    means = {}
+    for side, runs in (("ours", ours), ("theirs", theirs)):
+        per_seed = [run_means(r["metrics"], fitted.get(seed) if side == "ours" else None) for seed, r in runs.items()]
+        keys = set.intersection(*(set(m) for m in per_seed))
+        means[side] = {k: np.array([m[k] for m in per_seed]) for k in keys}
+    keys = sorted(
+        set(means["ours"]) & set(means["theirs"]),
+        key=lambda k: (next((i for i, p in enumerate(DIAGNOSTIC_ORDER) if k.startswith(p)), 9), k),
+    )
+    lines = ["| quantity (mean over epochs) | ours | theirs | separates |", "|---|---|---|---|"]
+    first = None
+    for k in keys:
+        a, b = means["ours"][k], means["theirs"][k]
+        (alo, ahi), (blo, bhi) = boot_mean(a, reps, rng), boot_mean(b, reps, rng)
+        apart = min(len(a), len(b)) >= 2 and (ahi < blo or bhi < alo)
+        first = first or (k if apart else None)
+        cells = [f"{x.mean():.4g} {interval(lo, hi, len(x), '.4g')}" for x, lo, hi in ((a, alo, ahi), (b, blo, bhi))]
+        lines.append(f"| {k} | {cells[0]} | {cells[1]} | {'**yes**' if apart else 'no'} |")
+    verdict = f"the first quantity that separates them: **{first}**" if first else "no quantity separates them"
+    return [f"In the pipeline's order ({', '.join(DIAGNOSTIC_ORDER)}), {verdict}.", "", *lines, ""]
 
 
 def report(args: Args) -> str:
@@ -534,6 +579,7 @@ def report(args: Args) -> str:
             "separates them is looked for; docs/peers.md lists where the settings differ).",
             "",
         ]
+        pair_tables = []
         for ours, theirs in PAIRS + CONTRASTS:
             if ours not in stats or theirs not in stats:
                 continue
@@ -557,6 +603,9 @@ def report(args: Args) -> str:
                     f"- {ROWS[ours][3]} vs {ROWS[theirs][3]}: **{verdict}** (last-10 "
                     f"{s['x'].mean():.1f} vs {o['x'].mean():.1f}; {detail})"
                 )
+                fitted = {seed: r["metrics"] for seed, r in entry["rows"].get(SHARE_FROM, {}).items()}
+                pair_tables += [f"### {ROWS[ours][3]} vs {ROWS[theirs][3]}", ""]
+                pair_tables += diagnostics(entry["rows"][ours], entry["rows"][theirs], fitted, args.reps, rng)
             elif len(common):
                 dlo, dhi = boot_mean(diff, args.reps, rng)
                 lines.append(
@@ -564,6 +613,8 @@ def report(args: Args) -> str:
                     f"{np.mean(diff):+.1f} {interval(dlo, dhi, len(diff), '+.1f')} ({len(diff)} seeds)"
                 )
         lines.append("")
+        if pair_tables:
+            lines += ["Each pair quantity by quantity, ours vs theirs:", "", *pair_tables]
     cpus = sorted(
         {
             str(r["summary"].get("device_name"))

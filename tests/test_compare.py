@@ -159,16 +159,19 @@ def test_order_row_starts_every_seed_of_a_row_before_the_next_row():
     ]
 
 
-def fake_results(root, rows):
-    """A results folder of finished runs: rows = {row: [per-seed score curves]}."""
+def fake_results(root, rows, extra=None):
+    """A results folder of finished runs: rows = {row: [per-seed score curves]}; extra = {row: {column: [per-seed
+    curves]}}."""
     for row, curves in rows.items():
         for seed, curve in enumerate(curves, 1):
             d = root / "local_hopper-medium" / row / f"seed{seed}"
             os.makedirs(d)
             (d / "config.json").write_text("{}")
             (d / "summary.json").write_text(json.dumps({"status": "finished", "device_name": "test CPU"}))
+            cols = {"eval/normalized_score": curve, **{k: v[seed - 1] for k, v in (extra or {}).get(row, {}).items()}}
             with open(d / "metrics.csv", "w") as f:
-                f.write("epoch,eval/normalized_score\n" + "".join(f"{e},{v}\n" for e, v in enumerate(curve, 1)))
+                f.write(",".join(["epoch", *cols]) + "\n")
+                f.writelines(",".join([str(e), *(str(c[e - 1]) for c in cols.values())]) + "\n" for e in range(1, 21))
 
 
 @pytest.mark.parametrize("shift, verdict", [(0.3, "agree"), (15.0, "differ")])
@@ -185,3 +188,29 @@ def test_a_pair_agrees_within_its_intervals_and_differs_beyond_them(tmp_path, sh
     assert f"**{verdict}**" in line, line
     want = np.mean([c[-10:].mean() for c in theirs])
     assert f"vs {want:.1f};" in line, (line, want)
+
+
+def test_the_first_quantity_that_separates_a_pair_is_named_in_the_pipelines_order(tmp_path):
+    """Both rows log rollout/u alike; their critic losses lie far apart; the score (last in the pipeline) too. The
+    report names losses/critic_loss, not the score, and marks rollout/u as not separating."""
+    rng = np.random.default_rng(1)
+    curves = {
+        r: [np.linspace(5, 30, 20) + rng.normal(0, 2, 20) + (15 if r == "kit_mopo" else 0) for _ in range(3)]
+        for r in ("mopo", "kit_mopo")
+    }
+    extra = {
+        r: {
+            "rollout/u": [0.3 + rng.normal(0, 0.02, 20) for _ in range(3)],
+            "losses/critic_loss": [(40 if r == "mopo" else 20) + rng.normal(0, 1, 20) for _ in range(3)],
+        }
+        for r in ("mopo", "kit_mopo")
+    }
+    fake_results(tmp_path / "results", curves, extra)
+    compare = load_compare()
+    md = compare.report(compare.Args(results=str(tmp_path / "results"), out=str(tmp_path / "r"), reps=500))
+    assert "the first quantity that separates them: **losses/critic_loss**" in md
+    row = {
+        ln.split(" | ")[0]: ln for ln in md.splitlines() if ln.startswith("| rollout/u |") or ln.startswith("| losses/")
+    }
+    assert row["| rollout/u"].endswith("| no |") and row["| losses/critic_loss"].endswith("| **yes** |")
+    assert "| eval/normalized_score |" in md  # the score separates too, but comes last
