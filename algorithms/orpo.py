@@ -180,6 +180,10 @@ class Args:
     """make cuDNN deterministic (`torch.backends.cudnn.deterministic`)"""
     cuda: bool = True
     """use a CUDA GPU when one is present (the same code runs on CPU otherwise)"""
+    cuda_graphs: bool = False
+    """on a CUDA GPU, capture each epoch's gradient steps as a CUDA graph and replay it: one launch per step instead
+    of hundreds (the H100 epoch is launch-bound, docs/speed.md); the same kernels, so the same numbers are expected
+    (tests/test_device.py checks on a GPU); ignored on a CPU"""
     track: bool = False
     """also log to Weights & Biases (set WANDB_MODE=offline to log without network)"""
     wandb_project_name: str = "orpo"
@@ -923,6 +927,55 @@ def sample_mix(sources: list[tuple[ReplayBuffer, int, str]]) -> dict[str, torch.
 # --- end ---
 
 
+# --- shared: steps ---
+def gradient_steps(
+    step: Callable[[], dict], n: int, run: Run, policies: list[nn.Module], graphs: bool, period: int = 1
+) -> None:
+    """n gradient steps: `step()` makes one of every policy and returns {log prefix: statistics}, summed into `run`.
+
+    graphs (CUDA only): `period` steps are captured as one CUDA graph and replayed, one launch where eager PyTorch
+    launches the steps' hundreds of small kernels one by one from Python. The graph is captured anew every epoch, so
+    what changes between epochs (buffer sizes, learning rates) is baked in fresh; `period` steps make one Python-side
+    cycle (TD3+BC's delayed actor: policy_freq)."""
+
+    def eager(k: int) -> None:
+        for _ in range(k):
+            for prefix, stats in step().items():
+                run.add(prefix, stats)
+
+    warmup = 3  # eager steps on a side stream before the capture, as CUDA graphs ask
+    if not graphs or n < warmup + period:
+        return eager(n)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        eager(warmup)
+    torch.cuda.current_stream().wait_stream(side)
+    groups = [
+        g for p in policies for o in vars(p).values() if isinstance(o, torch.optim.Optimizer) for g in o.param_groups
+    ]
+    counters = [(p, p.total_it) for p in policies if hasattr(p, "total_it")]
+    for g in groups:
+        g["capturable"] = True  # Adam's step counts stay on the device
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):  # records `period` steps (and advances Python-side counters); computes nothing
+        outs = [step() for _ in range(period)]
+    for g in groups:
+        g["capturable"] = False  # checkpoints stay loadable on a CPU
+    replays, tail = divmod(n - warmup, period)
+    for _ in range(replays):
+        graph.replay()
+        for out in outs:
+            for prefix, stats in out.items():
+                run.add(prefix, stats)
+    for p, total_it in counters:
+        p.total_it = total_it + replays * period
+    eager(tail)
+
+
+# --- end ---
+
+
 def rollout_metrics(start: dict, ro: dict, rp: dict, b: int) -> dict[str, torch.Tensor]:
     """The epoch's rollouts of π^o (ro) and π^p (rp): u, rewards before and after relabelling, mean length, dropped
     rows, and how far each policy's first action lies from D's action in the same state."""
@@ -980,6 +1033,20 @@ def main(args: Args) -> dict:
         "buf_p": buf_p,
     }
     model_return = partial(model_eval, dynamics, terminal, args, device)  # eval/model_return, eval/model_uncertainty
+
+    def gradient_step() -> dict[str, dict[str, torch.Tensor]]:
+        # Algorithm 2, lines 24-25: one SAC update of π^o on D ∪ D^o (O-MDP rewards) and one TD3+BC update of π^p on
+        # D ∪ D^p_πp ∪ D^p_πo (P-MDP rewards)
+        stats = {}
+        if args.rollout_policy == "optimistic":  # the other rollout policies stay fixed
+            batch_o = sample_mix([(real, n_o[0], "rew"), (buf_o, n_o[1], "rew_o")])
+            stats["rollout_policy"] = rollout_policy.update(batch_o)
+        batch_p = sample_mix([(real, n_p[0], "rew"), (buf_p, n_p[1], "rew_p"), (buf_o, n_p[2], "rew_p")])
+        stats["losses"] = output_policy.update(batch_p)
+        return stats
+
+    graphs = args.cuda_graphs and device.type == "cuda"
+    period = args.policy_freq if args.output_algo == "td3bc" else 1  # TD3+BC's actor updates every policy_freq steps
     run.start(parts, dyn_metrics, envs, output_eval, model_return)  # resumes from the checkpoint, if any
 
     for _ in run.epochs():
@@ -993,14 +1060,8 @@ def main(args: Args) -> dict:
         buf_p.add(rp)
         run.lap("rollout")
 
-        # lines 24-25: per step, one SAC update of π^o on D ∪ D^o (O-MDP rewards) and one TD3+BC update of π^p on
-        # D ∪ D^p_πp ∪ D^p_πo (P-MDP rewards)
-        for _ in range(args.steps_per_epoch):
-            if args.rollout_policy == "optimistic":  # the other rollout policies stay fixed
-                batch_o = sample_mix([(real, n_o[0], "rew"), (buf_o, n_o[1], "rew_o")])
-                run.add("rollout_policy", rollout_policy.update(batch_o))
-            batch_p = sample_mix([(real, n_p[0], "rew"), (buf_p, n_p[1], "rew_p"), (buf_o, n_p[2], "rew_p")])
-            run.add("losses", output_policy.update(batch_p))
+        # lines 24-25, steps_per_epoch times (one CUDA graph per epoch with --cuda-graphs)
+        gradient_steps(gradient_step, args.steps_per_epoch, run, [rollout_policy, output_policy], graphs, period)
         if args.rollout_policy == "optimistic":
             actor_schedule.step()
         metrics = rollout_metrics(start, ro, rp, args.rollout_batch_size)
@@ -1445,11 +1506,20 @@ def resumed_args(args: Args) -> Args:
     script, config = os.path.basename(__file__), read_json(os.path.join(args.resume, "config.json"))
     saved = {k: tuple(v) if isinstance(v, list) else v for k, v in config.items() if not k.startswith("_")}
     differ = sorted(set(saved) ^ set(asdict(Args())))
-    if not config or config.get("_script", script) != script or differ:
+    newer = [k for k in differ if k not in saved and "_script" in config]  # flags added since the run was saved
+    if config.get("_script") == script and len(differ) > len(newer):
+        unknown = ", ".join(k for k in differ if k in saved)
+        why = f"was saved by a {script} with flags this one lacks ({unknown})"
+        raise UserError(f"--resume {args.resume} {why}; resume it with that version of {script}")
+    if not config or config.get("_script", script) != script or differ and not newer:
         made_by = config.get("_script", f"another script (its flags differ: {', '.join(differ[:3])})")
         what = f"is a run of {made_by}" if config else "holds no readable config.json"
         raise UserError(f"--resume {args.resume} {what}; pass a run directory made by {script}")
     resumed, defaults = Args(**saved), Args()
+    for k in newer:
+        print(
+            f"note: {args.resume} predates --{k.replace('_', '-')}; it resumes with the default {getattr(defaults, k)}"
+        )
     for k in asdict(args):
         given, kept = getattr(args, k), getattr(resumed, k)
         if k not in RESUME_FLAGS and given != getattr(defaults, k) and given != kept:

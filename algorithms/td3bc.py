@@ -769,11 +769,20 @@ def resumed_args(args: Args) -> Args:
     script, config = os.path.basename(__file__), read_json(os.path.join(args.resume, "config.json"))
     saved = {k: tuple(v) if isinstance(v, list) else v for k, v in config.items() if not k.startswith("_")}
     differ = sorted(set(saved) ^ set(asdict(Args())))
-    if not config or config.get("_script", script) != script or differ:
+    newer = [k for k in differ if k not in saved and "_script" in config]  # flags added since the run was saved
+    if config.get("_script") == script and len(differ) > len(newer):
+        unknown = ", ".join(k for k in differ if k in saved)
+        why = f"was saved by a {script} with flags this one lacks ({unknown})"
+        raise UserError(f"--resume {args.resume} {why}; resume it with that version of {script}")
+    if not config or config.get("_script", script) != script or differ and not newer:
         made_by = config.get("_script", f"another script (its flags differ: {', '.join(differ[:3])})")
         what = f"is a run of {made_by}" if config else "holds no readable config.json"
         raise UserError(f"--resume {args.resume} {what}; pass a run directory made by {script}")
     resumed, defaults = Args(**saved), Args()
+    for k in newer:
+        print(
+            f"note: {args.resume} predates --{k.replace('_', '-')}; it resumes with the default {getattr(defaults, k)}"
+        )
     for k in asdict(args):
         given, kept = getattr(args, k), getattr(resumed, k)
         if k not in RESUME_FLAGS and given != getattr(defaults, k) and given != kept:

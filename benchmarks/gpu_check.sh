@@ -10,20 +10,24 @@
 #   2 tests    tests/test_device.py on the GPU (ORPO_TEST_DEVICE=cuda): no host round trip in the update steps, every
 #              tensor on the device, ensemble fit/forward fp32 and bf16, rollouts, one epoch of each model-based
 #              file, an exact resume
-#   3 speed    benchmarks/speed.py --cuda for orpo.py, fp32 vs --dynamics-bf16, references in the same run
-#   4 run      datasets/collect.py (Hopper-v4, random policy, 50k steps), a 6-epoch algorithms/orpo.py at default sizes
+#   3 graphs   benchmarks/speed.py --cuda: orpo.py's epoch eager vs --cuda-graphs, in the same run (the update steps
+#              are launch-bound on an H100; tests/test_device.py checks in step 2 that graphs keep the numbers)
+#   4 speed    benchmarks/speed.py --cuda for orpo.py, fp32 vs --dynamics-bf16, references in the same run
+#   5 run      datasets/collect.py (Hopper-v4, random policy, 50k steps), a 6-epoch algorithms/orpo.py at default sizes
 #              but a 30-epoch ensemble fit on it (per-phase seconds from its metrics.csv), then --resume for 1 more
-#   5 twins    the same seed twice (2 epochs, run side by side): bit-identical or not, and the ops that torch's
+#   6 twins    the same seed twice (2 epochs, run side by side): bit-identical or not, and the ops that torch's
 #              use_deterministic_algorithms(warn_only=True) names in a third run
-#   6 speed    benchmarks/speed.py --cuda for mopo.py, with what the budget leaves
-#   7 summary  one table (phase, seconds, projected 1000-epoch hours), the steps, the tests, the speed tables and the
+#   7 speed    benchmarks/speed.py --cuda for mopo.py, with what the budget leaves
+#   8 summary  one table (phase, seconds, projected 1000-epoch hours), the steps, the tests, the speed tables and the
 #              determinism verdict: $OUT/gpu_check.md (ready to paste into docs/speed.md) and $OUT/gpu_check.json
 # $OUT ends with 4 files (the device tool returns at most 8): gpu_check.md, gpu_check.json, log.txt (every step's
 # output) and artifacts.tar.gz (each run's config/metrics/summary, the speed tables, the test report). Each step runs
 # under its own timeout, cut to what the budget leaves after the later steps' needs; a failed or timed-out step is
 # reported and the next one runs; the exit status is 1 if any step failed (an omitted one is not a failure). A
 # timed-out run gets SIGTERM first, so it checkpoints and its finished epochs still count. The caps and needs are from
-# the first H100 run (2026-11-26, docs/speed.md), where the 470-s plan written from estimates timed out in 5 steps.
+# the first H100 run (2026-11-26, docs/speed.md), where the 470-s plan written from estimates timed out in 5 steps;
+# the graphs step (added after it) is planned from that run's epoch time, within the same 470 s: when time runs short
+# the budget cuts the last step (speed_mopo) first.
 #
 # The device image has torch, numpy, h5py, tqdm, tensorboard and pytest but not gymnasium, mujoco or tyro
 # (/work/.library/device/KINDS.md). Carry them as wheels (11.6 MB): once, in the repo's root, on a machine with pip
@@ -84,9 +88,9 @@ fi
 SKIP=" ${GPU_CHECK_SKIP:-} "
 # The steps in order, with the least seconds each needs for a result on an H100 (from the first run): a step's timeout
 # keeps these for the later steps that are not skipped
-ORDER=(install versions tests speed_orpo collect run resume twins speed_mopo summary)
-declare -A NEED=([install]=5 [versions]=10 [tests]=40 [speed_orpo]=60 [collect]=20 [run]=60 [resume]=30 [twins]=45
-  [speed_mopo]=60 [summary]=10)
+ORDER=(install versions tests graphs speed_orpo collect run resume twins speed_mopo summary)
+declare -A NEED=([install]=5 [versions]=10 [tests]=40 [graphs]=50 [speed_orpo]=60 [collect]=20 [run]=60 [resume]=30
+  [twins]=45 [speed_mopo]=60 [summary]=10)
 T0=$(date +%s)
 LOG="$WORK/out/log.txt"
 : >"$LOG"
@@ -185,14 +189,19 @@ fi
 ORPO_TEST_DEVICE=$DEVICE step tests 90 5 "$PY" -m pytest -q -rs -p no:cacheprovider tests/test_device.py \
   --junitxml="$WORK/out/pytest.xml" "${TESTS[@]}"
 
-# ---------------------------------------------------------------- 3 speed.py --cuda: fp32 and bf16 (mopo.py: step 6)
+# ---------------------------------------------------------------- 3 speed.py --cuda: eager vs --cuda-graphs
+# two columns of one orpo.py epoch each (fit + epoch ~25 s per column on an H100 by the first run's times)
+step graphs 120 5 "$PY" benchmarks/speed.py "$CUDA" --module algorithms/orpo.py --compare algorithms/orpo.py \
+  --labels eager graphs --cuda-graphs graphs --out "$WORK/out/speed_graphs" "${SPEED[@]}" --only epoch
+
+# ---------------------------------------------------------------- 4 speed.py --cuda: fp32 and bf16 (mopo.py: step 7)
 speed() {
   step "speed_$1" "$2" 5 "$PY" benchmarks/speed.py "$CUDA" --module "algorithms/$1.py" --compare "algorithms/$1.py" \
     --labels fp32 bf16 --dynamics-bf16 bf16 --out "$WORK/out/speed_$1" "${SPEED[@]}"
 }
 speed orpo 140
 
-# ---------------------------------------------------------------- 4 an ORPO run on a collected dataset, resumed
+# ---------------------------------------------------------------- 5 an ORPO run on a collected dataset, resumed
 DATA=(--env local/hopper-random --data-dir "$WORK/data")  # local/hopper-random takes hopper-random-v2's preset
 step collect 60 5 "$PY" datasets/collect.py --env Hopper-v4 --policy random --steps "$COLLECT_STEPS" \
   --data-dir "$WORK/data" --name local/hopper-random
@@ -203,7 +212,7 @@ cp "$MAIN/metrics.csv" "$WORK/main_metrics.csv" 2>/dev/null  # before the resume
 step resume 50 20 "$PY" algorithms/orpo.py --resume "$MAIN" "$CUDA" --epochs $((EPOCHS + RESUME_EPOCHS)) \
   --stop-after-epochs "$RESUME_EPOCHS"
 
-# ---------------------------------------------------------------- 5 determinism: the same seed twice, side by side
+# ---------------------------------------------------------------- 6 determinism: the same seed twice, side by side
 twins() {
   local common=("${DATA[@]}" "$CUDA" --seed 2 --epochs "$TWIN_EPOCHS" --checkpoint-every 1000)
   "$PY" algorithms/orpo.py "${common[@]}" "${TWIN_SIZES[@]}" --runs-dir "$WORK/runs/twin_a" >"$WORK/logs/twin_a.log" 2>&1 &
@@ -226,10 +235,10 @@ runpy.run_path(sys.argv[0], run_name="__main__")' algorithms/orpo.py "${common[@
 }
 step twins 70 10 bash -c "$(declare -p PY WORK DATA CUDA TWIN_EPOCHS TWIN_SIZES WARN_SIZES; declare -f twins); twins"
 
-# ---------------------------------------------------------------- 6 speed.py for mopo.py, with what the budget leaves
+# ---------------------------------------------------------------- 7 speed.py for mopo.py, with what the budget leaves
 speed mopo 120
 
-# ---------------------------------------------------------------- 7 summary
+# ---------------------------------------------------------------- 8 summary
 cat >"$WORK/summary.py" <<'EOF'
 import csv, glob, json, math, os, re, statistics, sys, time
 import xml.etree.ElementTree as ET
@@ -364,7 +373,7 @@ out["determinism"] = det
 
 # ---- speed tables
 out["speed"] = {}
-for algo in ("orpo", "mopo"):
+for algo in ("graphs", "orpo", "mopo"):
     p = os.path.join(work, "out", f"speed_{algo}.md")
     out["speed"][algo] = open(p).read().strip() if os.path.isfile(p) else None
 
@@ -420,7 +429,9 @@ else:
               f"(use_deterministic_algorithms(warn_only=True), one epoch): {ops}."]
 for algo, table in out["speed"].items():
     flag = "--cuda" if device == "cuda" else "--no-cuda"
-    lines += ["", f"`benchmarks/speed.py {flag} --module algorithms/{algo}.py` (fp32 vs --dynamics-bf16):", ""]
+    what = "eager vs --cuda-graphs" if algo == "graphs" else "fp32 vs --dynamics-bf16"
+    module = "orpo" if algo == "graphs" else algo
+    lines += ["", f"`benchmarks/speed.py {flag} --module algorithms/{module}.py` ({what}):", ""]
     gone = "not run (GPU_CHECK_SKIP)" if status.get(f"speed_{algo}") == "omitted" else "the step failed"
     lines.append(table or f"(no table: {gone})")
 md = "\n".join(lines) + "\n"

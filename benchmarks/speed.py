@@ -92,6 +92,9 @@ class Args:
     dynamics_bf16: tuple[str, ...] = ()
     """columns (by label) whose runs get --dynamics-bf16, e.g. `--compare algorithms/orpo.py --labels bf16 fp32
     --dynamics-bf16 bf16` for the same file with and without it; the references stay fp32"""
+    cuda_graphs: tuple[str, ...] = ()
+    """columns (by label) whose epoch runs get --cuda-graphs, e.g. `--compare algorithms/orpo.py --labels eager graphs
+    --cuda-graphs graphs` (takes effect on a GPU only)"""
     out: str | None = None
     """write OUT.md and OUT.json"""
     seed: int = 0
@@ -112,9 +115,11 @@ def check(a: Args) -> None:
     problems += [f"--only {p}: use {', '.join(PHASES)}" for p in a.only if p not in PHASES]
     if a.uncertainty not in UNCERTAINTIES:
         problems.append(f"--uncertainty {a.uncertainty}: use {', '.join(UNCERTAINTIES)}")
-    if set(a.dynamics_bf16) - set(columns):
-        bf16, names = " ".join(a.dynamics_bf16), ", ".join(columns)
-        problems.append(f"--dynamics-bf16 {bf16}: names columns; this run's are {names} (see --labels)")
+    for flag, named in (("--dynamics-bf16", a.dynamics_bf16), ("--cuda-graphs", a.cuda_graphs)):
+        if set(named) - set(columns):
+            problems.append(
+                f"{flag} {' '.join(named)}: names columns; this run's are {', '.join(columns)} (see --labels)"
+            )
     if problems:
         print("\n".join(f"error: {p}" for p in problems), file=sys.stderr)
         sys.exit(2)
@@ -460,7 +465,7 @@ def measure(a: Args, files: dict, device, loads: list, work: str) -> tuple[list,
         for k, path in files.items():  # the columns one after the other, for each h
             epoch = common | {"epochs": a.warmup_epochs + a.epoch_repeats, "steps_per_epoch": a.steps_per_epoch}
             epoch |= {"rollout_batch_size": a.rollout_batch_size, "rollout_length": h, "rollout_length_o": h}
-            epoch |= {"dynamics_bf16": k in a.dynamics_bf16}
+            epoch |= {"dynamics_bf16": k in a.dynamics_bf16, "cuda_graphs": k in a.cuda_graphs}
             epoch |= {"load_dynamics_path": fits[k]["dynamics_path"]} if k in fits else {}
             runs[f"{k} h={h}"] = run_file(path, flags[k], epoch, a, work)
         rows += epoch_rows(a, h, {k: runs[f"{k} h={h}"] for k in files}, obs, names, device, loads)
@@ -489,7 +494,11 @@ def main(a: Args) -> dict:
         f"{meta['threads']} thread(s){f'; the runs report {seen}' if seen else ''}",
         f"1-min load average {load['start']:.2f} at start, {load['min']:.2f}–{load['max']:.2f} during, "
         f"{load['end']:.2f} at end; {meta['seconds']:.0f} s",
-        "columns: " + ", ".join(f"{k} = {v}{' --dynamics-bf16' * (k in a.dynamics_bf16)}" for k, v in files.items()),
+        "columns: "
+        + ", ".join(
+            f"{k} = {v}{' --dynamics-bf16' * (k in a.dynamics_bf16)}{' --cuda-graphs' * (k in a.cuda_graphs)}"
+            for k, v in files.items()
+        ),
         f"every run with: {a.algo_flags}" if a.algo_flags else "",
         f"epochs: median of {a.epoch_repeats} per run after {a.warmup_epochs} warm-up; references: medians of "
         f"{a.repeats} (ensemble) and {a.heavy_repeats} (rollouts) repeats after a warm-up",

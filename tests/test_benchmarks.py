@@ -131,7 +131,7 @@ def test_speed_benchmark_names_a_failing_run_in_one_line(tmp_path, flags, says):
 
 
 # ---------------------------------------------------------------- benchmarks/gpu_check.sh, rehearsed on the CPU
-GPU_CHECK_STEPS = ["versions", "tests", "speed_orpo", "collect", "run", "resume", "twins", "speed_mopo"]
+GPU_CHECK_STEPS = ["versions", "tests", "graphs", "speed_orpo", "collect", "run", "resume", "twins", "speed_mopo"]
 
 
 def test_gpu_check_rehearsal_runs_every_step_and_its_summary_holds(tmp_path):
@@ -183,5 +183,7 @@ def check_gpu_check_output(out) -> None:
     assert det["files"] == ["dynamics.pt", "policy.pt"], det  # the weights were compared, not only the metrics
     for algo in ("orpo", "mopo"):
         assert "| measurement | unit | fp32 | bf16 |" in report["speed"][algo], algo
+    assert "| measurement | unit | eager | graphs |" in report["speed"]["graphs"]
+    assert "graphs = " in report["speed"]["graphs"] and " --cuda-graphs" in report["speed"]["graphs"]
     md = (out / "gpu_check.md").read_text()
     assert "| phase | seconds | projected 1000-epoch hours |" in md and "bit-identical" in md

@@ -333,3 +333,32 @@ def test_resume_on_the_device_continues_exactly(modules, hopper_data_dir, tmp_pa
     for key, value in rows["a"][2].items():
         if not any(t in key for t in ("seconds", "SPS")):
             assert rows["b"][2][key] == value, key  # to the last digit
+
+
+# ---------------------------------------------------------------- --cuda-graphs (issue 20's first lever)
+@pytest.mark.parametrize("output_algo", ["td3bc", "sac"])
+def test_cuda_graphs_keep_the_eager_numbers(modules, hopper_data_dir, tmp_path, monkeypatch, device, output_algo):
+    """--cuda-graphs captures each epoch's gradient steps as a CUDA graph (TD3+BC: two steps per replay, its delayed
+    actor) and replays it: the same kernels and random numbers, so two epochs end with the eager run's metrics. A CPU
+    ignores the flag, so this runs only on a GPU (benchmarks/gpu_check.sh)."""
+    if device.type != "cuda":
+        pytest.skip("CUDA graphs need a CUDA device (benchmarks/gpu_check.sh runs this test on one)")
+    orpo = modules["orpo"]
+    captured = []
+    graph_class = torch.cuda.CUDAGraph
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", lambda *a, **k: captured.append(graph_class(*a, **k)) or captured[-1])
+    argv = [*device_tiny(device), "--env", "hopper-random-v2", "--data-dir", hopper_data_dir[0], "--seed", "3"]
+    argv += ["--output-algo", output_algo]
+    rows = {}
+    for name, flags in (("eager", []), ("graphs", ["--cuda-graphs"])):
+        before = len(captured)
+        summary = orpo.main(tyro.cli(orpo.Args, args=[*argv, "--runs-dir", str(tmp_path / name), *flags]))
+        assert summary["finished"] and summary["device"] == "cuda", summary
+        assert len(captured) - before == (2 if flags else 0)  # one graph per epoch, only with the flag
+        with open(os.path.join(summary["run_dir"], "metrics.csv")) as f:
+            rows[name] = list(csv.DictReader(f))
+    assert len(rows["eager"]) == len(rows["graphs"]) == 3
+    for eager, graphs in zip(rows["eager"], rows["graphs"]):
+        for key, value in eager.items():
+            if value and not any(t in key for t in ("seconds", "SPS")):
+                assert float(graphs[key]) == pytest.approx(float(value), rel=1e-4, abs=1e-6), (eager["epoch"], key)

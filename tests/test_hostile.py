@@ -105,6 +105,20 @@ def test_a_config_without_its_script_name_is_refused_by_its_flags(orpo, tmp_path
         orpo.resumed_args(orpo.Args(resume=str(tmp_path)))
 
 
+def test_a_run_saved_before_a_flag_existed_resumes_with_its_default(orpo, tmp_path, capsys):
+    """A flag added after a run was saved takes its default on --resume (said in a note); a flag the script does not
+    know still marks another script's run."""
+    config = {k: v for k, v in json.loads(json.dumps(orpo.asdict(orpo.Args()))).items() if k != "pessimism"}
+    config["_script"] = "orpo.py"
+    (tmp_path / "config.json").write_text(json.dumps({**config, "seed": 5}))
+    resumed = orpo.resumed_args(orpo.Args(resume=str(tmp_path)))
+    assert resumed.seed == 5 and resumed.pessimism == orpo.Args().pessimism
+    assert "predates --pessimism; it resumes with the default" in capsys.readouterr().out
+    (tmp_path / "config.json").write_text(json.dumps({**config, "lambda_q": 1.0}))
+    with pytest.raises(orpo.UserError, match="saved by a orpo.py with flags this one lacks \\(lambda_q\\)"):
+        orpo.resumed_args(orpo.Args(resume=str(tmp_path)))
+
+
 def test_a_second_writer_is_refused_with_the_first_ones_pid(td3bc_run, hopper_data_dir, tmp_path):
     run_dir = td3bc_run
     with open(run_dir / "run.lock", "a+") as lock:  # what a live run holds

@@ -23,7 +23,7 @@ MODEL_BASED = ["ensemble", "uncertainty", "termination", "rollouts", "model_eval
 PLUMBING = ["data", "evaluation", "runs"]
 # the blocks each file carries, in order: the method above `main`, the plumbing below the banner
 CARRIES = {
-    "orpo": [*MODEL, "agents", "sac", "td3bc", "buffers"],
+    "orpo": [*MODEL, "agents", "sac", "td3bc", "buffers", "steps"],  # steps: --cuda-graphs, orpo.py only until measured
     "mopo": [*MODEL, "agents", "sac", "td3bc", "buffers"],
     "oroo": [*MODEL, "agents", "sac", "buffers"],
     "mbpo": [*MODEL, "agents", "sac", "buffers"],
