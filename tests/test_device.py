@@ -362,3 +362,55 @@ def test_cuda_graphs_keep_the_eager_numbers(modules, hopper_data_dir, tmp_path, 
         for key, value in eager.items():
             if value and not any(t in key for t in ("seconds", "SPS")):
                 assert float(graphs[key]) == pytest.approx(float(value), rel=1e-4, abs=1e-6), (eager["epoch"], key)
+
+
+@pytest.mark.parametrize("period, n", [(1, 20), (2, 20), (2, 4), (3, 17)])
+def test_gradient_steps_bookkeeping_with_a_stand_in_for_cuda_graphs(modules, monkeypatch, period, n):
+    """What a CPU can check of --cuda-graphs: with torch.cuda's graph calls replaced by a stand-in (capture runs the
+    step's Python once, as a real capture does; a replay only counts), every statistic is logged once per step, a
+    Python step counter ends where n eager steps leave it, Adam's groups are capturable during the capture only, and
+    the steps split into 3 warm-up, (n − 3) // period replays of `period` and the rest eager."""
+    orpo = modules["orpo"]
+    seen = {"captures": 0, "replays": 0, "capturable": []}
+    policy = torch.nn.Module()
+    policy.total_it = 0
+    policy.optim = torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))])
+
+    class Graph:
+        def replay(self):
+            seen["replays"] += 1
+
+    @contextlib.contextmanager
+    def capture(graph):
+        seen["captures"] += 1
+        seen["capturable"].append(policy.optim.param_groups[0]["capturable"])
+        yield
+
+    class Stream:
+        def wait_stream(self, other):
+            pass
+
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", Graph)
+    monkeypatch.setattr(torch.cuda, "graph", capture)
+    monkeypatch.setattr(torch.cuda, "Stream", Stream)
+    monkeypatch.setattr(torch.cuda, "current_stream", Stream)
+    monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
+
+    def step():  # like TD3+BC: a counter, and an actor statistic every `period` steps
+        policy.total_it += 1
+        actor = {"actor_loss": torch.ones(())} if policy.total_it % period == 0 else {}
+        return {"losses": {"critic_loss": torch.ones(()), **actor}}
+
+    counts = {}
+
+    class Run:
+        def add(self, prefix, stats):
+            for k in stats:
+                counts[f"{prefix}/{k}"] = counts.get(f"{prefix}/{k}", 0) + 1
+
+    orpo.gradient_steps(step, n, Run(), [policy], graphs=True, period=period)
+    graphed = n >= 3 + period
+    assert seen["captures"] == int(graphed) and seen["replays"] == ((n - 3) // period if graphed else 0)
+    assert seen["capturable"] == [True] * int(graphed) and policy.optim.param_groups[0]["capturable"] is False
+    assert policy.total_it == n
+    assert counts == {"losses/critic_loss": n, "losses/actor_loss": n // period}
