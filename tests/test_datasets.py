@@ -1023,6 +1023,9 @@ def test_ctrl_c_is_one_line_and_writes_nothing(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
         env=os.environ | {"OMP_NUM_THREADS": "1"},
+        # as from a terminal: SIGINT at its default, whatever the test process inherited or set (a process started
+        # with SIGINT ignored never gets Python's KeyboardInterrupt)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     os.set_blocking(proc.stderr.fileno(), False)
     deadline, err = time.time() + 60, ""
@@ -1036,8 +1039,14 @@ def test_ctrl_c_is_one_line_and_writes_nothing(tmp_path):
             break
     os.set_blocking(proc.stderr.fileno(), True)
     assert proc.poll() is None, err
+    ignored = next(line for line in open(f"/proc/{proc.pid}/status") if line.startswith("SigIgn:"))
     proc.send_signal(signal.SIGINT)
-    _, rest = proc.communicate(timeout=60)
+    try:
+        _, rest = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        rest = proc.communicate()[1]
+        pytest.fail(f"still running 60 s after SIGINT ({ignored.strip()}); its stderr ends: {rest[-1500:]!r}")
     lines = [line for line in (err + rest).replace("\r", "\n").splitlines() if line.strip() and "step" not in line]
     assert proc.returncode == 130 and "Traceback" not in err + rest, (err + rest)[-2000:]
     assert lines[-1] == "interrupted; no dataset was written"
