@@ -231,6 +231,8 @@ def run_file(path: str, flags: set[str], settings: dict, a: Args, work: str) -> 
         out = {"rows": [{k: float(v) for k, v in r.items() if v != ""} for r in csv.DictReader(f)]}
     with open(os.path.join(run_dir, "summary.json")) as f:
         out["device_name"] = json.load(f).get("device_name")
+    with open(os.path.join(run_dir, "config.json")) as f:
+        out["config"] = json.load(f)
     if os.path.isfile(os.path.join(run_dir, "dynamics.pt")):
         out["dynamics_path"] = shutil.move(os.path.join(run_dir, "dynamics.pt"), runs_dir + ".dynamics.pt")
     shutil.rmtree(runs_dir)  # its checkpoint of 50k-start buffers takes hundreds of MB
@@ -239,7 +241,7 @@ def run_file(path: str, flags: set[str], settings: dict, a: Args, work: str) -> 
 
 # ---------------------------------------------------------------- references (this process, fp32)
 class LoopEnsemble(nn.Module):
-    """The ensemble fit's reference: 7 separate nn.Sequential models of the same sizes, called one after the other, with
+    """The ensemble fit's reference: n separate nn.Sequential models of the same sizes, called one after the other, with
     the same step (Gaussian NLL, log-variance bounds, fused Adam with the per-layer L2 as weight decay)."""
 
     def __init__(self, in_dim: int, out_dim: int, hidden: tuple[int, ...], n: int):
@@ -334,23 +336,32 @@ def ensemble_rows(a: Args, fits: dict, obs: np.ndarray, names: list, device, loa
     """Steps per second of each run's own fit_dynamics (row 0 of its metrics.csv) against the loop reference."""
     n_train = len(obs) - min(int(0.2 * len(obs)), 1000)  # the fit's holdout: 20 %, at most 1000 rows (the defaults)
     fit = {k: f["rows"][0] for k, f in fits.items()}  # row 0 of metrics.csv: the fit's own metrics
-    steps = {k: -(-n_train // 256) * r["dynamics/epochs"] / r["dynamics/fit_seconds"] for k, r in fit.items()}
+    # the ensemble the runs fitted (--algo-flags may change it); the reference loop gets the first column's shape
+    shapes = {
+        k: (c["num_ensemble"], tuple(c["dynamics_hidden_dims"]), c["dynamics_batch_size"])
+        for k, c in ((k, f["config"]) for k, f in fits.items())
+    }
+    n, hidden, batch = next(iter(shapes.values()))
+    steps = {k: -(-n_train // shapes[k][2]) * r["dynamics/epochs"] / r["dynamics/fit_seconds"] for k, r in fit.items()}
     act = np.random.uniform(-1, 1, (len(obs), 6)).astype(np.float32)
     x = torch.as_tensor(np.concatenate([obs, act], -1), device=device)
     y = torch.randn(len(obs), 18, device=device)
-    loop = LoopEnsemble(23, 18, (200, 200, 200, 200), 7).to(device)
+    loop = LoopEnsemble(23, 18, hidden, n).to(device)
 
-    def loop_steps(n: int) -> None:
-        for _ in range(n):
-            idx = torch.randint(len(x), (7, 256), device=device)  # a bootstrap row per member, as fit_dynamics
+    def loop_steps(count: int) -> None:
+        for _ in range(count):
+            idx = torch.randint(len(x), (n, batch), device=device)  # a bootstrap row per member, as fit_dynamics
             loop.step(x[idx], y[idx])
 
     flops = gflop(lambda: loop_steps(1))
     ref = a.ensemble_steps / median_time(lambda: loop_steps(a.ensemble_steps), a.repeats, device, loads)
     note = f"dynamics/fit_seconds of {a.dynamics_epochs} epoch(s) of fit_dynamics on {len(obs) // 1000}k rows"
+    if len(set(shapes.values())) > 1:
+        note += "; the columns' ensembles differ (the name is the first's)"
+    width = f"{len(hidden)}×{hidden[0]}" if len(set(hidden)) == 1 else "-".join(map(str, hidden))
     return [
-        row("ensemble fit (7 × 4×200, batch 256)", "steps/s", steps, flops, ref=ref, note=note),
-        row("  reference: loop over 7 nn.Sequential", "steps/s", dict.fromkeys(names, ref), flops),
+        row(f"ensemble fit ({n} × {width}, batch {batch})", "steps/s", steps, flops, ref=ref, note=note),
+        row(f"  reference: loop over {n} nn.Sequential", "steps/s", dict.fromkeys(names, ref), flops),
     ]
 
 

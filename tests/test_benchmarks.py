@@ -47,8 +47,8 @@ def test_speed_benchmark_times_the_files_own_epochs_with_a_bf16_column(tmp_path)
     for name in (
         "fp32 matmul 256×256 (machine limit)",
         "bf16 matmul 256×256",
-        "ensemble fit (7 × 4×200, batch 256)",
-        "  reference: loop over 7 nn.Sequential",
+        "ensemble fit (3 × 2×32, batch 256)",  # the runs' own ensemble (--algo-flags), not the defaults
+        "  reference: loop over 3 nn.Sequential",
         "model rollouts h=1 in the epoch",
         "  reference: one call, numpy every step",
         "epoch h=1, without evaluation",
