@@ -63,6 +63,8 @@ ROWS = {
 }
 PAIRS = [("mopo", "kit_mopo"), ("orpo_untrained", "official_orpo")]  # ours vs theirs: should agree
 CONTRASTS = [("orpo", "orpo_untrained"), ("orpo", "mopo")]  # the paper's claim, stated as it comes out
+# a pair's verdict needs this many seeds in each row (issue 19's minimum): a percentile bootstrap over 2 is their range
+MIN_SEEDS = 3
 SHARE_FROM = "orpo"  # the row whose fitted ensemble the other model-based rows of its seed load
 DEFAULT_RESULTS = os.path.join(ROOT, "docs", "compare")
 
@@ -576,7 +578,8 @@ def report(args: Args) -> str:
             "",
             "Verdicts (ours vs theirs): **agree** when the last-10 intervals overlap and the per-epoch 95 % "
             "bands overlap at ≥ 80 % of the epochs; otherwise **differ** (then the first quantity that "
-            "separates them is looked for; docs/peers.md lists where the settings differ).",
+            "separates them is looked for; docs/peers.md lists where the settings differ); **undecided** with "
+            f"fewer than {MIN_SEEDS} seeds in either row.",
             "",
         ]
         pair_tables = []
@@ -597,14 +600,21 @@ def report(args: Args) -> str:
                     f"intervals {'overlap' if last_overlap else 'do not overlap'}; bands overlap at "
                     f"{100 * overlap:.0f} % of {n} epochs"
                 )
-                if min(len(s["x"]), len(o["x"])) < 2:  # one seed: degenerate intervals, nothing to compare
-                    verdict, detail = "undecided", "fewer than 2 seeds: no interval"
+                few = min(len(s["x"]), len(o["x"])) < MIN_SEEDS
+                if few:  # a percentile bootstrap over 1 or 2 seeds is their range: no test of anything
+                    verdict, detail = "undecided", f"fewer than {MIN_SEEDS} seeds per row: {detail}"
                 lines.append(
                     f"- {ROWS[ours][3]} vs {ROWS[theirs][3]}: **{verdict}** (last-10 "
                     f"{s['x'].mean():.1f} vs {o['x'].mean():.1f}; {detail})"
                 )
                 fitted = {seed: r["metrics"] for seed, r in entry["rows"].get(SHARE_FROM, {}).items()}
                 pair_tables += [f"### {ROWS[ours][3]} vs {ROWS[theirs][3]}", ""]
+                if few:
+                    pair_tables += [
+                        f"Fewer than {MIN_SEEDS} seeds per row: each interval is the seeds' range, so 'separates' "
+                        "below is a description, not a test.",
+                        "",
+                    ]
                 pair_tables += diagnostics(entry["rows"][ours], entry["rows"][theirs], fitted, args.reps, rng)
             elif len(common):
                 dlo, dhi = boot_mean(diff, args.reps, rng)
