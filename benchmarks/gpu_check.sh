@@ -224,6 +224,7 @@ twins() {
   CUBLAS_WORKSPACE_CONFIG=:4096:8 "$PY" -W always -c 'import runpy, sys, torch
 torch.use_deterministic_algorithms(True, warn_only=True)
 sys.argv = sys.argv[1:]
+sys.path.insert(0, "algorithms")  # as `python algorithms/orpo.py` does: plumbing.py sits beside the file
 runpy.run_path(sys.argv[0], run_name="__main__")' algorithms/orpo.py "${common[@]}" --epochs 1 "${WARN_SIZES[@]}" \
     --runs-dir "$WORK/runs/twin_warn" >"$WORK/logs/twin_warn.log" 2>&1 &
   local c=$! rc=0

@@ -17,6 +17,8 @@ import numpy as np
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "algorithms"))  # the algorithm files import plumbing.py beside them
+import plumbing  # noqa: E402
 
 
 def load_orpo():
@@ -54,14 +56,14 @@ def measure(orpo, env: str, args: Args) -> dict:
 
     run = orpo.Args(env=env, data_dir=args.data_dir, seed=args.seed, cuda=False)
     if args.extra:
-        run = orpo.parse_args(
+        run = plumbing.parse_args(
             orpo.Args,
             ["--env", env, "--seed", str(args.seed), "--no-cuda", *shlex.split(args.extra)]
             + (["--data-dir", args.data_dir] if args.data_dir else []),
         )
-    task, path = orpo.resolve_task(run.env, run.dataset_path, run.eval_env, run.data_dir)
+    task, path = plumbing.resolve_task(run.env, run.dataset_path, run.eval_env, run.data_dir)
     torch.manual_seed(args.seed)
-    data = {k: torch.as_tensor(v) for k, v in orpo.load_transitions(path).items()}
+    data = {k: torch.as_tensor(v) for k, v in plumbing.load_transitions(path).items()}
     model = orpo.EnsembleDynamics(
         data["obs"].shape[1], data["act"].shape[1], run.dynamics_hidden_dims, run.num_ensemble, run.num_elites
     )
@@ -126,7 +128,7 @@ def main(args: Args) -> None:
             lines.append(
                 f"| {r['env']} ({r['rows']} rows) | {label} | {values} | 1 : {ratio:.0f} | {r['median_abs_reward']:.3g} |"
             )
-    cpu = orpo.device_name(torch.device("cpu"))
+    cpu = plumbing.device_name(torch.device("cpu"))
     fits = "; ".join(f"{r['env']}: holdout MSE {r['holdout_mse']:.4f}, fit {r['fit_seconds']:.0f} s" for r in rows)
     extra = f' --extra="{args.extra}"' if args.extra else ""
     text = (
@@ -145,7 +147,7 @@ def main(args: Args) -> None:
 if __name__ == "__main__":
     orpo = load_orpo()
     try:  # orpo.py's parser: its --help layout and one-line parse errors (exit 2)
-        main(orpo.parse_args(Args, sys.argv[1:]))
+        main(plumbing.parse_args(Args, sys.argv[1:]))
     except orpo.UserError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(e.code)

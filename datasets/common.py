@@ -319,15 +319,12 @@ def run_cli(
 ) -> None:
     """Parse the flags, check them all before any work (one line per problem, exit 2), and run; bad input ends in
     one line naming the problem, not a traceback (exit 2 for a flag whose value cannot work, else 1)."""
-    import importlib.util
+    sys.path.insert(0, str(Path(__file__).parent.parent / "algorithms"))
+    import plumbing
 
-    spec = importlib.util.spec_from_file_location("orpo", Path(__file__).parent.parent / "algorithms" / "orpo.py")
-    orpo = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("orpo", orpo)
-    spec.loader.exec_module(orpo)
-    try:  # orpo.py's parser: the same --help layout and one-line parse errors (exit 2)
-        args = orpo.parse_args(args_type, sys.argv[1:])
-    except orpo.UserError as e:
+    try:  # the algorithm files' parser: the same --help layout and one-line parse errors (exit 2)
+        args = plumbing.parse_args(args_type, sys.argv[1:])
+    except plumbing.UserError as e:
         print(f"error: {e}", file=sys.stderr)
         raise SystemExit(e.code) from None
     problems = check_flags(args) if check_flags else []

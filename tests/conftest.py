@@ -20,6 +20,7 @@ def pytest_configure(config):
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "algorithms"))  # the algorithm files import plumbing.py beside them
 ALGORITHMS = ("orpo", "mopo", "oroo", "mbpo", "td3bc")
 # The device of the tests that take one (tests/test_device.py): the CPU unless ORPO_TEST_DEVICE=cuda
 # (benchmarks/gpu_check.sh sets it on a GPU machine; CI never does).

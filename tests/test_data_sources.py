@@ -6,6 +6,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from conftest import TINY, run_script
+import plumbing  # noqa: E402  (conftest puts algorithms/ on sys.path)
 
 minari = pytest.importorskip("minari")
 
@@ -50,9 +51,9 @@ def minari_dir(tmp_path_factory):
 
 def test_minari_dataset_through_the_loader(orpo, minari_dir, monkeypatch):
     monkeypatch.setenv("MINARI_DATASETS_PATH", minari_dir)
-    task, path = orpo.resolve_task("test/hopper/random-v0", None, None, None)
+    task, path = plumbing.resolve_task("test/hopper/random-v0", None, None, None)
     assert (task.gym_id, task.domain, task.ref_min, task.ref_max) == ("Hopper-v4", "hopper", -20.272305, 3234.3)
-    data = orpo.load_transitions(path)
+    data = plumbing.load_transitions(path)
     episodes = list(minari.load_dataset("test/hopper/random-v0").iterate_episodes())
     # both episode ends occur (random Hopper falls; episodes 1 and 3 are cut), so dropping timeouts is exercised
     assert sum(int(ep.terminations[-1]) for ep in episodes) > 0 and sum(int(ep.truncations[-1]) for ep in episodes) == 2
@@ -141,7 +142,7 @@ def test_jump_reward_in_evaluation_matches_the_dataset_scripts(orpo):
             action = env.action_space.sample()
             obs, reward, _, _, info = env.step(action)
             info = {"x_velocity": np.array([info["x_velocity"]])}
-            ours = orpo.task_reward(task, obs[None], action[None], np.array([reward]), info)
+            ours = plumbing.task_reward(task, obs[None], action[None], np.array([reward]), info)
             theirs = common.halfcheetah_jump_reward(obs[None], action[None], info["x_velocity"], hard=hard)
             np.testing.assert_allclose(ours, theirs, rtol=1e-6)
 
@@ -179,7 +180,7 @@ def test_collect_py_runs_a_policy_exported_by_the_algorithms(orpo, tmp_path, kin
         actor = orpo.DeterministicActor(norm, 11, 3, (16, 16), 1.0)
     path = tmp_path / "run" / "policy.pt"
     path.parent.mkdir()
-    orpo.export_policy(actor, str(path))
+    plumbing.export_policy(actor, str(path))
     made = run_script(
         "datasets/collect.py",
         "--env",

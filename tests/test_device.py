@@ -174,7 +174,7 @@ def probed_epochs(module, device: torch.device, monkeypatch):
         check.__exit__(*((RuntimeError, None, None) if failed else (None, None, None)))
 
     run, dynamics = module.Run, module.EnsembleDynamics
-    epochs, lap, end_epoch, step = run.epochs, run.lap, run.end_epoch, dynamics.step
+    epochs, lap, means, step = run.epochs, run.lap, run.means, dynamics.step
 
     def probed_epochs(self):
         for epoch in epochs(self):
@@ -186,9 +186,9 @@ def probed_epochs(module, device: torch.device, monkeypatch):
         lap(self, name)
         enter("the update steps")
 
-    def probed_end_epoch(self, metrics):
+    def probed_means(self):
         leave()
-        return end_epoch(self, metrics)
+        return means(self)
 
     def counted_step(self, *a, **k):
         seen["model_steps"] += bool(active and active[-1].where == "the rollouts")
@@ -196,7 +196,7 @@ def probed_epochs(module, device: torch.device, monkeypatch):
 
     monkeypatch.setattr(run, "epochs", probed_epochs)
     monkeypatch.setattr(run, "lap", probed_lap)
-    monkeypatch.setattr(run, "end_epoch", probed_end_epoch)
+    monkeypatch.setattr(run, "means", probed_means)
     monkeypatch.setattr(dynamics, "step", counted_step)
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     try:

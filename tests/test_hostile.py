@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import ROOT, TINY, run_script, write_random_dataset
+import plumbing  # noqa: E402  (conftest puts algorithms/ on sys.path)
 from test_resume import small
 
 
@@ -99,24 +100,24 @@ def test_every_file_refuses_another_scripts_run_dir(script, td3bc_run, tmp_path)
 
 def test_a_config_without_its_script_name_is_refused_by_its_flags(orpo, tmp_path):
     """Run directories made before config.json named its script: the flags themselves tell the scripts apart."""
-    config = {k: v for k, v in json.loads(json.dumps(orpo.asdict(orpo.Args()))).items() if k != "pessimism"}
+    config = {k: v for k, v in json.loads(json.dumps(plumbing.asdict(orpo.Args()))).items() if k != "pessimism"}
     (tmp_path / "config.json").write_text(json.dumps(config))
     with pytest.raises(orpo.UserError, match="is a run of another script \\(its flags differ: pessimism\\)"):
-        orpo.resumed_args(orpo.Args(resume=str(tmp_path)))
+        plumbing.resumed_args(orpo.Args(resume=str(tmp_path)))
 
 
 def test_a_run_saved_before_a_flag_existed_resumes_with_its_default(orpo, tmp_path, capsys):
     """A flag added after a run was saved takes its default on --resume (said in a note); a flag the script does not
     know still marks another script's run."""
-    config = {k: v for k, v in json.loads(json.dumps(orpo.asdict(orpo.Args()))).items() if k != "pessimism"}
+    config = {k: v for k, v in json.loads(json.dumps(plumbing.asdict(orpo.Args()))).items() if k != "pessimism"}
     config["_script"] = "orpo.py"
     (tmp_path / "config.json").write_text(json.dumps({**config, "seed": 5}))
-    resumed = orpo.resumed_args(orpo.Args(resume=str(tmp_path)))
+    resumed = plumbing.resumed_args(orpo.Args(resume=str(tmp_path)))
     assert resumed.seed == 5 and resumed.pessimism == orpo.Args().pessimism
     assert "predates --pessimism; it resumes with the default" in capsys.readouterr().out
     (tmp_path / "config.json").write_text(json.dumps({**config, "lambda_q": 1.0}))
     with pytest.raises(orpo.UserError, match="saved by a orpo.py with flags this one lacks \\(lambda_q\\)"):
-        orpo.resumed_args(orpo.Args(resume=str(tmp_path)))
+        plumbing.resumed_args(orpo.Args(resume=str(tmp_path)))
 
 
 def test_a_second_writer_is_refused_with_the_first_ones_pid(td3bc_run, hopper_data_dir, tmp_path):
@@ -217,17 +218,17 @@ def test_an_hdf5_whose_rewards_is_a_group_is_one_line(orpo, tmp_path):
         del f["rewards"]
         f.create_group("rewards")
     with pytest.raises(orpo.UserError, match="lacks the dataset\\(s\\) rewards"):
-        orpo.load_transitions(path)
+        plumbing.load_transitions(path)
 
 
 def test_a_failed_first_download_leaves_no_empty_folder(orpo, tmp_path, monkeypatch):
     def offline(*a, **k):
         raise urllib.error.URLError("no network")
 
-    monkeypatch.setattr(orpo.urllib.request, "urlopen", offline)
+    monkeypatch.setattr(plumbing.urllib.request, "urlopen", offline)
     data_dir = tmp_path / "d4rl" / "datasets"
     with pytest.raises(orpo.UserError, match="could not download the dataset"):
-        orpo.resolve_task("hopper-medium-v2", None, None, str(data_dir))
+        plumbing.resolve_task("hopper-medium-v2", None, None, str(data_dir))
     assert not data_dir.exists() and not (tmp_path / "d4rl").exists()
 
 
@@ -256,24 +257,24 @@ def test_nonfinite_diagnostics_are_logged_and_a_poisoned_policy_is_never_evaluat
     the run before its evaluation, so NaN actions never reach MuJoCo."""
     real_metrics, evaluated = orpo.rollout_metrics, []
     monkeypatch.setattr(orpo, "rollout_metrics", lambda *a: {**real_metrics(*a), "rollout/u_optimistic": np.nan})
-    real_evaluation = orpo.Run.evaluation
-    monkeypatch.setattr(orpo.Run, "evaluation", lambda self: evaluated.append(self.epoch) or real_evaluation(self))
+    real_evaluate = plumbing.Run.evaluate
+    monkeypatch.setattr(plumbing.Run, "evaluate", lambda self, *a: evaluated.append(self.epoch) or real_evaluate(self, *a))
     argv = ["--env", "hopper-random-v2", *TINY, "--data-dir", hopper_data_dir[0], "--runs-dir", str(tmp_path / "a")]
-    summary = orpo.main(orpo.parse_args(orpo.Args, argv))
+    summary = orpo.main(plumbing.parse_args(orpo.Args, argv))
     assert summary["status"] == "finished" and evaluated == [1, 2]
     metrics = (tmp_path / "a" / os.path.basename(summary["run_dir"]) / "metrics.csv").read_text()
     assert "rollout/u_optimistic" in metrics and ",nan," in metrics
 
-    real_end_epoch, evaluated[:] = orpo.Run.end_epoch, []
+    real_means, evaluated[:] = plumbing.Run.means, []
 
-    def poison_in_epoch_2(self, metrics):
+    def poison_in_epoch_2(self):
         if self.epoch == 2:
             with torch.no_grad():
                 next(self.parts["output_policy"].actor.parameters()).fill_(float("nan"))
-        return real_end_epoch(self, metrics)
+        return real_means(self)
 
-    monkeypatch.setattr(orpo.Run, "end_epoch", poison_in_epoch_2)
+    monkeypatch.setattr(plumbing.Run, "means", poison_in_epoch_2)
     argv[-1] = str(tmp_path / "b")
-    with pytest.raises(orpo.RunEnded, match="epoch 2: output_policy.actor"):
-        orpo.main(orpo.parse_args(orpo.Args, argv))
+    with pytest.raises(plumbing.RunEnded, match="epoch 2: output_policy.actor"):
+        orpo.main(plumbing.parse_args(orpo.Args, argv))
     assert evaluated == [1]

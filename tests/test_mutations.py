@@ -16,6 +16,7 @@ import pytest
 import torch
 import tyro
 from conftest import TINY
+import plumbing  # noqa: E402  (conftest puts algorithms/ on sys.path)
 
 
 # ---------------------------------------------------------------- the loader, row by row against the file
@@ -33,7 +34,7 @@ def test_loader_returns_the_files_rows_hand_made(orpo, tmp_path):
         f["next_observations"] = np.stack([rows + 0.5, 10.5 + rows], 1)
         f["terminals"] = terminals.astype(np.float32)  # 0/1 floats, as some files store them
         f["timeouts"] = timeouts
-    data = orpo.load_transitions(path)
+    data = plumbing.load_transitions(path)
     keep = [0, 1, 2, 3, 5, 6]  # the timeout steps 4 and 7 are dropped
     kept = np.array(keep, dtype=np.float32)
     np.testing.assert_array_equal(data["obs"], np.stack([kept, 10 + kept], 1))
@@ -46,13 +47,13 @@ def test_loader_returns_the_files_rows_hand_made(orpo, tmp_path):
 def test_loader_returns_the_files_rows_real_hopper_data(orpo, hopper_data_dir):
     """The loader's output against the HDF5 file itself (read here with h5py), on real Hopper transitions."""
     data_dir, _ = hopper_data_dir
-    _, path = orpo.resolve_task("hopper-random-v2", None, None, data_dir)
+    _, path = plumbing.resolve_task("hopper-random-v2", None, None, data_dir)
     with h5py.File(path, "r") as f:
         raw = {k: f[k][()] for k in f}
     keep = ~raw["timeouts"].astype(bool)
     # the file exercises both episode ends, and timeouts in its middle (so dropping them shifts later rows)
     assert raw["terminals"].sum() > 0 and 0 < np.flatnonzero(~keep)[0] < len(keep) - 1
-    data = orpo.load_transitions(path)
+    data = plumbing.load_transitions(path)
     expected = {
         "obs": raw["observations"][keep],
         "act": raw["actions"][keep],
@@ -219,7 +220,7 @@ def test_each_policy_trains_on_its_mdps_rewards_with_the_configured_rows_per_sou
 
     # where each (s, a, s') row came from, and the reward each MDP gives it
     origin = {}
-    _, path = orpo.resolve_task("hopper-random-v2", None, None, data_dir)
+    _, path = plumbing.resolve_task("hopper-random-v2", None, None, data_dir)
     with h5py.File(path, "r") as f:
         keep = ~f["timeouts"][()].astype(bool)
         file_rows = {

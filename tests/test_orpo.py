@@ -10,8 +10,10 @@ import gymnasium as gym
 import h5py
 import numpy as np
 import pytest
+from types import SimpleNamespace
 import torch
 from conftest import ROOT, TINY, run_script, write_random_dataset
+import plumbing  # noqa: E402  (conftest puts algorithms/ on sys.path)
 
 PAPER_TEX = os.environ.get("ORPO_PAPER_TEX")  # the paper's LaTeX source, only to check PAPER_HYPERPARAMETERS
 
@@ -19,9 +21,9 @@ PAPER_TEX = os.environ.get("ORPO_PAPER_TEX")  # the paper's LaTeX source, only t
 # ---------------------------------------------------------------- data
 def test_loader_uses_next_observations_and_drops_timeouts(orpo, hopper_data_dir):
     data_dir, raw = hopper_data_dir
-    task, path = orpo.resolve_task("hopper-random-v2", None, None, data_dir)
+    task, path = plumbing.resolve_task("hopper-random-v2", None, None, data_dir)
     assert (task.gym_id, task.domain, task.ref_min, task.ref_max) == ("Hopper-v4", "hopper", -20.272305, 3234.3)
-    data = orpo.load_transitions(path)
+    data = plumbing.load_transitions(path)
     keep = ~raw["timeouts"]
     assert raw["timeouts"].sum() > 0 and raw["terminals"].sum() > 0  # the fixture has both kinds of episode end
     assert len(data["obs"]) == keep.sum()
@@ -39,13 +41,13 @@ def test_loader_uses_next_observations_and_drops_timeouts(orpo, hopper_data_dir)
 def test_dataset_path_takes_eval_env_from_metadata_or_flag(orpo, tmp_path):
     path = str(tmp_path / "mine.hdf5")
     write_random_dataset(path, steps=200, attrs={"env_id": "Hopper-v4"})
-    task, _ = orpo.resolve_task("ignored", path, None, None)
+    task, _ = plumbing.resolve_task("ignored", path, None, None)
     assert task.gym_id == "Hopper-v4" and task.ref_min == -20.272305  # env reward: D4RL's reference returns apply
     bare = str(tmp_path / "bare.hdf5")
     write_random_dataset(bare, steps=200)
     with pytest.raises(orpo.UserError, match="--eval-env"):
-        orpo.resolve_task("ignored", bare, None, None)
-    assert orpo.resolve_task("ignored", bare, "Hopper-v4", None)[0].gym_id == "Hopper-v4"
+        plumbing.resolve_task("ignored", bare, None, None)
+    assert plumbing.resolve_task("ignored", bare, "Hopper-v4", None)[0].gym_id == "Hopper-v4"
 
 
 # ---------------------------------------------------------------- uncertainty
@@ -242,9 +244,10 @@ def test_bf16_ensemble_is_close_to_fp32(orpo):
 def test_bf16_on_a_gpu_without_bfloat16_is_a_user_error(orpo, monkeypatch, tmp_path):
     """Checked before anything touches the GPU, so a fake capability answer tests it on a CPU machine."""
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
-    data = {"obs": torch.zeros(8, 3), "act": torch.zeros(8, 1)}
+    run = SimpleNamespace(args=orpo.Args(dynamics_bf16=True), dir=str(tmp_path), device=torch.device("cuda"))
+    model = orpo.EnsembleDynamics(3, 1, (8,), 2, 1, bf16=True)
     with pytest.raises(orpo.UserError, match="--dynamics-bf16: this GPU has no bfloat16 support"):
-        orpo.load_or_fit_dynamics(orpo.Args(dynamics_bf16=True), data, str(tmp_path), torch.device("cuda"))
+        plumbing.Run.load_or_fit(run, model, fit=lambda: pytest.fail("the fit must not start"))
     assert not os.listdir(tmp_path)  # nothing written
 
 
@@ -323,7 +326,7 @@ def test_presets_equal_the_papers_table(orpo):
 
 
 def test_presets_fill_only_unset_fields(orpo, hopper_data_dir):
-    task, _ = orpo.resolve_task("hopper-random-v2", None, None, hopper_data_dir[0])
+    task, _ = plumbing.resolve_task("hopper-random-v2", None, None, hopper_data_dir[0])
     args, source = orpo.apply_presets(orpo.Args(env="hopper-random-v2", lambda_p=1.5), task)
     assert source == "hopper-random-v2"
     assert (args.lambda_p, args.uncertainty, args.rollout_length, args.lambda_o, args.rollout_length_o) == (

@@ -16,6 +16,7 @@ import pytest
 import torch
 import tyro
 from conftest import ROOT, TINY, run_script
+import plumbing  # noqa: E402  (conftest puts algorithms/ on sys.path)
 
 SMALL = [*TINY, "--checkpoint-every", "1"]
 MODEL_ONLY = {
@@ -154,15 +155,15 @@ def test_resume_of_a_run_killed_during_or_right_after_the_fit(hopper_data_dir, t
 def test_a_run_that_turns_nonfinite_stops_and_keeps_its_last_good_checkpoint(
     orpo, hopper_data_dir, tmp_path, monkeypatch
 ):
-    original = orpo.Run.end_epoch
+    original = plumbing.Run.means
 
-    def poison_in_epoch_2(self, metrics):
+    def poison_in_epoch_2(self):
         if self.epoch == 2:
             with torch.no_grad():
                 next(self.parts["output_policy"].critic.parameters()).fill_(float("nan"))
-        return original(self, metrics)
+        return original(self)
 
-    monkeypatch.setattr(orpo.Run, "end_epoch", poison_in_epoch_2)
+    monkeypatch.setattr(plumbing.Run, "means", poison_in_epoch_2)
     args = tyro.cli(
         orpo.Args,
         args=[
@@ -177,7 +178,7 @@ def test_a_run_that_turns_nonfinite_stops_and_keeps_its_last_good_checkpoint(
             str(tmp_path),
         ],
     )
-    with pytest.raises(orpo.RunEnded, match=r"epoch 2: output_policy\.critic\.layers\.0\.weight is NaN") as ended:
+    with pytest.raises(plumbing.RunEnded, match=r"epoch 2: output_policy\.critic\.layers\.0\.weight is NaN") as ended:
         orpo.main(args)
     assert ended.value.code == 1
     (run_dir,) = tmp_path.iterdir()
@@ -333,9 +334,8 @@ def test_resume_refuses_bad_checkpoints_and_changed_data_and_names_ignored_flags
 
 def test_two_runs_started_in_the_same_second_get_different_directories(orpo, monkeypatch, tmp_path, hopper_data_dir):
     monkeypatch.setattr(time, "time", lambda: 1_700_000_000.0)
-    args = orpo.Args(env="hopper-random-v2", runs_dir=str(tmp_path / "runs"), cuda=False)
-    task, path = orpo.resolve_task(args.env, None, None, hopper_data_dir[0])
-    a, b = (orpo.Run(args, task, "p", torch.device("cpu"), path) for _ in range(2))
+    args = orpo.Args(env="hopper-random-v2", runs_dir=str(tmp_path / "runs"), cuda=False, data_dir=hopper_data_dir[0])
+    a, b = (plumbing.Run(args, orpo.apply_presets) for _ in range(2))
     for run in (a, b):
         run.end("stopped")  # restores the signal handlers
     assert a.dir != b.dir and os.path.isfile(os.path.join(b.dir, "config.json"))
@@ -353,7 +353,7 @@ def test_bad_terminals_and_out_of_range_actions_are_one_line(orpo, tmp_path):
     with pytest.raises(
         orpo.UserError, match=r"'terminals' must hold only 0/1 .* \(\d+ row\(s\), first: row \d+, 2\.0\)"
     ):
-        orpo.load_transitions(path)
+        plumbing.load_transitions(path)
     write_random_dataset(path, steps=200)
     with h5py.File(path, "r+") as f:
         acts = f["actions"][()]
@@ -363,7 +363,7 @@ def test_bad_terminals_and_out_of_range_actions_are_one_line(orpo, tmp_path):
     task = orpo.Task("x", "Hopper-v4", "hopper")
     with pytest.raises(orpo.UserError, match=r"1 action\(s\) lie outside Hopper-v4's action space \(first: row 1\d\)"):
         args = orpo.Args(eval_episodes=1, normalize_obs=False)
-        orpo.prepare_data(SimpleNamespace(task=task, data_path=path, args=args, device=torch.device("cpu")))
+        plumbing.Run.load_data(SimpleNamespace(task=task, data_path=path, args=args, device=torch.device("cpu")))
 
 
 @pytest.mark.parametrize(

@@ -17,19 +17,16 @@ spec = importlib.util.spec_from_file_location("sync_shared", os.path.join(ROOT, 
 sync_shared = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(sync_shared)
 
-blocks = sync_shared.blocks
-MODEL = ["layers", "ensemble", "uncertainty", "termination", "rollouts"]
-MODEL_BASED = ["ensemble", "uncertainty", "termination", "rollouts", "model_evaluation"]  # not in td3bc.py
-PLUMBING = ["data", "evaluation", "runs"]
-# the blocks each file carries, in order: the method above `main`, the plumbing below the banner
+MODEL = ["layers", "model"]
+MODEL_BASED = MODEL[1:]  # not in td3bc.py
+# the blocks each file carries, in order, before `main`; everything else a run needs is in algorithms/plumbing.py
 CARRIES = {
-    "orpo": [*MODEL, "agents", "sac", "td3bc", "buffers", "steps"],  # steps: --cuda-graphs, orpo.py only until measured
+    "orpo": [*MODEL, "agents", "sac", "td3bc", "buffers"],
     "mopo": [*MODEL, "agents", "sac", "td3bc", "buffers"],
     "oroo": [*MODEL, "agents", "sac", "buffers"],
     "mbpo": [*MODEL, "agents", "sac", "buffers"],
     "td3bc": ["layers", "agents", "td3bc", "buffers"],
 }
-BANNER = "# The method ends here: a reader can stop."
 
 
 def test_shared_blocks_are_identical():
@@ -42,26 +39,42 @@ def test_the_check_catches_a_one_character_difference(tmp_path):
     (tmp_path / "algorithms" / "orpo.py").write_text(text)
     (tmp_path / "algorithms" / "mopo.py").write_text(text)
     assert sync_shared.differences(str(tmp_path)) == []
-    changed = text.replace('os.replace(path + ".tmp", path)', 'os.replace(path + ".tmp",path)', 1)
+    changed = text.replace("t.lerp_(s, tau)", "t.lerp_(s,tau)", 1)
     (tmp_path / "algorithms" / "mopo.py").write_text(changed)
-    assert sync_shared.differences(str(tmp_path)) == ["shared block 'runs' differs between orpo.py and mopo.py"]
+    assert sync_shared.differences(str(tmp_path)) == ["shared block 'agents' differs between orpo.py and mopo.py"]
     sync_shared.sync(str(tmp_path))
     assert (tmp_path / "algorithms" / "mopo.py").read_text() == text
 
 
 def layout(name: str) -> list[str]:
-    """The file's shared blocks, `main` and the banner, in the order they appear."""
+    """The file's shared blocks and `main`, in the order they appear."""
     text = open(os.path.join(ROOT, "algorithms", name + ".py")).read()
     marks = [(m.start(), m.group(1)) for m in re.finditer(r"^# --- shared: (\w+) ---$", text, re.M)]
     marks += [(m.start(), "main") for m in re.finditer(r"^def main\(", text, re.M)]
-    marks += [(text.index(BANNER), "banner")] if BANNER in text else []
     return [name for _, name in sorted(marks)]
 
 
 @pytest.mark.parametrize("name", list(CARRIES))
 def test_each_file_carries_its_blocks_in_tutorial_order(name):
-    below = [*PLUMBING[:2], *(["model_evaluation"] if name != "td3bc" else []), "runs"]
-    assert layout(name) == ["imports", *CARRIES[name], "main", "banner", *below]
+    assert layout(name) == [*CARRIES[name], "main"]
+
+
+@pytest.mark.parametrize("name", list(CARRIES))
+def test_a_method_file_imports_only_plumbing_and_third_party_packages(name):
+    """The two files a user copies: the method file and plumbing.py (no other file of this repo)."""
+    import ast
+    import sys
+
+    tree = ast.parse(open(os.path.join(ROOT, "algorithms", name + ".py")).read())
+    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    local = {
+        os.path.splitext(f)[0]
+        for d in ("algorithms", "datasets", "benchmarks", "toy")
+        for f in os.listdir(os.path.join(ROOT, d))
+    }
+    assert imported & local == {"plumbing"}
+    assert not imported - local - set(sys.stdlib_module_names) - {"numpy", "torch", "tqdm", "plumbing"}
 
 
 def code_names(source: str) -> set[str]:
@@ -76,8 +89,6 @@ def test_every_carried_block_is_used_outside_itself(name):
     text = open(os.path.join(ROOT, "algorithms", name + ".py")).read()
     for block, body in sync_shared.blocks(os.path.join(ROOT, "algorithms", name + ".py")).items():
         defined = re.findall(r"^(?:def|class) (\w+)|^([A-Z_]+) =", body, re.M)
-        if block == "imports":
-            continue
         rest = code_names(text.replace(body, ""))
         used = [a or b for a, b in defined if (a or b) in rest]
         assert used, f"{name}.py carries the shared block '{block}' but uses none of its names"

@@ -14,6 +14,7 @@ import h5py
 import numpy as np
 import pytest
 from conftest import ROOT, load_module
+import plumbing  # noqa: E402  (conftest puts algorithms/ on sys.path)
 
 rw = load_module("toy/riskworld.py", "riskworld")
 SQRT2 = np.sqrt(2.0)
@@ -82,9 +83,9 @@ def test_dataset_lies_in_the_band_and_follows_the_env(tmp_path):
     with h5py.File(path, "r") as f:
         assert f.attrs["env_id"] == "RiskWorld-v0" and f.attrs["reward_fn"] == "env"
     orpo = load_module("algorithms/orpo.py", "orpo")
-    task, _ = orpo.resolve_task("ignored", path, None, None)
+    task, _ = plumbing.resolve_task("ignored", path, None, None)
     assert task.gym_id == "RiskWorld-v0"
-    loaded = orpo.load_transitions(path)  # every row kept: none is a timeout
+    loaded = plumbing.load_transitions(path)  # every row kept: none is a timeout
     np.testing.assert_array_equal(loaded["next_obs"], small["next_observations"])
     assert loaded["done"].sum() == 0
 

@@ -39,6 +39,9 @@ import numpy as np
 from gymnasium import spaces
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "algorithms"))  # the algorithm files import plumbing.py beside them
+import plumbing  # noqa: E402
+
 ENV_ID = "RiskWorld-v0"
 BOUND = 3.0  # the state space is [-BOUND, BOUND]²
 HALF_WIDTH = 0.25  # start states and data lie between y = -x - 0.25 and y = -x + 0.25
@@ -432,7 +435,7 @@ def fit_ensemble(setting: Setting, args: ToyArgs, dataset_path: str, path: str, 
 
     orpo = load_module("orpo")
     fit_args = algo_args(orpo, setting, args, "max_aleatoric", 0.0, seed, dataset_path, "unused")
-    data = {k: torch.as_tensor(v) for k, v in orpo.load_transitions(dataset_path).items()}
+    data = {k: torch.as_tensor(v) for k, v in plumbing.load_transitions(dataset_path).items()}
     torch.manual_seed(seed)
     model = orpo.EnsembleDynamics(2, 2, setting.dynamics_hidden_dims, setting.num_ensemble, setting.num_elites)
     t0, c0 = time.time(), time.process_time()
@@ -1026,8 +1029,8 @@ def run(args: ToyArgs, command: Optional[str] = None) -> dict:
         extra = orpo_extra(args) if algo == "orpo" else dict(policy="sac")
         for lp in setting.lambda_ps:
             try:
-                module.check_args(algo_args(module, setting, args, "max_aleatoric", lp, 1, None, "unused", **extra))
-            except module.UserError as e:
+                plumbing.check_args(algo_args(module, setting, args, "max_aleatoric", lp, 1, None, "unused", **extra))
+            except plumbing.UserError as e:
                 raise UserError(f"{algo}.py refuses the toy's settings: {str(e).splitlines()[0]}") from None
     # what earlier invocations left: every ensemble and finished cell is read (and checked) before any work
     fits = {s: read_ensemble(p, setting, s)[1] for s, p in ens_paths.items() if os.path.isfile(p)}
@@ -1253,7 +1256,7 @@ def cli(argv=None) -> int:
     and exit 130/143 (the workers stopped, finished runs kept: the same command resumes)."""
     orpo = load_module("orpo")
     try:  # orpo.py's parser: its --help layout (sections from ToyArgs' comments) and one-line parse errors
-        args = orpo.parse_args(ToyArgs, sys.argv[1:] if argv is None else argv)
+        args = plumbing.parse_args(ToyArgs, sys.argv[1:] if argv is None else argv)
     except orpo.UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return e.code
