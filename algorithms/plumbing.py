@@ -263,10 +263,8 @@ def load_transitions(path: str) -> dict[str, np.ndarray]:
     if data["next_observations"].shape != data["observations"].shape:
         raise UserError(f"{path}: next_observations {data['next_observations'].shape} != observations' shape")
     keep = ~data["timeouts"].astype(bool)
-    if keep.sum() < 10:
-        raise UserError(
-            f"{path} holds only {keep.sum()} usable transitions (timeout steps dropped); a run needs at least 10"
-        )
+    if not keep.any():
+        raise UserError(f"{path} holds no transition that is not a timeout step; a run needs at least 10")
     return {
         "obs": data["observations"][keep].astype(np.float32),
         "act": data["actions"][keep].astype(np.float32),
@@ -813,6 +811,8 @@ class Run:
         task, data_path, args, device = self.task, self.data_path, self.args, self.device
         data = {k: torch.as_tensor(v, device=device) for k, v in load_transitions(data_path).items()}
         n, obs_dim, act_dim = len(data["obs"]), data["obs"].shape[1], data["act"].shape[1]
+        if n < 10:
+            raise UserError(f"{data_path} holds only {n} usable transitions; a run needs at least 10")
         ratio = getattr(args, "dynamics_holdout_ratio", None)  # fit_dynamics' holdout, checked before any output
         if ratio is not None and not 1 <= min(int(n * ratio), args.dynamics_max_holdout) < n:
             raise UserError(

@@ -17,6 +17,7 @@ spec = importlib.util.spec_from_file_location("sync_shared", os.path.join(ROOT, 
 sync_shared = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(sync_shared)
 
+blocks = sync_shared.blocks
 MODEL = ["layers", "model"]
 MODEL_BASED = MODEL[1:]  # not in td3bc.py
 # the blocks each file carries, in order, before `main`; everything else a run needs is in algorithms/plumbing.py
