@@ -13,8 +13,11 @@ Rows (--rows picks some):
 
 Every row gets the same data file, seed, --epochs × --steps-per-epoch gradient steps, --rollout-batch-size start
 states, --eval-episodes episodes after every epoch (in the same Gymnasium env, from the same start states) and the
-same D4RL reference returns. The peers' code is fetched from --kit-source / --orpo-source at run time into a
-temporary folder (benchmarks/peers.py), never copied here. Our model-based rows of one seed share the ensemble that
+same D4RL reference returns. Both sides of a pair (mopo and kit_mopo; orpo, orpo_untrained and official_orpo) get the
+same dataset settings (λp, u, h; ORPO's λo, h^o and batch shares too), as flags on both sides: the peer's own for
+--task (--settings theirs) or our presets' (--settings ours). The peers' code is fetched from --kit-source /
+--orpo-source ($ORPO_PEERS_MIRROR's snapshots where it is set) at run time into a temporary folder
+(benchmarks/peers.py), never copied here. Our model-based rows of one seed share the ensemble that
 the `orpo` run of that seed fits (--load-dynamics-path its dynamics.pt; --no-share-ensemble: each fits its own); the
 peers fit their own.
 
@@ -24,10 +27,12 @@ with --threads torch threads. Each finished run's config.json, metrics.csv and s
 --results/<dataset>/<row>/seed<S>/ (small files, committed), and the report is drawn from there alone: a figure
 (normalised score vs gradient steps, mean over seeds with a 95 % bootstrap band, one panel per dataset) and a
 markdown table (last-10 score, mean [95 % bootstrap interval] per row, the behaviour policy's score, the CPU) with a
-verdict per pair of rows (ours vs theirs).
+verdict per pair of rows (ours vs theirs): an equivalence test of the paired per-seed last-10 difference against the
+margin --delta (see `verdict`).
 """
 
 import csv
+import importlib.util
 import json
 import os
 import platform
@@ -37,14 +42,17 @@ import signal
 import subprocess
 import sys
 import time
+import types
 from dataclasses import dataclass
 from typing import Literal, Optional
 
 import numpy as np
 import tyro
+from scipy.stats import t as student_t
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+import peers  # noqa: E402  (the peers' settings and sources)
 from scores import one_line_tyro_error  # noqa: E402  (the same one-line parse errors as scores.py)
 
 # row: (kind, script or peer name, extra flags, label)
@@ -63,10 +71,34 @@ ROWS = {
 }
 PAIRS = [("mopo", "kit_mopo"), ("orpo_untrained", "official_orpo")]  # ours vs theirs: should agree
 CONTRASTS = [("orpo", "orpo_untrained"), ("orpo", "mopo")]  # the paper's claim, stated as it comes out
-# a pair's verdict needs this many seeds in each row (issue 19's minimum): a percentile bootstrap over 2 is their range
+# a pair's verdict needs this many common seeds (issue 19's minimum): over 2, a t interval is 12.7 standard errors wide
 MIN_SEEDS = 3
+# The dataset settings both sides of a pair take (--settings), by the pair's peer row: our flag -> the peer's run-script
+# flag. u (None) goes through peers.py --uncertainty-mode: neither run script hands one to its ensemble.
+PAIR_SETTINGS = {
+    "kit_mopo": {"lambda_p": "--penalty-coef", "uncertainty": None, "rollout_length": "--rollout-length"},
+    "official_orpo": {
+        "lambda_p": "--penalty-coef",
+        "lambda_o": "--bonus-coef",
+        "uncertainty": None,
+        "rollout_length": "--rollout-length",
+        "rollout_length_o": "--rollout-length-rollout-policy",
+        "real_ratio": "--real-ratio-final",
+        "output_rollout_ratio": "--final-policy-rollout-ratio-final",
+        "real_ratio_o": "--real-ratio-rollout",
+    },
+}
+PEER_OF = {"mopo": "kit_mopo", "kit_mopo": "kit_mopo"} | dict.fromkeys(
+    ("orpo", "orpo_untrained", "official_orpo"), "official_orpo"
+)  # orpo (π^o trained) takes its pair's settings too, so that its contrast with orpo_untrained is like with like
+PEER_U = {"max_aleatoric": "aleatoric"}  # our name -> the peers' (the same u: max_i ‖σ_i‖ over s' and r)
 SHARE_FROM = "orpo"  # the row whose fitted ensemble the other model-based rows of its seed load
 DEFAULT_RESULTS = os.path.join(ROOT, "docs", "compare")
+MIRROR = os.environ.get("ORPO_PEERS_MIRROR")  # the peers' git snapshots, as the tests read them
+
+
+def peer_source(name: str, url: str) -> str:
+    return os.path.join(MIRROR, name, "repo") if MIRROR else url
 
 
 class UserError(Exception):
@@ -103,14 +135,28 @@ class Args:
     """torch CPU threads per run (OMP_NUM_THREADS)"""
     cuda: bool = False
     """run on a CUDA GPU where present"""
+    settings: Literal["theirs", "ours"] = "theirs"
+    """the dataset settings both sides of each pair run with, given to both as flags: `theirs`, the peer's own for
+    --task (kit_mopo: run_mopo.py's suggested λ and h; official_orpo: the paper's table and shares as peers.py passes
+    them), u the ensembles' aleatoric (= our max_aleatoric); `ours`, mopo.py's / orpo.py's presets for --task"""
+    task: Optional[str] = None
+    """the D4RL name whose settings the pairs take, e.g. halfcheetah-medium-v2 (default: each dataset's domain and the
+    kind (random, medium, ...) in its name)"""
+    delta: float = 5.0
+    """δ, the equivalence margin in D4RL points: a pair agrees when the 95 % interval of ours − theirs is in ±δ"""
+    min_relative: float = 0.1
+    """a logged quantity separates a pair when the intervals are disjoint and the means differ by more than this
+    fraction of the larger"""
     algo_flags: str = ""
-    """more flags for our rows' new runs, written with '=' (tests: --algo-flags='--hidden-dims 32 32')"""
+    """more flags for our rows' new runs, written with '=' (tests: --algo-flags='--hidden-dims 32 32'), but none of
+    the pair settings (--settings gives those)"""
     share_ensemble: bool = True
     """our model-based rows load the dynamics.pt that the seed's `orpo` run fitted (--no-share-ensemble: each fits)"""
-    kit_source: str = "https://github.com/yihaosun1124/OfflineRL-Kit"
-    """OfflineRL-Kit: a git URL or a local git dir (benchmarks/peers.py --source)"""
-    orpo_source: str = "https://github.com/George-Chia/ORPO"
-    """the official ORPO code: a git URL or a local git dir (benchmarks/peers.py --source)"""
+    kit_source: str = peer_source("yihaosun1124+OfflineRL-Kit", "https://github.com/yihaosun1124/OfflineRL-Kit")
+    """OfflineRL-Kit: a git URL or a local git dir (benchmarks/peers.py --source; default: the snapshot in
+    $ORPO_PEERS_MIRROR where it is set, else GitHub)"""
+    orpo_source: str = peer_source("George-Chia+ORPO", "https://github.com/George-Chia/ORPO")
+    """the official ORPO code: a git URL or a local git dir (as --kit-source)"""
     runs_dir: str = "runs/compare"
     """where the runs go (checkpoints included; not committed)"""
     results: str = DEFAULT_RESULTS
@@ -136,6 +182,8 @@ class Task:
 
 
 def slug(dataset: str) -> str:
+    if dataset.endswith(".hdf5"):  # a file given by its path
+        return os.path.splitext(os.path.basename(dataset))[0]
     return dataset.replace("/", "_")
 
 
@@ -177,12 +225,71 @@ def dataset_file(args: Args, dataset: str) -> str:
     return os.path.join(base, f"{dataset}.hdf5")
 
 
-def eval_env_of(dataset: str) -> str:
-    name = os.path.basename(dataset).split("-")[0].split("_")[0].lower()
-    envs = {"hopper": "Hopper-v4", "walker2d": "Walker2d-v4", "halfcheetah": "HalfCheetah-v4"}
-    if name not in envs:
+def domain_of(dataset: str) -> str:
+    name = os.path.basename(dataset).removesuffix(".hdf5").split("-")[0].split("_")[0].lower()
+    if name not in peers.DOMAINS:
         raise UserError(f"cannot tell the MuJoCo env of {dataset!r}: name it hopper-*, walker2d-* or halfcheetah-*")
-    return envs[name]
+    return name
+
+
+def eval_env_of(dataset: str) -> str:
+    return peers.DOMAINS[domain_of(dataset)][0]
+
+
+def task_of(args: Args, dataset: str) -> str:
+    """The D4RL name whose settings the dataset's pairs take: --task, or the domain and kind in the file's name."""
+    domain = domain_of(dataset)
+    if args.task:
+        task = args.task if args.task.endswith("-v2") else f"{args.task}-v2"
+        if not task.startswith(f"{domain}-"):
+            raise UserError(f"--task {args.task} is not a {domain} dataset, as {dataset} is")
+        return task
+    name = os.path.basename(dataset).removesuffix(".hdf5").lower().replace("_", "-")
+    kind = next((k for k in peers.KINDS if k in name), None)
+    if kind is None:
+        raise UserError(f"cannot tell the kind (random, medium, ...) of {dataset!r}: pass --task {domain}-medium-v2")
+    return f"{domain}-{kind}-v2"
+
+
+def our_presets(script: str, task: str) -> object:
+    """The Args that algorithms/SCRIPT.py fills from its presets for `task` (imported, as the tests do)."""
+    sys.path.insert(0, os.path.join(ROOT, "algorithms"))  # their shared plumbing
+    name = f"compare_{script}"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "algorithms", f"{script}.py"))
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[name])
+    module = sys.modules[name]
+    if task not in module.PRESETS:
+        raise UserError(f"{script}.py has no preset for {task} (it has {', '.join(module.PRESETS)}): pass --task")
+    return module.apply_presets(module.Args(), types.SimpleNamespace(name=task, domain=task.split("-")[0]))[0]
+
+
+def pair_settings(args: Args, dataset: str) -> tuple[str, dict[str, dict]]:
+    """(task, {peer row: {our flag: value}}): the settings both sides of each pair among --rows run with."""
+    task = task_of(args, dataset)
+    out = {}
+    for row in dict.fromkeys(PEER_OF[r] for r in args.rows if r in PEER_OF):
+        peer, keys = ROWS[row][1], PAIR_SETTINGS[row]
+        if args.settings == "ours":
+            ours = our_presets("mopo" if row == "kit_mopo" else "orpo", task)
+            out[row] = {k: getattr(ours, k) for k in keys}
+            modes = peers.PEERS[peer]["uncertainty_modes"]
+            if PEER_U.get(out[row]["uncertainty"], out[row]["uncertainty"]) not in modes:
+                raise UserError(
+                    f"--settings ours: u {out[row]['uncertainty']} on {task}, which {peer}'s ensemble does not compute "
+                    f"(it has {', '.join(modes)}): use --settings theirs"
+                )
+            continue
+        source = args.kit_source if peer == "kit-mopo" else args.orpo_source
+        try:  # the peer's settings as its own run script parses them
+            root = peers.extract(peer, source, peers.PEERS[peer]["commit"])["root"]
+            parsed = peers.script_args(root, peers.PEERS[peer]["script"], peers.dataset_flags(peer, root, task))
+        except peers.InputError as e:
+            raise UserError(f"{e} (--settings theirs: pass --task with one of those, or --settings ours)") from None
+        # u: what their ensembles compute (aleatoric)
+        out[row] = {k: getattr(parsed, f[2:].replace("-", "_")) if f else "max_aleatoric" for k, f in keys.items()}
+    return task, out
 
 
 _FLAGS: dict[str, set] = {}
@@ -223,13 +330,18 @@ def shared_dynamics(args: Args, t: Task) -> Optional[str]:
     return path if path and os.path.isfile(path) else ""
 
 
-def command(args: Args, t: Task) -> list[str]:
+def command(args: Args, t: Task, plan: tuple[str, dict]) -> list[str]:
+    """The task's command line; plan: the dataset's pair_settings."""
     kind, name, extra, _ = ROWS[t.row]
     cap = [] if args.dynamics_max_epochs is None else ["--dynamics-max-epochs", str(args.dynamics_max_epochs)]
     d = task_dir(args, t)
     cuda = ["--cuda" if args.cuda else "--no-cuda"]
+    task, settings = plan[0], plan[1].get(PEER_OF.get(t.row), {})
     if kind == "peer":
         source = args.kit_source if name == "kit-mopo" else args.orpo_source
+        flags = [tok for k, f in PAIR_SETTINGS[t.row].items() if f for tok in (f, str(settings[k]))]
+        u = PEER_U.get(settings["uncertainty"], settings["uncertainty"])
+        same = ["--task", task, f"--peer-flags={shlex.join(flags)}", "--uncertainty-mode", u]
         return (
             [
                 sys.executable,
@@ -259,6 +371,7 @@ def command(args: Args, t: Task) -> list[str]:
             ]
             + cuda
             + cap
+            + same
         )
     script = os.path.join(ROOT, "algorithms", f"{name}.py")
     run = run_dir_of(args, t)
@@ -268,7 +381,7 @@ def command(args: Args, t: Task) -> list[str]:
         [
             sys.executable,
             script,
-            "--env",
+            "--dataset-path" if t.dataset.endswith(".hdf5") else "--env",
             t.dataset,
             "--seed",
             str(t.seed),
@@ -291,6 +404,7 @@ def command(args: Args, t: Task) -> list[str]:
     if args.data_dir:
         cmd += ["--data-dir", args.data_dir]
     cmd += own_flags(shlex.split(args.algo_flags), script_flags(name))
+    cmd += [tok for k, v in settings.items() for tok in (f"--{k.replace('_', '-')}", str(v))]
     if "--rollout-batch-size" in script_flags(name):
         cmd += ["--rollout-batch-size", str(args.rollout_batch_size)]
     if "--dynamics-max-epochs" in script_flags(name):
@@ -311,20 +425,28 @@ def copy_results(args: Args, t: Task) -> None:
         os.replace(os.path.join(dst, name + ".tmp"), os.path.join(dst, name))
 
 
-def record_dataset(args: Args, dataset: str) -> None:
-    """The behaviour policy's score from the data file's attrs, kept beside the results for the report."""
+def record_dataset(args: Args, dataset: str, task: str) -> None:
+    """The behaviour policy's score from the data file's attrs and the pairs' settings, kept beside the results for
+    the report."""
     import h5py
 
+    dst = os.path.join(args.results, slug(dataset))
+    chosen = {"settings": args.settings, "settings_task": task}
+    before = read_json(os.path.join(dst, "dataset.json")) or {}
+    if "settings" in before and {k: before.get(k) for k in chosen} != chosen:  # its finished runs keep theirs
+        raise UserError(
+            f"{dst} holds runs made with --settings {before['settings']} --task {before.get('settings_task')}: "
+            "pass those, or another --results and --runs-dir"
+        )
     path = dataset_file(args, dataset)
     with h5py.File(path, "r") as f:
         attrs = {k: (v.item() if hasattr(v, "item") else v) for k, v in f.attrs.items()}
         attrs["transitions"] = int(f["rewards"].shape[0])
     keep = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in attrs.items()}
     keep = {k: v for k, v in keep.items() if isinstance(v, (int, float, str))}
-    dst = os.path.join(args.results, slug(dataset))
     os.makedirs(dst, exist_ok=True)
     with open(os.path.join(dst, "dataset.json.tmp"), "w") as f:
-        json.dump(keep | {"file": os.path.basename(path)}, f, indent=1)
+        json.dump(keep | {"file": os.path.basename(path)} | chosen, f, indent=1)
     os.replace(os.path.join(dst, "dataset.json.tmp"), os.path.join(dst, "dataset.json"))
 
 
@@ -342,7 +464,9 @@ def run_all(args: Args) -> int:
             raise UserError(
                 f"no dataset file {dataset_file(args, d)}: make it with datasets/ (docs/data.md) or pass --data-dir"
             )
-        record_dataset(args, d)
+    plans = {d: pair_settings(args, d) for d in args.env}  # every error before any run starts
+    for d in args.env:
+        record_dataset(args, d, plans[d][0])
     todo, done = [], 0
     for t in tasks:
         if finished(run_dir_of(args, t)):
@@ -370,7 +494,7 @@ def run_all(args: Args) -> int:
                 if ROWS[t.row][0] == "peer" and os.path.isdir(d):
                     shutil.rmtree(d)  # an unfinished peer run starts over
                 os.makedirs(d, exist_ok=True)
-                cmd = command(args, t)
+                cmd = command(args, t, plans[t.dataset])
                 log = open(d.rstrip("/") + ".log", "a")
                 log.write(f"\n$ {shlex.join(cmd)}\n")
                 log.flush()
@@ -485,10 +609,13 @@ def run_means(metrics: list[dict], shared: Optional[list[dict]]) -> dict[str, fl
     return out
 
 
-def diagnostics(ours: dict, theirs: dict, fitted: dict, reps: int, rng: np.random.Generator) -> list[str]:
+def diagnostics(
+    ours: dict, theirs: dict, fitted: dict, reps: int, rng: np.random.Generator, min_relative: float
+) -> list[str]:
     """The quantities both rows log (the same definitions: docs/peers.md), in the pipeline's order, each a mean over
     the run's epochs and then over seeds [95 % bootstrap]; a quantity separates the rows when the intervals are
-    disjoint. The first one that does is where to look for the cause."""
+    disjoint and the means differ by more than `min_relative` of the larger (narrow intervals part over differences
+    too small to matter). The first one that does is where to look for the cause."""
     means = {}
     for side, runs in (("ours", ours), ("theirs", theirs)):
         per_seed = [run_means(r["metrics"], fitted.get(seed) if side == "ours" else None) for seed, r in runs.items()]
@@ -498,17 +625,76 @@ def diagnostics(ours: dict, theirs: dict, fitted: dict, reps: int, rng: np.rando
         set(means["ours"]) & set(means["theirs"]),
         key=lambda k: (next((i for i, p in enumerate(DIAGNOSTIC_ORDER) if k.startswith(p)), 9), k),
     )
-    lines = ["| quantity (mean over epochs) | ours | theirs | separates |", "|---|---|---|---|"]
+    lines = ["| quantity (mean over epochs) | ours | theirs | ours − theirs | separates |", "|---|---|---|---|---|"]
     first = None
     for k in keys:
         a, b = means["ours"][k], means["theirs"][k]
         (alo, ahi), (blo, bhi) = boot_mean(a, reps, rng), boot_mean(b, reps, rng)
-        apart = min(len(a), len(b)) >= 2 and (ahi < blo or bhi < alo)
+        larger = max(abs(a.mean()), abs(b.mean()))
+        relative = (a.mean() - b.mean()) / larger if larger > 0 else 0.0
+        apart = min(len(a), len(b)) >= 2 and (ahi < blo or bhi < alo) and abs(relative) > min_relative
         first = first or (k if apart else None)
         cells = [f"{x.mean():.4g} {interval(lo, hi, len(x), '.4g')}" for x, lo, hi in ((a, alo, ahi), (b, blo, bhi))]
-        lines.append(f"| {k} | {cells[0]} | {cells[1]} | {'**yes**' if apart else 'no'} |")
-    verdict = f"the first quantity that separates them: **{first}**" if first else "no quantity separates them"
-    return [f"In the pipeline's order ({', '.join(DIAGNOSTIC_ORDER)}), {verdict}.", "", *lines, ""]
+        lines.append(f"| {k} | {cells[0]} | {cells[1]} | {100 * relative:+.1f} % | {'**yes**' if apart else 'no'} |")
+    found = f"the first quantity that separates them: **{first}**" if first else "no quantity separates them"
+    return [f"In the pipeline's order ({', '.join(DIAGNOSTIC_ORDER)}), {found}.", "", *lines, ""]
+
+
+def verdict(diff: np.ndarray, delta: float) -> tuple[str, float, float]:
+    """(verdict, lo, hi) of a pair from d = ours − theirs, the last-10 scores paired by seed: an equivalence test of
+    mean d's 95 % Student-t interval [lo, hi] against the margin δ. `agree`: inside ±δ; `differ`: excludes 0 and
+    |mean d| > δ (a difference, and one larger than δ); `undecided`: neither, or fewer than MIN_SEEDS seeds. A t
+    interval, not the bootstrap: over 3 seeds a percentile bootstrap lies within the seeds' range and covers far less
+    than 95 %, which would call too much agreement."""
+    n = len(diff)
+    if n < 2:
+        return "undecided", float("nan"), float("nan")
+    mean = float(diff.mean())
+    half = student_t.ppf(0.975, n - 1) * diff.std(ddof=1) / np.sqrt(n)
+    lo, hi = mean - half, mean + half
+    if n < MIN_SEEDS:
+        return "undecided", lo, hi
+    if -delta <= lo and hi <= delta:
+        return "agree", lo, hi
+    if (lo > 0 or hi < 0) and abs(mean) > delta:
+        return "differ", lo, hi
+    return "undecided", lo, hi
+
+
+def settings_of(peer_row: str, run: dict, side: str) -> dict:
+    """A run's pair settings, from its config.json, in our names."""
+    config = run["config"]
+    if side == "ours":
+        return {k: config.get(k) for k in PAIR_SETTINGS[peer_row]}
+    # runs made before peers.py recorded it ran the constructor's default: the run scripts pass no u
+    u = run["summary"].get("ensemble_uncertainty_mode", "aleatoric")
+    parsed = config.get("peer_settings", {})
+    return {
+        k: parsed.get(f[2:].replace("-", "_")) if f else {v: k for k, v in PEER_U.items()}.get(u, u)
+        for k, f in PAIR_SETTINGS[peer_row].items()
+    }
+
+
+def settings_line(ours: dict, theirs: dict, peer_row: str, chosen: dict) -> tuple[str, bool]:
+    """The pair's settings as each run recorded them, and whether every run of both rows has the same."""
+    values = {
+        k: [
+            sorted({str(settings_of(peer_row, r, side)[k]) for r in runs.values()})
+            for side, runs in (("ours", ours), ("theirs", theirs))
+        ]
+        for k in PAIR_SETTINGS[peer_row]
+    }
+    differ = [k for k, (a, b) in values.items() if a != b or len(a) > 1]
+    how = (
+        f"--settings {chosen['settings']} for {chosen.get('settings_task')}"
+        if "settings" in chosen
+        else "each side's own preset for the dataset (runs made before --settings)"
+    )
+    if differ:
+        text = "; ".join(f"{k} {'/'.join(values[k][0])} vs {'/'.join(values[k][1])}" for k in differ)
+        return f"**Settings differ** (from each run's config.json, ours vs theirs): {text}. Chosen by {how}.", False
+    text = ", ".join(f"{k} {values[k][0][0]}" for k in values)
+    return f"Settings, the same in every run of both rows (each run's config.json): {text}. Chosen by {how}.", True
 
 
 def report(args: Args) -> str:
@@ -522,7 +708,7 @@ def report(args: Args) -> str:
         f"Made by `python benchmarks/compare.py --report-only` from `{os.path.relpath(args.results, ROOT)}/`. "
         "Score: D4RL normalised score of the evaluation after each epoch; last-10: mean of the last 10 "
         "evaluations of a run; intervals: 95 % percentile bootstrap over seeds "
-        f"({args.reps} resamples).",
+        f"({args.reps} resamples), except the pairs' verdicts (Student-t, below).",
         "",
     ]
     import matplotlib
@@ -576,10 +762,16 @@ def report(args: Args) -> str:
         ax.legend(fontsize=7)
         lines += [
             "",
-            "Verdicts (ours vs theirs): **agree** when the last-10 intervals overlap and the per-epoch 95 % "
-            "bands overlap at ≥ 80 % of the epochs; otherwise **differ** (then the first quantity that "
-            "separates them is looked for; docs/peers.md lists where the settings differ); **undecided** with "
-            f"fewer than {MIN_SEEDS} seeds in either row.",
+            "Verdicts (ours vs theirs), an equivalence test on d = ours − theirs, the last-10 scores paired by seed, "
+            f"with the margin δ = {args.delta:g} D4RL points: **agree** when the 95 % Student-t interval of mean d "
+            f"(mean d ± t·sd(d)/√n over n seeds; ± {student_t.ppf(0.975, MIN_SEEDS - 1) / np.sqrt(MIN_SEEDS):.2f}"
+            f"·sd(d) at {MIN_SEEDS}) lies inside ±δ; **differ** when it excludes 0 and |mean d| > δ; **undecided** "
+            f"otherwise, with fewer than {MIN_SEEDS} common seeds, or when the two rows' settings differ. δ is in "
+            "points, not relative to "
+            "the behaviour policy's score: the normalised score already spans random (0) to expert (100) on every "
+            "dataset, and 10 % of a random-policy file's score (about 0) would let nothing agree. A logged quantity "
+            f"separates a pair when its bootstrap intervals are disjoint and the means differ by more than "
+            f"{100 * args.min_relative:g} % of the larger.",
             "",
         ]
         pair_tables = []
@@ -587,35 +779,40 @@ def report(args: Args) -> str:
             if ours not in stats or theirs not in stats:
                 continue
             s, o = stats[ours], stats[theirs]
-            n = min(len(s["epochs"]), len(o["epochs"]))
-            slo, shi = boot_mean(s["ys"][:, :n], args.reps, rng)
-            olo, ohi = boot_mean(o["ys"][:, :n], args.reps, rng)
-            overlap = float(np.mean((slo <= ohi) & (olo <= shi)))
-            last_overlap = s["lo"] <= o["hi"] and o["lo"] <= s["hi"]
             common = [seed for seed in s["seeds"] if seed in o["seeds"]]
             diff = np.array([s["x"][s["seeds"].index(c)] - o["x"][o["seeds"].index(c)] for c in common])
             if (ours, theirs) in PAIRS:
-                verdict = "agree" if last_overlap and overlap >= 0.8 else "differ"
-                detail = (
-                    f"intervals {'overlap' if last_overlap else 'do not overlap'}; bands overlap at "
-                    f"{100 * overlap:.0f} % of {n} epochs"
-                )
-                few = min(len(s["x"]), len(o["x"])) < MIN_SEEDS
-                if few:  # a percentile bootstrap over 1 or 2 seeds is their range: no test of anything
-                    verdict, detail = "undecided", f"fewer than {MIN_SEEDS} seeds per row: {detail}"
+                said, same = settings_line(entry["rows"][ours], entry["rows"][theirs], theirs, a)
+                tasks = {str(r["config"].get("task")) for r in entry["rows"][theirs].values()}
+                if theirs == "official_orpo" and any(not t.startswith(("hopper", "walker2d")) for t in tasks):
+                    said += (
+                        " Not matched, as no flag sets it: off hopper and walker2d run_orpo.py standardises the "
+                        "observations before its ensemble fit, so its model, holdout MSE and u are in standardised "
+                        "units (docs/peers.md, item 7)."
+                    )
+                v, lo, hi = verdict(diff, args.delta)
+                notes = [f"ours − theirs {np.mean(diff):+.1f} [{lo:+.1f}, {hi:+.1f}]"] if len(diff) >= 2 else []
+                if len(diff) < MIN_SEEDS:
+                    notes.append(f"fewer than {MIN_SEEDS} common seeds")
+                if not same:  # not like with like: no verdict on the implementations
+                    v = "undecided"
+                    notes.append("the settings differ")
+                notes.append(f"{len(diff)} seeds, δ = {args.delta:g}")
                 lines.append(
-                    f"- {ROWS[ours][3]} vs {ROWS[theirs][3]}: **{verdict}** (last-10 "
-                    f"{s['x'].mean():.1f} vs {o['x'].mean():.1f}; {detail})"
+                    f"- {ROWS[ours][3]} vs {ROWS[theirs][3]}: **{v}** (last-10 {s['x'].mean():.1f} vs "
+                    f"{o['x'].mean():.1f}; {'; '.join(notes)})"
                 )
                 fitted = {seed: r["metrics"] for seed, r in entry["rows"].get(SHARE_FROM, {}).items()}
-                pair_tables += [f"### {ROWS[ours][3]} vs {ROWS[theirs][3]}", ""]
-                if few:
+                pair_tables += [f"### {ROWS[ours][3]} vs {ROWS[theirs][3]}", "", said, ""]
+                if min(len(s["x"]), len(o["x"])) < MIN_SEEDS:
                     pair_tables += [
                         f"Fewer than {MIN_SEEDS} seeds per row: each interval is the seeds' range, so 'separates' "
                         "below is a description, not a test.",
                         "",
                     ]
-                pair_tables += diagnostics(entry["rows"][ours], entry["rows"][theirs], fitted, args.reps, rng)
+                pair_tables += diagnostics(
+                    entry["rows"][ours], entry["rows"][theirs], fitted, args.reps, rng, args.min_relative
+                )
             elif len(common):
                 dlo, dhi = boot_mean(diff, args.reps, rng)
                 lines.append(
@@ -665,6 +862,18 @@ def check(args: Args) -> None:
             raise UserError(f"{name} must be at least {lo}, not {v}")
     if not args.seeds:
         raise UserError("--seeds needs at least one seed")
+    if not (args.delta > 0 and args.min_relative >= 0):
+        raise UserError(
+            f"--delta must be positive and --min-relative at least 0, not {args.delta}, {args.min_relative}"
+        )
+    try:
+        tokens = shlex.split(args.algo_flags)
+    except ValueError as e:
+        raise UserError(f"--algo-flags: {e}") from None
+    paired = {f"--{k.replace('_', '-')}" for keys in PAIR_SETTINGS.values() for k in keys}
+    clash = [tok for tok in tokens if tok.split("=")[0] in paired]
+    if clash:
+        raise UserError(f"--algo-flags sets {clash[0]}, a pair setting: --settings gives it to both sides of a pair")
 
 
 def stop(signum, frame):

@@ -18,6 +18,8 @@ script is imported with `gym.make` answered by a stand-in that serves the HDF5 f
 unchanged. Only the evaluation is ours: every epoch the peer's deterministic policy (`select_action(obs,
 deterministic=True)`) runs one episode in each of --eval-episodes Gymnasium envs reset with seed + 1000·epoch, as
 algorithms/*.py do, and is scored with D4RL's reference returns. docs/peers.md lists every setting and stub.
+--peer-flags (run-script flags) and --uncertainty-mode (the ensemble's u, which neither run script sets) override the
+dataset's settings: benchmarks/compare.py gives both sides of a pair the same ones that way.
 
 Output in --run-dir, written like ours (temp name + rename): config.json, metrics.csv (one row per epoch; row 0 is the
 dynamics fit), summary.json, and the peer's own logs under peer_log/. Peers are not resumable: rerunning the command
@@ -38,6 +40,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -56,11 +59,15 @@ PEERS = {
         "source": "https://github.com/yihaosun1124/OfflineRL-Kit",
         "commit": "e3ce69793766d02660217d4dfc0af4693a5531bd",
         "script": "run_example/run_mopo.py",
+        "settings": ("--penalty-coef", "--rollout-length"),  # the run-script flags a dataset's settings set
+        "uncertainty_modes": ("aleatoric", "pairwise-diff", "ensemble_std"),  # what its EnsembleDynamics computes
     },
     "official-orpo": {
         "source": "https://github.com/George-Chia/ORPO",
         "commit": "2f75a5009962175a517adc4a04c5c6459716630b",
         "script": "run_example/run_orpo.py",
+        "settings": ("--penalty-coef", "--bonus-coef", "--rollout-length", "--rollout-length-rollout-policy"),
+        "uncertainty_modes": ("aleatoric", "pairwise-diff", "ensemble_std", "ensemble_var"),
     },
 }
 # D4RL's reference returns (d4rl/infos.py), the same rows as algorithms/orpo.py's DOMAINS
@@ -130,6 +137,18 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="the D4RL name whose settings the peer takes, e.g. hopper-medium-v2 (default: the eval env's domain and "
         "the kind (medium, medium-replay, ...) in the file's name)",
     )
+    p.add_argument(
+        "--peer-flags",
+        default=None,
+        help="run-script flags that override the dataset's settings, e.g. '--penalty-coef 0.5 --rollout-length 5'; "
+        "naming every flag a dataset sets (PEERS' settings) lets --task be one the peer has no settings for",
+    )
+    p.add_argument(
+        "--uncertainty-mode",
+        default=None,
+        help="the ensemble's uncertainty_mode, e.g. ensemble_std (default: the constructor's, aleatoric: neither run "
+        "script passes one)",
+    )
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--epochs", type=int, default=None, help="policy epochs (default: the run script's own)")
     p.add_argument("--steps-per-epoch", type=int, default=1000)
@@ -153,6 +172,13 @@ def parse_args(argv=None) -> argparse.Namespace:
             raise InputError(f"--{name.replace('_', '-')} must be at least 1 (got {value})")
     if not 0 <= args.seed < 2**32:
         raise InputError(f"--seed must lie in [0, 4294967296) (got {args.seed})")
+    modes = PEERS[args.peer]["uncertainty_modes"]
+    if args.uncertainty_mode is not None and args.uncertainty_mode not in modes:
+        raise InputError(f"--uncertainty-mode {args.uncertainty_mode}: {args.peer}'s ensemble has {', '.join(modes)}")
+    try:
+        args.peer_flags = shlex.split(args.peer_flags or "")
+    except ValueError as e:
+        raise InputError(f"--peer-flags: {e}") from None
     args.source = args.source or PEERS[args.peer]["source"]
     args.commit = args.commit or PEERS[args.peer]["commit"]
     return args
@@ -345,18 +371,20 @@ def script_args(root: str, script: str, argv: list[str]) -> argparse.Namespace:
     func = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "get_args")
     namespace = {"argparse": argparse, "np": np, "torch": __import__("torch")}
     exec(compile(ast.Module(body=[func], type_ignores=[]), path, "exec"), namespace)
-    saved = sys.argv
+    saved, err = sys.argv, io.StringIO()
     try:
         sys.argv = [path, *argv]
-        return namespace["get_args"]()
+        with contextlib.redirect_stderr(err):  # argparse's usage block: one line is ours to print
+            return namespace["get_args"]()
     except SystemExit:
-        raise InputError(f"{script} rejected the command {' '.join(argv)}") from None
+        why = err.getvalue().strip().splitlines()
+        raise InputError(f"{script} rejected the command {' '.join(argv)} ({why[-1] if why else 'exit'})") from None
     finally:
         sys.argv = saved
 
 
-def peer_command(peer: str, root: str, task: str, args: argparse.Namespace, device: str) -> list[str]:
-    """The run script's command line for `task`: the peer's settings for the dataset, our seed/epochs/sizes/device."""
+def dataset_flags(peer: str, root: str, task: str) -> list[str]:
+    """The run script's flags for `task`: the peer's own settings for the dataset."""
     if peer == "kit-mopo":
         with open(os.path.join(root, PEERS[peer]["script"])) as f:
             text = f.read()
@@ -366,14 +394,27 @@ def peer_command(peer: str, root: str, task: str, args: argparse.Namespace, devi
         if task not in suggested:
             raise InputError(f"kit-mopo's run_mopo.py suggests settings for {', '.join(suggested)}; not for {task}")
         h, penalty = suggested[task]
-        command = ["--task", task, "--rollout-length", h, "--penalty-coef", penalty]
-    else:
-        if task not in ORPO_TABLE:
-            raise InputError(f"official-orpo has the paper's settings for {', '.join(ORPO_TABLE)}; not for {task}")
-        penalty, u, h, bonus, h_o = ORPO_TABLE[task]
-        command = ["--task", task, "--penalty-coef", str(penalty), "--bonus-coef", str(bonus)]
-        command += ["--uncertainty_mode", u, *ORPO_SHARES, "--rollout-length", str(h)]
-        command += ["--rollout-length-rollout-policy", str(h_o)]
+        return ["--task", task, "--rollout-length", h, "--penalty-coef", penalty]
+    if task not in ORPO_TABLE:
+        raise InputError(f"official-orpo has the paper's settings for {', '.join(ORPO_TABLE)}; not for {task}")
+    penalty, u, h, bonus, h_o = ORPO_TABLE[task]
+    command = ["--task", task, "--penalty-coef", str(penalty), "--bonus-coef", str(bonus)]
+    command += ["--uncertainty_mode", u, *ORPO_SHARES, "--rollout-length", str(h)]
+    return command + ["--rollout-length-rollout-policy", str(h_o)]
+
+
+def peer_command(peer: str, root: str, task: str, args: argparse.Namespace, device: str) -> list[str]:
+    """The run script's command line for `task`: the peer's settings for the dataset (overridden by --peer-flags), our
+    seed/epochs/sizes/device."""
+    try:
+        command = dataset_flags(peer, root, task)
+    except InputError as e:
+        given = {f.split("=")[0] for f in args.peer_flags}
+        missing = [f for f in PEERS[peer]["settings"] if f not in given]
+        if missing:  # the run script's defaults are no dataset's settings
+            raise InputError(f"{e} (or give {' '.join(missing)} in --peer-flags)") from None
+        command = ["--task", task] + (ORPO_SHARES if peer == "official-orpo" else [])
+    command += args.peer_flags  # after the dataset's: the run script's parser keeps an option's last value
     command += ["--seed", str(args.seed), "--step-per-epoch", str(args.steps_per_epoch), "--device", device]
     for flag, value in (
         ("--epoch", args.epochs),
@@ -471,6 +512,7 @@ class Recorder:
         self.tag = None  # the rollout running now: "" (MOPO), "_optimistic" (π^o) or "_pessimistic" (π^p)
         self.sums, self.dyn, self.eval_row = {}, {}, {}
         self.last_sample, self.epoch_start, self.rollout_seconds, self.steps = None, None, 0.0, 1000
+        self.uncertainty_mode = None  # the ensemble's, once built
 
     def add(self, key: str, values) -> None:
         values = np.asarray(values, dtype=np.float64).reshape(-1)
@@ -519,8 +561,9 @@ class Recorder:
         self.epoch_start = time.time()
 
 
-def instrument(peer: str, rec: Recorder, envs, cap) -> None:
-    """Wrap the peer's classes (one peer per process): our evaluation replaces theirs; the rest only records."""
+def instrument(peer: str, rec: Recorder, envs, cap, uncertainty_mode: str | None) -> None:
+    """Wrap the peer's classes (one peer per process): our evaluation replaces theirs; --uncertainty-mode sets the
+    ensemble's; the rest only records."""
     from offlinerlkit.buffer import ReplayBuffer
     from offlinerlkit.dynamics import EnsembleDynamics
     from offlinerlkit.policy_trainer import MBPolicyTrainer
@@ -587,6 +630,13 @@ def instrument(peer: str, rec: Recorder, envs, cap) -> None:
         return next_obs, reward, terminal, info
 
     EnsembleDynamics.train, EnsembleDynamics.select_elites = train_timed, select_elites_recorded
+    init = EnsembleDynamics.__init__
+
+    def init_recorded(self, *a, **kw):  # the run scripts pass no uncertainty_mode: its default runs unless we set one
+        init(self, *a, **(kw | ({"uncertainty_mode": uncertainty_mode} if uncertainty_mode else {})))
+        rec.uncertainty_mode = self._uncertainty_mode
+
+    EnsembleDynamics.__init__ = init_recorded
     EnsembleDynamics.step = step_recorded
 
     sample = ReplayBuffer.sample
@@ -737,7 +787,7 @@ def main(argv=None) -> int:
     peer_logger.ROOT_DIR = os.path.join(os.path.abspath(args.run_dir), "peer_log")  # make_log_dirs' root
     rec = Recorder(args.run_dir, ref, args.seed, peer_args.rollout_batch_size)
     rec.steps = peer_args.step_per_epoch
-    instrument(args.peer, rec, envs, args.dynamics_max_epochs)
+    instrument(args.peer, rec, envs, args.dynamics_max_epochs, args.uncertainty_mode)
 
     from offlinerlkit.utils.load_dataset import qlearning_dataset
 
@@ -764,6 +814,11 @@ def main(argv=None) -> int:
             "official-orpo's _evaluate_Dynamics (its policy's return in the learned model) is not run",
             "the run script's log root (log/) is <run-dir>/peer_log",
         ]
+        + (
+            [f"the ensemble's uncertainty_mode is {args.uncertainty_mode} (the run script passes none)"]
+            if args.uncertainty_mode
+            else []
+        )
         + (
             [f"the ensemble fit is capped at {args.dynamics_max_epochs} epochs (not the peer's setting)"]
             if args.dynamics_max_epochs
@@ -796,6 +851,7 @@ def main(argv=None) -> int:
             "epochs": rec.epoch,
             **{k: last.get(f"eval/{k}") for k in ("normalized_score", "normalized_score_std", "return", "return_std")},
             "last10_score": float(np.mean(rec.scores[-10:])) if rec.scores else None,
+            "ensemble_uncertainty_mode": rec.uncertainty_mode,  # the u its ensemble computed
             "wall_seconds": time.time() - t_start,
             "device": device,
             "device_name": config["device_name"],

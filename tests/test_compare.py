@@ -9,7 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import ROOT, run_script, write_random_dataset
+from conftest import ROOT, load_module, run_script, write_random_dataset
+
+MIRROR = os.environ.get("ORPO_PEERS_MIRROR")  # the peers' git snapshots (tests/test_peers.py); unset: those tests skip
+SOURCES = {
+    peer: os.path.join(MIRROR or "$ORPO_PEERS_MIRROR", name, "repo")
+    for peer, name in (("kit-mopo", "yihaosun1124+OfflineRL-Kit"), ("official-orpo", "George-Chia+ORPO"))
+}
 
 TINY_FLAGS = (
     "--algo-flags=--hidden-dims 32 32 --dynamics-hidden-dims 32 32 --num-ensemble 3 --num-elites 2 --batch-size 32"
@@ -33,7 +39,7 @@ def comparison(tmp_path_factory):
     common = ["--env", "local/hopper-random", "--data-dir", str(root / "data"), "--runs-dir", str(root / "runs")]
     common += ["--results", str(root / "results"), "--out", str(root / "report"), "--reps", "500"]
     common += ["--epochs", "3", "--steps-per-epoch", "10", "--rollout-batch-size", "50", "--eval-episodes", "1"]
-    common += ["--dynamics-max-epochs", "2"]
+    common += ["--dynamics-max-epochs", "2", "--settings", "ours"]  # ours: no peer source needed
     common += ["--rows", "orpo", "mopo", "td3bc", "--seeds", "1", "2", "--jobs", "2", TINY_FLAGS]
     first = run_script("benchmarks/compare.py", *common, timeout=600)
     return root, common, first
@@ -47,8 +53,8 @@ def tensors(obj, prefix=""):
     return {k: v for key, value in items for k, v in tensors(value, f"{prefix}/{key}").items()}
 
 
-def results_of(root, row, seed):
-    d = root / "results" / "local_hopper-random" / row / f"seed{seed}"
+def results_of(root, row, seed, dataset="local_hopper-random"):
+    d = root / "results" / dataset / row / f"seed{seed}"
     with open(d / "metrics.csv") as f:
         rows = list(csv.DictReader(f))
     return json.loads((d / "config.json").read_text()), rows, json.loads((d / "summary.json").read_text())
@@ -120,14 +126,120 @@ def test_a_second_call_runs_nothing_and_the_report_redraws_from_results_alone(co
 
 
 def test_bad_input_is_one_line(tmp_path):
+    no_kind, cheetah = tmp_path / "hopper.hdf5", tmp_path / "halfcheetah-medium.hdf5"
+    no_kind.touch()  # only the names are read before these errors
+    cheetah.touch()
+    os.makedirs(tmp_path / "local")
+    (tmp_path / "local" / "hopper-medium.hdf5").touch()
+    os.makedirs(tmp_path / "results" / "local_hopper-medium")  # results made with --settings ours
+    (tmp_path / "results" / "local_hopper-medium" / "dataset.json").write_text(
+        json.dumps({"settings": "ours", "settings_task": "hopper-medium-v2"})
+    )
+    other = ["--env", "local/hopper-medium", "--data-dir", str(tmp_path), "--results", str(tmp_path / "results")]
     for argv, needle in (
         (["--rows", "sac"], "unknown row 'sac'"),
         (["--env", "local/hopper-x", "--data-dir", str(tmp_path)], "no dataset file"),
         (["--report-only", "--results", str(tmp_path)], "no finished run"),
         (["--epochs", "0"], "--epochs must be at least 1"),
+        (["--delta", "0"], "--delta must be positive"),
+        (["--algo-flags=--lambda-p 1"], "--lambda-p, a pair setting"),
+        (["--env", str(no_kind), "--settings", "ours"], "pass --task hopper-medium-v2"),
+        (["--env", str(no_kind), "--task", "walker2d-medium"], "not a hopper dataset"),
+        # the Kit's ensemble has no ensemble_var u, which mopo.py's halfcheetah-medium preset takes
+        (["--env", str(cheetah), "--settings", "ours", "--rows", "mopo", "kit_mopo"], "use --settings theirs"),
+        (other + ["--rows", "td3bc"], "holds runs made with --settings ours --task hopper-medium-v2"),
     ):
         r = run_script("benchmarks/compare.py", *argv, "--runs-dir", str(tmp_path / "runs"))
         assert r.returncode == 2 and r.stderr.count("\n") == 1 and needle in r.stderr, (argv, r.stderr)
+
+
+def test_peers_settings_flags_bad_input_is_one_line(tmp_path):
+    """peers.py's --uncertainty-mode and --peer-flags (what compare.py gives a peer): one line, exit 2."""
+    path = str(tmp_path / "hopper-medium.hdf5")
+    write_random_dataset(path, steps=200, seed=2)
+    base = ["--dataset-path", path, "--eval-env", "Hopper-v4", "--run-dir", str(tmp_path / "run")]
+    cases = [
+        (["--peer", "kit-mopo", "--uncertainty-mode", "ensemble_var"], "kit-mopo's ensemble has"),
+        (["--peer", "kit-mopo", "--peer-flags=--penalty-coef '1"], "--peer-flags"),
+    ]
+    if os.path.isdir(SOURCES["kit-mopo"]):  # the run script's own parser and settings
+        kit = ["--peer", "kit-mopo", "--source", SOURCES["kit-mopo"]]
+        cases += [
+            (kit + ["--peer-flags=--nope 1"], "rejected the command"),
+            (
+                kit + ["--task", "hopper-random", "--peer-flags=--penalty-coef 1"],
+                "give --rollout-length in --peer-flags",
+            ),
+        ]
+    for argv, needle in cases:
+        r = run_script("benchmarks/peers.py", *argv, *base, timeout=120)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(lines) == 1 and needle in lines[0], (argv, r.stderr)
+
+
+def test_peer_flags_override_the_peers_own_settings(tmp_path):
+    """Where the peer has settings for the task (the Kit: λ 5.0 on hopper-medium), --peer-flags win."""
+    if not os.path.isdir(SOURCES["kit-mopo"]):
+        pytest.skip(f"needs the OfflineRL-Kit snapshot at {SOURCES['kit-mopo']}: set ORPO_PEERS_MIRROR")
+    peers = load_module("benchmarks/peers.py", "peers_for_compare")
+    args = peers.parse_args(
+        ["--peer", "kit-mopo", "--dataset-path", "x", "--run-dir", "y", "--peer-flags=--penalty-coef 1.5"]
+    )
+    root = peers.extract("kit-mopo", SOURCES["kit-mopo"], args.commit)["root"]
+    command = peers.peer_command("kit-mopo", root, "hopper-medium-v2", args, "cpu")
+    parsed = peers.script_args(root, peers.PEERS["kit-mopo"]["script"], command)
+    assert (parsed.penalty_coef, parsed.rollout_length, parsed.task) == (1.5, 5, "hopper-medium-v2")
+
+
+def test_peers_snapshots_come_from_the_mirror_as_in_the_tests(monkeypatch, tmp_path):
+    monkeypatch.setenv("ORPO_PEERS_MIRROR", str(tmp_path))
+    args = load_compare().Args()
+    assert args.kit_source == str(tmp_path / "yihaosun1124+OfflineRL-Kit" / "repo")
+    assert args.orpo_source == str(tmp_path / "George-Chia+ORPO" / "repo")
+
+
+def flag_values(cmd, names):
+    """{flag: value} of a command line, for the flags named."""
+    return {f: cmd[cmd.index(f) + 1] for f in names if f in cmd}
+
+
+def test_both_sides_of_a_pair_get_the_same_settings_on_any_file(tmp_path):
+    """--settings ours on a HalfCheetah random-policy file given by its path: our rows and the peers' get mopo.py's /
+    orpo.py's presets for halfcheetah-random-v2 (the paper's λp 6.64 and ensemble_std for MOPO), as flags on both
+    sides, each in its own script's names (no peer is run: their commands only)."""
+    compare = load_compare()
+    path = str(tmp_path / "halfcheetah_random-v2.hdf5")
+    rows = ("mopo", "kit_mopo", "orpo", "orpo_untrained", "official_orpo")
+    args = compare.Args(env=(path,), settings="ours", rows=rows, runs_dir=str(tmp_path / "runs"))
+    plan = compare.pair_settings(args, path)
+    assert plan[0] == "halfcheetah-random-v2"
+    cmd = {row: compare.command(args, compare.Task(path, row, 4), plan) for row in rows}
+    assert cmd["mopo"][2:4] == ["--dataset-path", path]  # any D4RL-layout file: ours read it by path
+    assert compare.slug(path) == "halfcheetah_random-v2"
+    mopo = {"--lambda-p": "6.64", "--uncertainty": "ensemble_std", "--rollout-length": "5"}
+    assert flag_values(cmd["mopo"], mopo) == mopo
+    orpo = {"--lambda-p": "6.64", "--lambda-o": "0.015", "--uncertainty": "max_aleatoric", "--rollout-length": "5"}
+    orpo |= {
+        "--rollout-length-o": "5",
+        "--real-ratio": "0.05",
+        "--output-rollout-ratio": "0.45",
+        "--real-ratio-o": "0.05",
+    }
+    assert flag_values(cmd["orpo"], orpo) == flag_values(cmd["orpo_untrained"], orpo) == orpo
+    peers = load_module("benchmarks/peers.py", "peers_for_compare")
+    for row, want, u in (
+        ("kit_mopo", {"--penalty-coef": "6.64", "--rollout-length": "5"}, "ensemble_std"),
+        (
+            "official_orpo",
+            {"--penalty-coef": "6.64", "--bonus-coef": "0.015", "--rollout-length": "5"}
+            | {"--rollout-length-rollout-policy": "5", "--real-ratio-final": "0.05"}
+            | {"--final-policy-rollout-ratio-final": "0.45", "--real-ratio-rollout": "0.05"},
+            "aleatoric",  # = our max_aleatoric
+        ),
+    ):
+        parsed = peers.parse_args(cmd[row][2:])  # peers.py's own parser takes the command
+        assert parsed.task == "halfcheetah-random-v2" and parsed.uncertainty_mode == u
+        assert flag_values(parsed.peer_flags, want) == want and len(parsed.peer_flags) == 2 * len(want), row
 
 
 def test_algo_flags_keep_only_what_a_script_takes():
@@ -159,14 +271,21 @@ def test_order_row_starts_every_seed_of_a_row_before_the_next_row():
     ]
 
 
-def fake_results(root, rows, extra=None):
+# the MOPO pair's settings as each side's config.json records them (hopper-medium)
+MOPO_CONFIGS = {
+    "mopo": {"lambda_p": 5.0, "uncertainty": "max_aleatoric", "rollout_length": 5},
+    "kit_mopo": {"peer_settings": {"penalty_coef": 5.0, "rollout_length": 5}},  # u: the ensemble's (summary.json)
+}
+
+
+def fake_results(root, rows, extra=None, configs=MOPO_CONFIGS):
     """A results folder of finished runs: rows = {row: [per-seed score curves]}; extra = {row: {column: [per-seed
-    curves]}}."""
+    curves]}}; configs = {row: config.json}."""
     for row, curves in rows.items():
         for seed, curve in enumerate(curves, 1):
             d = root / "local_hopper-medium" / row / f"seed{seed}"
             os.makedirs(d)
-            (d / "config.json").write_text("{}")
+            (d / "config.json").write_text(json.dumps(configs.get(row, {})))
             (d / "summary.json").write_text(json.dumps({"status": "finished", "device_name": "test CPU"}))
             cols = {"eval/normalized_score": curve, **{k: v[seed - 1] for k, v in (extra or {}).get(row, {}).items()}}
             with open(d / "metrics.csv", "w") as f:
@@ -174,26 +293,55 @@ def fake_results(root, rows, extra=None):
                 f.writelines(",".join([str(e), *(str(c[e - 1]) for c in cols.values())]) + "\n" for e in range(1, 21))
 
 
-@pytest.mark.parametrize("shift, verdict, seeds", [(0.3, "agree", 3), (15.0, "differ", 3), (15.0, "undecided", 2)])
-def test_a_pair_agrees_within_its_intervals_and_differs_beyond_them(tmp_path, shift, verdict, seeds):
-    """The ours-vs-theirs verdict: peers' curves near ours agree, curves 15 points apart (seeds spread ~2) differ; with
-    2 seeds a row's interval is just their range, so no verdict is given."""
-    rng = np.random.default_rng(0)
-    base = [np.linspace(5, 30, 20) + rng.normal(0, 2, 20) for _ in range(seeds)]
-    theirs = [c + shift + rng.normal(0, 1, 20) for c in base]
-    fake_results(tmp_path / "results", {"mopo": base, "kit_mopo": theirs})
+def pair_line(tmp_path, base, theirs, configs=MOPO_CONFIGS):
+    fake_results(tmp_path / "results", {"mopo": base, "kit_mopo": theirs}, configs=configs)
     compare = load_compare()
     args = compare.Args(results=str(tmp_path / "results"), out=str(tmp_path / "report"), reps=500, report_only=True)
     md = compare.report(args)
-    line = next(ln for ln in md.splitlines() if ln.startswith("- MOPO (ours) vs MOPO (OfflineRL-Kit)"))
+    return next(ln for ln in md.splitlines() if ln.startswith("- MOPO (ours) vs MOPO (OfflineRL-Kit)")), md
+
+
+@pytest.mark.parametrize(
+    "gaps, verdict",
+    [
+        ([0.05, 0.05, 0.05], "agree"),  # the HalfCheetah pair of issue 19 (2.1 vs 2.0): no finding
+        ([2.0, 2.0, 2.0], "agree"),  # a real difference, but inside ±δ
+        ([15.0, 15.0, 15.0], "differ"),
+        ([15.0, 15.0], "undecided"),  # 2 seeds: no verdict
+        ([3.0, 4.0, 5.0], "undecided"),  # apart from 0, but the mean (4) is within δ and the interval reaches past it
+        ([-8.0, 0.0, 8.0], "undecided"),  # wide: neither inside ±δ nor apart from 0
+    ],
+)
+def test_a_pair_agrees_inside_the_margin_and_differs_beyond_it(tmp_path, gaps, verdict):
+    """The ours-vs-theirs verdict, an equivalence test on the per-seed last-10 gap against δ = 5 points: the seeds'
+    curves spread by ~2 points, and theirs lie `gaps` above ours with a tiny per-epoch spread."""
+    rng = np.random.default_rng(0)
+    base = [np.linspace(5, 30, 20) + rng.normal(0, 2, 20) for _ in gaps]
+    theirs = [c + g + rng.normal(0, 0.01, 20) for c, g in zip(base, gaps)]
+    line, _ = pair_line(tmp_path, base, theirs)
     assert f"**{verdict}**" in line, line
     want = np.mean([c[-10:].mean() for c in theirs])
     assert f"vs {want:.1f};" in line, (line, want)
+    d = np.mean([b[-10:].mean() - t[-10:].mean() for b, t in zip(base, theirs)])
+    assert f"ours − theirs {d:+.1f} [" in line and "δ = 5)" in line, line
+
+
+def test_a_pair_run_with_other_settings_gets_no_verdict(tmp_path):
+    """0.05 points apart would agree; but the Kit's runs had another λ, so the pair is not like with like."""
+    rng = np.random.default_rng(0)
+    base = [np.linspace(5, 30, 20) + rng.normal(0, 2, 20) for _ in range(3)]
+    configs = {**MOPO_CONFIGS, "kit_mopo": {**MOPO_CONFIGS["kit_mopo"], "peer_settings": {"penalty_coef": 0.5}}}
+    configs["kit_mopo"]["peer_settings"]["rollout_length"] = 5
+    line, md = pair_line(tmp_path, base, [c + 0.05 for c in base], configs)
+    assert "**undecided**" in line and "the settings differ" in line, line
+    assert "**Settings differ** (from each run's config.json, ours vs theirs): lambda_p 5.0 vs 0.5." in md
 
 
 def test_the_first_quantity_that_separates_a_pair_is_named_in_the_pipelines_order(tmp_path):
-    """Both rows log rollout/u alike; their critic losses lie far apart; the score (last in the pipeline) too. The
-    report names losses/critic_loss, not the score, and marks rollout/u as not separating."""
+    """Both rows log rollout/u alike; their action distances differ by 0.3 % (1.949 vs 1.944, issue 19's HalfCheetah
+    pair) with intervals narrow enough to be disjoint; their critic losses lie far apart; the score (last in the
+    pipeline) too. The report names losses/critic_loss, not the score, and marks rollout/u and the 0.3 % as not
+    separating."""
     rng = np.random.default_rng(1)
     curves = {
         r: [np.linspace(5, 30, 20) + rng.normal(0, 2, 20) + (15 if r == "kit_mopo" else 0) for _ in range(3)]
@@ -202,6 +350,7 @@ def test_the_first_quantity_that_separates_a_pair_is_named_in_the_pipelines_orde
     extra = {
         r: {
             "rollout/u": [0.3 + rng.normal(0, 0.02, 20) for _ in range(3)],
+            "rollout/action_distance": [(1.949 if r == "mopo" else 1.944) + rng.normal(0, 1e-4, 20) for _ in range(3)],
             "losses/critic_loss": [(40 if r == "mopo" else 20) + rng.normal(0, 1, 20) for _ in range(3)],
         }
         for r in ("mopo", "kit_mopo")
@@ -214,4 +363,84 @@ def test_the_first_quantity_that_separates_a_pair_is_named_in_the_pipelines_orde
         ln.split(" | ")[0]: ln for ln in md.splitlines() if ln.startswith("| rollout/u |") or ln.startswith("| losses/")
     }
     assert row["| rollout/u"].endswith("| no |") and row["| losses/critic_loss"].endswith("| **yes** |")
+    distance = next(ln for ln in md.splitlines() if ln.startswith("| rollout/action_distance |"))
+    lo, hi = (c.split("[")[1].split("]")[0].split(", ") for c in distance.split(" | ")[1:3])
+    assert float(lo[1]) < float(hi[0]) or float(hi[1]) < float(lo[0]), distance  # disjoint, yet too small to count
+    assert distance.endswith("| +0.3 % | no |"), distance
     assert "| eval/normalized_score |" in md  # the score separates too, but comes last
+
+
+@pytest.fixture(scope="module")
+def halfcheetah_random(tmp_path_factory):
+    """A HalfCheetah random-policy file, D4RL's layout, where neither peer has settings of its own for the name."""
+    root = tmp_path_factory.mktemp("cheetah")
+    os.makedirs(root / "local")
+    attrs = {"behavior_mean_return": -280.0, "behavior_normalized_score": 0.0}
+    write_random_dataset(str(root / "local" / "halfcheetah-random.hdf5"), "HalfCheetah-v4", steps=1500, attrs=attrs)
+    return root
+
+
+# the settings each side's config.json records, for --settings theirs --task halfcheetah-medium-v2 (the Kit's) and
+# --settings ours (mopo.py's and orpo.py's halfcheetah-random-v2 presets): ours, then the peer's
+MATCHED = {
+    "theirs": {
+        "kit_mopo": (
+            {"lambda_p": 0.5, "uncertainty": "max_aleatoric", "rollout_length": 5},
+            {"penalty_coef": 0.5, "rollout_length": 5, "ensemble_uncertainty_mode": "aleatoric"},
+        ),
+    },
+    "ours": {
+        "kit_mopo": (
+            {"lambda_p": 6.64, "uncertainty": "ensemble_std", "rollout_length": 5},
+            {"penalty_coef": 6.64, "rollout_length": 5, "ensemble_uncertainty_mode": "ensemble_std"},
+        ),
+        "official_orpo": (
+            {"lambda_p": 6.64, "lambda_o": 0.015, "uncertainty": "max_aleatoric", "rollout_length": 5}
+            | {"rollout_length_o": 5, "real_ratio": 0.05, "output_rollout_ratio": 0.45, "real_ratio_o": 0.05},
+            {"penalty_coef": 6.64, "bonus_coef": 0.015, "ensemble_uncertainty_mode": "aleatoric", "rollout_length": 5}
+            | {"rollout_length_rollout_policy": 5, "real_ratio_final": 0.05, "final_policy_rollout_ratio_final": 0.45}
+            | {"real_ratio_rollout": 0.05},
+        ),
+    },
+}
+
+
+@pytest.mark.parametrize("settings", ["theirs", "ours"])
+def test_pairs_run_like_with_like_on_a_random_policy_file(halfcheetah_random, tmp_path, settings):
+    """Issue 19's HalfCheetah random-policy file: each pair's two sides run with one set of settings, the Kit's
+    halfcheetah-medium ones (--settings theirs --task) or our presets for the file (--settings ours), as each run's
+    config.json records them; the report says so. The peers' snapshots come from $ORPO_PEERS_MIRROR."""
+    if not all(os.path.isdir(s) for s in SOURCES.values()):
+        pytest.skip(f"needs the peers' git snapshots at {' and '.join(SOURCES.values())}: set ORPO_PEERS_MIRROR")
+    argv = ["--env", "local/halfcheetah-random", "--data-dir", str(halfcheetah_random), "--seeds", "4"]
+    argv += ["--runs-dir", str(tmp_path / "runs"), "--results", str(tmp_path / "results"), "--out", str(tmp_path / "r")]
+    argv += ["--epochs", "2", "--steps-per-epoch", "5", "--rollout-batch-size", "50", "--eval-episodes", "1"]
+    argv += ["--dynamics-max-epochs", "1", "--reps", "200", "--jobs", "2", TINY_FLAGS, "--settings", settings]
+    argv += ["--task", "halfcheetah-medium-v2"] if settings == "theirs" else []
+    rows = {"kit_mopo": ("mopo",), "official_orpo": ("orpo_untrained",)}
+    argv += ["--rows", *(r for peer in MATCHED[settings] for r in (*rows[peer], peer))]
+    result = run_script("benchmarks/compare.py", *argv, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    for peer, (ours, theirs) in MATCHED[settings].items():
+        for row in rows[peer]:
+            config = results_of(tmp_path, row, 4, "local_halfcheetah-random")[0]
+            assert {k: config[k] for k in ours} == ours, row
+        config, _, summary = results_of(tmp_path, peer, 4, "local_halfcheetah-random")
+        recorded = config["peer_settings"] | {"ensemble_uncertainty_mode": summary["ensemble_uncertainty_mode"]}
+        assert {k: recorded[k] for k in theirs} == theirs, peer
+        assert config["task"] == ("halfcheetah-medium-v2" if settings == "theirs" else "halfcheetah-random-v2")
+    md = (tmp_path / "r.md").read_text()
+    same = "Settings, the same in every run of both rows"
+    assert md.count(same) == len(MATCHED[settings]), md
+    assert md.count(f"Chosen by --settings {settings} for {config['task']}.") == len(MATCHED[settings]), md
+
+
+def test_theirs_on_a_file_the_peer_has_no_settings_for_says_to_pass_task(halfcheetah_random, tmp_path):
+    if not os.path.isdir(SOURCES["kit-mopo"]):
+        pytest.skip(f"needs the OfflineRL-Kit snapshot at {SOURCES['kit-mopo']}: set ORPO_PEERS_MIRROR")
+    argv = ["--env", "local/halfcheetah-random", "--data-dir", str(halfcheetah_random), "--rows", "mopo", "kit_mopo"]
+    r = run_script("benchmarks/compare.py", *argv, "--runs-dir", str(tmp_path / "runs"), "--results", str(tmp_path))
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert "not for halfcheetah-random-v2" in lines[0] and "pass --task" in lines[0], lines[0]
+    assert not (tmp_path / "runs").exists()

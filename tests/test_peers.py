@@ -21,6 +21,7 @@ import pytest
 import torch
 import tyro
 from conftest import ROOT, TINY, load_module, run_script, write_random_dataset
+import plumbing  # noqa: E402  (conftest puts algorithms/ on sys.path)
 
 MIRROR = os.environ.get("ORPO_PEERS_MIRROR")  # opt-in: nothing outside the repo is read unless it is set
 SOURCES = {
@@ -48,12 +49,12 @@ def hopper_file(tmp_path_factory):
 # The evaluation protocol against algorithms/orpo.py's (no peer needed)
 # ----------------------------------------------------------------------------------------------------------------------
 def test_reference_returns_are_ours(peers, orpo):
-    assert peers.DOMAINS == orpo.DOMAINS
+    assert peers.DOMAINS == plumbing.DOMAINS
 
 
 def test_evaluation_starts_steps_and_scores_as_ours(peers, orpo):
     """The same seed gives the same start states, and the same deterministic policy the same returns and scores."""
-    task = orpo.Task("hopper-medium-v2", "Hopper-v4", "hopper", "env", *orpo.DOMAINS["hopper"][1:])
+    task = orpo.Task("hopper-medium-v2", "Hopper-v4", "hopper", "env", *plumbing.DOMAINS["hopper"][1:])
     weights = np.random.default_rng(0).normal(size=(11, 3)).astype(np.float32) * 0.01  # episodes of 100-160 steps
 
     def ours(obs: torch.Tensor) -> torch.Tensor:
@@ -63,15 +64,15 @@ def test_evaluation_starts_steps_and_scores_as_ours(peers, orpo):
         return ours(torch.as_tensor(obs, dtype=torch.float32)).numpy()
 
     for seed in (SEED + 1000, SEED + 2000):
-        our_envs, their_envs = orpo.make_eval_envs(task, 3), peers.make_eval_envs("Hopper-v4", 3)
-        our_returns, our_first = orpo.evaluate(ours, our_envs, task, seed, torch.device("cpu"))
+        our_envs, their_envs = plumbing.make_eval_envs(task, 3), peers.make_eval_envs("Hopper-v4", 3)
+        our_returns, our_first = plumbing.evaluate(ours, our_envs, task, seed, torch.device("cpu"))
         returns, lengths, first = peers.evaluate(theirs, their_envs, seed)
         np.testing.assert_array_equal(first, our_first)
         np.testing.assert_allclose(returns, our_returns, rtol=1e-12)
         assert (lengths >= 1).all() and (lengths <= 1000).all()
         assert lengths.max() - lengths.min() > 1  # the sub-envs that end first keep stepping (autoreset): masked
         ref = peers.DOMAINS["hopper"][1:]
-        expected = orpo.eval_metrics(task, our_returns)
+        expected = plumbing.eval_metrics(task, our_returns)
         for k, v in peers.eval_metrics(returns, ref).items():
             assert v == pytest.approx(expected[k], rel=1e-12), k
 
@@ -174,7 +175,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, hopper_file, case):
 def our_evaluations(orpo, hopper_file, tmp_path_factory):
     """(reset seed, initial observations) of each evaluation in a tiny orpo.py run on the same file and seed."""
     seen = []
-    evaluate = orpo.evaluate
+    evaluate = plumbing.evaluate
 
     def recording(policy, envs, task, seed, device):
         returns, first_obs = evaluate(policy, envs, task, seed, device)
@@ -209,7 +210,7 @@ def test_peer_runs_with_our_evaluation(peers, orpo, hopper_file, request, tmp_pa
         rows = list(csv.DictReader(f))
     assert [int(r["epoch"]) for r in rows] == [0, 1, 2]
     assert float(rows[0]["dynamics/holdout_mse"]) > 0 and int(rows[0]["dynamics/epochs"]) == 3
-    lo, hi = orpo.DOMAINS["hopper"][1:]
+    lo, hi = plumbing.DOMAINS["hopper"][1:]
     tag = "" if peer == "kit-mopo" else "_pessimistic"
     for row, (our_seed, our_first) in zip(rows[1:], our_evaluations):
         for k in ("eval/normalized_score", "eval/normalized_score_std", "eval/return", "eval/return_std"):
