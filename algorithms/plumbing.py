@@ -253,6 +253,8 @@ def load_transitions(path: str) -> dict[str, np.ndarray]:
             raise UserError(
                 f"{path}: '{k}' has shape {v.shape} and dtype {v.dtype}; expected {ndim}-D numbers, {n} rows"
             )
+        if n == 0:
+            raise UserError(f"{path} holds 0 rows; a run needs at least 10 transitions")
         checks = [(~np.isfinite(v.reshape(n, -1)).all(1), "has NaN or infinite rows; drop them from the file")]
         if k in ("terminals", "timeouts"):
             checks.append((~np.isin(v, (0, 1)), "must hold only 0/1 (or booleans); fix the file"))

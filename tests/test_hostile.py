@@ -252,6 +252,83 @@ def test_an_input_error_comes_first_and_alone(tmp_path):
     assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").iterdir())
 
 
+def test_a_holdout_that_cannot_work_is_one_line_before_the_config_is_printed(hopper_data_dir, tmp_path):
+    """The ensemble's holdout size depends on D's size: checked once D is read, before the config dump."""
+    flags = ["--env", "hopper-random-v2", "--dynamics-holdout-ratio", "1e-9", "--no-cuda"]
+    result = run_script("algorithms/mopo.py", *flags, data_dir=hopper_data_dir[0], cwd=str(tmp_path))
+    assert "holds out 0 of" in one_line(result, 1) and result.stdout.strip() == ""
+    assert not list((tmp_path / "runs").iterdir())
+
+
+def broken(path, change) -> str:
+    """A 100-row D4RL-layout file (Hopper-v4), then `change(f)` applied to it."""
+    write_random_dataset(str(path), steps=100, attrs={"env_id": "Hopper-v4"})
+    with h5py.File(path, "r+") as f:
+        change(f)
+    return str(path)
+
+
+def replace(key, value):
+    def change(f):
+        del f[key]
+        f[key] = value
+
+    return change
+
+
+def empty(f):
+    for k in list(f):
+        value = f[k][()]
+        del f[k]
+        f[k] = value[:0]
+
+
+def attr(**values):
+    return lambda f: f.attrs.update(values)
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        (replace("observations", np.float32(1)), "'observations' has shape () and dtype float32; expected 2-D"),
+        (empty, "holds 0 rows; a run needs at least 10 transitions"),
+        (attr(env_id=np.int64(3)), "attr 'env_id' is np.int64(3), not a string"),
+        (attr(env_id=np.array(["Hopper-v4", "Walker2d-v4"], dtype=h5py.string_dtype())), "attr 'env_id' is array("),
+        (attr(ref_min_score="abc", ref_max_score="xyz"), "ref_max_score 'xyz' must be finite numbers, min < max"),
+        (attr(ref_min_score=1.0, ref_max_score=1.0), "must be finite numbers, min < max"),
+        (attr(reward_fn="bogus"), "attr 'reward_fn' is 'bogus'; use one of env, halfcheetah-jump"),
+    ],
+    ids=[
+        "scalar-observations",
+        "0-rows",
+        "int-env-id",
+        "2-env-ids",
+        "text-references",
+        "equal-references",
+        "bogus-reward",
+    ],
+)
+def test_a_broken_data_file_is_one_line_and_leaves_no_run_dir(change, expected, tmp_path):
+    path = broken(tmp_path / "x.hdf5", change)
+    result = run_script("algorithms/td3bc.py", "--dataset-path", path, "--epochs", "1", "--no-cuda", cwd=str(tmp_path))
+    assert expected in one_line(result, 1)
+    assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").iterdir())
+
+
+def test_summary_json_is_strict_json_and_names_the_algorithm_apart_from_the_experiment(td3bc_run, tmp_path):
+    summary_path = os.path.join(td3bc_run, "summary.json")
+    summary = json.loads(open(summary_path).read(), parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))
+    assert summary["algorithm"] == "td3bc" and summary["exp_name"] == "td3bc"
+    plumbing.write_json({"last10_score": float("inf"), "x": float("nan"), "ok": 1.5}, str(tmp_path / "s.json"))
+    assert json.loads((tmp_path / "s.json").read_text()) == {"last10_score": None, "x": None, "ok": 1.5}
+
+
+def test_a_long_experiment_name_is_a_flag_error_before_any_work(tmp_path):
+    result = run_script("algorithms/td3bc.py", "--exp-name", "x" * 300, cwd=str(tmp_path))
+    assert "--exp-name 'xxxx" in one_line(result, 2) and "at most 100 characters" in result.stderr
+    assert not (tmp_path / "runs").exists()
+
+
 def test_nonfinite_diagnostics_are_logged_and_a_poisoned_policy_is_never_evaluated(
     orpo, hopper_data_dir, tmp_path, monkeypatch
 ):
