@@ -4,30 +4,38 @@
 #
 #   bash benchmarks/gpu_check.sh              # on a machine with a CUDA GPU (stops at step 1 without one)
 #   bash benchmarks/gpu_check.sh --rehearse   # the same steps at tiny sizes on the CPU (tests/test_benchmarks.py)
-#   GPU_CHECK_SKIP="tests twins" GPU_CHECK_BUDGET=330 bash benchmarks/gpu_check.sh   # a second call: those steps omitted
+#   GPU_CHECK_SKIP="run resume twins speed_orpo speed_mopo" bash benchmarks/gpu_check.sh  # those omitted (given before)
 #
 #   1 install  the wheels carried in .whl/ (pip --target, then PYTHONPATH); print torch, CUDA, driver and the GPU
 #   2 tests    tests/test_device.py on the GPU (ORPO_TEST_DEVICE=cuda): no host round trip in the update steps, every
 #              tensor on the device, ensemble fit/forward fp32 and bf16, rollouts, one epoch of each model-based
-#              file, an exact resume
-#   3 graphs   benchmarks/speed.py --cuda: orpo.py's epoch eager vs --cuda-graphs, in the same run (the update steps
-#              are launch-bound on an H100; tests/test_device.py checks in step 2 that graphs keep the numbers)
-#   4 speed    benchmarks/speed.py --cuda for orpo.py, fp32 vs --dynamics-bf16, references in the same run
-#   5 run      datasets/collect.py (Hopper-v4, random policy, 50k steps), a 6-epoch algorithms/orpo.py at default sizes
-#              but a 30-epoch ensemble fit on it (per-phase seconds from its metrics.csv), then --resume for 1 more
-#   6 twins    the same seed twice (2 epochs, run side by side): bit-identical or not, and the ops that torch's
+#              file, an exact resume, and --cuda-graphs keeping the eager numbers in every file (issue 30)
+#   3 collect  datasets/collect.py (Hopper-v4, random policy, 50k steps) as local/hopper-random, for steps 4-8
+#   4 profile  torch.profiler over 20 update steps of orpo.py's own main(), eager and with --cuda-graphs: the 15 ops
+#              with the most device time and with the most host time, and the share of wall time the GPU is busy
+#   5 concurrent  K = 1, 4, 8 ORPO runs at once on the one GPU (3 epochs of 200 steps, fit capped), eager and with
+#              --cuda-graphs: each run's epoch seconds (and projected to 1000 steps), the aggregate run-epochs per
+#              hour, and from the best K the paper's 60-run ORPO column (60 runs x 1000 epochs) in hours
+#   6 run      a 4-epoch algorithms/orpo.py at default sizes but a 30-epoch ensemble fit on the collected data
+#              (per-phase seconds from its metrics.csv), then --resume for 1 more
+#   7 graphs   benchmarks/speed.py --cuda: orpo.py's whole epoch eager vs --cuda-graphs, in the same run
+#   8 twins    the same seed twice (2 epochs, run side by side): bit-identical or not, and the ops that torch's
 #              use_deterministic_algorithms(warn_only=True) names in a third run
-#   7 speed    benchmarks/speed.py --cuda for mopo.py, with what the budget leaves
-#   8 summary  one table (phase, seconds, projected 1000-epoch hours), the steps, the tests, the speed tables and the
-#              determinism verdict: $OUT/gpu_check.md (ready to paste into docs/speed.md) and $OUT/gpu_check.json
+#   9 speed    benchmarks/speed.py --cuda for orpo.py, fp32 vs --dynamics-bf16, references in the same run, then for
+#              mopo.py with what the budget leaves
+#  10 summary  one table (phase, seconds, projected 1000-epoch hours), the steps, the tests, the profile, the
+#              concurrent runs, the speed tables and the determinism verdict: $OUT/gpu_check.md (ready to paste into
+#              docs/speed.md; its last line is the paper's 60-run ORPO column on this device) and $OUT/gpu_check.json
 # $OUT ends with 4 files (the device tool returns at most 8): gpu_check.md, gpu_check.json, log.txt (every step's
 # output) and artifacts.tar.gz (each run's config/metrics/summary, the speed tables, the test report). Each step runs
 # under its own timeout, cut to what the budget leaves after the later steps' needs; a failed or timed-out step is
 # reported and the next one runs; the exit status is 1 if any step failed (an omitted one is not a failure). A
 # timed-out run gets SIGTERM first, so it checkpoints and its finished epochs still count. The caps and needs are from
 # the first H100 run (2026-11-26, docs/speed.md), where the 470-s plan written from estimates timed out in 5 steps;
-# the graphs step (added after it) is planned from that run's epoch time, within the same 470 s: when time runs short
-# the budget cuts the last step (speed_mopo) first.
+# the steps added after it (graphs; profile and concurrent, issue 30) are planned from that run's epoch time, within
+# the same 470 s, in the order of what a GPU session has not measured yet: when time runs short the budget cuts the
+# last steps (speed_mopo, speed_orpo, twins: measured on 2026-11-26) first. A session after the first one runs
+# GPU_CHECK_SKIP="run resume twins speed_orpo speed_mopo" (docs/speed.md): the new steps then get their caps.
 #
 # The device image has torch, numpy, h5py, tqdm, tensorboard and pytest but not gymnasium, mujoco or tyro
 # (/work/.library/device/KINDS.md). Carry them as wheels (11.6 MB): once, in the repo's root, on a machine with pip
@@ -61,13 +69,17 @@ if [ "$REHEARSE" = 1 ]; then
   SCALE=$((100 * BUDGET / 470))  # the caps below are seconds of the GPU plan: a rehearsal scales them to its budget
   export OMP_NUM_THREADS=1  # a shared CPU: one thread each
   TESTS=(-k "test_epoch_loop_makes_no_host_round_trip and mopo and not td3bc")
+  # issue 30's steps at tiny sizes: a 2-epoch profile of 40-step epochs, K = 1 and 2 runs at once
+  TINY_NETS=(--batch-size 32 --rollout-batch-size 64 --dynamics-max-epochs 2 --dynamics-hidden-dims 32 32 --hidden-dims
+    32 32 --eval-episodes 1 --num-ensemble 3 --num-elites 2)
+  PROFILE_SIZES=(--steps-per-epoch 40 "${TINY_NETS[@]}")
+  CONCURRENT_KS="1 2" CONCURRENT_SIZES=(--steps-per-epoch 10 "${TINY_NETS[@]}")
   # --only: no 2048² matmuls (a bf16 one takes minutes on a CPU without bf16 units)
   SPEED=(--only ensemble epoch --repeats 1 --heavy-repeats 1 --rollout-batch-size 512 --dataset-size 3000 --steps-per-epoch 5
     --dynamics-epochs 1 --ensemble-steps 2 --eval-episodes 1 --epoch-repeats 1 --warmup-epochs 0 --horizons 1
     "--algo-flags=--dynamics-hidden-dims 32 32 --hidden-dims 32 32 --num-ensemble 3 --num-elites 2")
   COLLECT_STEPS=2000 EPOCHS=3 RESUME_EPOCHS=2 TWIN_EPOCHS=2
-  SIZES=(--steps-per-epoch 10 --batch-size 32 --rollout-batch-size 64 --dynamics-max-epochs 2 --dynamics-hidden-dims
-    32 32 --hidden-dims 32 32 --eval-episodes 1 --num-ensemble 3 --num-elites 2)
+  SIZES=(--steps-per-epoch 10 "${TINY_NETS[@]}")
   TWIN_SIZES=("${SIZES[@]}")
   WARN_SIZES=("${SIZES[@]}")
 else
@@ -77,8 +89,14 @@ else
   # fp32 vs bf16 and the references
   SPEED=(--horizons 5 --warmup-epochs 0)
   # the first H100 run (docs/speed.md): a 1000-step epoch takes ~10 s, and the ensemble fit on 50k random transitions
-  # had not early-stopped after 100 s, so the run caps the fit at 30 epochs and does 6 epochs, the resume 1 more
-  COLLECT_STEPS=50000 EPOCHS=6 RESUME_EPOCHS=1 TWIN_EPOCHS=2
+  # had not early-stopped after 100 s, so the run caps the fit at 30 epochs and does 4 epochs, the resume 1 more
+  COLLECT_STEPS=50000 EPOCHS=4 RESUME_EPOCHS=1 TWIN_EPOCHS=2
+  # the profile: default sizes, 2 epochs of 40 steps (20 recorded in the 2nd), one evaluation episode
+  PROFILE_SIZES=(--steps-per-epoch 40 --dynamics-max-epochs 2 --eval-episodes 1)
+  # K runs at once: default sizes but 200-step epochs (an epoch is ~10 ms per step + ~1.5 s, so 3 epochs of 1000 steps
+  # at K = 1, 4, 8, eager and graphs, would not fit the budget; each run's epoch is also projected to 1000 steps) and a
+  # 5-epoch fit
+  CONCURRENT_KS="1 4 8" CONCURRENT_SIZES=(--steps-per-epoch 200 --dynamics-max-epochs 5)
   SIZES=(--dynamics-max-epochs 30)  # otherwise the defaults: 7 × 4×200 ensemble, 3×256 policies, 50k starts, 10 episodes
   TWIN_SIZES=(--dynamics-max-epochs 5)
   WARN_SIZES=(--dynamics-max-epochs 2 --steps-per-epoch 50 --eval-episodes 2 --rollout-batch-size 5000)
@@ -88,9 +106,9 @@ fi
 SKIP=" ${GPU_CHECK_SKIP:-} "
 # The steps in order, with the least seconds each needs for a result on an H100 (from the first run): a step's timeout
 # keeps these for the later steps that are not skipped
-ORDER=(install versions tests graphs speed_orpo collect run resume twins speed_mopo summary)
-declare -A NEED=([install]=5 [versions]=10 [tests]=40 [graphs]=50 [speed_orpo]=60 [collect]=20 [run]=60 [resume]=30
-  [twins]=45 [speed_mopo]=60 [summary]=10)
+ORDER=(install versions tests collect profile concurrent run resume graphs twins speed_orpo speed_mopo summary)
+declare -A NEED=([install]=5 [versions]=10 [tests]=55 [collect]=15 [profile]=25 [concurrent]=120 [run]=40 [resume]=20
+  [graphs]=35 [twins]=35 [speed_orpo]=35 [speed_mopo]=25 [summary]=10)
 T0=$(date +%s)
 LOG="$WORK/out/log.txt"
 : >"$LOG"
@@ -98,8 +116,9 @@ printf 'step\tstatus\trc\tseconds\ttimeout\n' >"$WORK/steps.tsv"
 
 # step NAME CAP GRACE CMD...: run CMD with timeout min(CAP, budget left - reserve - GRACE), its output in
 # logs/NAME.log; never stops the script. reserve: the NEED of the later steps not skipped; GRACE: the seconds between
-# SIGTERM and SIGKILL. CAP: about twice the step's H100 time (docs/speed.md), so a hung step costs its cap and the later
-# ones still run. A rehearsal scales CAP and the reserve to its budget.
+# SIGTERM and SIGKILL; CMD sees them as $STEP_LIMIT and $STEP_GRACE (the concurrent step plans by them). CAP: about
+# twice the step's H100 time (docs/speed.md), so a hung step costs its cap and the later ones still run. A rehearsal
+# scales CAP and the reserve to its budget.
 step() {
   local name=$1 cap=$((${2} * SCALE / 100)) grace=$3 reserve=0 later=0 s
   shift 3
@@ -122,7 +141,7 @@ step() {
   echo "=== $name (timeout ${limit} s): $*" | tee -a "$LOG"
   local t0 rc status
   t0=$(date +%s.%N)
-  timeout -k "$grace" "$limit" "$@" >"$WORK/logs/$name.log" 2>&1
+  STEP_LIMIT=$limit STEP_GRACE=$grace timeout -k "$grace" "$limit" "$@" >"$WORK/logs/$name.log" 2>&1
   rc=$?
   local seconds
   seconds=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
@@ -186,33 +205,338 @@ if ! step versions 60 5 "$PY" "$WORK/versions.py" "$DEVICE" "$WORK/versions.json
 fi
 
 # ---------------------------------------------------------------- 2 tests on the device
-ORPO_TEST_DEVICE=$DEVICE step tests 90 5 "$PY" -m pytest -q -rs -p no:cacheprovider tests/test_device.py \
+# ~34 s for the first 25 tests on the H100, plus 7 graphs-vs-eager pairs of tiny 2-epoch runs
+ORPO_TEST_DEVICE=$DEVICE step tests 150 5 "$PY" -m pytest -q -rs -p no:cacheprovider tests/test_device.py \
   --junitxml="$WORK/out/pytest.xml" "${TESTS[@]}"
 
-# ---------------------------------------------------------------- 3 speed.py --cuda: eager vs --cuda-graphs
-# two columns of one orpo.py epoch each (fit + epoch ~25 s per column on an H100 by the first run's times)
-step graphs 120 5 "$PY" benchmarks/speed.py "$CUDA" --module algorithms/orpo.py --compare algorithms/orpo.py \
-  --labels eager graphs --cuda-graphs graphs --out "$WORK/out/speed_graphs" "${SPEED[@]}" --only epoch
-
-# ---------------------------------------------------------------- 4 speed.py --cuda: fp32 and bf16 (mopo.py: step 7)
-speed() {
-  step "speed_$1" "$2" 5 "$PY" benchmarks/speed.py "$CUDA" --module "algorithms/$1.py" --compare "algorithms/$1.py" \
-    --labels fp32 bf16 --dynamics-bf16 bf16 --out "$WORK/out/speed_$1" "${SPEED[@]}"
-}
-speed orpo 140
-
-# ---------------------------------------------------------------- 5 an ORPO run on a collected dataset, resumed
+# ---------------------------------------------------------------- 3 the dataset of steps 4-8
 DATA=(--env local/hopper-random --data-dir "$WORK/data")  # local/hopper-random takes hopper-random-v2's preset
 step collect 60 5 "$PY" datasets/collect.py --env Hopper-v4 --policy random --steps "$COLLECT_STEPS" \
   --data-dir "$WORK/data" --name local/hopper-random
-step run 130 30 "$PY" algorithms/orpo.py "${DATA[@]}" "$CUDA" --epochs "$EPOCHS" --checkpoint-every 5 \
+
+# ---------------------------------------------------------------- 4 torch.profiler: 20 update steps, eager and graphs
+cat >"$WORK/profile_steps.py" <<'EOF'
+"""torch.profiler over 20 update steps of orpo.py's own main(), eager and with --cuda-graphs (gpu_check's profile step).
+
+python profile.py OUT_PREFIX -- ORPO_FLAGS...: each mode runs main() for 2 epochs in this process; the 2nd epoch's
+gradient_steps call is profiled from a hook: eager, after each step (profiler warm-up 4 steps, then 20 recorded);
+with graphs, after each replay (from the first replay on: the warm-up steps and the capture are not profiled),
+20 steps' worth of replays recorded. Writes OUT_PREFIX.json and OUT_PREFIX.md: per mode the 15 ops with the most
+device time (kernels; on a CPU the aten ops) and with the most host time (self CPU time), and the share of the
+recorded window's wall time in which the device is busy (the union of its kernels' intervals)."""
+
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+
+import torch
+
+STEPS = 20  # the update steps recorded (each: one SAC and one TD3+BC update)
+prefix, flags = sys.argv[1], sys.argv[3:]
+assert sys.argv[2] == "--", "usage: profile.py OUT_PREFIX -- ORPO_FLAGS..."
+sys.path.insert(0, "algorithms")  # as `python algorithms/orpo.py` does: plumbing.py sits beside the file
+spec = importlib.util.spec_from_file_location("orpo", "algorithms/orpo.py")
+orpo = importlib.util.module_from_spec(spec)
+sys.modules["orpo"] = orpo
+spec.loader.exec_module(orpo)
+plumbing = sys.modules["plumbing"]
+driver, graph_class = orpo.gradient_steps, torch.cuda.CUDAGraph
+work = tempfile.mkdtemp(prefix="profile_")
+
+
+def busy_share(trace_path: str, cuda: bool) -> dict:
+    """From the chrome trace: the recorded window (first ProfilerStep's start to the last event's end) and the union
+    of the device's intervals in it (kernels, copies and sets; on a CPU the aten ops, which run on the host)."""
+    with open(trace_path) as f:
+        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X" and "dur" in e]
+    device_cats = ("kernel", "gpu_memcpy", "gpu_memset") if cuda else ("cpu_op",)
+    steps = [e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")]
+    start = min(float(e["ts"]) for e in (steps or events))
+    end = max(float(e["ts"]) + float(e["dur"]) for e in events)
+    device = sorted(
+        (float(e["ts"]), float(e["ts"]) + float(e["dur"]))
+        for e in events
+        if e.get("cat") in device_cats and (cuda or str(e.get("name", "")).startswith("aten::"))
+    )
+    busy, reach, by_name = 0.0, start, {}
+    for a, b in device:  # the union of the intervals, clipped to the window
+        a, b = max(a, reach), min(b, end)
+        if b > a:
+            busy, reach = busy + b - a, b
+    for e in events:
+        if e.get("cat") in device_cats and (cuda or str(e.get("name", "")).startswith("aten::")):
+            n, t = by_name.get(e["name"], (0, 0.0))
+            by_name[e["name"]] = (n + 1, t + float(e["dur"]))
+    top = sorted(by_name.items(), key=lambda kv: -kv[1][1])[:15]
+    return {
+        "window_ms": (end - start) / 1e3,
+        "device_busy_ms": busy / 1e3,
+        "device_busy_share": busy / (end - start) if end > start else None,
+        "device_events": len(device),
+        "device_top": [{"name": k, "calls": n, "ms": t / 1e3} for k, (n, t) in top],
+    }
+
+
+def profiled_run(mode: str) -> dict:
+    calls, result = [0], {}
+    cuda = torch.cuda.is_available() and "--no-cuda" not in flags
+
+    def on_ready(prof):
+        trace = os.path.join(work, f"{mode}.json")
+        prof.export_chrome_trace(trace)
+        result.update(busy_share(trace, cuda))
+        host = [e for e in prof.key_averages() if not e.key.startswith("ProfilerStep")]
+        host.sort(key=lambda e: -e.self_cpu_time_total)
+        result["host_top"] = [{"name": e.key, "calls": e.count, "ms": e.self_cpu_time_total / 1e3} for e in host[:15]]
+        result["host_ms"] = sum(e.self_cpu_time_total for e in host) / 1e3
+
+    def hooked_driver(step, n, run, policies, graphs, period=1):
+        calls[0] += 1
+        if calls[0] != 2:  # epoch 1 warms up (the allocator, cuBLAS, the first capture)
+            return driver(step, n, run, policies, graphs, period)
+        per = period if graphs else 1  # update steps per profiler step
+        need = (3 + period if graphs else 0) + per * (-(-4 // per) + STEPS // per)
+        if n < need:
+            sys.exit(f"error: --steps-per-epoch {n}: the profile needs at least {need}")
+        activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
+        schedule = torch.profiler.schedule(wait=0, warmup=-(-4 // per), active=STEPS // per, repeat=1)
+        prof = torch.profiler.profile(activities=activities, schedule=schedule, on_trace_ready=on_ready)
+        started = [False]
+
+        def tick():
+            if not started[0]:
+                prof.start()
+                started[0] = True
+            prof.step()
+
+        class Graph(graph_class):  # a replay ticks the profiler; the capture happens before the first replay
+            def replay(self):
+                if not started[0]:
+                    prof.start()  # only now: the eager warm-up and the capture stay out of the profile
+                    started[0] = True
+                super().replay()
+                prof.step()
+
+        def eager_step():
+            out = step()
+            tick()
+            return out
+
+        torch.cuda.CUDAGraph = Graph
+        try:
+            if not graphs:
+                prof.start()
+                started[0] = True
+            driver(eager_step if not graphs else step, n, run, policies, graphs, period)
+        finally:
+            torch.cuda.CUDAGraph = graph_class
+            if started[0]:
+                prof.stop()
+        result.update(graphs=bool(graphs), steps=per * (STEPS // per), period=period)
+
+    orpo.gradient_steps = hooked_driver
+    try:
+        argv = [*flags, "--epochs", "2", "--runs-dir", os.path.join(work, mode)]
+        summary = orpo.main(plumbing.parse_args(orpo.Args, argv + (["--cuda-graphs"] if mode == "graphs" else [])))
+    finally:
+        orpo.gradient_steps = driver
+    if "window_ms" not in result:
+        sys.exit(f"error: {mode}: the profiler recorded nothing")
+    return {"mode": mode, "device": summary["device"], **result}
+
+
+out = {"runs": [profiled_run(mode) for mode in ("eager", "graphs")]}
+ms = lambda v: f"{v:.3g}"
+lines = [
+    "| mode | device | update steps recorded | wall ms per step | device busy ms per step | device busy share | "
+    "device events per step | host ms per step (self, all ops) |",
+    "|---|---|---|---|---|---|---|---|",
+]
+for r in out["runs"]:
+    s = r["steps"]
+    mode = r["mode"] + ("" if r["graphs"] or r["mode"] == "eager" else " (ignored off a GPU: eager)")
+    lines.append(
+        f"| {mode} | {r['device']} | {s} | {ms(r['window_ms'] / s)} | {ms(r['device_busy_ms'] / s)} | "
+        f"{r['device_busy_share']:.0%} | {r['device_events'] / s:.0f} | {ms(r['host_ms'] / s)} |"
+    )
+for r in out["runs"]:
+    for kind, what in (("device_top", "device time (kernels)" if r["device"] == "cuda" else "time in aten ops"),
+                       ("host_top", "host time (self CPU)")):  # fmt: skip
+        lines += ["", f"{r['mode']}: the 15 ops with the most {what}, over {r['steps']} update steps:", ""]
+        lines += ["| op | calls | ms | µs per step |", "|---|---|---|---|"]
+        for e in r[kind]:
+            name = (e["name"] if len(e["name"]) <= 70 else e["name"][:67] + "...").replace("|", "/")  # a table cell
+            lines.append(f"| `{name}` | {e['calls']} | {ms(e['ms'])} | {ms(1e3 * e['ms'] / r['steps'])} |")
+md = "\n".join(lines) + "\n"
+with open(prefix + ".json", "w") as f:
+    json.dump(out, f, indent=1)
+with open(prefix + ".md", "w") as f:
+    f.write(md)
+print(md)
+EOF
+step profile 80 10 "$PY" "$WORK/profile_steps.py" "$WORK/out/profile" -- "${DATA[@]}" "$CUDA" "${PROFILE_SIZES[@]}"
+
+# ---------------------------------------------------------------- 5 K runs at once on the one device
+cat >"$WORK/concurrent_runs.py" <<'EOF'
+"""K ORPO runs at once on the one device, eager and with --cuda-graphs (gpu_check's concurrent step).
+
+python concurrent_runs.py OUT_PREFIX RUNS_DIR "K1 K2 ..." -- ORPO_FLAGS...: for each K (ascending), eager then
+graphs, start K runs of algorithms/orpo.py (seeds 1..K) together and wait for them; from each run's metrics.csv its
+epoch seconds (median over the epochs after the first) and that epoch projected to 1000 update steps (rollouts and
+evaluation as measured, the update steps scaled: --steps-per-epoch may be cut to fit the check's time); the aggregate
+run-epochs per hour is the sum over the K runs of 3600 / projected epoch seconds. $STEP_LIMIT (seconds, from
+gpu_check's step) with $STEP_GRACE: a configuration that would not end in time is not started, and one still running
+at the limit gets SIGTERM (its runs save and stop). Each run gets OMP_NUM_THREADS = host cores // K unless it is set.
+Writes OUT_PREFIX.json and OUT_PREFIX.md after each configuration."""
+
+import contextlib
+import csv
+import glob
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+prefix, runs_dir, ks, flags = sys.argv[1], sys.argv[2], [int(k) for k in sys.argv[3].split()], sys.argv[5:]
+assert sys.argv[4] == "--", 'usage: concurrent_runs.py OUT_PREFIX RUNS_DIR "K ..." -- ORPO_FLAGS...'
+t0, limit, grace = time.time(), float(os.environ.get("STEP_LIMIT", "1e9")), float(os.environ.get("STEP_GRACE", "20"))
+steps = int(flags[flags.index("--steps-per-epoch") + 1]) if "--steps-per-epoch" in flags else 1000
+out = {"ks": ks, "steps_per_epoch": steps, "flags": flags, "configs": [], "not_run": []}
+
+
+def read_rows(run_dir: str) -> list[dict]:
+    with open(os.path.join(run_dir, "metrics.csv")) as f:
+        return [{k: float(v) for k, v in r.items() if v != ""} for r in csv.DictReader(f)]
+
+
+def one_run(run_dir: str) -> dict:
+    """A run's epoch seconds: as measured (median over epochs 2..), and projected to a 1000-step epoch."""
+    with open(os.path.join(run_dir, "config.json")) as f:
+        graphs = json.load(f).get("cuda_graphs")
+    rows = [r for r in read_rows(run_dir) if r["epoch"] >= 1 and "charts/epoch_seconds" in r]
+    timed = [r for r in rows if r["epoch"] >= 2] or rows
+    med = lambda f: statistics.median(f(r) for r in timed)
+    keys = ("charts/epoch_seconds", "charts/rollout_seconds", "charts/eval_seconds")
+    epoch, rollout, evaluation = (med(lambda r, k=k: r.get(k, 0.0)) for k in keys)
+    updates = med(lambda r: steps / r["charts/SPS"] - r["charts/rollout_seconds"])  # SPS leaves evaluation out
+    return {
+        "dir": run_dir,
+        "cuda_graphs": graphs,
+        "epochs": len(rows),
+        "epoch_seconds": epoch,
+        "updates_seconds": updates,
+        "rollout_seconds": rollout,
+        "eval_seconds": evaluation,
+        "projected_epoch_seconds": rollout + evaluation + updates * 1000 / steps,
+    }
+
+
+def run_config(k: int, mode: str, stop_at: float) -> dict:
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // k)))
+    where = os.path.join(runs_dir, f"{mode}_k{k}")
+    procs, logs = [], []
+    start = time.time()
+    for i in range(k):
+        cmd = [sys.executable, "algorithms/orpo.py", *flags, "--seed", str(i + 1)]
+        cmd += ["--runs-dir", os.path.join(where, str(i))] + (["--cuda-graphs"] if mode == "graphs" else [])
+        logs.append(open(os.path.join(runs_dir, f"{mode}_k{k}_{i}.log"), "w"))
+        procs.append(subprocess.Popen(cmd, stdout=logs[-1], stderr=subprocess.STDOUT, env=env))
+    cut = False
+    while any(p.poll() is None for p in procs):
+        if time.time() > stop_at and not cut:  # the step's time is up: the runs save after their epoch and stop
+            cut = True
+            for p in procs:
+                p.poll() is None and p.send_signal(signal.SIGTERM)
+        if cut and time.time() > stop_at + grace - 2:
+            for p in procs:
+                p.poll() is None and p.kill()
+        time.sleep(0.2)
+    for f in logs:
+        f.close()
+    result = {"k": k, "mode": mode, "seconds": time.time() - start, "cut": cut, "runs": [], "failed": []}
+    for i, p in enumerate(procs):
+        found = glob.glob(os.path.join(where, str(i), "*", "metrics.csv"))
+        try:
+            result["runs"].append(one_run(os.path.dirname(found[0])))
+        except (IndexError, KeyError, ValueError, OSError, statistics.StatisticsError):
+            with open(os.path.join(runs_dir, f"{mode}_k{k}_{i}.log")) as f:
+                tail = [ln for ln in f.read().replace("\r", "\n").splitlines() if ln.strip()][-1:] or ["(no output)"]
+            result["failed"].append(f"seed {i + 1}: exit {p.returncode}: {tail[0].strip()[:200]}")
+    result["complete"] = not cut and not result["failed"] and all(p.returncode == 0 for p in procs)
+    with contextlib.suppress(IndexError, OSError, ValueError):  # the device the runs report (--cuda falls back)
+        with open(glob.glob(os.path.join(where, "0", "*", "summary.json"))[0]) as f:
+            result["device"] = json.load(f).get("device")
+    if result["runs"]:
+        result["mean_epoch_seconds"] = statistics.mean(r["epoch_seconds"] for r in result["runs"])
+        result["mean_projected_epoch_seconds"] = statistics.mean(r["projected_epoch_seconds"] for r in result["runs"])
+        result["run_epochs_per_hour"] = sum(3600 / r["projected_epoch_seconds"] for r in result["runs"])
+    return result
+
+
+def write() -> str:
+    lines = [
+        f"| K runs at once | mode | each run's epoch seconds ({steps} steps) | projected to 1000 steps | "
+        "aggregate run-epochs per hour (1000 steps) | wall seconds | note |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for c in out["configs"]:
+        each = ", ".join(f"{r['epoch_seconds']:.3g}" for r in c["runs"]) or "-"
+        proj = ", ".join(f"{r['projected_epoch_seconds']:.3g}" for r in c["runs"]) or "-"
+        rate = f"{c['run_epochs_per_hour']:,.0f}" if "run_epochs_per_hour" in c else "-"
+        note = "; ".join(c["failed"] + (["cut at the step's time limit"] if c["cut"] else []))
+        ignored = c["mode"] == "graphs" and c.get("device") != "cuda"
+        mode = c["mode"] + (" (ignored off a GPU: eager)" if ignored else "")
+        lines.append(f"| {c['k']} | {mode} | {each} | {proj} | {rate} | {c['seconds']:.0f} | {note} |")
+    for k, mode in out["not_run"]:
+        lines.append(f"| {k} | {mode} | | | | | not run: the step's time ran out |")
+    md = "\n".join(lines) + "\n"
+    for ext, text in (("json", json.dumps(out, indent=1)), ("md", md)):
+        with open(f"{prefix}.{ext}", "w") as f:
+            f.write(text)
+    return md
+
+
+os.makedirs(runs_dir, exist_ok=True)
+plan = [(k, mode) for k in ks for mode in ("eager", "graphs")]
+last = None
+for i, (k, mode) in enumerate(plan):
+    elapsed = time.time() - t0
+    # a configuration's time: the last one's, half as much again when K grows (a guess until it is measured)
+    guess = 0 if last is None else last["seconds"] * (1.5 if k > last["k"] else 1.0)
+    if elapsed + guess > limit - grace:
+        out["not_run"] = plan[i:]
+        break
+    last = run_config(k, mode, t0 + limit - grace)
+    out["configs"].append(last)
+    print(write(), flush=True)
+print(write())
+bad = [c for c in out["configs"] if c["failed"]]
+if bad or not out["configs"]:
+    sys.exit(f"error: {bad[0]['k']} {bad[0]['mode']}: {bad[0]['failed'][0]}" if bad else "error: no configuration ran")
+EOF
+step concurrent 240 20 "$PY" "$WORK/concurrent_runs.py" "$WORK/out/concurrent" "$WORK/runs/concurrent" \
+  "$CONCURRENT_KS" -- "${DATA[@]}" "$CUDA" --epochs 3 --checkpoint-every 1000 "${CONCURRENT_SIZES[@]}"
+
+# ---------------------------------------------------------------- 6 an ORPO run on the collected dataset, resumed
+step run 110 30 "$PY" algorithms/orpo.py "${DATA[@]}" "$CUDA" --epochs "$EPOCHS" --checkpoint-every 5 \
   --runs-dir "$WORK/runs/main" --seed 1 "${SIZES[@]}"
 MAIN=$(dirname "$(ls "$WORK"/runs/main/*/config.json 2>/dev/null | head -n 1)")
 cp "$MAIN/metrics.csv" "$WORK/main_metrics.csv" 2>/dev/null  # before the resume appends to it
 step resume 50 20 "$PY" algorithms/orpo.py --resume "$MAIN" "$CUDA" --epochs $((EPOCHS + RESUME_EPOCHS)) \
   --stop-after-epochs "$RESUME_EPOCHS"
 
-# ---------------------------------------------------------------- 6 determinism: the same seed twice, side by side
+# ---------------------------------------------------------------- 7 speed.py --cuda: eager vs --cuda-graphs
+# two columns of one orpo.py epoch each (fit + epoch ~25 s per column on an H100 by the first run's times)
+step graphs 120 5 "$PY" benchmarks/speed.py "$CUDA" --module algorithms/orpo.py --compare algorithms/orpo.py \
+  --labels eager graphs --cuda-graphs graphs --out "$WORK/out/speed_graphs" "${SPEED[@]}" --only epoch
+
+# ---------------------------------------------------------------- 8 determinism: the same seed twice, side by side
 twins() {
   local common=("${DATA[@]}" "$CUDA" --seed 2 --epochs "$TWIN_EPOCHS" --checkpoint-every 1000)
   "$PY" algorithms/orpo.py "${common[@]}" "${TWIN_SIZES[@]}" --runs-dir "$WORK/runs/twin_a" >"$WORK/logs/twin_a.log" 2>&1 &
@@ -236,10 +560,15 @@ runpy.run_path(sys.argv[0], run_name="__main__")' algorithms/orpo.py "${common[@
 }
 step twins 70 10 bash -c "$(declare -p PY WORK DATA CUDA TWIN_EPOCHS TWIN_SIZES WARN_SIZES; declare -f twins); twins"
 
-# ---------------------------------------------------------------- 7 speed.py for mopo.py, with what the budget leaves
-speed mopo 120
+# ---------------------------------------------------------------- 9 speed.py --cuda: fp32 and bf16, orpo.py, mopo.py
+speed() {
+  step "speed_$1" "$2" 5 "$PY" benchmarks/speed.py "$CUDA" --module "algorithms/$1.py" --compare "algorithms/$1.py" \
+    --labels fp32 bf16 --dynamics-bf16 bf16 --out "$WORK/out/speed_$1" "${SPEED[@]}"
+}
+speed orpo 140
+speed mopo 120  # with what the budget leaves
 
-# ---------------------------------------------------------------- 8 summary
+# ---------------------------------------------------------------- 10 summary
 cat >"$WORK/summary.py" <<'EOF'
 import csv, glob, json, math, os, re, statistics, sys, time
 import xml.etree.ElementTree as ET
@@ -378,6 +707,30 @@ for algo in ("graphs", "orpo", "mopo"):
     p = os.path.join(work, "out", f"speed_{algo}.md")
     out["speed"][algo] = open(p).read().strip() if os.path.isfile(p) else None
 
+
+# ---- issue 30: the profile, K runs at once, and from the best K the paper's 60-run ORPO column on this device
+def outputs(name):
+    """The step's $WORK/out/NAME.json and its markdown table (None, None where the step wrote none)."""
+    paths = [os.path.join(work, "out", f"{name}.{ext}") for ext in ("json", "md")]
+    if not all(os.path.isfile(p) for p in paths):
+        return None, None
+    return json.load(open(paths[0])), open(paths[1]).read().strip()
+
+
+(out["profile"], profile_md), (out["concurrent"], concurrent_md) = outputs("profile"), outputs("concurrent")
+PAPER_RUNS, PAPER_EPOCHS = 60, 1000  # Table 4's ORPO column: 12 datasets x 5 seeds, 1000 epochs of 1000 steps
+configs = (out["concurrent"] or {}).get("configs", [])
+measured = [c for c in configs if c.get("run_epochs_per_hour") and len(c["runs"]) == c["k"]]  # every run has epochs
+best = max([c for c in measured if c["complete"]] or measured, key=lambda c: c["run_epochs_per_hour"], default=None)
+out["paper_column"] = best and {
+    "k": best["k"],
+    "mode": best["mode"],
+    "device": best.get("device"),
+    "complete": best["complete"],
+    "run_epochs_per_hour": best["run_epochs_per_hour"],
+    "hours": PAPER_RUNS * PAPER_EPOCHS / best["run_epochs_per_hour"],
+}
+
 # ---- the markdown
 v = out["versions"]
 lines = [f"## GPU check ({out['date']})", ""]
@@ -393,7 +746,8 @@ for p in out.get("phases", []):
     s = "" if p["seconds"] is None else f"{p['seconds']:.3g}"
     lines.append(f"| {p['phase']} | {s} | {p['projected_1000_epoch_hours']:.3g} |")
 if not out.get("phases"):
-    lines.append("| (the run wrote no epoch) | | |")
+    why = "not run: GPU_CHECK_SKIP" if status.get("run") == "omitted" else "the run wrote no epoch"
+    lines.append(f"| ({why}) | | |")
 if "run" in out:
     r = out["run"]
     lines += [
@@ -404,7 +758,8 @@ if "run" in out:
         f"ensemble holdout MSE {r['holdout_mse']:.4g}; last normalized score {r['final_score']}.",
     ]
 rs = out["resume"]
-lines.append(f"Resume: from epoch {rs['from_epoch']} to {rs['to_epoch']} (status {rs['summary_status']}).")
+if status.get("resume") != "omitted":
+    lines.append(f"Resume: from epoch {rs['from_epoch']} to {rs['to_epoch']} (status {rs['summary_status']}).")
 lines += ["", "| step | status | seconds | timeout |", "|---|---|---|---|"]
 lines += [f"| {s['name']} | {s['status']} | {s['seconds']:.0f} | {s['timeout']} |" for s in out["steps"]]
 t = out.get("tests")
@@ -428,13 +783,37 @@ if status.get("twins") == "omitted":
 else:
     lines += ["", f"Determinism, the same seed twice on {device}: {verdict}. Ops torch flags as non-deterministic "
               f"(use_deterministic_algorithms(warn_only=True), one epoch): {ops}."]
+gone = lambda step: "not run (GPU_CHECK_SKIP)" if status.get(step) == "omitted" else "the step failed"
+c = out["concurrent"] or {}
+lines += ["", "Profile (`torch.profiler`, orpo.py's own main() on the collected data, 2 epochs of 40 steps): the 2nd "
+          "epoch's 20 update steps (each one SAC and one TD3+BC update), eager and with `--cuda-graphs` (recorded from "
+          "the first replay on: the warm-up steps and the capture are left out); device busy: the union of the "
+          "kernels' intervals over the recorded window's wall time:"]
+lines += ["", profile_md or f"(no table: {gone('profile')})"]
+lines += ["", f"K ORPO runs at once on {device} (`algorithms/orpo.py` on the collected data, seeds 1..K, 3 epochs of "
+          f"{c.get('steps_per_epoch', '?')} steps each, fit capped; epoch seconds: each run's median over epochs 2-3; "
+          "projected: rollouts + evaluation + the update steps scaled to 1000; run-epochs per hour: the sum over the K "
+          "runs of 3600 / projected seconds):", "", concurrent_md or f"(no table: {gone('concurrent')})"]
 for algo, table in out["speed"].items():
     flag = "--cuda" if device == "cuda" else "--no-cuda"
     what = "eager vs --cuda-graphs" if algo == "graphs" else "fp32 vs --dynamics-bf16"
     module = "orpo" if algo == "graphs" else algo
     lines += ["", f"`benchmarks/speed.py {flag} --module algorithms/{module}.py` ({what}):", ""]
-    gone = "not run (GPU_CHECK_SKIP)" if status.get(f"speed_{algo}") == "omitted" else "the step failed"
-    lines.append(table or f"(no table: {gone})")
+    lines.append(table or f"(no table: {gone(f'speed_{algo}')})")
+pc = out["paper_column"]
+column = "the paper's 60-run ORPO column on this device: "
+if pc:
+    column += (
+        f"{pc['hours']:.3g} h (from the best K: K = {pc['k']}, {pc['mode']}"
+        + (" (ignored off a GPU: eager)" if pc["mode"] == "graphs" and pc["device"] != "cuda" else "")
+        + f", {pc['run_epochs_per_hour']:,.0f} "
+        f"run-epochs of 1000 steps per hour; {PAPER_RUNS} runs x {PAPER_EPOCHS} epochs at that rate, the ensemble fits "
+        "not counted" + ("" if pc["complete"] else "; from runs cut at the step's time limit")
+        + ("; rehearsal sizes on the CPU: not a figure" if device == "cpu" else "") + ")"
+    )
+else:
+    column += f"not measured (the concurrent step: {gone('concurrent')})"
+lines += ["", column]
 md = "\n".join(lines) + "\n"
 for name, text in (("gpu_check.md", md), ("gpu_check.json", json.dumps(out, indent=1, default=str))):
     with open(os.path.join(outdir, name + ".tmp"), "w") as f:
@@ -452,7 +831,8 @@ SUMMARY_RC=$?
 # ---------------------------------------------------------------- what comes back: 4 files in $OUT
 (
   cd "$WORK" && find runs -name config.json -o -name metrics.csv -o -name summary.json >files.txt
-  ls out/speed_* out/pytest.xml versions.json steps.tsv main_metrics.csv 2>/dev/null >>files.txt
+  ls out/speed_* out/profile.* out/concurrent.* out/pytest.xml versions.json steps.tsv 2>/dev/null >>files.txt
+  ls main_metrics.csv runs/concurrent/*.log 2>/dev/null >>files.txt
   tar czf "$OUTDIR/artifacts.tar.gz.tmp" -T files.txt && mv "$OUTDIR/artifacts.tar.gz.tmp" "$OUTDIR/artifacts.tar.gz"
 )
 cp "$LOG" "$OUTDIR/log.txt"

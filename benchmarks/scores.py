@@ -1,12 +1,15 @@
 """Score harness: run the paper's grid (algorithms × datasets × seeds) here or on Slurm, then aggregate it.
 
     python benchmarks/scores.py --algos orpo mopo --envs hopper-medium-v2 --seeds 1 2 3          # one machine
+    python benchmarks/scores.py --paper-table 1 --per-gpu 4                                     # 4 runs at once per GPU
     python benchmarks/scores.py --paper-table 4 --launcher slurm --partition gpu --dry-run      # what Slurm would get
     python benchmarks/scores.py --paper-table 4 --launcher slurm --partition gpu               # submit (job array)
     python benchmarks/scores.py --status                                                       # queued/running/...
     python benchmarks/scores.py --table-only --out docs/scores.md                              # aggregate finished runs
 
-Each run is the algorithm's own script in a subprocess, writing its run directory under --runs-dir. A cell
+Each run is the algorithm's own script in a subprocess, writing its run directory under --runs-dir; before any
+starts, every cell's command line goes through its script's own parser and flag checks and its dataset is looked up
+(nothing downloaded), so a cell the script would refuse stops the launch with one line and nothing written. A cell
 (dataset, --exp-name, seed) is found by the config.json of its run directory, never by the directory's name:
 a finished cell is never started again, an unfinished one is continued with the script's own `--resume RUN_DIR`
 (which refits in place a run killed before its first checkpoint), and a failed one (non-zero exit, `"status": "failed"`,
@@ -25,10 +28,13 @@ finished, 1 when a run failed, 130 when interrupted.
 """
 
 import contextlib
+import copy
 import csv
 import ctypes
+import dataclasses
 import fcntl
 import glob
+import importlib.util
 import io
 import json
 import math
@@ -43,9 +49,11 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Literal, Optional
+from unittest import mock
 
 import numpy as np
 import tyro
@@ -120,8 +128,12 @@ class Args:
     extra_for: list[str] = field(default_factory=list)
     """extra flags for one algorithm only, as ALGO=FLAGS: --extra-for "orpo=--dynamics-max-epochs 30" """
     launcher: Literal["local", "slurm", "submitit-local"] = "local"
-    """local: one run after another in this process; slurm: one job per run through submitit (a job array);
+    """local: one run after another in this process (--per-gpu: K at once per GPU); slurm: one job per run through
+    submitit (a job array);
     submitit-local: the slurm job code through submitit's LocalExecutor on this machine"""
+    per_gpu: Optional[int] = None
+    """local: run K cells at once on each GPU (CUDA_VISIBLE_DEVICES names each run's; without a GPU, K at once on the
+    CPU); docs/grid.md says how to choose K (default: one run after another)"""
     table_only: bool = False
     """run nothing: aggregate the finished runs in --runs-dir (only the grid's, when --paper-table/--algos/--envs/--seeds
     are given)"""
@@ -218,6 +230,8 @@ def make_grid(args: Args) -> list[Cell]:
         for flag in ("--env", "--seed", "--runs-dir", "--resume"):
             if any(x == flag or x.startswith(flag + "=") for x in flags):
                 raise UserError(f"{name} may not hold {flag}: the harness sets it for each run")
+        if "-h" in flags or "--help" in flags:
+            raise UserError(f"{name} may not hold --help: see python algorithms/SCRIPT.py --help for a script's flags")
         return flags
 
     extra = split("--extra", args.extra)
@@ -329,13 +343,16 @@ def validate(args: Args, argv: list[str]) -> None:
         ("max_requeues", 0, "requeues"),
         ("signal_delay_s", 10, "seconds"),
         ("reps", 100, "resamples"),
+        ("per_gpu", 1, "runs at once per GPU"),
     ]
     for name, low, unit in checks:
-        if getattr(args, name) < low:
+        if getattr(args, name) is not None and getattr(args, name) < low:
             problems.append(f"--{name.replace('_', '-')} {getattr(args, name)}: needs at least {low} ({unit})")
     for p in args.slurm_param:
         if "=" not in p or not p.split("=", 1)[0]:
             problems.append(f"--slurm-param {p!r}: use KEY=VALUE")
+    if args.launcher != "local" and args.per_gpu is not None:
+        problems.append(f"--per-gpu only applies to --launcher local (this is --launcher {args.launcher})")
     if args.launcher != "slurm":
         for name in SLURM_FLAGS:
             if f"--{name.replace('_', '-')}" in given:
@@ -379,6 +396,62 @@ def check_writable(args: Args) -> None:
             problems.append(f"{flag} {path}: {why}")
     if problems:
         raise UserError("; ".join(problems) + " (give a path you can write to)")
+
+
+def algorithm_module(script: str):
+    """algorithms/SCRIPT.py as a module (plumbing.py beside it on sys.path, as `python algorithms/SCRIPT.py` has it),
+    loaded once: its Args, apply_presets and the plumbing it imports check a cell's flags as the run will."""
+    name = f"_grid_{script}"
+    if name not in sys.modules:
+        folder = os.path.join(ROOT, "algorithms")
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+        spec = importlib.util.spec_from_file_location(name, os.path.join(folder, f"{script}.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def cell_task(plumbing, args):
+    """The Task of the run's dataset, found as the run finds it (plumbing.resolve_task: an unknown name, a missing
+    local/ or jump file, a file without an evaluation env fail here) but with nothing downloaded: a D4RL file missing
+    here is fetched by the run, and a Minari id (resolving it downloads it) is left to the run (None)."""
+    env = args.env
+    if args.dataset_path is None and env not in plumbing.D4RL_NAMES and "/" in env and not env.startswith("local/"):
+        return None
+    with mock.patch.object(plumbing, "download", lambda urls, path: None):
+        return plumbing.resolve_task(env, args.dataset_path, args.eval_env, args.data_dir)[0]
+
+
+def check_cells(cells: list[Cell]) -> None:
+    """Before anything runs or is written: each cell's command line as its script will take it (the script's own
+    parser and flag checks, plumbing.parse_args and check_args, again after its presets), and its dataset (cell_task).
+    A problem here would fail its run at the start, and usually every cell alike: the first one, as one line."""
+    parsed, tasks, problems = {}, {}, []
+    for cell in cells:
+        module = algorithm_module(cell.script)
+        plumbing = sys.modules[module.RunArgs.__module__]  # the plumbing.py the script imports
+        try:
+            if (cell.script, cell.flags) not in parsed:  # the same flags parse the same for every dataset and seed
+                argv = ["--env", cell.env, "--seed", str(cell.seed), *cell.flags]
+                try:
+                    parsed[(cell.script, cell.flags)] = plumbing.parse_args(module.Args, argv)
+                except plumbing.UserError as e:  # its hint names this process; the flags are the script's
+                    hint = f"python {sys.argv[0]} --help"
+                    raise plumbing.UserError(str(e).replace(hint, f"python algorithms/{cell.script}.py --help"))
+            args = dataclasses.replace(parsed[(cell.script, cell.flags)], env=cell.env, seed=cell.seed)
+            plumbing.check_args(args)
+            where = (args.env, args.dataset_path, args.eval_env, args.data_dir)
+            if where not in tasks:
+                tasks[where] = cell_task(plumbing, args)
+            if tasks[where] is not None and hasattr(module, "apply_presets"):
+                plumbing.check_args(module.apply_presets(copy.deepcopy(args), tasks[where])[0])
+        except plumbing.UserError as e:
+            problems.append(f"{cell.label}: {'; '.join(str(e).splitlines())}")
+    if problems:
+        more = f" (and {len(problems) - 1} more of the {len(cells)} runs)" if len(problems) > 1 else ""
+        raise UserError(f"{problems[0]}{more}; nothing was started")
 
 
 # ----------------------------------------------------------------------------------------------- run state
@@ -639,9 +712,15 @@ class GridJob:
         retry_failed: bool = False,
         commit: str = "unknown",
         grace_s: int = 150,
+        device: Optional[str] = None,
+        threads: Optional[int] = None,
+        echo: bool = True,
     ):
         self.cell, self.runs_dir, self.launcher = cell, os.path.abspath(runs_dir), launcher
         self.retry_failed, self.commit, self.grace_s = retry_failed, commit, grace_s
+        # --per-gpu: the run's CUDA_VISIBLE_DEVICES and OMP_NUM_THREADS (None: inherited), and whether its output is
+        # copied to this process's stdout too (not when several runs share it: each has its log)
+        self.device, self.threads, self.echo = device, threads, echo
         self._reset()
 
     def _reset(self) -> None:
@@ -659,8 +738,9 @@ class GridJob:
 
     # -- output: to this process's stdout (the terminal, or submitit's log) and to RUNS_DIR/_grid/logs/CELL.log
     def _emit(self, chunk: bytes) -> None:
-        sys.stdout.buffer.write(chunk)
-        sys.stdout.flush()
+        if self.echo:
+            sys.stdout.buffer.write(chunk)
+            sys.stdout.flush()
         if self._log:
             self._log.write(chunk)
             self._log.flush()
@@ -701,8 +781,10 @@ class GridJob:
         ]
 
     def _run_child(self, cmd: list[str]) -> int:
-        print("$", shlex.join(cmd), flush=True)
         env = dict(os.environ, PYTHONUNBUFFERED="1")
+        shown = {k: v for k, v in (("CUDA_VISIBLE_DEVICES", self.device), ("OMP_NUM_THREADS", self.threads)) if v}
+        env.update({k: str(v) for k, v in shown.items()})
+        print("$", *[f"{k}={v}" for k, v in shown.items()], shlex.join(cmd), flush=True)
         os.makedirs(os.path.join(grid_dir(self.runs_dir), "logs"), exist_ok=True)
         self._tail = bytearray()
         with open(os.path.join(grid_dir(self.runs_dir), "logs", f"{self.cell.id}.log"), "ab") as log:
@@ -721,6 +803,8 @@ class GridJob:
                 preexec_fn=lambda parent=os.getpid(), libc=libc(): child_setup(parent, libc),
             )
             update_record(self.runs_dir, self.cell, child_pid=self._child.pid)
+            if self._stopping and self.launcher == "local":  # stop() came while it started (--per-gpu)
+                self._child.send_signal(signal.SIGTERM)
             while True:
                 try:
                     self._pump()
@@ -776,6 +860,19 @@ class GridJob:
             return self._run()
         finally:
             signal.signal(signal.SIGTERM, previous)
+
+    def run(self) -> dict:
+        """The job in a thread of --per-gpu (no signal handler of its own: the main thread calls stop())."""
+        return self._run()
+
+    def stop(self, signum: int) -> None:
+        """--per-gpu: the launcher's main thread got a signal (Ctrl-C, SIGTERM) for this job, which runs in another
+        thread: the run gets it (SIGTERM once; every Ctrl-C, so a second one stops it at once) and nothing more is
+        started for the cell."""
+        child = self._child
+        if child is not None and child.poll() is None and (signum == signal.SIGINT or not self._stopping):
+            child.send_signal(signum)
+        self._stopping = True
 
     def _finish(self, state: str, run_dir: Optional[str], error: Optional[str] = None) -> dict:
         update_record(self.runs_dir, self.cell, state=state, run_dir=run_dir, error=error, child_pid=None)
@@ -1406,6 +1503,86 @@ def submit(args: Args, todo: list[tuple[Cell, dict]], commit: str) -> list:
     return submitted
 
 
+def local_gpus() -> list[Optional[str]]:
+    """The GPUs a --per-gpu launch spreads its runs over, as CUDA_VISIBLE_DEVICES values: the ones it lists where it
+    is set (up to the first negative one, as CUDA reads it), else each GPU torch sees; [None] where there is none
+    (the runs share the CPU)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        import torch
+
+        ids = [str(i) for i in range(torch.cuda.device_count())]
+    else:
+        ids = []
+        for d in (d.strip() for d in visible.split(",")):
+            if not d or d.startswith("-"):
+                break
+            ids.append(d)
+    return ids or [None]
+
+
+def run_per_gpu(args: Args, cells: list[Cell], commit: str, make_job=None) -> bool:
+    """--per-gpu K: K runs at once on each GPU, one thread per slot taking the next cell (a GridJob whose run gets the
+    slot's CUDA_VISIBLE_DEVICES, and OMP_NUM_THREADS = host cores / slots unless it is set; its output goes to its log
+    only). Ctrl-C and SIGTERM go to every run (each saves) and start nothing more. True when interrupted."""
+    make_job = make_job or GridJob
+    gpus = local_gpus()
+    slots = [gpu for _ in range(args.per_gpu) for gpu in gpus]  # the first K × GPUs cells go to every GPU in turn
+    threads = None if "OMP_NUM_THREADS" in os.environ else max(1, (os.cpu_count() or 1) // len(slots))
+    queue, active, errors, lock, stopping = list(cells), {}, [], threading.RLock(), threading.Event()
+    where = lambda gpu: f"GPU {gpu}" if gpu is not None else "the CPU"
+    print(f"--per-gpu {args.per_gpu}: up to {len(slots)} runs at once on {', '.join(map(where, gpus))}", flush=True)
+
+    def worker(slot: int, gpu: Optional[str]) -> None:
+        while True:
+            with lock:
+                if stopping.is_set() or not queue:
+                    return
+                cell = queue.pop(0)
+                job = active[slot] = make_job(
+                    cell, args.runs_dir, "local", args.retry_failed, commit, device=gpu, threads=threads, echo=False
+                )
+            t0 = time.time()
+            try:
+                result = job.run()
+                print(f"  {cell.label}: {result['state']} after {time.time() - t0:.0f} s on {where(gpu)}", flush=True)
+            except Exception as e:  # e.g. UserError: the script rejected its flags; the launch ends with it
+                errors.append(e)
+                stopping.set()
+            finally:
+                with lock:
+                    active.pop(slot, None)
+            if job._stopping:
+                stopping.set()
+
+    def stop_all(signum: int) -> None:
+        with lock:
+            stopping.set()
+            for job in active.values():
+                job.stop(signum)
+
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: stop_all(signum))
+    workers = [threading.Thread(target=worker, args=(i, gpu), daemon=True) for i, gpu in enumerate(slots)]
+    try:
+        for w in workers:
+            w.start()
+        while any(w.is_alive() for w in workers):
+            try:
+                for w in workers:
+                    w.join(0.2)
+            except KeyboardInterrupt:  # every Ctrl-C goes to every run: the first saves, a second stops at once
+                if not stopping.is_set():
+                    print(
+                        "\ninterrupted: waiting for the runs to save (Ctrl-C again stops them at once)", file=sys.stderr
+                    )
+                stop_all(signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if errors:
+        raise errors[0]
+    return stopping.is_set()
+
+
 def wait_jobs(pairs: list) -> None:
     for job, handle in pairs:
         try:
@@ -1429,6 +1606,7 @@ def main(args: Args, argv: list[str]) -> int:
     if args.table_only:  # the grid's cells when it is given (e.g. --paper-table 1 of a runs dir that holds Table 4)
         report = write_report(args, collect(args.runs_dir, cells if grid_given else None))
         return 1 if report["failed"] else 0
+    check_cells(cells)
     states = collect(args.runs_dir, cells)
     changed = changed_flags(cells, states)
     if changed:
@@ -1450,7 +1628,9 @@ def main(args: Args, argv: list[str]) -> int:
         return 0
     commit = git_commit()
     interrupted = False
-    if args.launcher == "local":
+    if args.launcher == "local" and args.per_gpu is not None:
+        interrupted = run_per_gpu(args, [cell for cell, _ in todo], commit)
+    elif args.launcher == "local":
         for cell, _ in todo:
             job = GridJob(cell, args.runs_dir, "local", args.retry_failed, commit)
             t0 = time.time()

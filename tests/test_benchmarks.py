@@ -134,13 +134,16 @@ def test_speed_benchmark_names_a_failing_run_in_one_line(tmp_path, flags, says):
 
 
 # ---------------------------------------------------------------- benchmarks/gpu_check.sh, rehearsed on the CPU
-GPU_CHECK_STEPS = ["versions", "tests", "graphs", "speed_orpo", "collect", "run", "resume", "twins", "speed_mopo"]
+GPU_CHECK_STEPS = ["versions", "tests", "collect", "profile", "concurrent", "run", "resume", "graphs", "twins"]
+GPU_CHECK_STEPS += ["speed_orpo", "speed_mopo"]
 
 
 def test_gpu_check_rehearsal_runs_every_step_and_its_summary_holds(tmp_path):
     """`gpu_check.sh --rehearse`: every step of the GPU check at tiny sizes on the CPU, so the script cannot rot before a
     GPU session runs it. Each step must pass; the summary's phase table is checked against the run's own metrics.csv
-    (from artifacts.tar.gz), the resume against the epochs, and the CPU twins must be bit-identical."""
+    (from artifacts.tar.gz), the resume against the epochs, the CPU twins must be bit-identical, the profile's and the
+    concurrent runs' tables must hold their rows (the latter checked against the runs' metrics.csv), and the last line
+    is the paper's 60-run ORPO column from the best K."""
     out = tmp_path / "out"
     env = dict(os.environ, OUT=str(out), PYTHON=sys.executable, TMPDIR=str(tmp_path))
     result = subprocess.run(
@@ -190,3 +193,56 @@ def check_gpu_check_output(out) -> None:
     assert "graphs = " in report["speed"]["graphs"] and " --cuda-graphs" in report["speed"]["graphs"]
     md = (out / "gpu_check.md").read_text()
     assert "| phase | seconds | projected 1000-epoch hours |" in md and "bit-identical" in md
+    check_profile(report["profile"], md)
+    check_concurrent(report, out, md)
+
+
+def check_profile(profile, md) -> None:
+    """Issue 30's profile: 20 update steps of orpo.py, eager and graphs (eager on a CPU), each with its two top-15
+    tables and a busy share."""
+    assert [r["mode"] for r in profile["runs"]] == ["eager", "graphs"]
+    for r in profile["runs"]:
+        assert r["steps"] == 20 and r["device"] == "cpu" and r["graphs"] is False, r  # a CPU ignores --cuda-graphs
+        assert 0 < r["device_busy_ms"] <= r["window_ms"] and 0 < r["device_busy_share"] <= 1, r
+        assert len(r["device_top"]) == len(r["host_top"]) == 15, r
+        assert all(e["ms"] > 0 and e["calls"] >= 1 for e in r["device_top"] + r["host_top"])
+        ms = [e["ms"] for e in r["host_top"]]
+        assert ms == sorted(ms, reverse=True)
+        assert f"{r['mode']}: the 15 ops with the most host time (self CPU), over 20 update steps:" in md
+    assert "| mode | device | update steps recorded | wall ms per step |" in md
+
+
+def check_concurrent(report, out, md) -> None:
+    """K = 1 and 2 runs at once, eager and graphs: every run's epochs from its metrics.csv (in artifacts.tar.gz), the
+    aggregate rate, and the last line of gpu_check.md from the best K."""
+    conc = report["concurrent"]
+    assert [(c["k"], c["mode"]) for c in conc["configs"]] == [(1, "eager"), (1, "graphs"), (2, "eager"), (2, "graphs")]
+    assert conc["not_run"] == [] and conc["steps_per_epoch"] == 10
+    with tarfile.open(out / "artifacts.tar.gz") as tar:
+        for c in conc["configs"]:
+            assert c["complete"] and len(c["runs"]) == c["k"] and c["device"] == "cpu", c
+            assert {r["cuda_graphs"] for r in c["runs"]} == {c["mode"] == "graphs"}  # the flag reached the runs
+            for r in c["runs"]:
+                name = os.path.relpath(r["dir"], os.path.dirname(os.path.dirname(os.path.dirname(r["dir"]))))
+                member = next(m for m in tar.getnames() if m.endswith(f"concurrent/{name}/metrics.csv"))
+                rows = list(csv.DictReader(io.TextIOWrapper(tar.extractfile(member))))
+                timed = [{k: float(v) for k, v in row.items() if v} for row in rows if int(row["epoch"]) >= 2]
+                assert [int(row["epoch"]) for row in rows] == [0, 1, 2, 3]
+                med = lambda key: statistics.median(t[key] for t in timed)
+                assert r["epoch_seconds"] == pytest.approx(med("charts/epoch_seconds"))
+                updates = statistics.median(10 / t["charts/SPS"] - t["charts/rollout_seconds"] for t in timed)
+                projected = med("charts/rollout_seconds") + med("charts/eval_seconds") + 100 * updates
+                assert r["projected_epoch_seconds"] == pytest.approx(projected)
+            assert c["run_epochs_per_hour"] == pytest.approx(
+                sum(3600 / r["projected_epoch_seconds"] for r in c["runs"])
+            )
+    best = max(conc["configs"], key=lambda c: c["run_epochs_per_hour"])
+    pc = report["paper_column"]
+    assert (pc["k"], pc["mode"]) == (best["k"], best["mode"]) and pc["hours"] == pytest.approx(
+        60 * 1000 / best["run_epochs_per_hour"]
+    )
+    assert "| K runs at once | mode | each run's epoch seconds (10 steps) |" in md
+    last = md.strip().splitlines()[-1]
+    assert last.startswith(f"the paper's 60-run ORPO column on this device: {pc['hours']:.3g} h (from the best K: "), (
+        last
+    )

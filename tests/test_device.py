@@ -8,11 +8,13 @@ generator. `Check` watches every torch call of a region through a TorchFunctionM
 runs under torch.cuda.set_sync_debug_mode("error"), which catches any synchronisation the mode cannot see.
 
 Also here: the ensemble's fit and forward (fp32 and --dynamics-bf16), one epoch of every model-based file, and an
-exact resume, each on the test device.
+exact resume, each on the test device; and on a GPU only, --cuda-graphs against eager in every file (on a CPU, the
+graph driver's bookkeeping with a stand-in for torch.cuda's graphs).
 """
 
 import contextlib
 import csv
+import dataclasses
 import os
 import random
 import signal
@@ -147,7 +149,18 @@ def device_tiny(device: torch.device) -> list[str]:
 
 @pytest.fixture(scope="module")
 def modules():
-    return {name: load_module(f"algorithms/{name}.py", name) for name in ("orpo", "mopo", "oroo", "mbpo")}
+    return {name: load_module(f"algorithms/{name}.py", name) for name in ("orpo", "mopo", "oroo", "mbpo", "td3bc")}
+
+
+def file_tiny(module, device: torch.device) -> list[str]:
+    """device_tiny's flags that the file takes (td3bc.py has no ensemble, no rollouts)."""
+    fields, out, keep = {f.name for f in dataclasses.fields(module.Args)}, [], False
+    for token in device_tiny(device):
+        if token.startswith("--"):
+            keep = token[2:].removeprefix("no-").replace("-", "_") in fields
+        if keep:
+            out.append(token)
+    return out
 
 
 @contextlib.contextmanager
@@ -335,33 +348,43 @@ def test_resume_on_the_device_continues_exactly(modules, hopper_data_dir, tmp_pa
             assert rows["b"][2][key] == value, key  # to the last digit
 
 
-# ---------------------------------------------------------------- --cuda-graphs (issue 20's first lever)
-@pytest.mark.parametrize("output_algo", ["td3bc", "sac"])
-def test_cuda_graphs_keep_the_eager_numbers(modules, hopper_data_dir, tmp_path, monkeypatch, device, output_algo):
-    """--cuda-graphs captures each epoch's gradient steps as a CUDA graph (TD3+BC: two steps per replay, its delayed
-    actor) and replays it: the same kernels and random numbers, so two epochs end with the eager run's metrics. A CPU
-    ignores the flag, so this runs only on a GPU (benchmarks/gpu_check.sh)."""
+# ---------------------------------------------------------------- --cuda-graphs (issue 20's first lever, issue 30)
+# every file's driver: ORPO with both π^p (TD3+BC: two steps per replay; SAC: one), MOPO with both policies, OROO, MBPO
+# and TD3+BC (its delayed actor: policy_freq steps per replay)
+GRAPH_FILES = [*FILES, ("td3bc", [])]
+
+
+@pytest.mark.parametrize("name, flags", GRAPH_FILES, ids=[" ".join([n, *f]) for n, f in GRAPH_FILES])
+def test_cuda_graphs_keep_the_eager_numbers(modules, hopper_data_dir, tmp_path, monkeypatch, device, name, flags):
+    """--cuda-graphs captures each epoch's gradient steps as a CUDA graph (plumbing.gradient_steps, the one driver of
+    every file) and replays it: the same kernels and random numbers, so two epochs end with the eager run's metrics,
+    and one graph is captured per epoch. A CPU ignores the flag, so this runs only on a GPU (benchmarks/gpu_check.sh)."""
     if device.type != "cuda":
         pytest.skip("CUDA graphs need a CUDA device (benchmarks/gpu_check.sh runs this test on one)")
-    orpo = modules["orpo"]
+    module = modules[name]
     captured = []
     graph_class = torch.cuda.CUDAGraph
     monkeypatch.setattr(torch.cuda, "CUDAGraph", lambda *a, **k: captured.append(graph_class(*a, **k)) or captured[-1])
-    argv = [*device_tiny(device), "--env", "hopper-random-v2", "--data-dir", hopper_data_dir[0], "--seed", "3"]
-    argv += ["--output-algo", output_algo]
+    argv = [*file_tiny(module, device), "--env", "hopper-random-v2", "--data-dir", hopper_data_dir[0], "--seed", "3"]
+    argv += ["--eval-every", "2", *flags]  # one evaluation, after epoch 2: the GPU check's time goes to the updates
     rows = {}
-    for name, flags in (("eager", []), ("graphs", ["--cuda-graphs"])):
+    for mode, extra in (("eager", []), ("graphs", ["--cuda-graphs"])):
         before = len(captured)
-        summary = orpo.main(tyro.cli(orpo.Args, args=[*argv, "--runs-dir", str(tmp_path / name), *flags]))
+        summary = module.main(tyro.cli(module.Args, args=[*argv, "--runs-dir", str(tmp_path / mode), *extra]))
         assert summary["finished"] and summary["device"] == "cuda", summary
-        assert len(captured) - before == (2 if flags else 0)  # one graph per epoch, only with the flag
+        assert len(captured) - before == (2 if extra else 0)  # one graph per epoch, only with the flag
         with open(os.path.join(summary["run_dir"], "metrics.csv")) as f:
-            rows[name] = list(csv.DictReader(f))
-    assert len(rows["eager"]) == len(rows["graphs"]) == 3
+            rows[mode] = list(csv.DictReader(f))
+    assert len(rows["eager"]) == len(rows["graphs"]) == (2 if name == "td3bc" else 3)  # + the fit's row 0
     for eager, graphs in zip(rows["eager"], rows["graphs"]):
+        assert eager.keys() == graphs.keys(), eager["epoch"]
         for key, value in eager.items():
             if value and not any(t in key for t in ("seconds", "SPS")):
-                assert float(graphs[key]) == pytest.approx(float(value), rel=1e-4, abs=1e-6), (eager["epoch"], key)
+                assert float(graphs[key]) == pytest.approx(float(value), rel=1e-4, abs=1e-6), (
+                    name,
+                    eager["epoch"],
+                    key,
+                )
 
 
 @pytest.mark.parametrize("period, n", [(1, 20), (2, 20), (2, 4), (3, 17)])

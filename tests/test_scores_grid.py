@@ -14,11 +14,12 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
 import pytest
-from conftest import ROOT, load_module, run_script
+from conftest import ROOT, load_module, run_script, write_random_dataset
 
 SCRIPT = os.path.join(ROOT, "benchmarks", "scores.py")
 PAPER_TEX = os.environ.get("ORPO_PAPER_TEX")  # the paper's LaTeX source, only to check paper_scores.csv against it
@@ -312,14 +313,18 @@ def test_failed_and_nan_runs_are_skipped_reported_and_exit_nonzero(tmp_path, hop
     assert none.returncode == 1 and "Traceback" not in none.stderr and "no finished run" in out.read_text(), none.stderr
 
 
-def test_a_run_that_fails_is_recorded_skipped_then_retried(tmp_path, hopper_data_dir):
-    runs = tmp_path / "runs"
+def test_a_run_that_fails_is_recorded_skipped_then_retried(tmp_path):
+    """A run that fails after its start (its flags and dataset pass the launch's check_cells): a local dataset of 5
+    transitions, which the script refuses when it loads them (a run needs 10)."""
+    runs, data = tmp_path / "runs", tmp_path / "data"
+    (data / "local").mkdir(parents=True)
+    write_random_dataset(str(data / "local" / "five.hdf5"), steps=5, attrs={"env_id": "Hopper-v4"})
     cmd = [
         "benchmarks/scores.py",
         "--algos",
         "td3bc",
         "--envs",
-        "local/no-such-data",
+        "local/five",
         "--seeds",
         "1",
         "--runs-dir",
@@ -328,17 +333,18 @@ def test_a_run_that_fails_is_recorded_skipped_then_retried(tmp_path, hopper_data
         str(tmp_path / "scores.md"),
         f"--extra={shlex.join(COMMON)}",
     ]
-    first = run_script(*cmd, data_dir=hopper_data_dir[0], cwd=str(tmp_path))
+    first = run_script(*cmd, data_dir=str(data), cwd=str(tmp_path))
     assert first.returncode == 1 and "$ " in first.stdout, first.stdout[-2000:] + first.stderr[-2000:]
-    record = json.loads((runs / "_grid" / "local_no-such-data__td3bc__1.json").read_text())
+    record = json.loads((runs / "_grid" / "local_five__td3bc__1.json").read_text())
     assert record["state"] == "failed" and record["error"].startswith("exit 1: error:") and "\n" not in record["error"]
+    assert "usable transitions; a run needs at least 10" in record["error"], record["error"]
     assert record["flags"] == COMMON  # the flags it was started with, for the next launch's check
     assert record["error"] in first.stderr
     status = run_script("benchmarks/scores.py", "--status", "--runs-dir", str(runs), cwd=str(tmp_path))
     assert "1 failed" in status.stdout and record["error"] in status.stdout, status.stdout
-    second = run_script(*cmd, data_dir=hopper_data_dir[0], cwd=str(tmp_path))
+    second = run_script(*cmd, data_dir=str(data), cwd=str(tmp_path))
     assert second.returncode == 1 and "$ " not in second.stdout and "failed earlier" in second.stdout
-    third = run_script(*cmd, "--retry-failed", data_dir=hopper_data_dir[0], cwd=str(tmp_path))
+    third = run_script(*cmd, "--retry-failed", data_dir=str(data), cwd=str(tmp_path))
     assert third.returncode == 1 and third.stdout.count("$ ") == 1
 
 
@@ -676,6 +682,8 @@ def test_paper_scores_csv_equals_the_latex(paper_tex):
         (["--algos", "sac"], "unknown algorithm 'sac'"),
         (["--seeds"], "--seeds needs at least one value"),
         (["--gpus", "2"], "--gpus only applies"),
+        (["--per-gpu", "0"], "--per-gpu 0: needs at least 1 (runs at once per GPU)"),
+        (["--launcher", "slurm", "--per-gpu", "2", "--dry-run"], "--per-gpu only applies to --launcher local"),
         (["--extra=--seed 3"], "--extra may not hold --seed"),
         (["--algos", "mopo", "mopo_td3bc", "--extra=--exp-name x"], "both run as --exp-name x"),
         (["--tim", "5"], "did you mean --time?"),
@@ -692,6 +700,45 @@ def test_bad_flags_give_one_line_errors(tmp_path, argv, words):
         result.stderr
     )
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    "argv,words",
+    [
+        # issue 29: each cell's full flag list through its script's own parser and checks, and its dataset, in the
+        # launcher before anything runs (these launched runs that failed, and left runs/_grid/ or a table behind)
+        (
+            ["--algos", "td3bc", "--seeds", "-1"],
+            "td3bc hopper-medium-v2 seed -1: --seed -1: must lie in [0, 4294967296)",
+        ),
+        (
+            ["--envs", "bogus-env", "--extra=--epochs 1"],
+            "orpo bogus-env seed 1: unknown dataset 'bogus-env'; use one of",
+        ),
+        (["--algos", "td3bc", "--envs", "local/no-such-data"], "local/no-such-data.hdf5 does not exist; make it with"),
+        (
+            ["--extra=--epochs nan"],  # tyro's message, with the fix named for the script (not scores.py)
+            "orpo hopper-medium-v2 seed 1: Error parsing --epochs: invalid literal for int() with base 10: 'nan' "
+            "(see python algorithms/orpo.py --help)",
+        ),
+        (["--algos", "td3bc", "--extra-for", "td3bc=--epochs nan"], "'nan' (see python algorithms/td3bc.py --help)"),
+        (["--algos", "td3bc", "--dry-run", "--extra=--actor-lr nan"], "--actor-lr nan: must be a finite number"),
+        (
+            ["--algos", "orpo", "td3bc", "--extra=--rollout-batch-size 64"],
+            "td3bc hopper-medium-v2 seed 1: Unrecognized",
+        ),
+        (["--extra=--real-ratio 0.9"], "--real-ratio 0.9 + --output-rollout-ratio 0.45 exceed 1"),  # with the preset's
+        (["--extra=--help"], "--extra may not hold --help"),  # the script's parser would print its help and exit 0
+    ],
+)
+def test_a_cell_its_script_would_refuse_is_one_line_before_anything_runs(tmp_path, hopper_data_dir, argv, words):
+    """The default grid is hopper-medium-v2, seeds 1 2 3: checked without its file (a run downloads it)."""
+    out = ["--runs-dir", "runs", "--out", "out/scores.md"]
+    result = run_script("benchmarks/scores.py", *argv, *out, data_dir=hopper_data_dir[0], cwd=str(tmp_path))
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), result.stdout + result.stderr
+    assert words in lines[0], lines[0]
+    assert "$ " not in result.stdout and os.listdir(tmp_path) == [], os.listdir(tmp_path)  # no runs/, no table
 
 
 @pytest.mark.parametrize(
@@ -860,3 +907,110 @@ def test_a_killed_launcher_takes_its_run_with_it(tmp_path):
         if child:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(child, signal.SIGKILL)
+
+
+# ------------------------------------------------------------------------------------------ --per-gpu K (issue 30)
+class FakeJob:
+    """A GridJob stand-in for run_per_gpu's bookkeeping: its run() holds a slot for a moment and counts who runs at
+    once; stop() records the signal."""
+
+    def __init__(self, seen, cell, runs_dir, launcher, retry_failed, commit, device=None, threads=None, echo=True):
+        self.seen, self.cell, self.device, self.threads, self.echo = seen, cell, device, threads, echo
+        self._stopping, self.stops = False, []
+        seen["jobs"].append(self)
+
+    def run(self):
+        seen = self.seen
+        with seen["lock"]:
+            seen["now"].append(self.device)
+            seen["most"] = max(seen["most"], len(seen["now"]))
+            for d in set(seen["now"]):
+                seen["most_on"][d] = max(seen["most_on"].get(d, 0), seen["now"].count(d))
+        if seen.get("on_run"):
+            seen["on_run"](self)
+        time.sleep(0.5)
+        with seen["lock"]:
+            seen["now"].remove(self.device)
+        return {"state": "stopped" if self._stopping else "finished"}
+
+    def stop(self, signum):
+        self.stops.append(signum)
+        self._stopping = True
+
+
+def fake_launch(scores, monkeypatch, tmp_path, gpus, k, n, on_run=None, now=None):
+    seen = {"jobs": [], "now": [] if now is None else now, "most": 0, "most_on": {}, "lock": threading.Lock()}
+    seen["on_run"] = on_run
+    monkeypatch.setattr(scores, "local_gpus", lambda: gpus)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    cells = [scores.Cell("td3bc", "td3bc", (), "td3bc", "hopper-random-v2", seed) for seed in range(1, n + 1)]
+    args = scores.Args(per_gpu=k, runs_dir=str(tmp_path))
+    make_job = lambda *a, **kw: FakeJob(seen, *a, **kw)
+    interrupted = scores.run_per_gpu(args, cells, "abc1234", make_job=make_job)
+    return seen, cells, interrupted
+
+
+@pytest.mark.parametrize("gpus, k", [(["0"], 3), (["5", "6"], 2), ([None], 2)], ids=["1 GPU", "2 GPUs", "no GPU"])
+def test_per_gpu_runs_k_cells_at_once_on_each_gpu(scores, monkeypatch, tmp_path, gpus, k):
+    """--per-gpu K: K cells at once on each GPU (each run told its GPU by CUDA_VISIBLE_DEVICES; on a machine without
+    one, K at once on the CPU), every cell once, OMP_NUM_THREADS = host cores / runs at once, output to the logs only."""
+    seen, cells, interrupted = fake_launch(scores, monkeypatch, tmp_path, gpus, k, n=7)
+    assert not interrupted
+    assert sorted(j.cell.seed for j in seen["jobs"]) == [c.seed for c in cells]  # each cell once
+    assert seen["most"] == k * len(gpus)  # the first wave fills every slot
+    assert seen["most_on"] == {gpu: k for gpu in gpus}  # K on each GPU, never more
+    assert {j.device for j in seen["jobs"]} == set(gpus)
+    assert {j.threads for j in seen["jobs"]} == {max(1, (os.cpu_count() or 1) // (k * len(gpus)))}
+    assert not any(j.echo for j in seen["jobs"])  # K runs' progress bars would interleave on the terminal
+
+
+def test_per_gpu_sigterm_stops_every_run_and_starts_no_more(scores, monkeypatch, tmp_path):
+    """SIGTERM to a --per-gpu launcher goes to each run once (each saves) and no further cell starts."""
+
+    def on_run(job):
+        if job.cell.seed == 1:
+            t0 = time.time()
+            while len(seen_now) < 2 and time.time() - t0 < 10:  # both slots taken
+                time.sleep(0.01)
+            os.kill(os.getpid(), signal.SIGTERM)  # handled in the main thread, as a real signal is
+
+    previous, seen_now = signal.getsignal(signal.SIGTERM), []
+    seen, cells, interrupted = fake_launch(scores, monkeypatch, tmp_path, ["0"], 2, n=6, on_run=on_run, now=seen_now)
+    assert interrupted and signal.getsignal(signal.SIGTERM) == previous  # its handler is put back
+    assert len(seen["jobs"]) == 2  # the first wave only
+    assert [j.stops for j in seen["jobs"]] == [[signal.SIGTERM]] * 2
+
+
+def test_per_gpu_runs_its_cells_at_once_each_told_its_gpu(tmp_path, hopper_data_dir):
+    """End to end: two td3bc cells with --per-gpu 2 on a launcher that sees GPUs 7 and 8 (ids a CPU machine ignores)
+    run at the same time, each told its own GPU by CUDA_VISIBLE_DEVICES (the first cells go to every GPU in turn),
+    and the launch tabulates both."""
+    runs, out = tmp_path / "runs", tmp_path / "scores.md"
+    cmd = [SCRIPT, "--algos", "td3bc", "--envs", "hopper-random-v2", "--seeds", "1", "2", "--per-gpu", "2"]
+    cmd += ["--runs-dir", str(runs), "--out", str(out), "--reps", "200", f"--extra={shlex.join(COMMON)}"]
+    env = dict(script_env(hopper_data_dir[0]), CUDA_VISIBLE_DEVICES="7,8")
+    proc = subprocess.Popen([sys.executable, *cmd], cwd=str(tmp_path), env=env, stdout=subprocess.PIPE, text=True)
+    together, told = False, set()
+    try:
+        while proc.poll() is None and not together:
+            pids = []
+            for seed in (1, 2):
+                record = runs / "_grid" / f"hopper-random-v2__td3bc__{seed}.json"
+                with contextlib.suppress(OSError, ValueError):
+                    pids.append(json.loads(record.read_text()).get("child_pid"))
+            live = {}
+            for pid in filter(None, pids):
+                with contextlib.suppress(OSError):
+                    environ = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+                    live[pid] = dict(e.decode().split("=", 1) for e in environ if b"=" in e)
+            told |= {e.get("CUDA_VISIBLE_DEVICES") for e in live.values()}
+            together = len(live) == 2
+            time.sleep(0.05)
+        stdout, _ = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
+    assert together, "the two runs never ran at the same time"
+    assert told == {"7", "8"}, told  # each run its own GPU, not the launcher's "7,8"
+    assert proc.returncode == 0, stdout[-2000:]
+    assert "$ CUDA_VISIBLE_DEVICES=7 " in stdout and "$ CUDA_VISIBLE_DEVICES=8 " in stdout, stdout[-2000:]
+    assert "| 2 (1, 2) |" in out.read_text()
