@@ -903,7 +903,9 @@ class Run:
         checkpoint saves (modules, schedules, buffers: anything with state_dict); metrics.csv's row 0 is `first_row`."""
         self.parts = parts
         if self.args.resume and os.path.isfile(self.ckpt_path):
-            self.start_epoch, rows, self.scores, self.prior_seconds = load_checkpoint(self.ckpt_path, parts)
+            self.start_epoch, rows, self.scores, self.prior_seconds = load_checkpoint(
+                self.ckpt_path, parts, self.args.epochs
+            )
         else:
             if self.args.resume:
                 print(f"{self.dir} has no checkpoint yet: the run starts again from epoch 0 in the same directory")
@@ -1079,20 +1081,26 @@ def save_checkpoint(path: str, epoch: int, parts: dict, logger: Logger, scores: 
     )
 
 
-def load_checkpoint(path: str, parts: dict) -> tuple[int, list[dict], list[float], float]:
+def load_checkpoint(path: str, parts: dict, epochs: int) -> tuple[int, list[dict], list[float], float]:
     # to the CPU: RNG states must stay CPU tensors; networks, optimisers and buffers copy to their own device on load
     ckpt = safe_load(path, "checkpoint")
     try:
         for k, v in parts.items():
             v.load_state_dict(ckpt["parts"][k])
         set_rng_state(ckpt["rng"])
-    except (KeyError, RuntimeError, ValueError, TypeError, IndexError) as e:
+        epoch, rows, scores, seconds = ckpt["epoch"], ckpt["rows"], ckpt["scores"], ckpt.get("wall_seconds", 0.0)
+        number = lambda x: isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)  # noqa: E731
+        if not (isinstance(epoch, int) and 0 <= epoch <= epochs and number(seconds) and isinstance(rows, list)):
+            raise ValueError(f"its epoch {epoch!r} or wall time is not one this run can continue from")
+        if not all(isinstance(r, dict) for r in rows) or not (isinstance(scores, list) and all(map(number, scores))):
+            raise ValueError("its metrics rows or scores are malformed")
+    except (KeyError, RuntimeError, ValueError, TypeError, IndexError, AttributeError) as e:
         raise UserError(
             f"{path} does not match this run ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
             "it was saved with other sizes or by another script"
         ) from None
-    print(f"resumed {os.path.dirname(path)} at epoch {ckpt['epoch']}")
-    return ckpt["epoch"], ckpt["rows"], ckpt["scores"], ckpt.get("wall_seconds", 0.0)
+    print(f"resumed {os.path.dirname(path)} at epoch {epoch}")
+    return epoch, rows, scores, seconds
 
 
 # -------------------------------------------------------------------------------------------------------------- steps

@@ -329,6 +329,30 @@ def test_a_long_experiment_name_is_a_flag_error_before_any_work(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize(
+    "doctor",
+    [
+        lambda c: c.pop("rows"),
+        lambda c: c.update(epoch="x"),
+        lambda c: c.update(epoch=99),
+        lambda c: c.update(scores=[float("nan")]),
+        lambda c: c.update(rows=[1, 2]),
+    ],
+    ids=["no-rows", "text-epoch", "epoch-beyond-the-run", "nan-score", "rows-not-dicts"],
+)
+def test_a_checkpoint_with_malformed_bookkeeping_is_one_line(doctor, td3bc_run, hopper_data_dir, tmp_path):
+    """Not only the weights: a checkpoint's epoch, metrics rows, scores and wall time are checked before use."""
+    import shutil
+
+    run_dir = shutil.copytree(td3bc_run, tmp_path / "run")
+    ckpt = torch.load(run_dir / "checkpoint.pt", weights_only=True)
+    doctor(ckpt)
+    torch.save(ckpt, run_dir / "checkpoint.pt")
+    result = run_script("algorithms/td3bc.py", "--resume", str(run_dir), "--epochs", "3", "--no-cuda",
+                        data_dir=hopper_data_dir[0], cwd=str(tmp_path))  # fmt: skip
+    assert "does not match this run" in one_line(result, 1)
+
+
 def test_nonfinite_diagnostics_are_logged_and_a_poisoned_policy_is_never_evaluated(
     orpo, hopper_data_dir, tmp_path, monkeypatch
 ):
