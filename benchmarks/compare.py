@@ -32,15 +32,18 @@ margin --delta (see `verdict`).
 """
 
 import csv
+import glob
 import importlib.util
 import json
 import os
 import platform
+import re
 import shlex
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import types
 from dataclasses import dataclass
@@ -194,9 +197,10 @@ def task_dir(args: Args, t: Task) -> str:
 def read_json(path: str) -> Optional[dict]:
     try:
         with open(path) as f:
-            return json.load(f)
+            obj = json.load(f)
     except (OSError, ValueError):
         return None
+    return obj if isinstance(obj, dict) else None
 
 
 def run_dir_of(args: Args, t: Task) -> Optional[str]:
@@ -426,8 +430,8 @@ def copy_results(args: Args, t: Task) -> None:
 
 
 def record_dataset(args: Args, dataset: str, task: str) -> None:
-    """The behaviour policy's score from the data file's attrs and the pairs' settings, kept beside the results for
-    the report."""
+    """The behaviour policy's score from the data file's attrs, the pairs' settings and the file's fingerprint, kept
+    beside the results for the report; refused when the results (or our runs) there were made from another file."""
     import h5py
 
     dst = os.path.join(args.results, slug(dataset))
@@ -439,14 +443,31 @@ def record_dataset(args: Args, dataset: str, task: str) -> None:
             "pass those, or another --results and --runs-dir"
         )
     path = dataset_file(args, dataset)
-    with h5py.File(path, "r") as f:
-        attrs = {k: (v.item() if hasattr(v, "item") else v) for k, v in f.attrs.items()}
-        attrs["transitions"] = int(f["rewards"].shape[0])
+    try:
+        with h5py.File(path, "r") as f:
+            attrs = {k: (v.item() if hasattr(v, "item") else v) for k, v in f.attrs.items()}
+            attrs["transitions"] = int(f["rewards"].shape[0])
+    except (OSError, KeyError, AttributeError) as e:  # not HDF5, truncated, no `rewards` dataset
+        raise UserError(f"{path} is not a D4RL-layout HDF5 file ({e}); make it with datasets/ (docs/data.md)") from None
+    sys.path.insert(0, os.path.join(ROOT, "algorithms"))
+    from plumbing import file_fingerprint  # what our runs record in config.json
+
+    fingerprint = file_fingerprint(path)
+    recorded = [(dst, before.get("fingerprint"))]
+    ours = glob.glob(os.path.join(dst, "*", "seed*", "config.json"))  # our runs record the file they ran on
+    ours += glob.glob(os.path.join(args.runs_dir, slug(dataset), "*", "seed*", "*", "config.json"))
+    recorded += [(os.path.dirname(c), ((read_json(c) or {}).get("_dataset") or {}).get("fingerprint")) for c in ours]
+    for where, saved in recorded:
+        if saved and saved != fingerprint:  # results made from another file under this name: not to be mixed
+            raise UserError(
+                f"{where} holds results made from another file than {path} (size:hash {saved}, now {fingerprint}): "
+                "pass that file, or another --results and --runs-dir"
+            )
     keep = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in attrs.items()}
     keep = {k: v for k, v in keep.items() if isinstance(v, (int, float, str))}
     os.makedirs(dst, exist_ok=True)
     with open(os.path.join(dst, "dataset.json.tmp"), "w") as f:
-        json.dump(keep | {"file": os.path.basename(path)} | chosen, f, indent=1)
+        json.dump(keep | {"file": os.path.basename(path), "fingerprint": fingerprint} | chosen, f, indent=1)
     os.replace(os.path.join(dst, "dataset.json.tmp"), os.path.join(dst, "dataset.json"))
 
 
@@ -490,9 +511,7 @@ def run_all(args: Args) -> int:
                     break
                 if shared_dynamics(args, t) == "":
                     continue  # waits for its seed's orpo run to save the ensemble
-                d = task_dir(args, t)
-                if ROWS[t.row][0] == "peer" and os.path.isdir(d):
-                    shutil.rmtree(d)  # an unfinished peer run starts over
+                d = task_dir(args, t)  # an unfinished peer run: peers.py starts it over, unless its run.lock is held
                 os.makedirs(d, exist_ok=True)
                 cmd = command(args, t, plans[t.dataset])
                 log = open(d.rstrip("/") + ".log", "a")
@@ -523,48 +542,67 @@ def run_all(args: Args) -> int:
                 else:
                     failed.append((t, f"exit {p.returncode}, see {task_dir(args, t)}.log"))
                     print(f"  FAILED {t.key} (exit {p.returncode}, {task_dir(args, t)}.log)", flush=True)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
+        for s in (signal.SIGINT, signal.SIGTERM):  # a second one must not cut the wait for the runs' checkpoints
+            signal.signal(s, signal.SIG_IGN)
         for t, p, _, log in running.values():
             p.send_signal(signal.SIGTERM)  # our runs checkpoint on SIGTERM
         for t, p, _, log in running.values():
             p.wait()
             log.close()
         print("interrupted: run the same command again to resume", file=sys.stderr)
-        return 130
+        return 128 + (e.args[0] if e.args else signal.SIGINT)  # 130, or 143 for SIGTERM
     for t, why in failed:
         print(f"error: {t.key}: {why}", file=sys.stderr)
     return 1 if failed else 0
 
 
 # ---------------------------------------------------------------- report
+def load_run(seed_dir: str) -> Optional[dict]:
+    """A finished run's files in --results ({"config", "summary", "curve": [(epoch, score)], "metrics"}), None for a
+    run that is not finished; a damaged one raises OSError or ValueError."""
+    if not re.fullmatch(r"seed\d+", os.path.basename(seed_dir)):
+        raise ValueError("not a seed<N> folder")
+    if not os.path.isfile(os.path.join(seed_dir, "summary.json")):
+        return None  # its copy was cut before the summary (written last): the next run copies it again
+    summary = read_json(os.path.join(seed_dir, "summary.json"))
+    if summary is None:
+        raise ValueError("summary.json is not a JSON object")
+    if summary.get("status") != "finished":
+        return None
+    with open(os.path.join(seed_dir, "metrics.csv")) as f:
+        metrics = list(csv.DictReader(f))
+    curve = [
+        (int(float(r["epoch"])), float(r["eval/normalized_score"]))
+        for r in metrics
+        if r.get("eval/normalized_score") not in (None, "")
+    ]
+    if not curve:
+        raise ValueError("metrics.csv holds no evaluation")
+    config = read_json(os.path.join(seed_dir, "config.json")) or {}
+    return {"config": config, "summary": summary, "curve": curve, "metrics": metrics}
+
+
 def load_results(results: str) -> dict:
-    """{dataset: {"dataset": attrs, "rows": {row: {seed: {"config", "summary", "curve": [(epoch, score)]}}}}}"""
+    """{dataset: {"dataset": attrs, "rows": {row: {seed: load_run(...)}}}}; a damaged result is one UserError."""
     out = {}
     if not os.path.isdir(results):
         return out
     for ds in sorted(e.name for e in os.scandir(results) if e.is_dir()):
         entry = {"dataset": read_json(os.path.join(results, ds, "dataset.json")) or {}, "rows": {}}
         for row in ROWS:
-            for seed_dir in sorted(
-                os.scandir(os.path.join(results, ds, row)) if os.path.isdir(os.path.join(results, ds, row)) else [],
-                key=lambda e: e.name,
-            ):
-                summary = read_json(os.path.join(seed_dir.path, "summary.json"))
-                if not summary or summary.get("status") != "finished":
-                    continue
-                with open(os.path.join(seed_dir.path, "metrics.csv")) as f:
-                    metrics = list(csv.DictReader(f))
-                curve = [
-                    (int(float(r["epoch"])), float(r["eval/normalized_score"]))
-                    for r in metrics
-                    if r.get("eval/normalized_score") not in (None, "")
-                ]
-                entry["rows"].setdefault(row, {})[int(seed_dir.name[4:])] = {
-                    "config": read_json(os.path.join(seed_dir.path, "config.json")) or {},
-                    "summary": summary,
-                    "curve": curve,
-                    "metrics": metrics,
-                }
+            row_dir = os.path.join(results, ds, row)
+            for seed_dir in sorted(e.path for e in os.scandir(row_dir) if e.is_dir()) if os.path.isdir(row_dir) else []:
+                try:
+                    run = load_run(seed_dir)
+                except (OSError, ValueError, KeyError) as e:
+                    why = f"{type(e).__name__}: {e}" if isinstance(e, (OSError, KeyError)) else str(e)
+                    raise UserError(
+                        f"{seed_dir}: a damaged result ({why}); delete it (a run of the comparison copies the finished "
+                        "run there again)"
+                    ) from None
+                if run:
+                    entry["rows"].setdefault(row, {})[int(os.path.basename(seed_dir)[4:])] = run
         if entry["rows"]:
             out[ds] = entry
     return out
@@ -845,6 +883,28 @@ def report(args: Args) -> str:
     return md
 
 
+# flags compare.py gives every row of ours itself (the same cuts on every row): --algo-flags must not change them
+OWN_FLAGS = {
+    "--env", "--dataset-path", "--data-dir", "--seed", "--runs-dir", "--epochs", "--steps-per-epoch", "--eval-every",
+    "--eval-episodes", "--eval-env", "--cuda", "--no-cuda", "--rollout-batch-size", "--dynamics-max-epochs",
+    "--load-dynamics-path", "--resume", "--rollout-policy", "--exp-name",
+}  # fmt: skip
+
+
+def unwritable(folder: str) -> Optional[str]:
+    """Why no file can be made in `folder` (created where missing), or None."""
+    parent = os.path.abspath(folder)
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        return f"{parent} is not a folder"
+    try:  # a probe, not os.access: root passes os.access on a read-only mount
+        tempfile.TemporaryFile(dir=parent).close()
+    except OSError as e:
+        return f"{parent} is not writable ({e.strerror})"
+    return None
+
+
 def check(args: Args) -> None:
     bad = [r for r in args.rows if r not in ROWS]
     if bad:
@@ -854,17 +914,21 @@ def check(args: Args) -> None:
         ("--steps-per-epoch", args.steps_per_epoch, 1),
         ("--rollout-batch-size", args.rollout_batch_size, 1),
         ("--eval-episodes", args.eval_episodes, 1),
+        ("--dynamics-max-epochs", 1 if args.dynamics_max_epochs is None else args.dynamics_max_epochs, 1),
         ("--jobs", args.jobs, 1),
         ("--threads", args.threads, 1),
         ("--reps", args.reps, 100),
     ):
         if v < lo:
             raise UserError(f"{name} must be at least {lo}, not {v}")
-    if not args.seeds:
-        raise UserError("--seeds needs at least one seed")
-    if not (args.delta > 0 and args.min_relative >= 0):
+    for name, values in (("--rows", args.rows), ("--seeds", args.seeds), ("--env", args.env)):
+        if not values or len(set(values)) < len(values):  # a task twice would run twice, in one folder
+            raise UserError(f"{name} needs at least one value, each once, not {' '.join(map(str, values)) or 'none'}")
+    if not all(0 <= seed < 2**32 for seed in args.seeds):
+        raise UserError(f"--seeds must lie in [0, 2**32), not {' '.join(map(str, args.seeds))}")
+    if not (0 < args.delta < float("inf") and args.min_relative >= 0):
         raise UserError(
-            f"--delta must be positive and --min-relative at least 0, not {args.delta}, {args.min_relative}"
+            f"--delta must be positive and finite and --min-relative at least 0, not {args.delta}, {args.min_relative}"
         )
     try:
         tokens = shlex.split(args.algo_flags)
@@ -874,18 +938,29 @@ def check(args: Args) -> None:
     clash = [tok for tok in tokens if tok.split("=")[0] in paired]
     if clash:
         raise UserError(f"--algo-flags sets {clash[0]}, a pair setting: --settings gives it to both sides of a pair")
+    own = [tok for tok in tokens if tok.split("=")[0] in OWN_FLAGS]
+    if own:
+        raise UserError(
+            f"--algo-flags sets {own[0]}, which compare.py gives every row (use its own flag, if it has one)"
+        )
+    folders = [("--out", os.path.dirname(os.path.abspath(args.out)))]
+    folders += [] if args.report_only else [("--runs-dir", args.runs_dir), ("--results", args.results)]
+    for flag, folder in folders:  # before any run: a report that cannot be written would lose hours of runs
+        why = unwritable(folder)
+        if why:
+            raise UserError(f"{flag}: cannot write in {folder}: {why}")
 
 
 def stop(signum, frame):
-    raise KeyboardInterrupt  # SIGTERM (and SIGINT where a shell ignored it) stops the runs as Ctrl-C does
+    raise KeyboardInterrupt(signum)  # SIGTERM (and SIGINT where a shell ignored it) stops the runs as Ctrl-C does
 
 
 def main(args: Args) -> int:
     check(args)
     signal.signal(signal.SIGTERM, stop)
     rc = 0 if args.report_only else run_all(args)
-    if rc == 130:
-        return rc
+    if rc in (130, 143) or (rc and not load_results(args.results)):
+        return rc  # the failed runs are named above; there is nothing to report
     md = report(args)
     print(md)
     print(f"wrote {args.out}.md and {args.out}.png ({platform.node()})")

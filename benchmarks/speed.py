@@ -16,15 +16,18 @@ On a CPU use one thread (the default) when other processes run: with 2 threads O
 matmuls 8-60x slower whenever the other core is busy. The 1-minute load average is reported next to the table.
 """
 
+import contextlib
 import csv
 import functools
 import glob
+import io
 import json
 import os
 import platform
 import re
 import shlex
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -42,6 +45,9 @@ import tyro
 from torch.utils.flop_counter import FlopCounterMode
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+from scores import one_line_tyro_error  # noqa: E402  (the same one-line parse errors as scores.py and compare.py)
+
 PHASES = ("matmul", "ensemble", "epoch")
 UNCERTAINTIES = ("max_aleatoric", "ensemble_var", "ensemble_std", "mixture_var", "mixture_std")
 
@@ -104,11 +110,25 @@ def check(a: Args) -> None:
     """Counts, files, phases, heuristic and columns: one line per problem and exit 2, before any work."""
     problems, columns = [], a.labels if a.compare else a.labels[:1]
     for k, v in vars(a).items():
-        lowest = {"seed": -(2**63), "warmup_epochs": 0}.get(k, 1)
-        if isinstance(v, int) and not isinstance(v, bool) and v < lowest:
+        lowest = {"warmup_epochs": 0}.get(k, 1)
+        if isinstance(v, int) and not isinstance(v, bool) and k != "seed" and v < lowest:
             problems.append(f"--{k.replace('_', '-')} {v}: must be at least {lowest}")
-    if not a.horizons or min(a.horizons) < 1:
-        problems.append(f"--horizons {a.horizons}: every h must be at least 1")
+    if not 0 <= a.seed < 2**32:  # numpy's and the files' --seed range
+        problems.append(f"--seed {a.seed}: must lie in [0, 2**32)")
+    if not a.horizons or min(a.horizons) < 1 or len(set(a.horizons)) < len(a.horizons):
+        problems.append(f"--horizons {a.horizons}: every h must be at least 1, each once")
+    if len(set(columns)) < len(columns):  # one name would hold both columns' numbers
+        problems.append(f"--labels {' '.join(a.labels)}: the two columns need two names")
+    try:
+        tokens = shlex.split(a.algo_flags)
+    except ValueError as e:
+        tokens = []
+        problems.append(f"--algo-flags {a.algo_flags}: {e}")
+    if any(t.split("=")[0] == "--runs-dir" for t in tokens):  # each run's folder is where its metrics are read
+        problems.append("--algo-flags sets --runs-dir, which speed.py gives each run")
+    why = unwritable(os.path.dirname(os.path.abspath(a.out))) if a.out else None
+    if why:  # before minutes of measurements
+        problems.append(f"--out {a.out}: {why}")
     for k, path in (("module", a.module), ("compare", a.compare)):
         if path and not os.path.isfile(path):
             problems.append(f"--{k} {path}: no such file")
@@ -123,6 +143,20 @@ def check(a: Args) -> None:
     if problems:
         print("\n".join(f"error: {p}" for p in problems), file=sys.stderr)
         sys.exit(2)
+
+
+def unwritable(folder: str) -> str | None:
+    """Why no file can be made in `folder` (created where missing), or None."""
+    parent = folder
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        return f"{parent} is not a folder"
+    try:  # a probe, not os.access: root passes os.access on a read-only mount
+        tempfile.TemporaryFile(dir=parent).close()
+    except OSError as e:
+        return f"{parent} is not writable ({e.strerror})"
+    return None
 
 
 def fail(message: str) -> None:
@@ -462,6 +496,9 @@ def measure(a: Args, files: dict, device, loads: list, work: str) -> tuple[list,
     data_path = os.path.join(work, "halfcheetah-medium-v2.hdf5")  # its name picks that dataset's presets
     obs = write_dataset(data_path, a.dataset_size, a.seed)
     flags = {k: file_flags(path) for k, path in files.items()}
+    for k, path in files.items():
+        if "runs-dir" not in flags[k]:
+            fail(f"{path} takes no --runs-dir: it is not an algorithm file of this repo")
     common = {"dataset_path": data_path, "eval_env": "HalfCheetah-v4", "seed": a.seed, "cuda": a.cuda, "eval_every": 1}
     common |= {"eval_episodes": a.eval_episodes, "uncertainty": a.uncertainty}
     fits = {}  # per column: --dynamics-epochs of fit and a one-step epoch; its epoch runs load the dynamics.pt
@@ -470,7 +507,7 @@ def measure(a: Args, files: dict, device, loads: list, work: str) -> tuple[list,
         fit |= {"dynamics_max_epochs": a.dynamics_epochs, "dynamics_bf16": k in a.dynamics_bf16}
         if "load-dynamics-path" in flags[k]:  # td3bc.py has no model
             fits[k] = runs[f"fit {k}"] = run_file(path, flags[k], fit, a, work)
-    if "ensemble" in a.only:
+    if "ensemble" in a.only and fits:  # td3bc.py has no ensemble to time
         rows += ensemble_rows(a, fits, obs, names, device, loads)
     for h in a.horizons if "epoch" in a.only else ():
         for k, path in files.items():  # the columns one after the other, for each h
@@ -518,12 +555,44 @@ def main(a: Args) -> dict:
     print(text)
     if a.out:
         os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
-        with open(a.out + ".md", "w") as f:
-            f.write(text + "\n")
-        with open(a.out + ".json", "w") as f:
-            json.dump({"meta": meta, "rows": rows, "runs": runs}, f, indent=2)
+        write_text(a.out + ".md", text + "\n")
+        write_text(a.out + ".json", json.dumps({"meta": meta, "rows": rows, "runs": runs}, indent=2))
     return {"meta": meta, "rows": rows, "runs": runs}
 
 
+def write_text(path: str, text: str) -> None:
+    """Through a temporary name, renamed when complete; a failed write (a full disk) is one line."""
+    try:
+        with open(path + ".tmp", "w") as f:
+            f.write(text)
+        os.replace(path + ".tmp", path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            os.remove(path + ".tmp")
+        fail(f"could not write {path} ({e.strerror}); the table is printed above")
+
+
+def parse(argv: list[str]) -> Args:
+    """tyro's flags; a parse error is one line and exit 2 (not tyro's box)."""
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            return tyro.cli(Args, args=argv)
+    except SystemExit as e:
+        if e.code in (0, None):
+            raise
+        print(f"error: {one_line_tyro_error(err.getvalue())}", file=sys.stderr)
+        sys.exit(2)
+
+
+def stop(signum, frame):
+    raise KeyboardInterrupt(signum)  # SIGTERM as Ctrl-C: subprocess.run kills the run, `finally` removes the folder
+
+
 if __name__ == "__main__":
-    main(tyro.cli(Args))
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        main(parse(sys.argv[1:]))
+    except KeyboardInterrupt as e:
+        print("interrupted: the runs stopped and the temporary folder removed; nothing written", file=sys.stderr)
+        sys.exit(128 + (e.args[0] if e.args else signal.SIGINT))

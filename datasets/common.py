@@ -14,12 +14,15 @@ ref_min_score / ref_max_score when D4RL has reference returns for the task.
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import pickle
 import re
+import signal
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Callable
 
@@ -201,12 +204,17 @@ def write_dataset(
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    try:
-        with h5py.File(tmp, "w") as f:
-            for key, value in arrays.items():
-                f.create_dataset(key, data=value)
-            f.attrs.update(attrs)
+    image = io.BytesIO()  # HDF5 writes into memory: on a full disk its own writer spews errors, then segfaults
+    with h5py.File(image, "w") as f:
+        for key, value in arrays.items():
+            f.create_dataset(key, data=value)
+        f.attrs.update(attrs)
+    try:  # the file's bytes by plain Python I/O: a full disk is one OSError
+        with open(tmp, "wb") as raw:
+            raw.write(image.getbuffer())
         os.replace(tmp, path)
+    except OSError as e:
+        raise OSError(f"could not write {path} ({e.strerror or e}); free space or write elsewhere") from None
     finally:
         tmp.unlink(missing_ok=True)
     return path
@@ -219,9 +227,12 @@ class FlagError(ValueError):
     """A flag's value cannot work; the scripts exit 2 on it (as for a flag tyro cannot parse)."""
 
 
-def check_int(problems: list[str], flag: str, value: int | None, minimum: int) -> None:
+def check_int(problems: list[str], flag: str, value: int | None, minimum: int, below: int | None = None) -> None:
+    """minimum <= value (< below, where given)."""
     if value is not None and value < minimum:
         problems.append(f"{flag} must be at least {minimum}, got {value}")
+    elif value is not None and below is not None and value >= below:
+        problems.append(f"{flag} must be below {below}, got {value}")
 
 
 def check_float(
@@ -253,8 +264,7 @@ def check_output_path(problems: list[str], path: Path, flag: str) -> None:
             tempfile.TemporaryFile(dir=parent).close()
         except OSError as e:
             problems.append(
-                f"{flag}: cannot create {path}: {parent} is not writable ({e.strerror}); "
-                "choose another --out or --data-dir"
+                f"{flag}: cannot create {path}: {parent} is not writable ({e.strerror}); choose another {flag}"
             )
 
 
@@ -311,6 +321,16 @@ def load_torch_file(path, what: str, fix: str):
 
 
 # ---------------------------------------------------------------------------- command line
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is, as Ctrl-C's KeyboardInterrupt is: the same clean-up runs."""
+
+    signum = signal.SIGTERM
+
+
+def _terminated(signum, frame):
+    raise Terminated
+
+
 def run_cli(
     main: Callable,
     args_type: type,
@@ -318,9 +338,13 @@ def run_cli(
     on_interrupt: str = "interrupted; no dataset was written",
 ) -> None:
     """Parse the flags, check them all before any work (one line per problem, exit 2), and run; bad input ends in
-    one line naming the problem, not a traceback (exit 2 for a flag whose value cannot work, else 1)."""
+    one line naming the problem, not a traceback (exit 2 for a flag whose value cannot work, else 1); Ctrl-C and
+    SIGTERM end in the `on_interrupt` line (exit 130, 143)."""
     sys.path.insert(0, str(Path(__file__).parent.parent / "algorithms"))
     import plumbing
+
+    # the *-v4 envs are the closest to D4RL's v2 data: Gymnasium's "out of date" warning would only add two lines
+    warnings.filterwarnings("ignore", message=".*is out of date.*")
 
     try:  # the algorithm files' parser: the same --help layout and one-line parse errors (exit 2)
         args = plumbing.parse_args(args_type, sys.argv[1:])
@@ -332,6 +356,7 @@ def run_cli(
         for problem in problems:
             print(f"error: {problem}", file=sys.stderr)
         raise SystemExit(2)
+    signal.signal(signal.SIGTERM, _terminated)  # what Slurm or `kill` sends: stop as Ctrl-C does (files cleaned up)
     try:
         main(args)
     except FlagError as e:
@@ -339,6 +364,6 @@ def run_cli(
         raise SystemExit(2) from None
     except (ValueError, OSError, gym.error.Error) as e:
         raise SystemExit(f"error: {str(e).splitlines()[0]}") from None
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         print(f"\n{on_interrupt}", file=sys.stderr)
-        raise SystemExit(130) from None
+        raise SystemExit(128 + getattr(e, "signum", signal.SIGINT)) from None

@@ -193,7 +193,6 @@ def check_flags(args: Args) -> list[str]:
     problems: list[str] = []
     for flag, value, minimum in [
         ("--steps", args.steps, 1),
-        ("--seed", args.seed, 0),
         ("--max-episode-steps", args.max_episode_steps, 1),
         ("--learning-starts", args.learning_starts, 0),
         ("--batch-size", args.batch_size, 1),
@@ -202,6 +201,7 @@ def check_flags(args: Args) -> list[str]:
         ("--stop-at", args.stop_at, 1),
     ]:
         check_int(problems, flag, value, minimum)
+    check_int(problems, "--seed", args.seed, 0, below=2**32)  # torch.manual_seed's range
     check_float(problems, "--learning-rate", args.learning_rate, 0.0, low_open=True)
     check_float(problems, "--gamma", args.gamma, 0.0, 1.0)
     check_float(problems, "--tau", args.tau, 0.0, 1.0, low_open=True)
@@ -210,6 +210,8 @@ def check_flags(args: Args) -> list[str]:
     ckpt_path = path.with_name(path.name + ".ckpt.pt")
     if args.task == "halfcheetah-jump" and ckpt_path.exists() and not args.resume:
         problems.append(f"{ckpt_path} exists: pass --resume to continue it, or delete it")
+    if args.task == "halfcheetah-jump-hard" and args.stop_at is not None:  # it would be ignored: no checkpoints
+        problems.append("--stop-at stops the SAC of --task halfcheetah-jump; the random collection runs to the end")
     return problems
 
 

@@ -57,18 +57,40 @@ def check_flags(args: Args) -> list[str]:
     return problems
 
 
+# The attrs a part must carry: what collect.py and sac.py write (the behaviour weights the joined mean by episodes).
+PART_ATTRS = ("env_id", "reward_fn", "seed", "behavior_mean_return", "behavior_episodes")
+
+
+def read_part(path: Path) -> tuple[dict, dict]:
+    """A part's arrays and attrs; every problem is one line naming the file (a ValueError)."""
+    import plumbing  # the algorithm files' data check (run_cli put algorithms/ on the path)
+
+    try:  # keys, shapes, dtypes, NaN rows, 0/1 ends: a part the algorithms would refuse is refused here
+        plumbing.load_transitions(str(path))
+    except plumbing.UserError as e:
+        raise ValueError(str(e)) from None
+    with h5py.File(path, "r") as f:
+        arrays = {k: f[k][()] for k in DATA_KEYS}
+        attrs = dict(f.attrs)
+    missing = [k for k in PART_ATTRS if k not in attrs]
+    if missing:
+        raise ValueError(f"{path} has no {', '.join(missing)} attr; make it with datasets/collect.py or sac.py")
+    episodes, mean = attrs["behavior_episodes"], attrs["behavior_mean_return"]
+    numbers = isinstance(episodes, (int, np.integer)) and isinstance(mean, (float, int, np.floating, np.integer))
+    if not (numbers and episodes >= 1 and np.isfinite(mean)):
+        raise ValueError(
+            f"{path}: behavior_episodes {episodes} and behavior_mean_return {mean} must be a count >= 1 and a "
+            "finite number; make it again with datasets/collect.py"
+        )
+    return arrays, attrs
+
+
 def main(args: Args) -> None:
     arrays, attrs = [], []
     for part in args.parts:
-        path = part_path(part, args.data_dir)
-        with h5py.File(path, "r") as f:
-            missing = [k for k in DATA_KEYS if k not in f]
-            if missing:
-                raise ValueError(f"{path} lacks {', '.join(missing)}; it is not a D4RL-layout dataset")
-            arrays.append({k: f[k][()] for k in DATA_KEYS})
-            attrs.append(dict(f.attrs))
-        if "behavior_mean_return" not in attrs[-1]:
-            raise ValueError(f"{path} has no behavior_mean_return attr; make it with datasets/collect.py")
+        data, a = read_part(part_path(part, args.data_dir))
+        arrays.append(data)
+        attrs.append(a)
     first = attrs[0]
     for part, a, data in zip(args.parts, attrs, arrays):
         for key in ("env_id", "reward_fn"):

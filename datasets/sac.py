@@ -185,11 +185,19 @@ class SAC:
 
 
 def atomic_torch_save(obj, path: Path) -> None:
-    """torch.save into <path>.tmp, then renamed: a kill never leaves a file that looks complete."""
+    """torch.save into <path>.tmp, then renamed: a kill never leaves a file that looks complete. A failed write (a full
+    disk) is one OSError naming the file; a failed or interrupted one leaves no temporary file."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:  # our own file object: closed, so its disk space freed, on any error
+            torch.save(obj, f)
+        os.replace(tmp, path)
+    except (OSError, RuntimeError) as e:  # torch.save reports a full disk as a RuntimeError, the OSError its context
+        why = getattr(e if isinstance(e, OSError) else e.__context__, "strerror", None) or str(e).splitlines()[0]
+        raise OSError(f"could not write {path} ({why})") from None
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 # ---------------------------------------------------------------------------- checkpoints
@@ -212,7 +220,10 @@ def save_checkpoint(path: Path, step: int, sac: SAC, buf, env: gym.Env, rng: np.
         },
         "extra": extra or {},
     }
-    atomic_torch_save(state, path)
+    try:
+        atomic_torch_save(state, path)
+    except OSError as e:
+        raise OSError(f"{e}; the last checkpoint is kept: free space, then rerun with --resume") from None
 
 
 def load_checkpoint(path: Path, sac: SAC, buf, env: gym.Env, rng: np.random.Generator, settings, steps: int):
@@ -225,8 +236,9 @@ def load_checkpoint(path: Path, sac: SAC, buf, env: gym.Env, rng: np.random.Gene
         or not isinstance(state["settings"], dict)
     ):
         raise ValueError(f"{path} is not a checkpoint of this script (keys missing); {fix}")
-    settings = dict(settings)
-    changed = {k: (v, settings.get(k)) for k, v in state["settings"].items() if settings.get(k) != v}
+    settings, saved = dict(settings), state["settings"]
+    # every key of both: a checkpoint without a setting (another script's, an older version's) is not this run's
+    changed = {k: (saved.get(k), settings.get(k)) for k in {**saved, **settings} if saved.get(k) != settings.get(k)}
     if changed:
         raise ValueError(f"{path} was made with other settings (checkpoint, now): {changed}")
     step = state["step"]
@@ -244,7 +256,14 @@ def load_checkpoint(path: Path, sac: SAC, buf, env: gym.Env, rng: np.random.Gene
     except (KeyError, ValueError, TypeError, RuntimeError, AttributeError) as e:
         detail = " ".join(str(e).split())[:200]
         raise ValueError(f"{path} does not match this run ({type(e).__name__}: {detail}); {fix}") from None
-    return step, state.get("extra", {})
+    # a NaN weight would reach the env as a NaN action, and the dataset as NaN rows
+    nets = {name: getattr(sac, name) for name in ("actor", "qf1", "qf2", "qf1_target", "qf2_target")}
+    weights = [(f"{n}.{k}", v) for n, net in nets.items() for k, v in net.state_dict().items()]
+    bad = next((name for name, v in [*weights, ("log_alpha", sac.log_alpha)] if not torch.isfinite(v).all()), None)
+    if bad:
+        raise ValueError(f"{path} holds NaN or infinite weights ({bad}); {fix}")
+    extra = state.get("extra", {})
+    return step, extra if isinstance(extra, dict) else {}  # the caller checks what it needs of it
 
 
 # ---------------------------------------------------------------------------- the online loop
@@ -414,7 +433,6 @@ def check_flags(args: Args) -> list[str]:
     problems: list[str] = []
     for flag, value, minimum in [
         ("--steps", args.steps, 1),
-        ("--seed", args.seed, 0),
         ("--eval-every", args.eval_every, 1),
         ("--eval-episodes", args.eval_episodes, 1),
         ("--max-episode-steps", args.max_episode_steps, 1),
@@ -425,15 +443,22 @@ def check_flags(args: Args) -> list[str]:
         ("--stop-at", args.stop_at, 1),
     ]:
         check_int(problems, flag, value, minimum)
+    check_int(problems, "--seed", args.seed, 0, below=2**32)  # torch.manual_seed's range
     check_float(problems, "--learning-rate", args.learning_rate, 0.0, low_open=True)
     check_float(problems, "--gamma", args.gamma, 0.0, 1.0)
     check_float(problems, "--tau", args.tau, 0.0, 1.0, low_open=True)
+    try:
+        gym.spec(args.env)
+        known_env = True
+    except gym.error.Error as e:
+        problems.append(f"--env {args.env}: {e} (e.g. --env Hopper-v4)")
+        known_env = False
     try:
         levels = parse_levels(args.levels)
     except FlagError as e:
         problems.append(str(e))
         levels = {}
-    if levels and args.env not in REF_SCORES:
+    if levels and known_env and args.env not in REF_SCORES:
         problems.append(f"--levels need D4RL's reference returns, known for {', '.join(REF_SCORES)}; pass --levels")
     out = run_dir(args)
     if out.exists() and not out.is_dir():
@@ -458,8 +483,11 @@ def write_rows_csv(path: Path, rows: list[dict]) -> None:
 
 def write_text(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:  # a full disk leaves no half-written temporary file
+        tmp.unlink(missing_ok=True)
 
 
 def main(args: Args) -> None:
@@ -468,6 +496,9 @@ def main(args: Args) -> None:
     ckpt_path = out / "ckpt.pt"
     if ckpt_path.exists() and not args.resume:
         raise FlagError(f"{ckpt_path} exists: pass --resume to continue it, or delete it")
+    if args.resume and not ckpt_path.exists() and (out / "replay.hdf5").exists():  # not a new run over a finished one
+        print(f"{out} is finished ({out / 'replay.hdf5'} holds its whole buffer): nothing left to do")
+        return
     settings = {k: getattr(args, k) for k in SETTINGS}
     settings["levels"] = list(settings["levels"])
     device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
@@ -484,6 +515,12 @@ def main(args: Args) -> None:
     start, state = 0, {"rows": [], "snapshots": {}, "wall_s": 0.0}
     if ckpt_path.exists():
         start, state = load_checkpoint(ckpt_path, sac, buf, env, rng, settings, args.steps)
+        rows, snapshots, wall = (state.get(k) for k in ("rows", "snapshots", "wall_s"))  # the `extra` saved below
+        rows_ok = isinstance(rows, list) and all(isinstance(r, dict) for r in rows)
+        if not (rows_ok and isinstance(snapshots, dict) and isinstance(wall, (int, float))):
+            raise ValueError(
+                f"{ckpt_path} lacks this script's progress (rows, snapshots, wall_s); delete it to start over"
+            )
         obs, _ = env.reset()  # the reset the checkpointed run was about to do
         print(f"resumed from {ckpt_path} at step {start}")
     out.mkdir(parents=True, exist_ok=True)

@@ -873,6 +873,12 @@ def comparisons(table: dict, lambda_ps) -> list[dict]:
     return out
 
 
+def mean_text(entry: dict) -> str:
+    """An aggregate entry's mean return, with its 95 % interval only over 2+ seeds (one seed has none)."""
+    lo, hi = entry["ci95"]
+    return f"{entry['mean']:.1f}" + (f" [{lo:.1f}, {hi:.1f}]" if len(entry["seeds"]) > 1 else "")
+
+
 # ---------------------------------------------------------------------------------------------- figures
 def draw_scene(ax, title: str, band_color: str = "darkblue"):
     import matplotlib.patches as patches
@@ -948,8 +954,7 @@ def plot_visited(path: str, table: dict, cells_dir: str, lambda_p: float, title:
             tag = " (as the authors ran it)" if AUTHORS_U[algo] == u else ""
             draw_scene(
                 ax,
-                f"{algo.upper()}, u = {u}{tag}\naverage return {entry['mean']:.1f} "
-                f"[{entry['ci95'][0]:.1f}, {entry['ci95'][1]:.1f}], per seed "
+                f"{algo.upper()}, u = {u}{tag}\naverage return {mean_text(entry)}, per seed "
                 + ", ".join(f"{v:.1f}" for v in entry["per_seed"]),
             )
             ax.legend(loc="lower left", fontsize=7, markerscale=2)
@@ -978,16 +983,18 @@ def plot_phase(path: str, table: dict, setting: Setting, title: str):
             n = sorted({len(e["seeds"]) for e in es})
             x = np.array([e["lambda_p"] for e in es]) * shift
             y = np.array([e["mean"] for e in es])
+            # one seed has no interval: no bar (NaN), not a bar of length 0
             err = np.array([[e["mean"] - e["ci95"][0], e["ci95"][1] - e["mean"]] for e in es]).T
+            err[:, [len(e["seeds"]) < 2 for e in es]] = np.nan
             ax.errorbar(
                 x,
                 y,
-                yerr=err,
+                yerr=err if np.isfinite(err).any() else None,
                 marker="o",
                 ms=4,
                 capsize=3,
                 color=color,
-                label=f"{algo.upper()} ({'–'.join(map(str, sorted({n[0], n[-1]})))} seeds per point)",
+                label=f"{algo.upper()} ({'–'.join(map(str, sorted({n[0], n[-1]})))} seed{'s' * (n[-1] > 1)} per point)",
             )
         ax.scatter(
             [100, 100],
@@ -1159,8 +1166,9 @@ def run(args: ToyArgs, command: Optional[str] = None) -> dict:
             path,
             table,
             setting,
-            f"RiskWorld '{args.setting}': average return vs λp ({size}; 95 % bootstrap "
-            f"intervals over seeds; λo = {args.lambda_o:g})",
+            f"RiskWorld '{args.setting}': average return vs λp ({size}; "
+            + ("95 % bootstrap intervals over seeds" if any(len(e["seeds"]) > 1 for e in table.values()) else "1 seed")
+            + f"; λo = {args.lambda_o:g})",
         )
         figures.append(path)
 
@@ -1216,7 +1224,7 @@ def print_summary(results: dict):
     for e in table:
         shares = sorted({round(100 * s) for s in e["share_upper_right"]})
         corner = f"{shares[0]}–{shares[-1]} %" if len(shares) > 1 else f"{shares[0]} %"
-        ret = f"{e['mean']:.1f}" + (f" [{e['ci95'][0]:.1f}, {e['ci95'][1]:.1f}]" if len(e["seeds"]) > 1 else "")
+        ret = mean_text(e)
         note = "as the authors ran it" if AUTHORS_U[e["algo"]] == e["u"] else ""
         if several:
             note = ", ".join(f"{v:.1f}" for v in e["per_seed"]) + (f" ({note})" if note else "")
