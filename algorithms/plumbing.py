@@ -300,9 +300,7 @@ def make_eval_envs(task: Task, n: int) -> gym.vector.VectorEnv:
 
 
 @torch.no_grad()
-def evaluate(
-    policy: Callable, envs: gym.vector.VectorEnv, task: Task, seed: int, device
-) -> tuple[np.ndarray, np.ndarray]:
+def evaluate(policy: Callable, envs, task: Task, seed: int, device) -> tuple[np.ndarray, np.ndarray]:
     """One episode per sub-env with deterministic actions; returns (episode returns, initial observations)."""
     obs, _ = envs.reset(seed=seed)
     first_obs, n = obs.copy(), envs.num_envs
@@ -317,32 +315,20 @@ def evaluate(
 
 def eval_metrics(task: Task, returns: np.ndarray) -> dict[str, float]:
     metrics = {"eval/return": float(returns.mean()), "eval/return_std": float(returns.std())}
-    normalized = task.normalize(returns)
-    if normalized is not None:
-        metrics.update(
-            {"eval/normalized_score": float(normalized.mean()), "eval/normalized_score_std": float(normalized.std())}
-        )
+    if (score := task.normalize(returns)) is not None:
+        metrics |= {"eval/normalized_score": float(score.mean()), "eval/normalized_score_std": float(score.std())}
     return metrics
 
 
 @torch.no_grad()
-def model_eval(
-    dynamics: nn.Module,
-    terminal: Callable,
-    args,
-    device: torch.device,
-    actor: Callable,
-    first_obs: np.ndarray,
-    envs: gym.vector.VectorEnv,
-) -> dict[str, float]:
+def model_eval(dynamics, terminal: Callable, args, device, actor: Callable, first_obs: np.ndarray, envs) -> dict:
     """η_M̂(π) and ε_u(π) (Fig. 6): the deterministic policy's discounted return and mean u in the model MDP, from the
     real evaluation episodes' first states. A file binds its model with partial(model_eval, dynamics, ...)."""
     horizon = envs.envs[0].spec.max_episode_steps or 1000
     obs = torch.as_tensor(first_obs, dtype=torch.float32, device=device)
     alive = torch.ones(len(obs), dtype=torch.bool, device=device)
     ret = torch.zeros(len(obs), device=device)
-    u_sum = torch.zeros((), device=device)
-    steps = torch.zeros((), device=device)
+    u_sum, steps = torch.zeros((), device=device), torch.zeros((), device=device)
     for t in range(horizon):
         obs, rew, u = dynamics.step(obs, actor(obs), args.uncertainty)
         ret += torch.where(alive, args.gamma**t * rew, 0.0)
@@ -411,9 +397,8 @@ RANGES = (
 
 def outside(value: float, interval: str) -> bool:
     low, high = (float(b) for b in interval[1:-1].split(","))
-    return not (low <= value if interval[0] == "[" else low < value) or not (
-        value <= high if interval[-1] == "]" else value < high
-    )
+    above = low <= value if interval[0] == "[" else low < value
+    return not above or not (value <= high if interval[-1] == "]" else value < high)
 
 
 # flags that act only together: (a flag only the files with the rule have, broken(args), the problem)
@@ -454,12 +439,10 @@ def check_args(args) -> None:
         if path is not None and not (os.path.isfile(path) or dir_ok and os.path.isdir(path)):
             found = "is a directory" if os.path.isdir(path) else "no such file or directory"
             problems.append(f"--{name.replace('_', '-')} {path}: {found}; pass {what}")
-    if args.exp_name is not None and (
-        os.sep in args.exp_name or args.exp_name in ("", ".", "..") or len(args.exp_name) > 100
-    ):
-        problems.append(
-            f"--exp-name {args.exp_name[:40]!r}: must be a plain name of at most 100 characters (it is part of the run directory's name)"
-        )
+    name = args.exp_name
+    if name is not None and (os.sep in name or name in ("", ".", "..") or len(name) > 100):
+        problems.append(f"--exp-name {name[:40]!r}: must be a plain name of at most 100 characters (a part of the run "
+                        "directory's name)")  # fmt: skip
     if problems:
         raise UsageError("\n".join(problems))
 
