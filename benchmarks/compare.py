@@ -31,9 +31,11 @@ verdict per pair of rows (ours vs theirs): an equivalence test of the paired per
 margin --delta (see `verdict`).
 """
 
+import contextlib
 import csv
 import glob
 import importlib.util
+import itertools
 import json
 import os
 import platform
@@ -420,13 +422,33 @@ def command(args: Args, t: Task, plan: tuple[str, dict]) -> list[str]:
 
 
 # ---------------------------------------------------------------- running
+def replace_atomically(path: str, write, suffix: str = ".tmp") -> None:
+    """write(tmp) then rename tmp to path. The temporary name is unique (pid and a count), so two compare.py
+    processes sharing a --results folder (one per row, say) never move each other's half-written file."""
+    tmp = f"{path}.{os.getpid()}.{next(TMP_COUNT)}{suffix}"
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+
+
+def write_text(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+
+
+TMP_COUNT = itertools.count()
+
+
 def copy_results(args: Args, t: Task) -> None:
     """A finished run's small files to --results (temp names, then renames)."""
     src, dst = run_dir_of(args, t), os.path.join(args.results, t.key)
     os.makedirs(dst, exist_ok=True)
     for name in ("config.json", "metrics.csv", "summary.json"):
-        shutil.copyfile(os.path.join(src, name), os.path.join(dst, name + ".tmp"))
-        os.replace(os.path.join(dst, name + ".tmp"), os.path.join(dst, name))
+        replace_atomically(os.path.join(dst, name), lambda tmp, n=name: shutil.copyfile(os.path.join(src, n), tmp))
 
 
 def record_dataset(args: Args, dataset: str, task: str) -> None:
@@ -466,9 +488,8 @@ def record_dataset(args: Args, dataset: str, task: str) -> None:
     keep = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in attrs.items()}
     keep = {k: v for k, v in keep.items() if isinstance(v, (int, float, str))}
     os.makedirs(dst, exist_ok=True)
-    with open(os.path.join(dst, "dataset.json.tmp"), "w") as f:
-        json.dump(keep | {"file": os.path.basename(path), "fingerprint": fingerprint} | chosen, f, indent=1)
-    os.replace(os.path.join(dst, "dataset.json.tmp"), os.path.join(dst, "dataset.json"))
+    record = keep | {"file": os.path.basename(path), "fingerprint": fingerprint} | chosen
+    replace_atomically(os.path.join(dst, "dataset.json"), lambda tmp: write_text(tmp, json.dumps(record, indent=1)))
 
 
 def tasks_of(args: Args) -> list[Task]:
@@ -874,12 +895,9 @@ def report(args: Args) -> str:
     )
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    fig.savefig(args.out + ".png.tmp.png", dpi=110)
-    os.replace(args.out + ".png.tmp.png", args.out + ".png")
+    replace_atomically(args.out + ".png", lambda tmp: fig.savefig(tmp, dpi=110), suffix=".tmp.png")
     md = "\n".join(lines) + "\n" + f"\n![learning curves]({os.path.basename(args.out)}.png)\n"
-    with open(args.out + ".md.tmp", "w") as f:
-        f.write(md)
-    os.replace(args.out + ".md.tmp", args.out + ".md")
+    replace_atomically(args.out + ".md", lambda tmp: write_text(tmp, md))
     return md
 
 

@@ -444,3 +444,27 @@ def test_theirs_on_a_file_the_peer_has_no_settings_for_says_to_pass_task(halfche
     assert r.returncode == 2 and len(lines) == 1, r.stderr
     assert "not for halfcheetah-random-v2" in lines[0] and "pass --task" in lines[0], lines[0]
     assert not (tmp_path / "runs").exists()
+
+
+def test_two_compare_processes_sharing_a_results_folder_do_not_move_each_others_files(tmp_path, monkeypatch):
+    """One compare.py per row on the same --results (as the long rows are run): the other process writes its
+    dataset.json while this one is between its write and its rename. With one fixed temporary name, the other
+    moved this one's file away and this rename failed with a traceback (seen on local/hopper-medium-replay)."""
+    compare = load_compare()
+    os.makedirs(tmp_path / "local")
+    write_random_dataset(str(tmp_path / "local" / "hopper-random.hdf5"), steps=200)
+    args = compare.Args(data_dir=str(tmp_path), results=str(tmp_path / "results"), runs_dir=str(tmp_path / "runs"))
+    real_replace, others = os.replace, []
+
+    def replace(src, dst):
+        if dst.endswith("dataset.json") and not others:  # the other process, right now
+            others.append(dst)
+            compare.record_dataset(args, "local/hopper-random", "hopper-random-v2")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(compare.os, "replace", replace)
+    compare.record_dataset(args, "local/hopper-random", "hopper-random-v2")
+    assert others, "the interleaving was not exercised"
+    folder = tmp_path / "results" / "local_hopper-random"
+    assert sorted(os.listdir(folder)) == ["dataset.json"]  # no temporary file left behind
+    assert json.loads((folder / "dataset.json").read_text())["settings_task"] == "hopper-random-v2"
