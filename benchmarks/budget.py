@@ -1,0 +1,244 @@
+"""What the CPU budget cut costs (issue 31): MOPO and ORPO (π^o trained) on one dataset at the paper's 50,000 rollout
+start states instead of 5,000, and with the ensemble fit uncapped (early stopping only), beside the 5,000-start,
+fit-capped runs that benchmarks/compare.py made (docs/compare/).
+
+    python benchmarks/budget.py                    # runs what is missing (resumes an unfinished run), then reports
+    python benchmarks/budget.py --only mopo:starts50k --only mopo:uncapped     # some runs only (e.g. one per core)
+    python benchmarks/budget.py --report-only      # redraw docs/budget.md and docs/budget.png from --results
+
+Every run: --seed, --epochs × 1000 gradient steps, 5 evaluation episodes, the dataset's presets (as compare.py's
+--settings ours). The cuts:
+  starts50k  --rollout-batch-size 50000, the fit capped at 20 epochs (as the baseline)
+  uncapped   --rollout-batch-size 5000, the fit stopped only by early stopping (5 epochs without a 1 % gain); ORPO
+             loads MOPO's uncapped ensemble when it is there (compare.py's rows share one ensemble per seed too)
+Finished runs' config.json, metrics.csv and summary.json go to --results/<cut>/<row>/ (small, committed); the report
+reads those and the baseline's --baseline/<dataset>/<row>/seed<S>/ alone.
+"""
+
+import csv
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+import tyro
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+from scores import one_line_tyro_error  # noqa: E402  (the same one-line parse errors as scores.py)
+
+CUTS = {
+    "baseline": None,  # compare.py's runs: 5,000 start states, fit capped at 20 epochs
+    "starts50k": ["--rollout-batch-size", "50000", "--dynamics-max-epochs", "20"],
+    "uncapped": ["--rollout-batch-size", "5000"],
+}
+ROWS = ("mopo", "orpo")
+LABELS = {"mopo": "MOPO (ours)", "orpo": "ORPO, π^o trained (ours)"}
+
+
+@dataclass
+class Args:
+    env: str = "local/hopper-medium"
+    """the dataset (--env of the algorithm files)"""
+    data_dir: str | None = None
+    """where the datasets live (default: $D4RL_DATASET_DIR or ~/.d4rl/datasets)"""
+    seed: int = 1
+    """the seed of every run (the baseline's run of this seed is the comparison)"""
+    epochs: int = 50
+    """epochs per run, 1000 gradient steps each (the baseline's)"""
+    only: tuple[str, ...] = ()
+    """run only these, as ROW:CUT (e.g. orpo:uncapped); default: all four, MOPO's first"""
+    runs_dir: str = os.path.join(ROOT, "runs", "budget")
+    """where the runs go: --runs-dir/<cut>/<row>/"""
+    results: str = os.path.join(ROOT, "docs", "budget")
+    """where finished runs' small files are copied: --results/<cut>/<row>/"""
+    baseline: str = os.path.join(ROOT, "docs", "compare")
+    """compare.py's results folder, holding the 5,000-start runs"""
+    out: str = os.path.join(ROOT, "docs", "budget")
+    """the report's stem: OUT.md and OUT.png"""
+    report_only: bool = False
+    """draw the report from --results without running anything"""
+
+
+class UserError(Exception):
+    code = 1
+
+
+class UsageError(UserError):
+    code = 2
+
+
+def tasks(args: Args) -> list[tuple[str, str]]:
+    every = [(row, cut) for row in ROWS for cut in CUTS if cut != "baseline"]
+    picked = [tuple(t.split(":", 1)) for t in args.only] or every
+    bad = [":".join(t) for t in picked if t not in every]
+    if bad:
+        raise UsageError(f"--only {bad[0]}: use ROW:CUT with ROW in {', '.join(ROWS)} and CUT in starts50k, uncapped")
+    return picked
+
+
+def summary_of(folder: str) -> dict:
+    try:
+        with open(os.path.join(folder, "summary.json")) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def run_one(args: Args, row: str, cut: str) -> None:
+    """Start, resume or skip one run; a finished one's small files go to --results/<cut>/<row>/."""
+    folder = os.path.join(args.runs_dir, cut, row)
+    run = next(iter(sorted(glob.glob(os.path.join(folder, "*", "config.json")))), None)
+    run = run and os.path.dirname(run)
+    if not (run and summary_of(run).get("status") == "finished"):
+        script = os.path.join(ROOT, "algorithms", f"{row}.py")
+        if run and os.path.isfile(os.path.join(run, "checkpoint.pt")):
+            cmd = [sys.executable, script, "--resume", run]
+        else:
+            if run:  # stopped before its first checkpoint: start it again
+                shutil.rmtree(run)
+            cmd = [sys.executable, script, "--env", args.env, "--seed", str(args.seed), "--epochs", str(args.epochs)]
+            cmd += ["--eval-episodes", "5", "--no-cuda", "--runs-dir", folder, "--exp-name", f"{row}_{cut}"]
+            cmd += CUTS[cut] + (["--data-dir", args.data_dir] if args.data_dir else [])
+            shared = glob.glob(os.path.join(args.runs_dir, cut, "mopo", "*", "dynamics.pt"))
+            if row == "orpo" and cut == "uncapped" and shared:
+                cmd += ["--load-dynamics-path", shared[0]]
+        print(f"budget: {row}:{cut}: {' '.join(cmd)}", flush=True)
+        env = os.environ | {"OMP_NUM_THREADS": "1"}
+        with open(os.path.join(args.runs_dir, f"{cut}_{row}.log"), "a") as log:
+            rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, check=False).returncode
+        if rc:
+            raise UserError(f"{row}:{cut} exited with {rc}; see {log.name}")
+        run = os.path.dirname(sorted(glob.glob(os.path.join(folder, "*", "config.json")))[0])
+    dst = os.path.join(args.results, cut, row)
+    os.makedirs(dst, exist_ok=True)
+    for name in ("config.json", "metrics.csv", "summary.json"):
+        shutil.copyfile(os.path.join(run, name), os.path.join(dst, name + ".tmp"))
+        os.replace(os.path.join(dst, name + ".tmp"), os.path.join(dst, name))
+
+
+def load(args: Args, row: str, cut: str) -> dict | None:
+    slug = args.env.replace("/", "_")
+    folder = (
+        os.path.join(args.baseline, slug, row, f"seed{args.seed}")
+        if cut == "baseline"
+        else os.path.join(args.results, cut, row)
+    )
+    if summary_of(folder).get("status") != "finished":
+        return None
+    with open(os.path.join(folder, "metrics.csv")) as f:
+        rows = list(csv.DictReader(f))
+    with open(os.path.join(folder, "config.json")) as f:
+        config = json.load(f)
+    col = lambda k: np.array([float(r[k]) if r.get(k) not in (None, "") else np.nan for r in rows])  # noqa: E731
+    fit = rows[0] if rows and rows[0].get("dynamics/holdout_mse") not in (None, "") else {}
+    return {
+        "epoch": col("epoch"),
+        "score": col("eval/normalized_score"),
+        "q": col("losses/q"),
+        "u": col("rollout/u") if "rollout/u" in rows[-1] else col("rollout/u_pessimistic"),
+        "summary": summary_of(folder),
+        "starts": config.get("rollout_batch_size"),
+        "cap": config.get("dynamics_max_epochs"),
+        "loaded": config.get("load_dynamics_path") is not None,
+        "fit": fit,
+    }
+
+
+def report(args: Args) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = {(row, cut): load(args, row, cut) for row in ROWS for cut in CUTS}
+    if not any(runs.values()):
+        raise UserError(f"no finished run in {args.results} or {args.baseline}; run without --report-only first")
+    lines = [
+        "# What the CPU budget cut costs",
+        "",
+        f"Made by `python benchmarks/budget.py --report-only` from `{os.path.relpath(args.results, ROOT)}/` and the "
+        f"baseline runs in `{os.path.relpath(args.baseline, ROOT)}/` ({args.env}, seed {args.seed}, 50 epochs × 1000 "
+        "gradient steps, 5 evaluation episodes, the dataset's presets). Last-10: mean D4RL score of the last 10 "
+        "evaluations; Q: the critic's mean Q on its training batches (`losses/q`), mean over the last 10 epochs.",
+        "",
+        "| row | start states | ensemble fit | holdout MSE | last-10 score | final | Q, last 10 | Q, max | hours | device |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    styles = {"baseline": "-", "starts50k": "--", "uncapped": ":"}
+    for (row, cut), r in runs.items():
+        if r is None:
+            lines.append(f"| {LABELS[row]} | {cut} | not run yet | | | | | | | |")
+            continue
+        s, fit = r["summary"], r["fit"]
+        how = f"capped at {r['cap']} epochs" if r["cap"] else "early stopping only"
+        how = f"{how}, {fit['dynamics/epochs']} epochs" if fit else f"{how} (loaded from its seed's other run)"
+        other = (runs.get(("orpo", cut)) or {}).get("fit") if not fit and row == "mopo" else None
+        mse = f"{float((fit or other)['dynamics/holdout_mse']):.4f}" if fit or other else "(loaded)"
+        q = r["q"][~np.isnan(r["q"])]
+        lines.append(
+            f"| {LABELS[row]} | {r['starts']:,} | {how} | {mse} | {s['last10_score']:.1f} | "
+            f"{s['normalized_score']:.1f} | {q[-10:].mean():.1f} | {q.max():.1f} | {s['wall_seconds'] / 3600:.2f} | "
+            f"{s['device_name']} |"
+        )
+        color = "C0" if row == "mopo" else "C3"
+        label = f"{LABELS[row]}, {cut}"
+        keep = ~np.isnan(r["score"])
+        axes[0].plot(r["epoch"][keep], r["score"][keep], styles[cut], color=color, label=label)
+        keep = ~np.isnan(r["q"])
+        axes[1].plot(r["epoch"][keep], r["q"][keep], styles[cut], color=color, label=label)
+    axes[0].set(xlabel="epoch (1000 gradient steps)", ylabel="D4RL normalised score", title=args.env)
+    axes[1].set(xlabel="epoch (1000 gradient steps)", ylabel="mean Q on training batches", yscale="symlog")
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    fig.savefig(args.out + ".png.tmp.png", dpi=110)
+    os.replace(args.out + ".png.tmp.png", args.out + ".png")
+    md = "\n".join(lines) + f"\n\n![score and Q]({os.path.basename(args.out)}.png)\n"
+    with open(args.out + ".md.tmp", "w") as f:
+        f.write(md)
+    os.replace(args.out + ".md.tmp", args.out + ".md")
+    return md
+
+
+def main(args: Args) -> int:
+    picked = tasks(args)
+    if not args.report_only:
+        os.makedirs(args.runs_dir, exist_ok=True)
+        for row, cut in picked:
+            run_one(args, row, cut)
+    print(report(args))
+    return 0
+
+
+def cli(argv: list[str]) -> int:
+    import contextlib
+    import io
+
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            args = tyro.cli(Args, args=argv, description=__doc__)
+    except SystemExit as e:
+        if e.code not in (0, None):
+            print(f"error: {one_line_tyro_error(err.getvalue())}", file=sys.stderr)
+            return 2
+        sys.stderr.write(err.getvalue())
+        return 0
+    try:
+        return main(args)
+    except (UserError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return getattr(e, "code", 1)
+    except KeyboardInterrupt:
+        print("interrupted: run the same command again to resume", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(cli(sys.argv[1:]))

@@ -1,0 +1,64 @@
+"""benchmarks/budget.py (issue 31): the budget-cut report reads the runs' own numbers; bad input is one line."""
+
+import json
+import os
+
+from conftest import run_script
+
+
+def fake_run(folder, scores, qs, starts, cap, fit=None, status="finished"):
+    """A run's small files: metrics.csv (row 0 the fit, when it fitted), config.json and summary.json."""
+    os.makedirs(folder)
+    rows = ["epoch,dynamics/holdout_mse,dynamics/epochs,eval/normalized_score,losses/q,rollout/u"]
+    if fit:
+        rows.append(f"0,{fit[0]},{fit[1]},,,")
+    rows += [f"{e},,,{s},{q},0.5" for e, (s, q) in enumerate(zip(scores, qs), 1)]
+    (folder / "metrics.csv").write_text("\n".join(rows) + "\n")
+    config = {"rollout_batch_size": starts, "dynamics_max_epochs": cap, "load_dynamics_path": None if fit else "x"}
+    (folder / "config.json").write_text(json.dumps(config))
+    summary = {"status": status, "last10_score": float(sum(scores[-10:]) / 10), "normalized_score": scores[-1]}
+    summary |= {"wall_seconds": 3600.0, "device_name": "test CPU"}
+    (folder / "summary.json").write_text(json.dumps(summary))
+
+
+def test_the_report_holds_each_runs_numbers(tmp_path):
+    scores, qs = list(range(20)), [10.0 * e for e in range(1, 21)]
+    base = tmp_path / "compare" / "local_hopper-medium"
+    fake_run(base / "orpo" / "seed1", scores, qs, 5000, 20, fit=(0.0331, 20))
+    fake_run(base / "mopo" / "seed1", [s + 1 for s in scores], qs, 5000, 20)  # loaded orpo's ensemble
+    fake_run(tmp_path / "budget" / "uncapped" / "mopo", [s + 2 for s in scores], [q * 2 for q in qs], 5000, None,
+             fit=(0.0285, 61))  # fmt: skip
+    fake_run(tmp_path / "budget" / "starts50k" / "orpo", scores, qs, 50000, 20, fit=(0.0331, 20), status="failed")
+    out = tmp_path / "report"
+    flags = ["--baseline", str(tmp_path / "compare"), "--results", str(tmp_path / "budget"), "--out", str(out)]
+    result = run_script("benchmarks/budget.py", "--report-only", *flags)
+    assert result.returncode == 0, result.stderr
+    md = (tmp_path / "report.md").read_text()
+    # last-10 of 0..19 is 14.5; Q over the last 10 epochs of 10..200 is 155, its max 200
+    assert (
+        "| ORPO, π^o trained (ours) | 5,000 | capped at 20 epochs, 20 epochs | 0.0331 | 14.5 | 19.0 | 155.0 | 200.0 |"
+        in md
+    )
+    assert (
+        "| MOPO (ours) | 5,000 | capped at 20 epochs (loaded from its seed's other run) | 0.0331 | 15.5 | 20.0 |" in md
+    )
+    assert (
+        "| MOPO (ours) | 5,000 | early stopping only, 61 epochs | 0.0285 | 16.5 | 21.0 | 310.0 | 400.0 | 1.00 |" in md
+    )
+    assert "| ORPO, π^o trained (ours) | starts50k | not run yet |" in md  # an unfinished run is not reported
+    assert os.path.isfile(tmp_path / "report.png")
+
+
+def test_bad_input_is_one_line(tmp_path):
+    for argv, code, words in [
+        (["--only", "orpo:fast"], 2, "--only orpo:fast: use ROW:CUT"),
+        (["--seed", "x"], 2, "--seed"),
+        (
+            ["--report-only", "--results", str(tmp_path / "none"), "--baseline", str(tmp_path / "none")],
+            1,
+            "no finished",
+        ),
+    ]:
+        result = run_script("benchmarks/budget.py", *argv, "--out", str(tmp_path / "r"))
+        assert result.returncode == code, (argv, result.stderr)
+        assert result.stderr.count("\n") == 1 and words in result.stderr and "Traceback" not in result.stderr, argv
