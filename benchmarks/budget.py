@@ -3,7 +3,7 @@ start states instead of 5,000, and with the ensemble fit uncapped (early stoppin
 fit-capped runs that benchmarks/compare.py made (docs/compare/).
 
     python benchmarks/budget.py                    # runs what is missing (resumes an unfinished run), then reports
-    python benchmarks/budget.py --only mopo:starts50k --only mopo:uncapped     # some runs only (e.g. one per core)
+    python benchmarks/budget.py --only mopo:starts50k mopo:uncapped     # some runs only (e.g. one per core)
     python benchmarks/budget.py --report-only      # redraw docs/budget.md and docs/budget.png from --results
 
 Every run: --seed, --epochs × 1000 gradient steps, 5 evaluation episodes, the dataset's presets (as compare.py's
