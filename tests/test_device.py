@@ -166,7 +166,7 @@ def file_tiny(module, device: torch.device) -> list[str]:
 @contextlib.contextmanager
 def probed_epochs(module, device: torch.device, monkeypatch):
     """Run `module.main` with each epoch's rollouts (epoch start -> run.lap("rollout")) under Check("the rollouts",
-    count_masks=True) and its updates (-> run.end_epoch) under Check("the update steps"); yields the regions' checks
+    count_masks=True) and its updates (-> run.means) under Check("the update steps"); yields the regions' checks
     and the model steps the rollouts took."""
     seen = {"the rollouts": [], "the update steps": [], "model_steps": 0}
     active = []
