@@ -468,3 +468,15 @@ def test_two_compare_processes_sharing_a_results_folder_do_not_move_each_others_
     folder = tmp_path / "results" / "local_hopper-random"
     assert sorted(os.listdir(folder)) == ["dataset.json"]  # no temporary file left behind
     assert json.loads((folder / "dataset.json").read_text())["settings_task"] == "hopper-random-v2"
+
+
+def test_the_claims_contrasts_take_the_same_student_t_interval_as_the_pairs(tmp_path):
+    """ORPO (trained) − MOPO per seed: +1, +2, +3 → mean +2, sd 1, t(0.975, 2)·1/√3 = 2.48 → [−0.5, +4.5]. A
+    percentile bootstrap over 3 seeds would give about [+1.0, +3.0], an interval that covers far less than 95 %."""
+    flat = [np.full(20, v, dtype=float) for v in (10.0, 20.0, 30.0)]
+    fake_results(tmp_path / "results", {"orpo": [c + g for c, g in zip(flat, (1, 2, 3))], "mopo": flat})
+    compare = load_compare()
+    args = compare.Args(results=str(tmp_path / "results"), out=str(tmp_path / "report"), reps=500, report_only=True)
+    md = compare.report(args)
+    line = next(ln for ln in md.splitlines() if "− MOPO (ours), last-10, paired by seed" in ln)
+    assert line.endswith("paired by seed: +2.0 [-0.5, +4.5] (95 % Student-t) (3 seeds)"), line
