@@ -16,6 +16,7 @@ reads those and the baseline's --baseline/<dataset>/<row>/seed<S>/ alone.
 """
 
 import csv
+import fcntl
 import glob
 import json
 import os
@@ -99,7 +100,12 @@ def run_one(args: Args, row: str, cut: str) -> None:
         if run and os.path.isfile(os.path.join(run, "checkpoint.pt")):
             cmd = [sys.executable, script, "--resume", run]
         else:
-            if run:  # stopped before its first checkpoint: start it again
+            if run:  # stopped before its first checkpoint: start it again, unless a live run holds it
+                with open(os.path.join(run, "run.lock"), "a+") as lock:
+                    try:
+                        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        raise UserError(f"{run} is in use by another process; let it finish or stop it") from None
                 shutil.rmtree(run)
             cmd = [sys.executable, script, "--env", args.env, "--seed", str(args.seed), "--epochs", str(args.epochs)]
             cmd += ["--eval-episodes", "5", "--no-cuda", "--runs-dir", folder, "--exp-name", f"{row}_{cut}"]

@@ -62,3 +62,18 @@ def test_bad_input_is_one_line(tmp_path):
         result = run_script("benchmarks/budget.py", *argv, "--out", str(tmp_path / "r"))
         assert result.returncode == code, (argv, result.stderr)
         assert result.stderr.count("\n") == 1 and words in result.stderr and "Traceback" not in result.stderr, argv
+
+
+def test_a_live_run_without_a_checkpoint_is_left_alone(tmp_path):
+    """A run still in its ensemble fit has no checkpoint yet; a second budget.py (one per core) must not take it for
+    a stopped run and delete its folder: the run's lock says it is alive."""
+    import fcntl
+
+    run = tmp_path / "runs" / "uncapped" / "mopo" / "local_hopper-medium__mopo_uncapped__1__1"
+    run.mkdir(parents=True)
+    (run / "config.json").write_text("{}")
+    with open(run / "run.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as the live algorithm file holds it
+        result = run_script("benchmarks/budget.py", "--only", "mopo:uncapped", "--runs-dir", str(tmp_path / "runs"))
+    assert result.returncode == 1 and "is in use by another process" in result.stderr, result.stderr
+    assert (run / "config.json").is_file()
