@@ -179,7 +179,7 @@ def report(args: Args) -> str:
     styles = {"baseline": "-", "starts50k": "--", "uncapped": ":"}
     for (row, cut), r in runs.items():
         if r is None:
-            lines.append(f"| {LABELS[row]} | {cut} | not run yet | | | | | | | |")
+            lines.append(f"| {LABELS[row]} | {cut} | not finished | | | | | | | |")
             continue
         s, fit = r["summary"], r["fit"]
         how = f"capped at {r['cap']} epochs" if r["cap"] else "early stopping only"

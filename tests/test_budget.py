@@ -45,7 +45,7 @@ def test_the_report_holds_each_runs_numbers(tmp_path):
     assert (
         "| MOPO (ours) | 5,000 | early stopping only, 61 epochs | 0.0285 | 16.5 | 21.0 | 310.0 | 400.0 | 1.00 |" in md
     )
-    assert "| ORPO, π^o trained (ours) | starts50k | not run yet |" in md  # an unfinished run is not reported
+    assert "| ORPO, π^o trained (ours) | starts50k | not finished |" in md  # an unfinished run is not reported
     assert os.path.isfile(tmp_path / "report.png")
 
 
