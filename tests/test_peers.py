@@ -183,7 +183,7 @@ def our_evaluations(orpo, hopper_file, tmp_path_factory):
         return returns, first_obs
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(orpo, "evaluate", recording)
+        mp.setattr(plumbing, "evaluate", recording)  # Run.evaluate calls plumbing.evaluate
         runs = tmp_path_factory.mktemp("ours")
         assert TINY[TINY.index("--eval-episodes") + 1] == str(EVAL_EPISODES)
         argv = [*TINY, "--seed", str(SEED)]
