@@ -184,7 +184,7 @@ def report(args: Args) -> str:
         s, fit = r["summary"], r["fit"]
         how = f"capped at {r['cap']} epochs" if r["cap"] else "early stopping only"
         how = f"{how}, {fit['dynamics/epochs']} epochs" if fit else f"{how} (loaded from its seed's other run)"
-        other = (runs.get(("orpo", cut)) or {}).get("fit") if not fit and row == "mopo" else None
+        other = (runs.get(("orpo" if row == "mopo" else "mopo", cut)) or {}).get("fit") if not fit else None
         mse = f"{float((fit or other)['dynamics/holdout_mse']):.4f}" if fit or other else "(loaded)"
         q = r["q"][~np.isnan(r["q"])]
         lines.append(
