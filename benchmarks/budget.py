@@ -26,11 +26,10 @@ import sys
 from dataclasses import dataclass
 
 import numpy as np
-import tyro
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-from scores import one_line_tyro_error  # noqa: E402  (the same one-line parse errors as scores.py)
+from scores import parse_flags  # noqa: E402  (the same one-line parse errors as scores.py)
 
 CUTS = {
     "baseline": None,  # compare.py's runs: 5,000 start states, fit capped at 20 epochs
@@ -223,19 +222,9 @@ def main(args: Args) -> int:
 
 
 def cli(argv: list[str]) -> int:
-    import contextlib
-    import io
-
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err):
-            args = tyro.cli(Args, args=argv, description=__doc__)
-    except SystemExit as e:
-        if e.code not in (0, None):
-            print(f"error: {one_line_tyro_error(err.getvalue())}", file=sys.stderr)
-            return 2
-        sys.stderr.write(err.getvalue())
-        return 0
+    args = parse_flags(Args, argv, __doc__)
+    if isinstance(args, int):
+        return args
     try:
         return main(args)
     except (UserError, OSError) as e:

@@ -45,20 +45,18 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import types
 from dataclasses import dataclass
 from typing import Literal, Optional
 
 import numpy as np
-import tyro
 from scipy.stats import t as student_t
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import peers  # noqa: E402  (the peers' settings and sources)
-from scores import one_line_tyro_error  # noqa: E402  (the same one-line parse errors as scores.py)
+from scores import parse_flags, unwritable_folder  # noqa: E402  (the same one-line parse errors as scores.py)
 
 # row: (kind, script or peer name, extra flags, label)
 ROWS = {
@@ -910,20 +908,6 @@ OWN_FLAGS = {
 }  # fmt: skip
 
 
-def unwritable(folder: str) -> Optional[str]:
-    """Why no file can be made in `folder` (created where missing), or None."""
-    parent = os.path.abspath(folder)
-    while not os.path.exists(parent):
-        parent = os.path.dirname(parent)
-    if not os.path.isdir(parent):
-        return f"{parent} is not a folder"
-    try:  # a probe, not os.access: root passes os.access on a read-only mount
-        tempfile.TemporaryFile(dir=parent).close()
-    except OSError as e:
-        return f"{parent} is not writable ({e.strerror})"
-    return None
-
-
 def check(args: Args) -> None:
     bad = [r for r in args.rows if r not in ROWS]
     if bad:
@@ -965,7 +949,7 @@ def check(args: Args) -> None:
     folders = [("--out", os.path.dirname(os.path.abspath(args.out)))]
     folders += [] if args.report_only else [("--runs-dir", args.runs_dir), ("--results", args.results)]
     for flag, folder in folders:  # before any run: a report that cannot be written would lose hours of runs
-        why = unwritable(folder)
+        why = unwritable_folder(folder)
         if why:
             raise UserError(f"{flag}: cannot write in {folder}: {why}")
 
@@ -987,19 +971,9 @@ def main(args: Args) -> int:
 
 
 def cli(argv: list[str]) -> int:
-    import contextlib
-    import io
-
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err):
-            args = tyro.cli(Args, args=argv, description=__doc__)
-    except SystemExit as e:
-        if e.code not in (0, None):
-            print(f"error: {one_line_tyro_error(err.getvalue())}", file=sys.stderr)
-            return 2
-        sys.stderr.write(err.getvalue())
-        return 0
+    args = parse_flags(Args, argv, __doc__)
+    if isinstance(args, int):
+        return args
     try:
         return main(args)
     except UserError as e:

@@ -1676,6 +1676,35 @@ def main(args: Args, argv: list[str]) -> int:
     return 0
 
 
+def parse_flags(args_class: type, argv: list[str], description: str | None = None):
+    """tyro's parse with its error as one line: the parsed Args, or the exit status (0 after --help, 2 on bad flags).
+    scores.py, compare.py and budget.py parse their flags this way."""
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            return tyro.cli(args_class, args=argv, description=description)
+    except SystemExit as e:
+        if e.code not in (0, None):
+            print(f"error: {one_line_tyro_error(err.getvalue())}", file=sys.stderr)
+            return 2
+        sys.stderr.write(err.getvalue())
+        return 0
+
+
+def unwritable_folder(folder: str) -> str | None:
+    """Why no file can be made in `folder` (created where missing), or None (compare.py's and speed.py's --out)."""
+    parent = os.path.abspath(folder)
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        return f"{parent} is not a folder"
+    try:  # a probe, not os.access: root passes os.access on a read-only mount
+        tempfile.TemporaryFile(dir=parent).close()
+    except OSError as e:
+        return f"{parent} is not writable ({e.strerror})"
+    return None
+
+
 def one_line_tyro_error(text: str) -> str:
     """tyro's boxed parse error as one line: the box's first paragraph and the fix it names (its "Perhaps you meant"
     flag, else the flag's usage line, else where the flags are listed)."""
@@ -1696,16 +1725,9 @@ def one_line_tyro_error(text: str) -> str:
 
 
 def cli(argv: list[str]) -> int:
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err):
-            args = tyro.cli(Args, args=argv)
-    except SystemExit as e:
-        if e.code not in (0, None):
-            print(f"error: {one_line_tyro_error(err.getvalue())}", file=sys.stderr)
-            return 2
-        sys.stderr.write(err.getvalue())
-        return 0
+    args = parse_flags(Args, argv)
+    if isinstance(args, int):
+        return args
     try:
         return main(args, argv)
     except UserError as e:

@@ -46,7 +46,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-from scores import one_line_tyro_error  # noqa: E402  (the same one-line parse errors as scores.py and compare.py)
+from scores import one_line_tyro_error, unwritable_folder  # noqa: E402  (the same one-line parse errors as scores.py and compare.py)
 
 PHASES = ("matmul", "ensemble", "epoch")
 UNCERTAINTIES = ("max_aleatoric", "ensemble_var", "ensemble_std", "mixture_var", "mixture_std")
@@ -126,7 +126,7 @@ def check(a: Args) -> None:
         problems.append(f"--algo-flags {a.algo_flags}: {e}")
     if any(t.split("=")[0] == "--runs-dir" for t in tokens):  # each run's folder is where its metrics are read
         problems.append("--algo-flags sets --runs-dir, which speed.py gives each run")
-    why = unwritable(os.path.dirname(os.path.abspath(a.out))) if a.out else None
+    why = unwritable_folder(os.path.dirname(os.path.abspath(a.out))) if a.out else None
     if why:  # before minutes of measurements
         problems.append(f"--out {a.out}: {why}")
     for k, path in (("module", a.module), ("compare", a.compare)):
@@ -143,20 +143,6 @@ def check(a: Args) -> None:
     if problems:
         print("\n".join(f"error: {p}" for p in problems), file=sys.stderr)
         sys.exit(2)
-
-
-def unwritable(folder: str) -> str | None:
-    """Why no file can be made in `folder` (created where missing), or None."""
-    parent = folder
-    while not os.path.exists(parent):
-        parent = os.path.dirname(parent)
-    if not os.path.isdir(parent):
-        return f"{parent} is not a folder"
-    try:  # a probe, not os.access: root passes os.access on a read-only mount
-        tempfile.TemporaryFile(dir=parent).close()
-    except OSError as e:
-        return f"{parent} is not writable ({e.strerror})"
-    return None
 
 
 def fail(message: str) -> None:
