@@ -122,8 +122,8 @@ def run_one(args: Args, row: str, cut: str) -> None:
     dst = os.path.join(args.results, cut, row)
     os.makedirs(dst, exist_ok=True)
     for name in ("config.json", "metrics.csv", "summary.json"):
-        shutil.copyfile(os.path.join(run, name), os.path.join(dst, name + ".tmp"))
-        os.replace(os.path.join(dst, name + ".tmp"), os.path.join(dst, name))
+        shutil.copyfile(os.path.join(run, name), os.path.join(dst, name + f".{os.getpid()}.tmp"))
+        os.replace(os.path.join(dst, name + f".{os.getpid()}.tmp"), os.path.join(dst, name))
 
 
 def load(args: Args, row: str, cut: str) -> dict | None:
@@ -202,12 +202,12 @@ def report(args: Args) -> str:
     axes[0].legend(fontsize=7)
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    fig.savefig(args.out + ".png.tmp.png", dpi=110)
-    os.replace(args.out + ".png.tmp.png", args.out + ".png")
+    fig.savefig(args.out + f".{os.getpid()}.tmp.png", dpi=110)
+    os.replace(args.out + f".{os.getpid()}.tmp.png", args.out + ".png")
     md = "\n".join(lines) + f"\n\n![score and Q]({os.path.basename(args.out)}.png)\n"
-    with open(args.out + ".md.tmp", "w") as f:
+    with open(args.out + f".{os.getpid()}.md.tmp", "w") as f:
         f.write(md)
-    os.replace(args.out + ".md.tmp", args.out + ".md")
+    os.replace(args.out + f".{os.getpid()}.md.tmp", args.out + ".md")
     return md
 
 
