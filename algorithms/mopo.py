@@ -71,7 +71,10 @@ class Args(RunArgs):  # the data and run flags (--env, --seed, --runs-dir, ...) 
 
     # SAC (--policy sac)
     sac_actor_lr: float = 1e-4
-    """SAC actor learning rate (cosine-annealed over the epochs)"""
+    """SAC actor learning rate, cosine-annealed to 0 over `sac_lr_horizon` epochs"""
+    sac_lr_horizon: int = 1000
+    """epochs of the actor LR's cosine schedule, 0 after (fixed, not --epochs, so a short run is the first epochs of
+    the full run)"""
     sac_critic_lr: float = 3e-4
     """SAC critic learning rate"""
     sac_alpha_lr: float = 1e-4
@@ -102,6 +105,9 @@ class Args(RunArgs):  # the data and run flags (--env, --seed, --runs-dir, ...) 
     """largest holdout set"""
     load_dynamics_path: Optional[str] = None
     """reuse a saved ensemble (a run's dynamics.pt) instead of fitting one"""
+    dynamics_cache: Optional[str] = None
+    """a folder of fitted ensembles shared by runs, one per (data, the flags above, seed): a run loads its entry, or
+    fits and stores it (docs/runs.md)"""
 
     # Training loop
     epochs: int = 1000
@@ -526,6 +532,16 @@ class SAC(nn.Module):
         }
 
 
+class CosineLR(torch.optim.lr_scheduler.CosineAnnealingLR):
+    """OfflineRL-Kit's cosine annealing of SAC's actor LR over T_max epochs, held at 0 after T_max instead of rising
+    again (a run extended past its horizon must not see its learning rate climb back)."""
+
+    def get_lr(self) -> list[float]:
+        if self.last_epoch >= self.T_max:
+            return [self.eta_min for _ in self.optimizer.param_groups]
+        return super().get_lr()
+
+
 # --- end ---
 
 
@@ -701,7 +717,7 @@ def main(args: Args) -> dict:
     if args.policy == "sac":
         policy = SAC(obs_norm, act_dim, max_action, args).to(device)
         policy_act, policy_eval = policy.act, lambda s: policy.act(s, deterministic=True)
-        actor_schedule = torch.optim.lr_scheduler.CosineAnnealingLR(policy.actor_optim, T_max=args.epochs)
+        actor_schedule = CosineLR(policy.actor_optim, T_max=args.sac_lr_horizon)
     else:  # "MOPO (TD3+BC)": TD3 exploration noise in its rollouts, deterministic in evaluation
         policy = TD3BC(obs_norm, act_dim, max_action, args).to(device)
         policy_act, policy_eval = lambda s: policy.act(s, args.exploration_noise), policy.actor

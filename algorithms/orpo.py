@@ -95,7 +95,10 @@ class Args(RunArgs):  # the data and run flags (--env, --seed, --runs-dir, ...) 
 
     # Rollout policy π^o: SAC in the O-MDP
     sac_actor_lr: float = 1e-4
-    """SAC actor learning rate (cosine-annealed over the epochs)"""
+    """SAC actor learning rate, cosine-annealed to 0 over `sac_lr_horizon` epochs"""
+    sac_lr_horizon: int = 1000
+    """epochs of the actor LR's cosine schedule, 0 after (the paper's 1000; fixed, not --epochs, so a short run is the
+    first epochs of the full run)"""
     sac_critic_lr: float = 3e-4
     """SAC critic learning rate"""
     sac_alpha_lr: float = 1e-4
@@ -126,6 +129,9 @@ class Args(RunArgs):  # the data and run flags (--env, --seed, --runs-dir, ...) 
     """largest holdout set"""
     load_dynamics_path: Optional[str] = None
     """reuse a saved ensemble (a run's dynamics.pt) instead of fitting one"""
+    dynamics_cache: Optional[str] = None
+    """a folder of fitted ensembles shared by runs, one per (data, the flags above, seed): a run loads its entry, or
+    fits and stores it (docs/runs.md)"""
 
     # Training loop
     epochs: int = 1000
@@ -627,6 +633,16 @@ class SAC(nn.Module):
         }
 
 
+class CosineLR(torch.optim.lr_scheduler.CosineAnnealingLR):
+    """OfflineRL-Kit's cosine annealing of SAC's actor LR over T_max epochs, held at 0 after T_max instead of rising
+    again (a run extended past its horizon must not see its learning rate climb back)."""
+
+    def get_lr(self) -> list[float]:
+        if self.last_epoch >= self.T_max:
+            return [self.eta_min for _ in self.optimizer.param_groups]
+        return super().get_lr()
+
+
 # --- end ---
 
 
@@ -814,7 +830,7 @@ def main(args: Args) -> dict:
     else:  # "ORPO (SAC)": π^p is a second SAC, stochastic in its rollouts, deterministic in evaluation
         output_policy = SAC(obs_norm, act_dim, max_action, args).to(device)
         output_act, output_eval = output_policy.act, lambda s: output_policy.act(s, deterministic=True)
-    actor_schedule = torch.optim.lr_scheduler.CosineAnnealingLR(rollout_policy.actor_optim, T_max=args.epochs)
+    actor_schedule = CosineLR(rollout_policy.actor_optim, T_max=args.sac_lr_horizon)  # a short run: the first epochs
     fields = {"obs": obs_dim, "act": act_dim, "rew": 1, "u": 1, "rew_o": 1, "rew_p": 1, "next_obs": obs_dim, "done": 1}
     # π^o's rollouts (D^o, and D^p_πo with their P-MDP rewards) and π^p's own (D^p_πp), each stored with both rewards
     buf_o = ReplayBuffer(args.rollout_batch_size * args.rollout_length_o * args.model_retain_epochs, fields, device)

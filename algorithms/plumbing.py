@@ -384,7 +384,7 @@ class RunArgs:
 
 # every numeric flag's interval (a file checks the flags it has); "[" and "]" include the bound, "(" and ")" do not
 RANGES = (
-    "[1, inf) epochs steps_per_epoch batch_size eval_every eval_episodes checkpoint_every num_ensemble num_elites "
+    "[1, inf) epochs sac_lr_horizon steps_per_epoch batch_size eval_every eval_episodes checkpoint_every num_ensemble num_elites "
     "dynamics_batch_size dynamics_max_epochs dynamics_patience dynamics_max_holdout rollout_batch_size "
     "model_retain_epochs rollout_length rollout_length_o policy_freq stop_after_epochs",
     "(0, inf) actor_lr critic_lr dynamics_lr sac_actor_lr sac_critic_lr sac_alpha_lr checkpoint_minutes",
@@ -406,6 +406,8 @@ CONFLICTS = (
     ("num_elites", lambda a: a.num_elites > a.num_ensemble, "--num-elites {a.num_elites} exceeds --num-ensemble"),
     ("rollout_policy_path", lambda a: (a.rollout_policy == "fixed") == (a.rollout_policy_path is None), "--rollout-"
      "policy fixed and --rollout-policy-path RUN_DIR (an earlier ORPO run) go together"),
+    ("dynamics_cache", lambda a: a.dynamics_cache is not None and a.load_dynamics_path is not None, "--load-dynamics-"
+     "path and --dynamics-cache both name the ensemble to use: pass one"),
     ("pessimism", lambda a: not a.pessimism and a.lambda_p not in (None, 0), "--no-pessimism labels π^p's data with "
      "λp = 0: drop --lambda-p {a.lambda_p} or --no-pessimism"),
     ("output_rollout_ratio", lambda a: (a.real_ratio or 0) + (a.output_rollout_ratio or 0) > 1 + 1e-9, "--real-ratio "
@@ -714,6 +716,39 @@ def device_name(device: torch.device) -> str:
     return f"{model} ({os.cpu_count()} cores, {torch.get_num_threads()} torch threads)"
 
 
+# the flags that decide an ensemble fit, with the data's fingerprint: the key of a --dynamics-cache entry
+DYNAMICS_KEY = (
+    "num_ensemble", "num_elites", "dynamics_hidden_dims", "dynamics_bf16", "dynamics_lr", "dynamics_batch_size",
+    "dynamics_max_epochs", "dynamics_patience", "dynamics_holdout_ratio", "dynamics_max_holdout", "seed",
+)  # fmt: skip
+
+
+def _checked_fit(fit: Callable[[], dict]) -> dict:
+    t0 = time.time()
+    metrics = fit()
+    metrics["dynamics/fit_seconds"] = time.time() - t0
+    mse = metrics["dynamics/holdout_mse"]
+    if not np.isfinite(mse):
+        raise UserError(
+            f"the ensemble fit diverged (holdout MSE {mse}); lower --dynamics-lr or check the dataset for huge values"
+        )
+    print(f"dynamics: elites' mean holdout MSE {mse:.4g} after {metrics['dynamics/epochs']} epochs")
+    return metrics
+
+
+def _load_ensemble(model: nn.Module, path: str, what: str) -> dict:
+    saved = safe_load(path, what)
+    try:
+        model.load_state_dict(saved["model"])
+        saved["rng"], saved["metrics"]  # noqa: B018 - a saved ensemble without them is damaged
+    except (KeyError, RuntimeError, TypeError) as e:
+        raise UserError(
+            f"cannot load the ensemble from {path} ({type(e).__name__}: {str(e).splitlines()[0]}); pass a "
+            "dynamics.pt saved by a run on the same dataset and ensemble sizes, or delete a damaged cache entry"
+        ) from None
+    return saved
+
+
 class Run:
     """Everything around the epoch loop: the run directory, data, resume, evaluation, logging, checkpoints, signals.
 
@@ -731,13 +766,14 @@ class Run:
         args.exp_name = args.exp_name or self.algorithm
         if args.resume is not None:
             args = resumed_args(args)
-        try:  # an unwritable --runs-dir (or run directory) fails before any download or data load
-            os.makedirs(args.resume or args.runs_dir, exist_ok=True)
-            tempfile.TemporaryFile(dir=args.resume or args.runs_dir).close()
-        except OSError as e:
-            raise UserError(
-                f"cannot write in {args.resume or args.runs_dir} ({e.strerror}); pass a writable --runs-dir"
-            )
+        folders = [(args.resume or args.runs_dir, "--runs-dir")]
+        folders += [(args.dynamics_cache, "--dynamics-cache")] if getattr(args, "dynamics_cache", None) else []
+        for folder, flag in folders:  # an unwritable folder fails before any download or data load
+            try:
+                os.makedirs(folder, exist_ok=True)
+                tempfile.TemporaryFile(dir=folder).close()
+            except OSError as e:
+                raise UserError(f"cannot write in {folder} ({e.strerror}); pass a writable {flag}") from None
         task, data_path = resolve_task(args.env, args.dataset_path, args.eval_env, args.data_dir)
         args, preset = apply_presets(args, task) if apply_presets else (args, "none")
         check_args(args)  # preset values combined with the user's (e.g. the batch shares)
@@ -747,11 +783,12 @@ class Run:
         torch.manual_seed(args.seed)
         torch.backends.cudnn.deterministic = args.torch_deterministic
         self.args, self.task, self.preset, self.data_path = args, task, preset, data_path
+        self.dynamics: dict = {}  # where the ensemble came from (load_or_fit), for config.json and summary.json
         fingerprint = {
             "path": os.path.abspath(data_path) if not data_path.startswith("minari:") else data_path,
             "fingerprint": file_fingerprint(data_path),
         }
-        self.created = args.resume is None
+        self.fingerprint, self.created = fingerprint["fingerprint"], args.resume is None
         if Run.current is not None:  # one run per process at a time: a new one means the previous one is over
             Run.current.release()
         if args.resume is not None:
@@ -827,8 +864,9 @@ class Run:
         return data, float(envs.single_action_space.high[0])
 
     def load_or_fit(self, model: nn.Module, fit: Callable[[], dict]) -> dict:
-        """The dynamics ensemble, fitted once per run by `fit()` (or loaded from --load-dynamics-path) and saved as
-        dynamics.pt with the RNG state after the fit, so a resume before the first checkpoint continues exactly."""
+        """The dynamics ensemble: fitted once per run by `fit()`, loaded from --load-dynamics-path, or taken from
+        (or fitted into) --dynamics-cache; saved as dynamics.pt with the RNG state after the fit, so a resume before
+        the first checkpoint continues exactly. Where it came from goes into config.json and summary.json."""
         args, run_path = self.args, os.path.join(self.dir, "dynamics.pt")
         if getattr(model, "bf16", False) and self.device.type == "cuda" and not torch.cuda.is_bf16_supported():
             raise UserError(
@@ -840,30 +878,61 @@ class Run:
         load_path = args.load_dynamics_path or (run_path if resuming else None)
         metrics: dict[str, float] = {}
         if load_path is not None:
-            saved = safe_load(load_path, "ensemble (a run's dynamics.pt)")
-            try:
-                model.load_state_dict(saved["model"])
-            except (KeyError, RuntimeError, TypeError) as e:
-                raise UserError(
-                    f"cannot load the ensemble from {load_path} ({type(e).__name__}: {str(e).splitlines()[0]}); "
-                    "pass a dynamics.pt saved by a run on the same dataset and ensemble sizes"
-                ) from None
+            saved = _load_ensemble(model, load_path, "ensemble (a run's dynamics.pt)")
             if resuming:  # the RNG right after the fit: a resume without a checkpoint continues as if never stopped
                 metrics = saved.get("metrics", {})
                 set_rng_state(saved["rng"])
+            else:
+                self.dynamics = {"source": "loaded", "path": os.path.abspath(load_path)}
+        elif getattr(args, "dynamics_cache", None) is not None:
+            metrics = self._cached_fit(model, fit)
         else:
-            t0 = time.time()
-            metrics = fit()
-            metrics["dynamics/fit_seconds"] = time.time() - t0
-            mse = metrics["dynamics/holdout_mse"]
-            if not np.isfinite(mse):
-                raise UserError(
-                    f"the ensemble fit diverged (holdout MSE {mse}); lower --dynamics-lr or check the dataset for huge values"
-                )
-            print(f"dynamics: elites' mean holdout MSE {mse:.4g} after {metrics['dynamics/epochs']} epochs")
+            metrics = _checked_fit(fit)
+            self.dynamics = {"source": "fitted"}
         if load_path != run_path:
+            self.dynamics["holdout_mse"] = metrics.get("dynamics/holdout_mse")
+            config = read_json(os.path.join(self.dir, "config.json"))
+            write_json({**config, "_dynamics": self.dynamics}, os.path.join(self.dir, "config.json"))
             atomic_save({"model": model.state_dict(), "metrics": metrics, "rng": rng_state()}, run_path)
         model.requires_grad_(False)
+        return metrics
+
+    def _cached_fit(self, model: nn.Module, fit: Callable[[], dict]) -> dict:
+        """--dynamics-cache DIR: one ensemble per (data fingerprint, dynamics flags, seed), fitted by the first run that
+        needs it and loaded, with the RNG state after its fit, by every later one (so a run that loads it continues as
+        the run that fitted it did). A second run asking for an entry being fitted waits for it; a crashed fitter
+        leaves no entry (atomic rename), and the waiter fits it itself."""
+        args = self.args
+        key = {"data": self.fingerprint, **{k: getattr(args, k) for k in DYNAMICS_KEY}, "format": 1}
+        key = json.loads(json.dumps(key))  # tuples as lists: the form it has when read back
+        import hashlib
+
+        digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
+        path = os.path.join(args.dynamics_cache, f"{digest}.pt")
+        with open(path + ".lock", "a+") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                print(f"waiting for another run fitting this ensemble into {path}", flush=True)
+                fcntl.flock(lock, fcntl.LOCK_EX)
+            if os.path.isfile(path):
+                saved = _load_ensemble(model, path, "ensemble cache entry")
+                if saved.get("key") != key:
+                    raise UserError(
+                        f"{path} holds an ensemble of other data or settings than this run's (its key: "
+                        f"{json.dumps(saved.get('key'))[:200]}); delete it and the run fits a new one"
+                    )
+                set_rng_state(saved["rng"])
+                metrics = saved["metrics"]
+                self.dynamics = {"source": "cache", "path": os.path.abspath(path), "fitted_by": saved.get("fitted_by")}
+                print(f"dynamics: loaded from the cache {path} (fitted by {saved.get('fitted_by')})")
+                return metrics
+            metrics = _checked_fit(fit)
+            made = {"run_dir": os.path.abspath(self.dir), "device": device_name(self.device)}
+            entry = {"model": model.state_dict(), "metrics": metrics, "rng": rng_state(), "key": key, "fitted_by": made}
+            atomic_save(entry, path)
+            write_json({"key": key, "metrics": metrics, "fitted_by": made}, path[: -len(".pt")] + ".json")
+        self.dynamics = {"source": "fitted into the cache", "path": os.path.abspath(path)}
         return metrics
 
     def release(self) -> None:
@@ -1019,6 +1088,7 @@ class Run:
             "device_name": device_name(self.device),
             "run_dir": self.dir,
             "preset": self.preset,
+            "dynamics": self.dynamics or read_json(os.path.join(self.dir, "config.json")).get("_dynamics"),
             "score_kind": "d4rl_normalized" if task.ref_min is not None else "raw_return",
             **{k: last.get(f"eval/{k}") for k in ("normalized_score", "normalized_score_std", "return", "return_std")},
             "last10_score": float(np.mean(scores[-10:])) if scores else None,

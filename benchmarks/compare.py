@@ -18,7 +18,8 @@ same dataset settings (λp, u, h; ORPO's λo, h^o and batch shares too), as flag
 --task (--settings theirs) or our presets' (--settings ours). The peers' code is fetched from --kit-source /
 --orpo-source ($ORPO_PEERS_MIRROR's snapshots where it is set) at run time into a temporary folder
 (benchmarks/peers.py), never copied here. Our model-based rows of one seed share the ensemble that
-the `orpo` run of that seed fits (--load-dynamics-path its dynamics.pt; --no-share-ensemble: each fits its own); the
+fits first, through the algorithms' --dynamics-cache (one entry per data file, dynamics flags and seed, fitted
+once and loaded by every later run, of this or any later comparison; --dynamics-cache '' lets each fit its own); the
 peers fit their own.
 
 Runs go to --runs-dir/<dataset>/<row>/seed<S>/; a finished one is never run again, an unfinished one of ours continues
@@ -94,8 +95,10 @@ PAIR_SETTINGS = {
 PEER_OF = {"mopo": "kit_mopo", "kit_mopo": "kit_mopo"} | dict.fromkeys(
     ("orpo", "orpo_untrained", "official_orpo"), "official_orpo"
 )  # orpo (π^o trained) takes its pair's settings too, so that its contrast with orpo_untrained is like with like
+# runs made before --dynamics-cache loaded the seed's `orpo` run's dynamics.pt and logged no fit of their own: their
+# dynamics/* diagnostics come from that run
+SHARE_FROM = "orpo"
 PEER_U = {"max_aleatoric": "aleatoric"}  # our name -> the peers' (the same u: max_i ‖σ_i‖ over s' and r)
-SHARE_FROM = "orpo"  # the row whose fitted ensemble the other model-based rows of its seed load
 DEFAULT_RESULTS = os.path.join(ROOT, "docs", "compare")
 MIRROR = os.environ.get("ORPO_PEERS_MIRROR")  # the peers' git snapshots, as the tests read them
 
@@ -153,8 +156,9 @@ class Args:
     algo_flags: str = ""
     """more flags for our rows' new runs, written with '=' (tests: --algo-flags='--hidden-dims 32 32'), but none of
     the pair settings (--settings gives those)"""
-    share_ensemble: bool = True
-    """our model-based rows load the dynamics.pt that the seed's `orpo` run fitted (--no-share-ensemble: each fits)"""
+    dynamics_cache: str = os.path.join("runs", "dynamics_cache")
+    """our model-based rows' --dynamics-cache: the first run of a (dataset, seed) fits the ensemble there and the others
+    load it ('' : every run fits its own)"""
     kit_source: str = peer_source("yihaosun1124+OfflineRL-Kit", "https://github.com/yihaosun1124/OfflineRL-Kit")
     """OfflineRL-Kit: a git URL or a local git dir (benchmarks/peers.py --source; default: the snapshot in
     $ORPO_PEERS_MIRROR where it is set, else GitHub)"""
@@ -241,8 +245,14 @@ def eval_env_of(dataset: str) -> str:
 
 
 def task_of(args: Args, dataset: str) -> str:
-    """The D4RL name whose settings the dataset's pairs take: --task, or the domain and kind in the file's name."""
-    domain = domain_of(dataset)
+    """The D4RL name whose settings the dataset's pairs take: --task, or the domain and kind in the file's name (a
+    jump task's file: the task itself)."""
+    domain, jump = domain_of(dataset), ("halfcheetah-jump", "halfcheetah-jump-hard")
+    name = os.path.basename(dataset).removesuffix(".hdf5")
+    if args.task in jump or (not args.task and name in jump):
+        if domain != "halfcheetah":
+            raise UserError(f"--task {args.task} is a halfcheetah task, but {dataset} is a {domain} dataset")
+        return args.task or name
     if args.task:
         task = args.task if args.task.endswith("-v2") else f"{args.task}-v2"
         if not task.startswith(f"{domain}-"):
@@ -323,15 +333,22 @@ def own_flags(tokens: list[str], known: set) -> list[str]:
     return [tok for g in groups if g[0].split("=")[0] in known for tok in g]
 
 
-def shared_dynamics(args: Args, t: Task) -> Optional[str]:
-    """The dynamics.pt this task loads, '' while it is not there yet, None when the task fits its own."""
-    if not (args.share_ensemble and ROWS[t.row][0] == "ours" and t.row != SHARE_FROM and SHARE_FROM in args.rows):
-        return None
-    if "--load-dynamics-path" not in script_flags(ROWS[t.row][1]):
-        return None  # td3bc: no model
-    src = run_dir_of(args, Task(t.dataset, SHARE_FROM, t.seed))
-    path = os.path.join(src, "dynamics.pt") if src else ""
-    return path if path and os.path.isfile(path) else ""
+def model_based(args: Args, t: Task) -> bool:
+    """Our row fits or loads an ensemble (td3bc.py has no model)."""
+    return ROWS[t.row][0] == "ours" and "--dynamics-cache" in script_flags(ROWS[t.row][1])
+
+
+def fitting(args: Args, t: Task, running: list[Task]) -> bool:
+    """Another model-based run of the task's (dataset, seed) is running and has no dynamics.pt yet: it is fitting the
+    cache entry this task would load, so the task waits instead of holding a core while it blocks on the entry."""
+    if not (args.dynamics_cache and model_based(args, t)):
+        return False
+    for o in running:
+        if (o.dataset, o.seed) == (t.dataset, t.seed) and model_based(args, o):
+            run = run_dir_of(args, o)
+            if not (run and os.path.isfile(os.path.join(run, "dynamics.pt"))):
+                return True
+    return False
 
 
 def command(args: Args, t: Task, plan: tuple[str, dict]) -> list[str]:
@@ -413,9 +430,8 @@ def command(args: Args, t: Task, plan: tuple[str, dict]) -> list[str]:
         cmd += ["--rollout-batch-size", str(args.rollout_batch_size)]
     if "--dynamics-max-epochs" in script_flags(name):
         cmd += cap
-    dyn = shared_dynamics(args, t)
-    if dyn:
-        cmd += ["--load-dynamics-path", dyn]
+    if args.dynamics_cache and model_based(args, t):
+        cmd += ["--dynamics-cache", os.path.abspath(args.dynamics_cache)]
     return cmd
 
 
@@ -528,8 +544,8 @@ def run_all(args: Args) -> int:
             for t in list(todo):
                 if len(running) >= args.jobs:
                     break
-                if shared_dynamics(args, t) == "":
-                    continue  # waits for its seed's orpo run to save the ensemble
+                if fitting(args, t, [r[0] for r in running.values()]):
+                    continue  # waits for its seed's ensemble, being fitted by another row
                 d = task_dir(args, t)  # an unfinished peer run: peers.py starts it over, unless its run.lock is held
                 os.makedirs(d, exist_ok=True)
                 cmd = command(args, t, plans[t.dataset])
@@ -544,10 +560,6 @@ def run_all(args: Args) -> int:
                 )
                 todo.remove(t)
                 print(f"  start  {t.key}", flush=True)
-            if todo and not running:  # every waiting task waits for an orpo run that is not coming
-                for t in todo:
-                    failed.append((t, f"its seed's {SHARE_FROM} run saved no dynamics.pt"))
-                break
             time.sleep(2)
             for key, (t, p, t0, log) in list(running.items()):
                 if p.poll() is None:
@@ -591,15 +603,15 @@ def load_run(seed_dir: str) -> Optional[dict]:
         return None
     with open(os.path.join(seed_dir, "metrics.csv")) as f:
         metrics = list(csv.DictReader(f))
-    curve = [
-        (int(float(r["epoch"])), float(r["eval/normalized_score"]))
-        for r in metrics
-        if r.get("eval/normalized_score") not in (None, "")
-    ]
+    # the D4RL normalised score, or the raw return on a dataset without reference returns (the jump tasks)
+    key = (
+        "eval/normalized_score" if summary.get("score_kind", "d4rl_normalized") == "d4rl_normalized" else "eval/return"
+    )
+    curve = [(int(float(r["epoch"])), float(r[key])) for r in metrics if r.get(key) not in (None, "")]
     if not curve:
         raise ValueError("metrics.csv holds no evaluation")
     config = read_json(os.path.join(seed_dir, "config.json")) or {}
-    return {"config": config, "summary": summary, "curve": curve, "metrics": metrics}
+    return {"config": config, "summary": summary, "curve": curve, "metrics": metrics, "raw": key == "eval/return"}
 
 
 def load_results(results: str) -> dict:
@@ -815,7 +827,8 @@ def report(args: Args) -> str:
             ax.fill_between(steps, blo, bhi, alpha=0.15, color=line.get_color())
         if behaviour is not None:
             ax.axhline(behaviour, color="grey", linewidth=0.8, linestyle=":", label="behaviour policy")
-        ax.set(title=ds, xlabel="gradient steps", ylabel="D4RL normalised score")
+        raw = any(r["raw"] for runs in entry["rows"].values() for r in runs.values())
+        ax.set(title=ds, xlabel="gradient steps", ylabel="return (raw)" if raw else "D4RL normalised score")
         ax.legend(fontsize=7)
         lines += [
             "",
@@ -904,7 +917,7 @@ def report(args: Args) -> str:
 OWN_FLAGS = {
     "--env", "--dataset-path", "--data-dir", "--seed", "--runs-dir", "--epochs", "--steps-per-epoch", "--eval-every",
     "--eval-episodes", "--eval-env", "--cuda", "--no-cuda", "--rollout-batch-size", "--dynamics-max-epochs",
-    "--load-dynamics-path", "--resume", "--rollout-policy", "--exp-name",
+    "--load-dynamics-path", "--dynamics-cache", "--resume", "--rollout-policy", "--exp-name",
 }  # fmt: skip
 
 

@@ -40,6 +40,7 @@ def comparison(tmp_path_factory):
     common += ["--results", str(root / "results"), "--out", str(root / "report"), "--reps", "500"]
     common += ["--epochs", "3", "--steps-per-epoch", "10", "--rollout-batch-size", "50", "--eval-episodes", "1"]
     common += ["--dynamics-max-epochs", "2", "--settings", "ours"]  # ours: no peer source needed
+    common += ["--dynamics-cache", str(root / "cache")]
     common += ["--rows", "orpo", "mopo", "td3bc", "--seeds", "1", "2", "--jobs", "2", TINY_FLAGS]
     first = run_script("benchmarks/compare.py", *common, timeout=600)
     return root, common, first
@@ -60,7 +61,7 @@ def results_of(root, row, seed, dataset="local_hopper-random"):
     return json.loads((d / "config.json").read_text()), rows, json.loads((d / "summary.json").read_text())
 
 
-def test_every_row_runs_with_the_same_cuts_and_mopo_loads_orpos_ensemble(comparison):
+def test_every_row_runs_with_the_same_cuts_and_the_model_rows_share_one_ensemble_per_seed(comparison):
     root, _, first = comparison
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     for seed in (1, 2):
@@ -69,15 +70,20 @@ def test_every_row_runs_with_the_same_cuts_and_mopo_loads_orpos_ensemble(compari
             assert (c["seed"], c["epochs"], c["steps_per_epoch"], c["eval_episodes"]) == (seed, 3, 10, 1), row
         assert configs["orpo"]["rollout_batch_size"] == configs["mopo"]["rollout_batch_size"] == 50
         assert configs["orpo"]["dynamics_max_epochs"] == 2  # the one cap compare.py gives every row
-        # mopo's ensemble is the one orpo fitted for the same seed, byte for byte
-        orpo_dir = next(p for p in (root / "runs" / "local_hopper-random" / "orpo" / f"seed{seed}").iterdir())
-        assert configs["orpo"]["load_dynamics_path"] is None
-        assert configs["mopo"]["load_dynamics_path"] == str(orpo_dir / "dynamics.pt")
-        mopo_dir = next(p for p in (root / "runs" / "local_hopper-random" / "mopo" / f"seed{seed}").iterdir())
-        ensemble = [torch.load(d / "dynamics.pt", weights_only=False)["model"] for d in (orpo_dir, mopo_dir)]
+        # one ensemble per seed, fitted by whichever model-based row came first into the cache, loaded by the other
+        dirs = {
+            r: next((root / "runs" / "local_hopper-random" / r / f"seed{seed}").iterdir()) for r in ("orpo", "mopo")
+        }
+        sources = sorted(configs[r]["_dynamics"]["source"] for r in dirs)
+        assert sources == ["cache", "fitted into the cache"], sources
+        assert configs["orpo"]["_dynamics"]["path"] == configs["mopo"]["_dynamics"]["path"]
+        assert os.path.dirname(configs["orpo"]["_dynamics"]["path"]) == str(root / "cache")
+        ensemble = [torch.load(d / "dynamics.pt", weights_only=False)["model"] for d in dirs.values()]
         assert tensors(ensemble[0]) == tensors(ensemble[1])
-        assert [r["epoch"] for r in results_of(root, "mopo", seed)[1]] == ["1", "2", "3"]  # no fit (epoch 0) row
-        assert [r["epoch"] for r in results_of(root, "orpo", seed)[1]] == ["0", "1", "2", "3"]
+        fits = [results_of(root, r, seed)[1][0] for r in dirs]  # both log the fit (epoch 0) row, the same numbers
+        assert fits[0]["epoch"] == fits[1]["epoch"] == "0"
+        assert fits[0]["dynamics/holdout_mse"] == fits[1]["dynamics/holdout_mse"]
+        assert results_of(root, "orpo", seed)[2]["dynamics"]["source"] in sources
     behaviour = json.loads((root / "results" / "local_hopper-random" / "dataset.json").read_text())
     assert behaviour["behavior_normalized_score"] == pytest.approx(1.2) and behaviour["transitions"] == 1500
 
