@@ -21,6 +21,11 @@ algorithms/*.py do, and is scored with D4RL's reference returns. docs/peers.md l
 --peer-flags (run-script flags) and --uncertainty-mode (the ensemble's u, which neither run script sets) override the
 dataset's settings: benchmarks/compare.py gives both sides of a pair the same ones that way.
 
+official-orpo also runs the paper's halfcheetah-jump-hard task (--task halfcheetah-jump-hard, or a file whose reward_fn
+attr names it, e.g. one made by datasets/halfcheetah_jump.py), as its README runs it: run_orpo.py's own branch for the
+task, with the file's actions handed over ×3 (their convention: RescaleAction(-3, 3)) and their policy's actions mapped
+back to HalfCheetah-v4's [-1, 1] (÷3) in our evaluation, which sums the jump-hard reward and reports raw returns.
+
 Output in --run-dir, written like ours (temp name + rename): config.json, metrics.csv (one row per epoch; row 0 is the
 dynamics fit), summary.json, and the peer's own logs under peer_log/. Peers are not resumable: rerunning the command
 on a directory without a finished summary starts it over; on a finished one with the same settings it does nothing.
@@ -105,6 +110,31 @@ ORPO_SHARES = [
     "--final-policy-rollout-ratio-final",
     "0.45",
 ]
+# The paper's generalisation task that run_orpo.py has a branch for (official-orpo only; docs/peers.md, "halfcheetah-jump-
+# hard"). That branch (run_orpo.py L102-113) wraps D4RL's env in RescaleAction(env, -3, 3) and sets args.action_scale =
+# 3.0: their dataset holds the actions their collection script fed that wrapper (in [-3, 3]) and their policies output
+# actor·3 (td3bc.py L83, sac.py L80). Our file holds HalfCheetah-v4's actions in [-1, 1].
+JUMP_TASK = "halfcheetah-jump-hard"
+JUMP_PEERS = ("official-orpo",)
+JUMP_ACTIONS = (-3.0, 3.0)  # RescaleAction(env, -3, 3): their action range; the env's own is [-1, 1]
+# the README's command for the task, less --task/--dataset: λp 1, λo 0.1, h 5, h^o 5, shares 0.05 / 0.05 / 0 (u: none
+# passed, so the ensemble's default aleatoric)
+JUMP_FLAGS = [
+    "--penalty-coef",
+    "1",
+    "--bonus-coef",
+    "0.1",
+    "--rollout-length",
+    "5",
+    "--rollout-length-rollout-policy",
+    "5",
+    "--real-ratio-rollout",
+    "0.05",
+    "--real-ratio-final",
+    "0.05",
+    "--final-policy-rollout-ratio-final",
+    "0",
+]
 OUTPUTS = ("config.json", "metrics.csv", "summary.json", "error.txt", "peer_log")  # what a fresh start removes
 
 
@@ -134,7 +164,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument(
         "--task",
         default=None,
-        help="the D4RL name whose settings the peer takes, e.g. hopper-medium-v2 (default: the eval env's domain and "
+        help="the D4RL name whose settings the peer takes, e.g. hopper-medium-v2, or halfcheetah-jump-hard (official-"
+        "orpo) (default: the file's reward_fn attr if it names halfcheetah-jump-hard, else the eval env's domain and "
         "the kind (medium, medium-replay, ...) in the file's name)",
     )
     p.add_argument(
@@ -268,7 +299,30 @@ def install_stubs(make_env) -> list[str]:
         def __init__(self, env):
             self.env = env
 
+        def __getattr__(self, name):  # as gym's Wrapper: public attributes come from the wrapped env
+            if name == "env" or name.startswith("_"):
+                raise AttributeError(name)
+            return getattr(self.env, name)
+
+    class RescaleAction(Wrapper):
+        """gym's RescaleAction (run_orpo.py's jump branch wraps the stand-in in it): action_space [low, high]; never
+        stepped, but `action()` is gym's map, the one our evaluation applies (to_env_action)."""
+
+        def __init__(self, env, min_action, max_action):
+            import gymnasium
+
+            super().__init__(env)
+            self.min_action, self.max_action = float(min_action), float(max_action)
+            space = env.action_space
+            self.action_space = gymnasium.spaces.Box(min_action, max_action, shape=space.shape, dtype=space.dtype)
+
+        def action(self, action):
+            space = self.env.action_space
+            return to_env_action(action, (self.min_action, self.max_action), (space.low, space.high))
+
     gym.Env, gym.Wrapper, gym.make = Env, Wrapper, make_env
+    gym.wrappers = types.ModuleType("gym.wrappers")
+    gym.wrappers.RescaleAction = RescaleAction
     gym.spaces = types.ModuleType("gym.spaces")
     gym.spaces.Space = type("Space", (), {})
     gym.envs = types.ModuleType("gym.envs")
@@ -277,12 +331,13 @@ def install_stubs(make_env) -> list[str]:
     gym.envs.mujoco.mujoco_env.MujocoEnv = type("MujocoEnv", (Env,), {})
     for name in [n for n in sys.modules if n == "gym" or n.startswith("gym.")]:
         del sys.modules[name]
-    for mod in (gym, gym.spaces, gym.envs, gym.envs.mujoco, gym.envs.mujoco.mujoco_env):
+    for mod in (gym, gym.wrappers, gym.spaces, gym.envs, gym.envs.mujoco, gym.envs.mujoco.mujoco_env):
         sys.modules[mod.__name__] = mod
     installed.append(
         "gym: a module whose make(task) returns the stand-in env (the HDF5 file through get_dataset(), the Gymnasium "
-        "env's spaces, D4RL's reference returns, no stepping); Env, Wrapper, spaces.Space and "
-        "envs.mujoco.mujoco_env.MujocoEnv exist only for the peer's type hints and base classes"
+        "env's spaces, D4RL's reference returns, no stepping); Env, Wrapper (forwarding attributes to the wrapped env, "
+        "as gym's), wrappers.RescaleAction (its action_space only: run_orpo.py's halfcheetah-jump-hard branch), "
+        "spaces.Space and envs.mujoco.mujoco_env.MujocoEnv exist only for the peer's type hints and base classes"
     )
     sys.modules["d4rl"] = types.ModuleType("d4rl")
     installed.append("d4rl: an empty module (the run scripts import it only to register D4RL's gym envs)")
@@ -339,14 +394,35 @@ def read_dataset(path: str) -> tuple[dict, dict]:
     return data, attrs
 
 
-def infer_task(args: argparse.Namespace, attrs: dict) -> tuple[str, str, tuple]:
-    """(D4RL task name, Gymnasium eval env id, reference returns) from --task / --eval-env / the file."""
+def infer_task(args: argparse.Namespace, attrs: dict) -> tuple[str, str, tuple | None]:
+    """(task name, Gymnasium eval env id, reference returns) from --task / --eval-env / the file: a D4RL name with D4RL's
+    reference returns, or halfcheetah-jump-hard with none (its score is the raw return)."""
     eval_env = args.eval_env or attrs.get("env_id")
     if not eval_env:
         raise InputError(f"{args.dataset_path} names no evaluation env (attr env_id); pass --eval-env, e.g. Hopper-v4")
     domain = next((d for d, (gid, _, _) in DOMAINS.items() if eval_env.split("-")[0] == gid.split("-")[0]), None)
     if domain is None:
         raise InputError(f"--eval-env {eval_env}: the peers run MuJoCo Hopper, HalfCheetah or Walker2d only")
+    reward_fn = attrs.get("reward_fn")
+    if args.task == JUMP_TASK or (not args.task and reward_fn == JUMP_TASK):
+        if args.peer not in JUMP_PEERS:
+            raise InputError(
+                f"{JUMP_TASK} runs with --peer {' or '.join(JUMP_PEERS)} only (run_orpo.py has a branch for it); "
+                f"{args.peer}'s run script has none"
+            )
+        if domain != "halfcheetah":
+            raise InputError(f"--task {JUMP_TASK} is a HalfCheetah task, but --eval-env is {eval_env}")
+        if reward_fn not in (None, JUMP_TASK):
+            raise InputError(
+                f"{args.dataset_path} holds the rewards of '{reward_fn}' (attr reward_fn), not {JUMP_TASK}'s; make the "
+                f"file with: python datasets/halfcheetah_jump.py --task {JUMP_TASK}"
+            )
+        return JUMP_TASK, eval_env, None
+    if reward_fn not in (None, "env"):  # another task's rewards: scored with the env's reward they would mislead
+        raise InputError(
+            f"{args.dataset_path} holds the rewards of '{reward_fn}' (attr reward_fn); peers.py runs the env's own "
+            f"reward (D4RL names) or --task {JUMP_TASK}"
+        )
     if args.task:
         task = args.task if args.task.endswith("-v2") else f"{args.task}-v2"
         if not task.startswith(domain + "-"):
@@ -383,8 +459,13 @@ def script_args(root: str, script: str, argv: list[str]) -> argparse.Namespace:
         sys.argv = saved
 
 
-def dataset_flags(peer: str, root: str, task: str) -> list[str]:
-    """The run script's flags for `task`: the peer's own settings for the dataset."""
+def dataset_flags(peer: str, root: str, task: str, dataset_path: str | None = None) -> list[str]:
+    """The run script's flags for `task`: the peer's own settings for the dataset (halfcheetah-jump-hard: the README's
+    command, with --dataset dataset_path when given)."""
+    if task == JUMP_TASK:
+        if peer not in JUMP_PEERS:
+            raise InputError(f"{JUMP_TASK} runs with --peer {' or '.join(JUMP_PEERS)} only; not with {peer}")
+        return ["--task", task] + (["--dataset", dataset_path] if dataset_path else []) + JUMP_FLAGS
     if peer == "kit-mopo":
         with open(os.path.join(root, PEERS[peer]["script"])) as f:
             text = f.read()
@@ -396,7 +477,9 @@ def dataset_flags(peer: str, root: str, task: str) -> list[str]:
         h, penalty = suggested[task]
         return ["--task", task, "--rollout-length", h, "--penalty-coef", penalty]
     if task not in ORPO_TABLE:
-        raise InputError(f"official-orpo has the paper's settings for {', '.join(ORPO_TABLE)}; not for {task}")
+        raise InputError(
+            f"official-orpo has the paper's settings for {', '.join(ORPO_TABLE)} and {JUMP_TASK}; not for {task}"
+        )
     penalty, u, h, bonus, h_o = ORPO_TABLE[task]
     command = ["--task", task, "--penalty-coef", str(penalty), "--bonus-coef", str(bonus)]
     command += ["--uncertainty_mode", u, *ORPO_SHARES, "--rollout-length", str(h)]
@@ -407,7 +490,7 @@ def peer_command(peer: str, root: str, task: str, args: argparse.Namespace, devi
     """The run script's command line for `task`: the peer's settings for the dataset (overridden by --peer-flags), our
     seed/epochs/sizes/device."""
     try:
-        command = dataset_flags(peer, root, task)
+        command = dataset_flags(peer, root, task, os.path.abspath(args.dataset_path))
     except InputError as e:
         given = {f.split("=")[0] for f in args.peer_flags}
         missing = [f for f in PEERS[peer]["settings"] if f not in given]
@@ -439,18 +522,36 @@ def make_eval_envs(env_id: str, n: int):
         raise InputError(f"cannot make evaluation env '{env_id}' ({e}); pass --eval-env with a Gymnasium id") from None
 
 
-def evaluate(act, envs, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One episode per sub-env; returns (episode returns, lengths, initial observations)."""
+def evaluate(act, envs, seed: int, reward_fn=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One episode per sub-env; returns (episode returns, lengths, initial observations). `act` gives the env's action;
+    reward_fn(next_obs, action, info), if given, replaces the env's reward (plumbing.evaluate's task_reward)."""
     obs, _ = envs.reset(seed=seed)
     first_obs, n = obs.copy(), envs.num_envs
     returns, lengths, running = np.zeros(n), np.zeros(n, dtype=int), np.ones(n, dtype=bool)
     while running.any():
         action = act(obs)
-        obs, reward, terminated, truncated, _ = envs.step(action)
-        returns += running * reward
+        obs, reward, terminated, truncated, info = envs.step(action)
+        returns += running * (reward if reward_fn is None else reward_fn(obs, action, info))
         lengths += running
         running &= ~(terminated | truncated)
     return returns, lengths, first_obs
+
+
+def jump_hard_reward(next_obs: np.ndarray, action: np.ndarray, info: dict) -> np.ndarray:
+    """halfcheetah-jump-hard's reward in HalfCheetah-v4, as algorithms/plumbing.py's task_reward computes it (a test
+    checks the two agree): r = clip(v_x, −3, 3) − 0.1·‖a‖² + 15·z, z = next_obs[:, 0] the root height, and −3 when the
+    root angle next_obs[:, 1] > 1; a is the env's action, in [-1, 1]. run_orpo.py's HalfcheetahSafejumpRewardWrapper
+    (wrappedEnv.py L16-27) is the same reward in D4RL's env (its reward_ctrl is D4RL's −0.1·‖a‖² of the action after
+    RescaleAction, i.e. in [-1, 1])."""
+    reward = np.clip(info["x_velocity"], -3, 3) - 0.1 * (action**2).sum(-1) + 15 * next_obs[:, 0]
+    return np.where(next_obs[:, 1] > 1, -3.0, reward)
+
+
+def to_env_action(action: np.ndarray, peer_range: tuple, env_range: tuple) -> np.ndarray:
+    """gym's RescaleAction.action (gym 0.22, gym/wrappers/rescale_action.py): low + (high − low)·(a − min)/(max − min),
+    clipped to [low, high]; with RescaleAction(env, -3, 3) on HalfCheetah's [-1, 1] that is a / 3."""
+    (lo, hi), (low, high) = peer_range, env_range
+    return np.clip(low + (high - low) * ((action - lo) / (hi - lo)), low, high)
 
 
 def deterministic_actions(policy):
@@ -458,14 +559,29 @@ def deterministic_actions(policy):
     return lambda obs: np.asarray(policy.select_action(obs, deterministic=True), dtype=np.float32)
 
 
-def eval_metrics(returns: np.ndarray, ref: tuple[float, float]) -> dict[str, float]:
-    normalized = 100.0 * (returns - ref[0]) / (ref[1] - ref[0])
-    return {
-        "eval/return": float(returns.mean()),
-        "eval/return_std": float(returns.std()),
-        "eval/normalized_score": float(normalized.mean()),
-        "eval/normalized_score_std": float(normalized.std()),
-    }
+def eval_policy(policy, task: str):
+    """(act, reward_fn) for evaluate(): the peer's deterministic action in the env's units, and the task's reward
+    (None: the env's own). On halfcheetah-jump-hard their select_action returns actor·action_scale in [-3, 3]
+    (td3bc.py L83; run_orpo.py L112 sets action_scale 3.0), which their eval env's RescaleAction(-3, 3) maps to the
+    env's [-1, 1]: so does ours."""
+    act = deterministic_actions(policy)
+    if task != JUMP_TASK:
+        return act, None
+    scale = getattr(policy, "action_scale", None)
+    if scale != JUMP_ACTIONS[1]:  # what the conversions in both directions assume
+        raise RuntimeError(f"the peer's policy has action_scale {scale}; peers.py assumes {JUMP_ACTIONS[1]} on {task}")
+    env_range = (-1.0, 1.0)  # HalfCheetah-v4's (and D4RL's) action space
+    return (lambda obs: to_env_action(act(obs), JUMP_ACTIONS, env_range).astype(np.float32)), jump_hard_reward
+
+
+def eval_metrics(returns: np.ndarray, ref: tuple[float, float] | None) -> dict[str, float]:
+    """The return, and D4RL's normalised score where there are reference returns (none on halfcheetah-jump-hard)."""
+    metrics = {"eval/return": float(returns.mean()), "eval/return_std": float(returns.std())}
+    if ref is not None:
+        normalized = 100.0 * (returns - ref[0]) / (ref[1] - ref[0])
+        metrics["eval/normalized_score"] = float(normalized.mean())
+        metrics["eval/normalized_score_std"] = float(normalized.std())
+    return metrics
 
 
 class StandInEnv:
@@ -486,6 +602,8 @@ class StandInEnv:
         self.seeded = seed  # the script seeds its eval env; ours are seeded per evaluation
 
     def get_normalized_score(self, score):
+        if self.ref is None:  # run_orpo.py's trainer never asks on halfcheetah-jump-hard (is_generalization_env)
+            raise RuntimeError(f"{self.task} has no reference returns")
         return (score - self.ref[0]) / (self.ref[1] - self.ref[0])
 
     def reset(self, *args, **kwargs):
@@ -513,6 +631,7 @@ class Recorder:
         self.sums, self.dyn, self.eval_row = {}, {}, {}
         self.last_sample, self.epoch_start, self.rollout_seconds, self.steps = None, None, 0.0, 1000
         self.uncertainty_mode = None  # the ensemble's, once built
+        self.task, self.action_scale = None, 1.0  # the peer's actions are the env's times action_scale (jump: 3)
 
     def add(self, key: str, values) -> None:
         values = np.asarray(values, dtype=np.float64).reshape(-1)
@@ -574,9 +693,10 @@ def instrument(peer: str, rec: Recorder, envs, cap, uncertainty_mode: str | None
         rec.epoch += 1
         self.policy.eval()  # as the peer's own _evaluate does; its trainer calls policy.train() at each epoch start
         reset_seed = rec.seed + 1000 * rec.epoch
-        returns, lengths, _ = evaluate(deterministic_actions(self.policy), envs, reset_seed)
+        act, reward_fn = eval_policy(self.policy, rec.task)
+        returns, lengths, _ = evaluate(act, envs, reset_seed, reward_fn)
         metrics = eval_metrics(returns, rec.ref)
-        rec.scores.append(metrics["eval/normalized_score"])
+        rec.scores.append(metrics.get("eval/normalized_score", metrics["eval/return"]))  # the raw return without ref
         metrics["eval/last10_score"] = float(np.mean(rec.scores[-10:]))
         metrics["eval/reset_seed"] = reset_seed
         metrics["charts/eval_seconds"] = time.time() - t0
@@ -666,7 +786,8 @@ def instrument(peer: str, rec: Recorder, envs, cap, uncertainty_mode: str | None
             start = rec.last_sample
             if start is not None and len(start["actions"]) == b:
                 data_act = start["actions"].cpu().numpy()
-                dist = np.linalg.norm(transitions["actions"][:b] - data_act, axis=-1)
+                # in the env's units, as orpo.py's (their rollouts and D's actions are both ×action_scale)
+                dist = np.linalg.norm(transitions["actions"][:b] - data_act, axis=-1) / rec.action_scale
                 rec.add(f"rollout/action_distance{tag}", dist)
             return transitions, info
 
@@ -743,6 +864,16 @@ def main(argv=None) -> int:
     cli = {k: v for k, v in vars(args).items()}
     raw, attrs = read_dataset(args.dataset_path)
     task, eval_env_id, ref = infer_task(args, attrs)
+    scale = JUMP_ACTIONS[1] if task == JUMP_TASK else 1.0  # the peer's actions = the env's (in [-1, 1]) × scale
+    if task == JUMP_TASK and np.abs(raw["actions"]).max() > 1.0:
+        lo, hi = raw["actions"].min(), raw["actions"].max()
+        raise InputError(
+            f"{args.dataset_path}: actions span [{lo:.4g}, {hi:.4g}], outside HalfCheetah-v4's [-1, 1]; peers.py hands "
+            f"run_orpo.py {JUMP_TASK} data ×{scale:g}, so the file must hold the env's actions (as datasets/"
+            "halfcheetah_jump.py writes them), not the official collection's [-3, 3]"
+        )
+    # what run_orpo.py is handed: on the jump task the actions ×3, the convention of its data and policies
+    handed = raw if scale == 1.0 else dict(raw, actions=raw["actions"] * np.float32(scale))
     envs = make_eval_envs(eval_env_id, args.eval_episodes or 10)
     obs_dim, act_dim = raw["observations"].shape[1], raw["actions"].shape[1]
     if envs.single_observation_space.shape != (obs_dim,) or envs.single_action_space.shape != (act_dim,):
@@ -762,7 +893,12 @@ def main(argv=None) -> int:
     device = "cuda" if args.cuda and torch.cuda.is_available() else "cpu"
     command = peer_command(args.peer, source["root"], task, args, device)
     peer_args = script_args(source["root"], PEERS[args.peer]["script"], command)
-    stand_in = StandInEnv(task, raw, envs.single_observation_space, envs.single_action_space, ref)
+    if peer_args.task != task:
+        raise InputError(f"--peer-flags sets --task {peer_args.task}; pass it as peers.py's --task instead")
+    dataset_arg = getattr(peer_args, "dataset", None)  # run_orpo.py's --dataset: read (by us) on the jump task only
+    if task == JUMP_TASK and os.path.realpath(dataset_arg or "") != os.path.realpath(args.dataset_path):
+        raise InputError(f"--peer-flags sets --dataset {dataset_arg}; the data is --dataset-path's")
+    stand_in = StandInEnv(task, handed, envs.single_observation_space, envs.single_action_space, ref)
     made = []
 
     def make_env(name, *a, **kw):
@@ -780,18 +916,28 @@ def main(argv=None) -> int:
         spec.loader.exec_module(script)  # `def train(args=get_args())` parses `command` here
     finally:
         sys.argv = saved_argv
+
+    def get_dataset(h5path, next_observation_path=None):
+        """run_orpo.py's jump branch reads its file with load_dataset.get_dataset(args.dataset) (L109): served here,
+        the file read above (its six D4RL keys) with the actions ×3."""
+        if os.path.realpath(h5path) != os.path.realpath(args.dataset_path) or next_observation_path is not None:
+            raise RuntimeError(f"peers.py serves {args.dataset_path} only, not get_dataset({h5path!r})")
+        return dict(handed)
+
+    if task == JUMP_TASK:
+        script.get_dataset = get_dataset  # the name run_orpo.py imported (`from ...load_dataset import get_dataset`)
     import offlinerlkit
     import offlinerlkit.utils.logger as peer_logger
 
     assert os.path.realpath(offlinerlkit.__file__).startswith(os.path.realpath(source["root"]))
     peer_logger.ROOT_DIR = os.path.join(os.path.abspath(args.run_dir), "peer_log")  # make_log_dirs' root
     rec = Recorder(args.run_dir, ref, args.seed, peer_args.rollout_batch_size)
-    rec.steps = peer_args.step_per_epoch
+    rec.steps, rec.task, rec.action_scale = peer_args.step_per_epoch, task, scale
     instrument(args.peer, rec, envs, args.dynamics_max_epochs, args.uncertainty_mode)
 
     from offlinerlkit.utils.load_dataset import qlearning_dataset
 
-    kept = len(qlearning_dataset(None, dataset=raw)["observations"])
+    kept = len(qlearning_dataset(None, dataset=handed)["observations"])
     config = {
         "peer": args.peer,
         "source": args.source,
@@ -803,17 +949,35 @@ def main(argv=None) -> int:
         "peer_settings": {k: v for k, v in vars(peer_args).items()},
         "task": task,
         "eval_env": eval_env_id,
-        "reference_returns": list(ref),
+        "reference_returns": list(ref) if ref else None,
+        "score_kind": "d4rl_normalized" if ref else "raw_return",
         "dataset_path": os.path.abspath(args.dataset_path),
         "dataset_rows": len(raw["observations"]),
         "transitions_kept_by_qlearning_dataset": kept,
+        # the file's actions times this are what the peer's code gets; its policy's actions divided by it, the env's
+        "action_scale": scale,
+        "actions_handed": [float(handed["actions"].min()), float(handed["actions"].max())],
         "stubs": stubs,
         "replaced": [
             "evaluation: the trainer's _evaluate runs ours (Gymnasium, one episode per sub-env, reset seed + "
-            "1000·epoch, select_action(obs, deterministic=True), D4RL reference returns)",
+            "1000·epoch, select_action(obs, deterministic=True), "
+            + (
+                "D4RL reference returns)"
+                if ref
+                else f"its action ÷{scale:g} (gym's RescaleAction({JUMP_ACTIONS[0]:g}, {JUMP_ACTIONS[1]:g}) map), "
+                f"{task}'s reward, raw returns)"
+            ),
             "official-orpo's _evaluate_Dynamics (its policy's return in the learned model) is not run",
             "the run script's log root (log/) is <run-dir>/peer_log",
         ]
+        + (
+            [
+                f"run_orpo.py's get_dataset(args.dataset) returns the file's arrays read here, the actions ×{scale:g} "
+                f"(their {task} data's convention)"
+            ]
+            if task == JUMP_TASK
+            else []
+        )
         + (
             [f"the ensemble's uncertainty_mode is {args.uncertainty_mode} (the run script passes none)"]
             if args.uncertainty_mode
@@ -849,6 +1013,7 @@ def main(argv=None) -> int:
             "eval_env": eval_env_id,
             "seed": args.seed,
             "epochs": rec.epoch,
+            "score_kind": config["score_kind"],
             **{k: last.get(f"eval/{k}") for k in ("normalized_score", "normalized_score_std", "return", "return_std")},
             "last10_score": float(np.mean(rec.scores[-10:])) if rec.scores else None,
             "ensemble_uncertainty_mode": rec.uncertainty_mode,  # the u its ensemble computed

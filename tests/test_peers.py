@@ -285,3 +285,242 @@ def test_interrupted_peer_says_so_and_a_rerun_starts_over(hopper_file, tmp_path)
         assert [int(r["epoch"]) for r in csv.DictReader(f)] == [0, 1]
     new_logs = os.listdir(run_dir / "peer_log" / "hopper-medium-v2" / "mopo&penalty_coef=5.0&rollout_length=5")
     assert len(logs) == 1 and len(new_logs) == 1
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# halfcheetah-jump-hard: official-orpo's run_orpo.py branch for the paper's generalisation task (docs/peers.md)
+# ----------------------------------------------------------------------------------------------------------------------
+JUMP = "halfcheetah-jump-hard"
+
+
+@pytest.fixture(scope="module")
+def jump_file(tmp_path_factory):
+    """A small halfcheetah-jump-hard file as datasets/halfcheetah_jump.py makes the real one (HalfCheetah-v4 actions in
+    [-1, 1], the jump-hard rewards, attrs env_id and reward_fn)."""
+    path = str(tmp_path_factory.mktemp("jump") / f"{JUMP}.hdf5")
+    made = run_script("datasets/halfcheetah_jump.py", "--task", JUMP, "--steps", "3000", "--out", path, timeout=120)
+    assert made.returncode == 0, made.stderr[-2000:]
+    return path
+
+
+def test_jump_hard_reward_is_plumbings(peers):
+    """peers.py's copy of the jump-hard reward agrees with algorithms/plumbing.py's task_reward on random inputs."""
+    rng = np.random.default_rng(0)
+    n = 4000
+    next_obs = rng.normal(size=(n, 17)) * 0.8
+    next_obs[:, 1] = rng.uniform(0.0, 2.0, size=n)  # the root angle on both sides of 1
+    action = rng.uniform(-1, 1, size=(n, 6)).astype(np.float32)
+    info = {"x_velocity": rng.uniform(-6, 6, size=n)}  # on both sides of the ±3 clip
+    env_reward = rng.normal(size=n)
+    task = plumbing.Task(JUMP, "HalfCheetah-v4", "halfcheetah", JUMP)
+    expected = plumbing.task_reward(task, next_obs, action, env_reward, info)
+    got = peers.jump_hard_reward(next_obs, action, info)
+    assert (next_obs[:, 1] > 1).any() and (next_obs[:, 1] <= 1).any() and (np.abs(info["x_velocity"]) > 3).any()
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+
+
+class ScaledPolicy:
+    """A policy shaped like official-orpo's TD3+BC on the jump task: select_action returns actor(obs)·action_scale."""
+
+    action_scale = 3.0
+
+    def __init__(self, actor):
+        self.actor, self.calls = actor, []
+
+    def select_action(self, obs, deterministic=False):
+        self.calls.append(deterministic)
+        return self.actor(torch.as_tensor(obs, dtype=torch.float32)).numpy() * self.action_scale
+
+
+def test_jump_evaluation_maps_actions_and_scores_as_ours(peers):
+    """On halfcheetah-jump-hard our evaluation of their policy (actions in [-3, 3], mapped ÷3) gives exactly the returns
+    of plumbing.evaluate for the same policy in the env's units, with the jump-hard reward; no normalised score."""
+    weights = torch.as_tensor(np.random.default_rng(1).normal(size=(17, 6)), dtype=torch.float32)
+
+    def ours(obs: torch.Tensor) -> torch.Tensor:  # multiples of 1/8: ×3 and ÷3 are exact, so the episodes are identical
+        return torch.round(torch.tanh(obs @ weights) * 8) / 8
+
+    policy = ScaledPolicy(ours)
+    act, reward_fn = peers.eval_policy(policy, JUMP)
+    assert reward_fn is peers.jump_hard_reward
+    task = plumbing.Task(JUMP, "HalfCheetah-v4", "halfcheetah", JUMP)
+    seed = SEED + 1000
+    our_returns, our_first = plumbing.evaluate(ours, plumbing.make_eval_envs(task, 2), task, seed, torch.device("cpu"))
+    returns, lengths, first = peers.evaluate(act, peers.make_eval_envs("HalfCheetah-v4", 2), seed, reward_fn)
+    np.testing.assert_array_equal(first, our_first)
+    np.testing.assert_allclose(returns, our_returns, rtol=1e-12)
+    assert (lengths == 1000).all() and set(policy.calls) == {True}
+    metrics = peers.eval_metrics(returns, None)
+    assert set(metrics) == {"eval/return", "eval/return_std"}
+    assert metrics["eval/return"] == pytest.approx(plumbing.eval_metrics(task, our_returns)["eval/return"])
+    # the env's reward differs from the task's: the test would not notice a missing reward_fn otherwise
+    plain, _, _ = peers.evaluate(act, peers.make_eval_envs("HalfCheetah-v4", 2), seed)
+    assert not np.allclose(plain, returns)
+    # a policy of another action scale is refused, not silently mis-scaled
+    policy.action_scale = 1.0
+    with pytest.raises(RuntimeError, match="action_scale"):
+        peers.eval_policy(policy, JUMP)
+    # on the D4RL tasks the action is the policy's own and the reward the env's
+    act, reward_fn = peers.eval_policy(ScaledPolicy(ours), "halfcheetah-random-v2")
+    assert reward_fn is None and np.allclose(act(np.ones((1, 17))), 3 * ours(torch.ones(1, 17)).numpy())
+
+
+def jump_variant(tmp_path, jump_file, name, **changes):
+    path = str(tmp_path / name)
+    with h5py.File(jump_file, "r") as src, h5py.File(path, "w") as dst:
+        for k in src:
+            dst.create_dataset(k, data=changes.get(k, lambda a: a)(src[k][()]))
+        for k, v in src.attrs.items():
+            dst.attrs[k] = changes.get(f"attr_{k}", v)
+    return path
+
+
+@pytest.mark.parametrize("case", ["kit-mopo", "actions outside [-1, 1]", "hopper env", "other reward_fn", "jump"])
+def test_jump_bad_input_is_one_line_and_exit_2(tmp_path, jump_file, hopper_file, case):
+    args = {"--peer": "official-orpo", "--dataset-path": jump_file, "--source": "file:///nonexistent/ORPO"}
+    if case == "kit-mopo":  # the task is inferred from the file's reward_fn attr
+        args["--peer"], expect = "kit-mopo", "--peer official-orpo only"
+    elif case == "actions outside [-1, 1]":  # e.g. the official collection's file, its actions in [-3, 3]
+        args["--dataset-path"] = jump_variant(tmp_path, jump_file, "x3.hdf5", actions=lambda a: 3 * a)
+        expect = "outside HalfCheetah-v4's [-1, 1]"
+    elif case == "hopper env":
+        args.update({"--dataset-path": hopper_file, "--eval-env": "Hopper-v4", "--task": JUMP})
+        expect = "is a HalfCheetah task"
+    elif case == "other reward_fn":  # the jump-hard rewards scored as a D4RL dataset
+        args["--task"], expect = "halfcheetah-random-v2", "holds the rewards of 'halfcheetah-jump-hard'"
+    elif case == "jump":  # the easier jump task: not run by peers.py
+        args["--dataset-path"] = jump_variant(tmp_path, jump_file, "j.hdf5", attr_reward_fn="halfcheetah-jump")
+        expect = "holds the rewards of 'halfcheetah-jump'"
+    flat = [x for kv in args.items() for x in kv]
+    result = run_script("benchmarks/peers.py", *flat, "--run-dir", str(tmp_path / "run"), timeout=120)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2, result.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: ") and expect in lines[0], result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+    assert not os.path.exists(tmp_path / "run")
+
+
+def test_jump_settings_are_the_readmes_and_peer_flags_override_them(peers, jump_file):
+    if not os.path.isdir(SOURCES["official-orpo"]):
+        pytest.skip(f"needs the peer's git snapshot at {SOURCES['official-orpo']}: set ORPO_PEERS_MIRROR")
+    root = peers.extract("official-orpo", SOURCES["official-orpo"], peers.PEERS["official-orpo"]["commit"])["root"]
+    script = peers.PEERS["official-orpo"]["script"]
+    readme = {
+        "task": JUMP,
+        "penalty_coef": 1.0,
+        "bonus_coef": 0.1,
+        "rollout_length": 5,
+        "rollout_length_rollout_policy": 5,
+        "real_ratio_rollout": 0.05,
+        "real_ratio_final": 0.05,
+        "final_policy_rollout_ratio_final": 0.0,
+        "uncertainty_mode": "aleatoric",  # none passed (and run_orpo.py never hands it to the ensemble)
+    }
+    parsed = vars(peers.script_args(root, script, peers.dataset_flags("official-orpo", root, JUMP)))  # compare.py's
+    assert {k: parsed[k] for k in readme} == readme and parsed["dataset"] is None
+    base = ["--peer", "official-orpo", "--dataset-path", jump_file, "--run-dir", "unused"]
+    flags = "--final-policy-rollout-ratio-final 0.05 --penalty-coef 2"
+    args = peers.parse_args([*base, "--task", JUMP, "--peer-flags", flags])
+    parsed = vars(peers.script_args(root, script, peers.peer_command("official-orpo", root, JUMP, args, "cpu")))
+    assert parsed["final_policy_rollout_ratio_final"] == 0.05 and parsed["penalty_coef"] == 2.0
+    assert parsed["bonus_coef"] == 0.1 and parsed["dataset"] == os.path.abspath(jump_file)
+    with pytest.raises(peers.InputError, match="runs with --peer official-orpo only"):
+        peers.dataset_flags("kit-mopo", root, JUMP)
+
+
+SPY = """
+import json, sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+import peers
+
+out, argv, seen = sys.argv[2], sys.argv[3:], {"loaded": [], "peer": [], "env": []}
+instrument, deterministic_actions, evaluate = peers.instrument, peers.deterministic_actions, peers.evaluate
+
+
+def spying_instrument(*a, **kw):  # also record what the peer's real buffer is loaded with (its qlearning_dataset's)
+    instrument(*a, **kw)
+    from offlinerlkit.buffer import ReplayBuffer
+
+    load = ReplayBuffer.load_dataset
+
+    def load_dataset(self, dataset):
+        seen["loaded"].append(np.array(dataset["actions"]))
+        return load(self, dataset)
+
+    ReplayBuffer.load_dataset = load_dataset
+
+
+def spying_actions(policy):  # the peer's own deterministic actions
+    act = deterministic_actions(policy)
+    return lambda obs: seen["peer"].append(act(obs)) or seen["peer"][-1]
+
+
+def spying_evaluate(act, envs, seed, reward_fn=None):  # the actions the eval envs are stepped with
+    return evaluate(lambda obs: seen["env"].append(act(obs)) or seen["env"][-1], envs, seed, reward_fn)
+
+
+peers.instrument, peers.deterministic_actions, peers.evaluate = spying_instrument, spying_actions, spying_evaluate
+try:
+    code = peers.main(argv)
+finally:
+    np.savez(out, **{k: np.concatenate(v) if v else np.zeros((0, 6)) for k, v in seen.items()})
+sys.exit(code)
+"""
+
+
+def test_official_orpo_runs_jump_hard_with_their_action_scale(peers, jump_file, tmp_path):
+    """A tiny run on a jump-hard file (task and eval env inferred from its attrs): run_orpo.py's buffer gets the file's
+    actions ×3, our eval envs get their policy's actions ÷3, and the score is the raw return of the jump-hard reward."""
+    if not os.path.isdir(SOURCES["official-orpo"]):
+        pytest.skip(f"needs the peer's git snapshot at {SOURCES['official-orpo']}: set ORPO_PEERS_MIRROR")
+    run_dir, spied = tmp_path / "run", str(tmp_path / "spied.npz")
+    (tmp_path / "spy.py").write_text(SPY)
+    argv = ["--peer", "official-orpo", "--source", SOURCES["official-orpo"], "--dataset-path", jump_file]
+    argv += ["--seed", str(SEED), "--epochs", "2", "--steps-per-epoch", "5", "--rollout-batch-size", "20"]
+    argv += ["--eval-episodes", str(EVAL_EPISODES), "--dynamics-max-epochs", "1", "--run-dir", str(run_dir)]
+    argv += ["--no-cuda", "--threads", "1"]
+    env = dict(os.environ, OMP_NUM_THREADS="1", TMPDIR=str(tmp_path))
+    cmd = [sys.executable, str(tmp_path / "spy.py"), os.path.join(ROOT, "benchmarks"), spied, *argv]
+    result = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    # the data handed to their code: the file's actions ×3 (what their collection recorded through RescaleAction(-3, 3))
+    seen = np.load(spied)
+    with h5py.File(jump_file, "r") as f:
+        actions, timeouts = f["actions"][()], f["timeouts"][()]
+    keep = ~timeouts & (np.arange(len(actions)) < len(actions) - 1)  # their qlearning_dataset's rows
+    np.testing.assert_array_equal(seen["loaded"], actions[keep] * np.float32(3))
+    assert np.abs(seen["loaded"]).max() > 2.9 and np.abs(actions).max() <= 1
+    # our eval envs are stepped with their policy's actions ÷3, in HalfCheetah-v4's [-1, 1]
+    assert len(seen["env"]) == len(seen["peer"]) == 2 * 1000 * EVAL_EPISODES  # 2 evaluations of 1000 steps
+    np.testing.assert_allclose(seen["env"], seen["peer"] / 3, rtol=1e-6, atol=1e-7)
+    assert np.abs(seen["env"]).max() <= 1
+
+    with open(run_dir / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["epoch"]) for r in rows] == [0, 1, 2]
+    assert not any("normalized" in k for k in rows[0]), list(rows[0])
+    returns = [float(r["eval/return"]) for r in rows[1:]]
+    assert all(math.isfinite(x) for x in returns) and all(math.isfinite(float(r["eval/return_std"])) for r in rows[1:])
+    assert [int(r["eval/reset_seed"]) for r in rows[1:]] == [SEED + 1000, SEED + 2000]
+    assert float(rows[2]["eval/last10_score"]) == pytest.approx(np.mean(returns))
+    u, r, rp = (float(rows[1][f"rollout/{k}_pessimistic"]) for k in ("u", "reward", "reward_p"))
+    assert rp == pytest.approx(r - 1.0 * u, rel=1e-4, abs=1e-4)  # λp = 1 (the README's command)
+
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "finished" and summary["task"] == JUMP and summary["score_kind"] == "raw_return"
+    assert summary["last10_score"] == pytest.approx(np.mean(returns)) and summary["return"] == pytest.approx(
+        returns[-1]
+    )
+    assert summary["normalized_score"] is None and summary["ensemble_uncertainty_mode"] == "aleatoric"
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["eval_env"] == "HalfCheetah-v4" and config["reference_returns"] is None
+    assert config["action_scale"] == 3.0 and config["score_kind"] == "raw_return"
+    settings = config["peer_settings"]
+    assert (settings["penalty_coef"], settings["bonus_coef"], settings["final_policy_rollout_ratio_final"]) == (
+        1,
+        0.1,
+        0,
+    )
+    assert settings["dataset"] == os.path.abspath(jump_file)
