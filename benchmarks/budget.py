@@ -1,18 +1,20 @@
 """What the CPU budget cut costs (issue 31): MOPO and ORPO (π^o trained) on one dataset at the paper's 50,000 rollout
 start states instead of 5,000, and with the ensemble fit uncapped (early stopping only), beside the 5,000-start,
-fit-capped runs that benchmarks/compare.py made (docs/compare/).
+fit-capped runs that benchmarks/compare.py made (results/compare/).
 
     python benchmarks/budget.py                    # runs what is missing (resumes an unfinished run), then reports
     python benchmarks/budget.py --only mopo:starts50k mopo:uncapped     # some runs only (e.g. one per core)
-    python benchmarks/budget.py --report-only      # redraw docs/budget.md and docs/budget.png from --results
+    python benchmarks/budget.py --report-only      # redraw the report from --results
 
 Every run: --seed, --epochs × 1000 gradient steps, 5 evaluation episodes, the dataset's presets (as compare.py's
 --settings ours). The cuts:
   starts50k  --rollout-batch-size 50000, the fit capped at 20 epochs (as the baseline)
   uncapped   --rollout-batch-size 5000, the fit stopped only by early stopping (5 epochs without a 1 % gain); ORPO
              loads MOPO's uncapped ensemble when it is there (compare.py's rows share one ensemble per seed too)
-Finished runs' config.json, metrics.csv and summary.json go to --results/<cut>/<row>/ (small, committed); the report
-reads those and the baseline's --baseline/<dataset>/<row>/seed<S>/ alone.
+Finished runs' config.json, metrics.csv and summary.json go to --results/<cut>/<row>/ (default runs/budget_results/,
+not committed); the report (default runs/budget_results/budget.md and .png) reads those and the baseline's
+--baseline/<dataset>/<row>/seed<S>/ alone. The committed runs are results/budget/; their page docs/budget.md is
+rewritten, with every other results page, by `python benchmarks/report.py`.
 """
 
 import csv
@@ -30,6 +32,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 from scores import parse_flags  # noqa: E402  (the same one-line parse errors as scores.py)
+import runinfo  # noqa: E402  (the runs' provenance, as compare.py and report.py show it)
 
 CUTS = {
     "baseline": None,  # compare.py's runs: 5,000 start states, fit capped at 20 epochs
@@ -38,6 +41,7 @@ CUTS = {
 }
 ROWS = ("mopo", "orpo")
 LABELS = {"mopo": "MOPO (ours)", "orpo": "ORPO, π^o trained (ours)"}
+CUT_LABELS = {"baseline": "5,000 starts, fit capped", "starts50k": "50,000 starts", "uncapped": "fit uncapped"}
 
 
 @dataclass
@@ -54,12 +58,12 @@ class Args:
     """run only these, as ROW:CUT (e.g. orpo:uncapped); default: all four, MOPO's first"""
     runs_dir: str = os.path.join(ROOT, "runs", "budget")
     """where the runs go: --runs-dir/<cut>/<row>/"""
-    results: str = os.path.join(ROOT, "docs", "budget")
-    """where finished runs' small files are copied: --results/<cut>/<row>/"""
-    baseline: str = os.path.join(ROOT, "docs", "compare")
-    """compare.py's results folder, holding the 5,000-start runs"""
-    out: str = os.path.join(ROOT, "docs", "budget")
-    """the report's stem: OUT.md and OUT.png"""
+    results: str = os.path.join(ROOT, "runs", "budget_results")
+    """where finished runs' small files are copied: --results/<cut>/<row>/ (the committed ones: results/budget/)"""
+    baseline: str = os.path.join(ROOT, "results", "compare")
+    """compare.py's results folder, holding the 5,000-start runs (read only)"""
+    out: str = os.path.join(ROOT, "runs", "budget_results", "budget")
+    """the report's stem: OUT.md and OUT.png (docs/budget.md comes from `python benchmarks/report.py`)"""
     report_only: bool = False
     """draw the report from --results without running anything"""
 
@@ -141,41 +145,66 @@ def load(args: Args, row: str, cut: str) -> dict | None:
         config = json.load(f)
     col = lambda k: np.array([float(r[k]) if r.get(k) not in (None, "") else np.nan for r in rows])  # noqa: E731
     fit = rows[0] if rows and rows[0].get("dynamics/holdout_mse") not in (None, "") else {}
+    summary = summary_of(folder)
+    provenance = runinfo.load_provenance(folder)
     return {
         "epoch": col("epoch"),
         "score": col("eval/normalized_score"),
         "q": col("losses/q"),
+        "q_o": col("rollout_policy/q") if "rollout_policy/q" in rows[-1] else None,
         "u": col("rollout/u") if "rollout/u" in rows[-1] else col("rollout/u_pessimistic"),
-        "summary": summary_of(folder),
+        "summary": summary,
+        "config": config,
         "starts": config.get("rollout_batch_size"),
         "cap": config.get("dynamics_max_epochs"),
         "loaded": config.get("load_dynamics_path") is not None,
         "fit": fit,
+        "notes": runinfo.run_notes(config, summary, provenance, rows),
+        "metrics": rows,
     }
 
 
-def report(args: Args) -> str:
-    import matplotlib
+def load_all(args: Args) -> dict:
+    """{(row, cut): load(...)} for every row and cut (None where not finished)."""
+    return {(row, cut): load(args, row, cut) for row in ROWS for cut in CUTS}
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    runs = {(row, cut): load(args, row, cut) for row in ROWS for cut in CUTS}
+def holdout_mse(runs: dict, row: str, cut: str) -> float | None:
+    """The ensemble's holdout MSE: the run's own fit, or the fit of its seed's other row it loaded."""
+    r = runs.get((row, cut))
+    fit = (r or {}).get("fit") or (runs.get(("orpo" if row == "mopo" else "mopo", cut)) or {}).get("fit")
+    return float(fit["dynamics/holdout_mse"]) if fit else None
+
+
+def report(args: Args, made_by: str | None = None, figure: bool = True) -> str:
+    """The budget page (args.out.md) and figure (args.out.png); `made_by`: the sentence that says how the page is
+    made (default: this script's --report-only)."""
+    runs = load_all(args)
     if not any(runs.values()):
         raise UserError(f"no finished run in {args.results} or {args.baseline}; run without --report-only first")
+    made_by = made_by or (
+        f"Made by `python benchmarks/budget.py --report-only` from `{os.path.relpath(args.results)}/` and the "
+        f"baseline runs in `{os.path.relpath(args.baseline)}/`."
+    )
     lines = [
         "# What the CPU budget cut costs",
         "",
-        f"Made by `python benchmarks/budget.py --report-only` from `{os.path.relpath(args.results, ROOT)}/` and the "
-        f"baseline runs in `{os.path.relpath(args.baseline, ROOT)}/` ({args.env}, seed {args.seed}, 50 epochs × 1000 "
-        "gradient steps, 5 evaluation episodes, the dataset's presets). Last-10: mean D4RL score of the last 10 "
-        "evaluations; Q: the critic's mean Q on its training batches (`losses/q`), mean over the last 10 epochs.",
+        f"{made_by} {args.env}, seed {args.seed} (**one seed**: no interval), 50 epochs × 1000 gradient steps, 5 "
+        "evaluation episodes, the dataset's presets. Last-10: mean D4RL score of the last 10 evaluations; Q: the "
+        "critic's mean Q on its training batches (`losses/q`; for ORPO π^p's), mean over the last 10 epochs.",
         "",
         "| row | start states | ensemble fit | holdout MSE | last-10 score | final | Q, last 10 | Q, max | hours | device |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    if figure:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     styles = {"baseline": "-", "starts50k": "--", "uncapped": ":"}
+    notes: dict[str, list[str]] = {}
     for (row, cut), r in runs.items():
         if r is None:
             lines.append(f"| {LABELS[row]} | {cut} | not finished | | | | | | | |")
@@ -183,27 +212,54 @@ def report(args: Args) -> str:
         s, fit = r["summary"], r["fit"]
         how = f"capped at {r['cap']} epochs" if r["cap"] else "early stopping only"
         how = f"{how}, {fit['dynamics/epochs']} epochs" if fit else f"{how} (loaded from its seed's other run)"
-        other = (runs.get(("orpo" if row == "mopo" else "mopo", cut)) or {}).get("fit") if not fit else None
-        mse = f"{float((fit or other)['dynamics/holdout_mse']):.4f}" if fit or other else "(loaded)"
+        mse = holdout_mse(runs, row, cut)
         q = r["q"][~np.isnan(r["q"])]
         lines.append(
-            f"| {LABELS[row]} | {r['starts']:,} | {how} | {mse} | {s['last10_score']:.1f} | "
-            f"{s['normalized_score']:.1f} | {q[-10:].mean():.1f} | {q.max():.1f} | {s['wall_seconds'] / 3600:.2f} | "
-            f"{s['device_name']} |"
+            f"| {LABELS[row]} | {r['starts']:,} | {how} | {'(loaded)' if mse is None else f'{mse:.4f}'} | "
+            f"{s['last10_score']:.1f} | {s['normalized_score']:.1f} | {q[-10:].mean():.1f} | {q.max():.1f} | "
+            f"{s['wall_seconds'] / 3600:.2f} | {s['device_name']} |"
         )
-        color = "C0" if row == "mopo" else "C3"
-        label = f"{LABELS[row]}, {cut}"
-        keep = ~np.isnan(r["score"])
-        axes[0].plot(r["epoch"][keep], r["score"][keep], styles[cut], color=color, label=label)
-        keep = ~np.isnan(r["q"])
-        axes[1].plot(r["epoch"][keep], r["q"][keep], styles[cut], color=color, label=label)
-    axes[0].set(xlabel="epoch (1000 gradient steps)", ylabel="D4RL normalised score", title=args.env)
-    axes[1].set(xlabel="epoch (1000 gradient steps)", ylabel="mean Q on training batches", yscale="symlog")
-    axes[0].legend(fontsize=7)
-    fig.tight_layout()
+        for note in r["notes"]:
+            notes.setdefault(note, []).append((row, cut))
+        if figure:
+            color = "C0" if row == "mopo" else "C3"
+            label = f"{LABELS[row]}, {cut}"
+            keep = ~np.isnan(r["score"])
+            axes[0].plot(r["epoch"][keep], r["score"][keep], styles[cut], color=color, label=label)
+            keep = ~np.isnan(r["q"])
+            axes[1].plot(r["epoch"][keep], r["q"][keep], styles[cut], color=color, label=label)
+    if notes:
+        finished = [key for key, r in runs.items() if r is not None]
+
+        def who(keys: list) -> str:
+            """The runs a note holds for: every run, every run of a row, or each by name."""
+            if len(keys) == len(finished):
+                return "every run"
+            parts = []
+            for row in ROWS:
+                mine = [cut for r, cut in keys if r == row]
+                if mine and len(mine) == sum(r == row for r, _ in finished):
+                    parts.append(f"every {LABELS[row]} run")
+                else:
+                    parts += [f"{LABELS[row]} ({CUT_LABELS[cut]})" for cut in mine]
+            return "; ".join(parts)
+
+        lines += [
+            "",
+            "Runs (each run's config.json and summary.json, and the provenance.json stored beside older runs):",
+            "",
+            *(f"- {who(keys)}: {note}." for note, keys in notes.items()),
+        ]
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    fig.savefig(args.out + f".{os.getpid()}.tmp.png", dpi=110)
-    os.replace(args.out + f".{os.getpid()}.tmp.png", args.out + ".png")
+    if figure:
+        axes[0].set(
+            xlabel="epoch (1000 gradient steps)", ylabel="D4RL normalised score", title=f"{args.env}, seed {args.seed}"
+        )
+        axes[1].set(xlabel="epoch (1000 gradient steps)", ylabel="mean Q on training batches", yscale="symlog")
+        axes[0].legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(args.out + f".{os.getpid()}.tmp.png", dpi=110)
+        os.replace(args.out + f".{os.getpid()}.tmp.png", args.out + ".png")
     md = "\n".join(lines) + f"\n\n![score and Q]({os.path.basename(args.out)}.png)\n"
     with open(args.out + f".{os.getpid()}.md.tmp", "w") as f:
         f.write(md)

@@ -1,7 +1,12 @@
 """Learning curves of this repo's algorithms beside the authors' code, on the same data, seeds and protocol (issue 19).
 
     python benchmarks/compare.py --env local/hopper-medium --seeds 1 2 3 --epochs 50     # run (resumes), then report
-    python benchmarks/compare.py --report-only                                          # redraw from docs/compare/
+    python benchmarks/compare.py --report-only                      # redraw runs/compare_results/compare.md from there
+
+By default the copied results go to runs/compare_results/ and the report to runs/compare_results/compare.md and .png
+(runs/ is not committed). The committed comparisons are results/compare/ and results/compare_shares/; their pages
+docs/compare.md and docs/compare_shares.md are rewritten, with every other results page, by
+`python benchmarks/report.py`.
 
 Rows (--rows picks some):
   orpo            algorithms/orpo.py, π^o trained (the paper's method)
@@ -25,11 +30,11 @@ peers fit their own.
 Runs go to --runs-dir/<dataset>/<row>/seed<S>/; a finished one is never run again, an unfinished one of ours continues
 with its script's --resume, an unfinished peer run starts over (the peers cannot resume). --jobs runs at once, each
 with --threads torch threads. Each finished run's config.json, metrics.csv and summary.json are copied to
---results/<dataset>/<row>/seed<S>/ (small files, committed), and the report is drawn from there alone: a figure
-(normalised score vs gradient steps, mean over seeds with a 95 % bootstrap band, one panel per dataset) and a
-markdown table (last-10 score, mean [95 % bootstrap interval] per row, the behaviour policy's score, the CPU) with a
-verdict per pair of rows (ours vs theirs): an equivalence test of the paired per-seed last-10 difference against the
-margin --delta (see `verdict`).
+--results/<dataset>/<row>/seed<S>/ (small files), and the report is drawn from there alone: a figure (normalised
+score vs gradient steps, mean over seeds with the seeds' range as a band, one panel per dataset) and a markdown table
+(last-10 score per row: mean, range over seeds, 95 % Student-t interval; the behaviour policy's score, the CPU, each
+run's provenance caveats) with a verdict per pair of rows (ours vs theirs): an equivalence test of the paired
+per-seed last-10 difference against the margin --delta (see `verdict`).
 """
 
 import contextlib
@@ -58,6 +63,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import peers  # noqa: E402  (the peers' settings and sources)
 from scores import parse_flags, unwritable_folder  # noqa: E402  (the same one-line parse errors as scores.py)
+import runinfo  # noqa: E402  (intervals over seeds and the runs' provenance, as budget.py and report.py show them)
 
 # row: (kind, script or peer name, extra flags, label)
 ROWS = {
@@ -74,7 +80,9 @@ ROWS = {
     "official_orpo": ("peer", "official-orpo", [], "ORPO (official code)"),
 }
 PAIRS = [("mopo", "kit_mopo"), ("orpo_untrained", "official_orpo")]  # ours vs theirs: should agree
-CONTRASTS = [("orpo", "orpo_untrained"), ("orpo", "mopo")]  # the paper's claim, stated as it comes out
+# the paper's claim, stated as it comes out; orpo_untrained − mopo is what the paper's ORPO − MOPO measured (the
+# official code never trains π^o)
+CONTRASTS = [("orpo", "orpo_untrained"), ("orpo", "mopo"), ("orpo_untrained", "mopo")]
 # a pair's verdict needs this many common seeds (issue 19's minimum): over 2, a t interval is 12.7 standard errors wide
 MIN_SEEDS = 3
 # The dataset settings both sides of a pair take (--settings), by the pair's peer row: our flag -> the peer's run-script
@@ -99,7 +107,9 @@ PEER_OF = {"mopo": "kit_mopo", "kit_mopo": "kit_mopo"} | dict.fromkeys(
 # dynamics/* diagnostics come from that run
 SHARE_FROM = "orpo"
 PEER_U = {"max_aleatoric": "aleatoric"}  # our name -> the peers' (the same u: max_i ‖σ_i‖ over s' and r)
-DEFAULT_RESULTS = os.path.join(ROOT, "docs", "compare")
+# a user's comparison writes under runs/ (not committed); the committed runs are results/compare*/, and their pages
+# docs/compare*.md are rewritten by `python benchmarks/report.py` alone
+DEFAULT_RESULTS = os.path.join("runs", "compare_results")
 MIRROR = os.environ.get("ORPO_PEERS_MIRROR")  # the peers' git snapshots, as the tests read them
 
 
@@ -170,10 +180,12 @@ class Args:
     """where finished runs' config.json, metrics.csv and summary.json are copied, and the report is drawn from"""
     report_only: bool = False
     """draw the report from --results without running anything"""
-    out: str = os.path.join(ROOT, "docs", "compare")
-    """the report's stem: OUT.md and OUT.png"""
+    out: str = os.path.join("runs", "compare_results", "compare")
+    """the report's stem: OUT.md and OUT.png (the committed docs/compare*.md come from `python benchmarks/report.py`,
+    from results/compare*/)"""
     reps: int = 10000
-    """bootstrap resamples"""
+    """unused, kept so older command lines still parse: the report draws no bootstrap (over 3 seeds a percentile
+    bootstrap is the seeds' range); it shows ranges over seeds and 95 % Student-t intervals"""
 
 
 # ---------------------------------------------------------------- tasks
@@ -590,8 +602,8 @@ def run_all(args: Args) -> int:
 
 # ---------------------------------------------------------------- report
 def load_run(seed_dir: str) -> Optional[dict]:
-    """A finished run's files in --results ({"config", "summary", "curve": [(epoch, score)], "metrics"}), None for a
-    run that is not finished; a damaged one raises OSError or ValueError."""
+    """A finished run's files in --results ({"config", "summary", "provenance", "curve": [(epoch, score)], "metrics"}),
+    None for a run that is not finished; a damaged one raises OSError or ValueError."""
     if not re.fullmatch(r"seed\d+", os.path.basename(seed_dir)):
         raise ValueError("not a seed<N> folder")
     if not os.path.isfile(os.path.join(seed_dir, "summary.json")):
@@ -611,7 +623,14 @@ def load_run(seed_dir: str) -> Optional[dict]:
     if not curve:
         raise ValueError("metrics.csv holds no evaluation")
     config = read_json(os.path.join(seed_dir, "config.json")) or {}
-    return {"config": config, "summary": summary, "curve": curve, "metrics": metrics, "raw": key == "eval/return"}
+    return {
+        "config": config,
+        "summary": summary,
+        "provenance": runinfo.load_provenance(seed_dir),
+        "curve": curve,
+        "metrics": metrics,
+        "raw": key == "eval/return",
+    }
 
 
 def load_results(results: str) -> dict:
@@ -643,13 +662,6 @@ def last10(curve: list) -> float:
     return float(np.mean([v for _, v in curve[-10:]]))
 
 
-def boot_mean(x: np.ndarray, reps: int, rng: np.random.Generator) -> tuple[float, float]:
-    """95 % percentile bootstrap interval of the mean over seeds (x: [seeds] or [seeds, epochs])."""
-    idx = rng.integers(0, len(x), size=(reps, len(x)))
-    means = x[idx].mean(1)
-    return np.percentile(means, 2.5, axis=0), np.percentile(means, 97.5, axis=0)
-
-
 def interval(lo: float, hi: float, n: int, fmt: str = ".1f") -> str:
     return f"[{lo:{fmt}}, {hi:{fmt}}]" if n >= 2 else "(1 seed: no interval)"
 
@@ -678,13 +690,11 @@ def run_means(metrics: list[dict], shared: Optional[list[dict]]) -> dict[str, fl
     return out
 
 
-def diagnostics(
-    ours: dict, theirs: dict, fitted: dict, reps: int, rng: np.random.Generator, min_relative: float
-) -> list[str]:
+def diagnostics(ours: dict, theirs: dict, fitted: dict, min_relative: float) -> list[str]:
     """The quantities both rows log (the same definitions: docs/peers.md), in the pipeline's order, each a mean over
-    the run's epochs and then over seeds [95 % bootstrap]; a quantity separates the rows when the intervals are
-    disjoint and the means differ by more than `min_relative` of the larger (narrow intervals part over differences
-    too small to matter). The first one that does is where to look for the cause."""
+    the run's epochs and then over seeds [range over seeds]; a quantity separates the rows when the ranges are
+    disjoint and the means differ by more than `min_relative` of the larger (narrow ranges part over differences too
+    small to matter). The first one that does is where to look for the cause."""
     means = {}
     for side, runs in (("ours", ours), ("theirs", theirs)):
         per_seed = [run_means(r["metrics"], fitted.get(seed) if side == "ours" else None) for seed, r in runs.items()]
@@ -694,11 +704,16 @@ def diagnostics(
         set(means["ours"]) & set(means["theirs"]),
         key=lambda k: (next((i for i, p in enumerate(DIAGNOSTIC_ORDER) if k.startswith(p)), 9), k),
     )
-    lines = ["| quantity (mean over epochs) | ours | theirs | ours − theirs | separates |", "|---|---|---|---|---|"]
+    n = (min(len(ours), len(theirs)), max(len(ours), len(theirs)))
+    seeds = f"{n[0]} seeds" if n[0] == n[1] else f"{n[0]}–{n[1]} seeds"
+    lines = [
+        f"| quantity (mean over epochs) | ours [range over {seeds}] | theirs | ours − theirs | separates |",
+        "|---|---|---|---|---|",
+    ]
     first = None
     for k in keys:
         a, b = means["ours"][k], means["theirs"][k]
-        (alo, ahi), (blo, bhi) = boot_mean(a, reps, rng), boot_mean(b, reps, rng)
+        (alo, ahi), (blo, bhi) = runinfo.seed_range(a), runinfo.seed_range(b)
         larger = max(abs(a.mean()), abs(b.mean()))
         relative = (a.mean() - b.mean()) / larger if larger > 0 else 0.0
         apart = min(len(a), len(b)) >= 2 and (ahi < blo or bhi < alo) and abs(relative) > min_relative
@@ -766,27 +781,101 @@ def settings_line(ours: dict, theirs: dict, peer_row: str, chosen: dict) -> tupl
     return f"Settings, the same in every run of both rows (each run's config.json): {text}. Chosen by {how}.", True
 
 
-def report(args: Args) -> str:
-    data = load_results(args.results)
+def row_stats(runs: dict) -> dict:
+    """A row's last-10 score per seed, its mean, range and 95 % Student-t interval over seeds, and its curves."""
+    x = np.array([last10(r["curve"]) for r in runs.values()])
+    epochs, ys = curves_of(runs)
+    return {
+        "seeds": list(runs),
+        "x": x,
+        "mean": float(x.mean()),
+        "range": tuple(float(v) for v in runinfo.seed_range(x)),
+        "t": runinfo.t_interval(x),
+        "epochs": epochs,
+        "ys": ys,
+        "final": float(np.mean([r["curve"][-1][1] for r in runs.values()])),
+        "hours": {s: r["summary"].get("wall_seconds", float("nan")) / 3600 for s, r in runs.items()},
+        "devices": sorted(
+            {str(r["summary"].get("device_name") or r["summary"].get("device") or "?") for r in runs.values()}
+        ),
+    }
+
+
+def paired(s: dict, o: dict, delta: float) -> dict:
+    """s − o, the last-10 scores paired by seed: per-seed differences, mean and the verdict's 95 % Student-t
+    interval."""
+    common = [seed for seed in s["seeds"] if seed in o["seeds"]]
+    diff = np.array([s["x"][s["seeds"].index(c)] - o["x"][o["seeds"].index(c)] for c in common])
+    v, lo, hi = verdict(diff, delta)
+    return {"seeds": common, "diff": diff, "mean": float(diff.mean()) if len(diff) else float("nan"), "lo": lo,
+            "hi": hi, "verdict": v}  # fmt: skip
+
+
+def summarize(results: str, delta: float = 5.0) -> dict:
+    """Every number the pages take from a compare.py results folder: {dataset: {"dataset": attrs, "runs": {row:
+    {seed: run}}, "rows": {row: row_stats}, "pairs": {(ours, theirs): paired + "same"}, "contrasts": {(a, b):
+    paired}}}."""
+    out = {}
+    for ds, entry in load_results(results).items():
+        stats = {row: row_stats(runs) for row, runs in entry["rows"].items()}
+        pairs, contrasts = {}, {}
+        for ours, theirs in PAIRS + CONTRASTS:
+            if ours not in stats or theirs not in stats:
+                continue
+            p = paired(stats[ours], stats[theirs], delta)
+            if (ours, theirs) in PAIRS:
+                p["said"], p["same"] = settings_line(
+                    entry["rows"][ours], entry["rows"][theirs], theirs, entry["dataset"]
+                )
+                pairs[(ours, theirs)] = p
+            elif len(p["seeds"]):
+                contrasts[(ours, theirs)] = p
+        out[ds] = {"dataset": entry["dataset"], "runs": entry["rows"], "rows": stats, "pairs": pairs,
+                   "contrasts": contrasts}  # fmt: skip
+    return out
+
+
+def row_notes(runs: dict) -> list[str]:
+    """The row's provenance caveats, each with the seeds it holds for."""
+    by_note: dict[str, list[int]] = {}
+    for seed, r in runs.items():
+        for note in runinfo.run_notes(r["config"], r["summary"], r["provenance"], r["metrics"]):
+            by_note.setdefault(note, []).append(seed)
+    n = len(runs)
+    return [
+        f"{'every seed' if len(seeds) == n and n > 1 else ('seed ' if len(seeds) == 1 else 'seeds ') + runinfo.seeds_text(seeds)}: {note}"
+        for note, seeds in by_note.items()
+    ]
+
+
+def report(args: Args, made_by: Optional[str] = None, figure: bool = True) -> str:
+    """The comparison's page (args.out.md) and figure (args.out.png) from args.results alone; `made_by`: the sentence
+    that says how the page is made (default: this script's --report-only)."""
+    data = summarize(args.results, args.delta)
     if not data:
         raise UserError(f"no finished run in {args.results}: run the comparison first (without --report-only)")
-    rng = np.random.default_rng(0)
+    made_by = made_by or (
+        f"Made by `python benchmarks/compare.py --report-only --results {os.path.relpath(args.results)}`."
+    )
+    t3 = student_t.ppf(0.975, MIN_SEEDS - 1) / np.sqrt(MIN_SEEDS)
     lines = [
         "# Learning curves beside the authors' code (issue 19)",
         "",
-        f"Made by `python benchmarks/compare.py --report-only` from `{os.path.relpath(args.results, ROOT)}/`. "
-        "Score: D4RL normalised score of the evaluation after each epoch; last-10: mean of the last 10 "
-        "evaluations of a run; intervals: 95 % percentile bootstrap over seeds "
-        f"({args.reps} resamples), except the pairs' verdicts and the contrasts (Student-t, below).",
+        f"{made_by} Score: D4RL normalised score of the evaluation after each epoch; last-10: mean of the last 10 "
+        "evaluations of a run. Intervals: a row's **range over its seeds** [min, max] and its **95 % Student-t** "
+        f"interval of the mean (mean ± t·sd/√n; ± {t3:.2f}·sd at {MIN_SEEDS} seeds); the pairs' verdicts and the "
+        "contrasts take the 95 % Student-t interval of the per-seed differences; the quantity tables and the "
+        "figure's bands show the range over seeds.",
         "",
     ]
-    import matplotlib
+    if figure:
+        import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(data), figsize=(6.5 * len(data), 4.4), squeeze=False)
-    for ax, (ds, entry) in zip(axes[0], data.items()):
+        fig, axes = plt.subplots(1, len(data), figsize=(6.5 * len(data), 4.4), squeeze=False)
+    for i, (ds, entry) in enumerate(data.items()):
         a = entry["dataset"]
         behaviour = a.get("behavior_normalized_score")
         lines += [
@@ -796,99 +885,116 @@ def report(args: Args) -> str:
             f"return {a.get('behavior_mean_return', float('nan')):.1f} (normalised "
             f"{behaviour if behaviour is None else round(behaviour, 1)}).",
             "",
-            "| row | seeds | epochs | last-10 score, mean [95 % CI] | per seed | final | hours per run | device |",
-            "|---|---|---|---|---|---|---|---|",
+            "| row | seeds | epochs | last-10 score, mean | range over seeds | 95 % Student-t | per seed | final | "
+            "hours per run | device |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
-        stats = {}
-        for row, runs in entry["rows"].items():
-            x = np.array([last10(r["curve"]) for r in runs.values()])
-            lo, hi = boot_mean(x, args.reps, rng)
-            epochs, ys = curves_of(runs)
-            stats[row] = {"x": x, "lo": lo, "hi": hi, "epochs": epochs, "ys": ys, "seeds": list(runs)}
-            devices = sorted(
-                {str(r["summary"].get("device_name") or r["summary"].get("device") or "?") for r in runs.values()}
-            )
-            hours = np.mean([r["summary"].get("wall_seconds", float("nan")) for r in runs.values()]) / 3600
-            final = np.mean([r["curve"][-1][1] for r in runs.values()])
-            seeds = ", ".join(f"{s}: {v:.1f}" for s, v in zip(runs, x))
+        notes = []
+        for row, s in entry["rows"].items():
+            runs, n = entry["runs"][row], len(s["x"])
+            seeds = ", ".join(f"{seed}: {v:.1f}" for seed, v in zip(s["seeds"], s["x"]))
+            hours = np.mean(list(s["hours"].values()))
             lines.append(
-                f"| {ROWS[row][3]} | {len(runs)} | {int(epochs[-1]) if len(epochs) else 0} | "
-                f"{x.mean():.1f} {interval(lo, hi, len(x))} | {seeds} | {final:.1f} | {hours:.2f} | "
-                f"{'; '.join(devices)} |"
+                f"| {ROWS[row][3]} | {n} | {int(s['epochs'][-1]) if len(s['epochs']) else 0} | {s['mean']:.1f} | "
+                f"{interval(*s['range'], n)} | {interval(*s['t'], n)} | {seeds} | {s['final']:.1f} | {hours:.2f} | "
+                f"{'; '.join(s['devices'])} |"
             )
-            steps = epochs * args.steps_per_epoch
-            blo, bhi = boot_mean(ys, args.reps, rng)
-            (line,) = ax.plot(
-                steps,
-                ys.mean(0),
-                label=f"{ROWS[row][3]} ({len(runs)} seeds)",
-                linestyle="--" if ROWS[row][0] == "peer" else "-",
-            )
-            ax.fill_between(steps, blo, bhi, alpha=0.15, color=line.get_color())
-        if behaviour is not None:
-            ax.axhline(behaviour, color="grey", linewidth=0.8, linestyle=":", label="behaviour policy")
-        raw = any(r["raw"] for runs in entry["rows"].values() for r in runs.values())
-        ax.set(title=ds, xlabel="gradient steps", ylabel="return (raw)" if raw else "D4RL normalised score")
-        ax.legend(fontsize=7)
+            notes += [f"- {ROWS[row][3]}, {note}." for note in row_notes(runs)]
+            if figure:
+                steps, ax = s["epochs"] * args.steps_per_epoch, axes[0][i]
+                (line,) = ax.plot(
+                    steps,
+                    s["ys"].mean(0),
+                    label=f"{ROWS[row][3]} ({runinfo.count_word(n)})",
+                    linestyle="--" if ROWS[row][0] == "peer" else "-",
+                )
+                ax.fill_between(steps, *runinfo.seed_range(s["ys"]), alpha=0.15, color=line.get_color())
+        revisions = sorted(
+            {str(r["config"].get("_git_revision"))[:10] for runs in entry["runs"].values() for r in runs.values()}
+            - {"None"}
+        )
+        unrecorded = sum(not r["config"].get("_git_revision") for runs in entry["runs"].values() for r in runs.values())
+        code = [f"code revision {', '.join(revisions)}"] if revisions else []
+        code += (
+            [f"code revision not recorded by {unrecorded} run{'s' * (unrecorded > 1)} (their provenance.json names "
+             "the commit that stored them)"]
+            if unrecorded
+            else []
+        )  # fmt: skip
+        lines += [
+            "",
+            "Runs (each run's config.json and summary.json, and the provenance.json stored beside older runs): "
+            f"{'; '.join(code)}.",
+            *(["", *notes] if notes else []),
+        ]
+        if figure:
+            ax = axes[0][i]
+            if behaviour is not None:
+                ax.axhline(behaviour, color="grey", linewidth=0.8, linestyle=":", label="behaviour policy")
+            raw = any(r["raw"] for runs in entry["runs"].values() for r in runs.values())
+            ax.set(title=ds, xlabel="gradient steps", ylabel="return (raw)" if raw else "D4RL normalised score")
+            ax.legend(fontsize=7)
         lines += [
             "",
             "Verdicts (ours vs theirs), an equivalence test on d = ours − theirs, the last-10 scores paired by seed, "
             f"with the margin δ = {args.delta:g} D4RL points: **agree** when the 95 % Student-t interval of mean d "
-            f"(mean d ± t·sd(d)/√n over n seeds; ± {student_t.ppf(0.975, MIN_SEEDS - 1) / np.sqrt(MIN_SEEDS):.2f}"
+            f"(mean d ± t·sd(d)/√n over n seeds; ± {t3:.2f}"
             f"·sd(d) at {MIN_SEEDS}) lies inside ±δ; **differ** when it excludes 0 and |mean d| > δ; **undecided** "
             f"otherwise, with fewer than {MIN_SEEDS} common seeds, or when the two rows' settings differ. δ is in "
             "points, not relative to "
             "the behaviour policy's score: the normalised score already spans random (0) to expert (100) on every "
             "dataset, and 10 % of a random-policy file's score (about 0) would let nothing agree. A logged quantity "
-            f"separates a pair when its bootstrap intervals are disjoint and the means differ by more than "
+            "separates a pair when its ranges over seeds are disjoint and the means differ by more than "
             f"{100 * args.min_relative:g} % of the larger.",
             "",
         ]
         pair_tables = []
         for ours, theirs in PAIRS + CONTRASTS:
-            if ours not in stats or theirs not in stats:
-                continue
-            s, o = stats[ours], stats[theirs]
-            common = [seed for seed in s["seeds"] if seed in o["seeds"]]
-            diff = np.array([s["x"][s["seeds"].index(c)] - o["x"][o["seeds"].index(c)] for c in common])
-            if (ours, theirs) in PAIRS:
-                said, same = settings_line(entry["rows"][ours], entry["rows"][theirs], theirs, a)
-                tasks = {str(r["config"].get("task")) for r in entry["rows"][theirs].values()}
+            s, o = entry["rows"].get(ours), entry["rows"].get(theirs)
+            if (ours, theirs) in entry["pairs"]:
+                p = entry["pairs"][(ours, theirs)]
+                said = p["said"]
+                tasks = {str(r["config"].get("task")) for r in entry["runs"][theirs].values()}
                 if theirs == "official_orpo" and any(not t.startswith(("hopper", "walker2d")) for t in tasks):
                     said += (
                         " Not matched, as no flag sets it: off hopper and walker2d run_orpo.py standardises the "
                         "observations before its ensemble fit, so its model, holdout MSE and u are in standardised "
                         "units (docs/peers.md, item 7)."
                     )
-                v, lo, hi = verdict(diff, args.delta)
-                notes = [f"ours − theirs {np.mean(diff):+.1f} [{lo:+.1f}, {hi:+.1f}]"] if len(diff) >= 2 else []
+                v, diff = p["verdict"], p["diff"]
+                notes = (
+                    [f"ours − theirs {p['mean']:+.1f} [{p['lo']:+.1f}, {p['hi']:+.1f}] (95 % Student-t)"]
+                    if len(diff) >= 2
+                    else []
+                )
                 if len(diff) < MIN_SEEDS:
                     notes.append(f"fewer than {MIN_SEEDS} common seeds")
-                if not same:  # not like with like: no verdict on the implementations
+                if not p["same"]:  # not like with like: no verdict on the implementations
                     v = "undecided"
                     notes.append("the settings differ")
                 notes.append(f"{len(diff)} seeds, δ = {args.delta:g}")
                 lines.append(
-                    f"- {ROWS[ours][3]} vs {ROWS[theirs][3]}: **{v}** (last-10 {s['x'].mean():.1f} vs "
-                    f"{o['x'].mean():.1f}; {'; '.join(notes)})"
+                    f"- {ROWS[ours][3]} vs {ROWS[theirs][3]}: **{v}** (last-10 {s['mean']:.1f} vs "
+                    f"{o['mean']:.1f}; {'; '.join(notes)})"
                 )
-                fitted = {seed: r["metrics"] for seed, r in entry["rows"].get(SHARE_FROM, {}).items()}
+                fitted = {seed: r["metrics"] for seed, r in entry["runs"].get(SHARE_FROM, {}).items()}
                 pair_tables += [f"### {ROWS[ours][3]} vs {ROWS[theirs][3]}", "", said, ""]
                 if min(len(s["x"]), len(o["x"])) < MIN_SEEDS:
                     pair_tables += [
-                        f"Fewer than {MIN_SEEDS} seeds per row: each interval is the seeds' range, so 'separates' "
-                        "below is a description, not a test.",
+                        f"Fewer than {MIN_SEEDS} seeds per row: 'separates' below is a description, not a test.",
                         "",
                     ]
-                pair_tables += diagnostics(
-                    entry["rows"][ours], entry["rows"][theirs], fitted, args.reps, rng, args.min_relative
+                pair_tables += diagnostics(entry["runs"][ours], entry["runs"][theirs], fitted, args.min_relative)
+            elif (ours, theirs) in entry["contrasts"]:  # the same Student-t interval as the pairs'
+                p = entry["contrasts"][(ours, theirs)]
+                ci = (
+                    f"[{p['lo']:+.1f}, {p['hi']:+.1f}] (95 % Student-t)"
+                    if len(p["diff"]) >= 2
+                    else "(1 seed: no interval)"
                 )
-            elif len(common):  # the same Student-t interval as the pairs' (a 3-seed bootstrap covers far less)
-                _, dlo, dhi = verdict(diff, args.delta)
-                ci = f"[{dlo:+.1f}, {dhi:+.1f}] (95 % Student-t)" if len(diff) >= 2 else "(1 seed: no interval)"
                 lines.append(
-                    f"- {ROWS[ours][3]} − {ROWS[theirs][3]}, last-10, paired by seed: {np.mean(diff):+.1f} {ci} "
-                    f"({len(diff)} seeds)"
+                    f"- {ROWS[ours][3]} − {ROWS[theirs][3]}, last-10, paired by seed: {p['mean']:+.1f} {ci} "
+                    f"({len(p['diff'])} seeds)"
                 )
         lines.append("")
         if pair_tables:
@@ -897,17 +1003,20 @@ def report(args: Args) -> str:
         {
             str(r["summary"].get("device_name"))
             for e in data.values()
-            for runs in e["rows"].values()
+            for runs in e["runs"].values()
             for r in runs.values()
         }
     )
     lines.append(f"Devices: {'; '.join(cpus)}.")
-    fig.suptitle(
-        "Learning curves: ours (solid) and the authors' code (dashed), same data, seeds and evaluation", fontsize=9
-    )
-    fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    replace_atomically(args.out + ".png", lambda tmp: fig.savefig(tmp, dpi=110), suffix=".tmp.png")
+    if figure:
+        fig.suptitle(
+            "Learning curves: ours (solid) and the authors' code (dashed), same data, seeds and evaluation; mean over "
+            "seeds, band: range over seeds",
+            fontsize=9,
+        )
+        fig.tight_layout()
+        replace_atomically(args.out + ".png", lambda tmp: fig.savefig(tmp, dpi=110), suffix=".tmp.png")
     md = "\n".join(lines) + "\n" + f"\n![learning curves]({os.path.basename(args.out)}.png)\n"
     replace_atomically(args.out + ".md", lambda tmp: write_text(tmp, md))
     return md

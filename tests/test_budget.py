@@ -77,3 +77,34 @@ def test_a_live_run_without_a_checkpoint_is_left_alone(tmp_path):
         result = run_script("benchmarks/budget.py", "--only", "mopo:uncapped", "--runs-dir", str(tmp_path / "runs"))
     assert result.returncode == 1 and "is in use by another process" in result.stderr, result.stderr
     assert (run / "config.json").is_file()
+
+
+def test_the_report_names_each_runs_caveats(tmp_path):
+    """A run resumed with another thread count (summary.json invocations, as runs record them now) and a run of the
+    old SAC schedule (config.json without sac_lr_horizon): the page says both, for the runs they hold for."""
+    scores, qs = list(range(20)), [10.0 * e for e in range(1, 21)]
+    base = tmp_path / "compare" / "local_hopper-medium"
+    fake_run(base / "mopo" / "seed1", scores, qs, 5000, 20, fit=(0.0331, 20))
+    run = tmp_path / "budget" / "uncapped" / "mopo"
+    fake_run(run, scores, qs, 5000, None, fit=(0.0285, 61))
+    summary = json.loads((run / "summary.json").read_text())
+    summary["invocations"] = [{"start_epoch": 0, "torch_threads": 1}, {"start_epoch": 7, "torch_threads": 2}]
+    (run / "summary.json").write_text(json.dumps(summary))
+    for folder, horizon in ((base / "mopo" / "seed1", None), (run, 1000)):
+        config = json.loads((folder / "config.json").read_text()) | {"_script": "mopo.py", "policy": "sac"}
+        config |= {"epochs": 20} | ({"sac_lr_horizon": horizon} if horizon else {})
+        (folder / "config.json").write_text(json.dumps(config))
+    out = tmp_path / "report"
+    flags = ["--baseline", str(tmp_path / "compare"), "--results", str(tmp_path / "budget"), "--out", str(out)]
+    result = run_script("benchmarks/budget.py", "--report-only", *flags)
+    assert result.returncode == 0, result.stderr
+    md = (tmp_path / "report.md").read_text()
+    assert (
+        "- MOPO (ours) (fit uncapped): resumed at epoch 7 with 2 torch threads instead of 1 (not bit-identical to an "
+        "uninterrupted run)." in md
+    ), md
+    assert (
+        "- MOPO (ours) (5,000 starts, fit capped): the SAC policy's actor LR cosine-annealed over the run's own 20"
+        in md
+    )
+    assert md.count("cosine-annealed") == 1, md  # the run with sac_lr_horizon has no such note

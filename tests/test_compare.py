@@ -104,8 +104,11 @@ def test_the_report_holds_the_runs_own_numbers(comparison):
         line = next(ln for ln in md.splitlines() if ln.startswith(f"| {label} |"))
         cells = [c.strip() for c in line.strip("|").split("|")]
         assert cells[1] == "2" and cells[2] == "3", line
-        assert cells[3].startswith(f"{np.mean(per_seed):.1f} ["), line
-        assert cells[4] == f"1: {per_seed[0]:.1f}, 2: {per_seed[1]:.1f}", line
+        assert cells[3] == f"{np.mean(per_seed):.1f}", line
+        assert cells[4] == f"[{min(per_seed):.1f}, {max(per_seed):.1f}]", line  # the range over the 2 seeds
+        half = 12.706 * np.std(per_seed, ddof=1) / np.sqrt(2)  # t(0.975, 1)
+        assert cells[5] == f"[{np.mean(per_seed) - half:.1f}, {np.mean(per_seed) + half:.1f}]", line
+        assert cells[6] == f"1: {per_seed[0]:.1f}, 2: {per_seed[1]:.1f}", line
     assert "behaviour policy's mean return 19.5 (normalised 1.2)" in md
     assert "ORPO, π^o trained (ours) − MOPO (ours), last-10, paired by seed" in md
 
@@ -484,5 +487,26 @@ def test_the_claims_contrasts_take_the_same_student_t_interval_as_the_pairs(tmp_
     compare = load_compare()
     args = compare.Args(results=str(tmp_path / "results"), out=str(tmp_path / "report"), reps=500, report_only=True)
     md = compare.report(args)
-    line = next(ln for ln in md.splitlines() if "− MOPO (ours), last-10, paired by seed" in ln)
+    line = next(ln for ln in md.splitlines() if ln.startswith("- ORPO, π^o trained (ours) − MOPO (ours), last-10"))
     assert line.endswith("paired by seed: +2.0 [-0.5, +4.5] (95 % Student-t) (3 seeds)"), line
+
+
+def test_rows_show_their_range_and_student_t_interval_never_a_bootstrap(tmp_path):
+    """Last-10 scores 10, 20, 30 over 3 seeds: range [10.0, 30.0]; 95 % Student-t 20 ± 4.303·10/√3 = [−4.8, 44.8].
+    (A percentile bootstrap over 3 seeds is the range itself, and the page once called it a 95 % interval.)"""
+    fake_results(tmp_path / "results", {"mopo": [np.full(20, v, dtype=float) for v in (10.0, 20.0, 30.0)]})
+    compare = load_compare()
+    md = compare.report(compare.Args(results=str(tmp_path / "results"), out=str(tmp_path / "r")), figure=False)
+    line = next(ln for ln in md.splitlines() if ln.startswith("| MOPO (ours) |"))
+    assert "| 20.0 | [10.0, 30.0] | [-4.8, 44.8] | 1: 10.0, 2: 20.0, 3: 30.0 |" in line, line
+    assert "95 % CI" not in md and "bootstrap" not in md.split("Verdicts")[0], md
+    assert not (tmp_path / "r.png").exists()  # figure=False draws none
+
+
+def test_the_paper_contrast_orpo_untrained_minus_mopo_is_reported(tmp_path):
+    """The paper's ORPO − MOPO was made by code that never trains π^o: the page pairs ORPO untrained with MOPO."""
+    flat = [np.full(20, v, dtype=float) for v in (10.0, 20.0, 30.0)]
+    fake_results(tmp_path / "results", {"orpo_untrained": [c + 1 for c in flat], "mopo": flat})
+    compare = load_compare()
+    md = compare.report(compare.Args(results=str(tmp_path / "results"), out=str(tmp_path / "r")), figure=False)
+    assert "- ORPO, π^o untrained (ours) − MOPO (ours), last-10, paired by seed: +1.0" in md, md
