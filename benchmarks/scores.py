@@ -5,7 +5,7 @@
     python benchmarks/scores.py --paper-table 4 --launcher slurm --partition gpu --dry-run      # what Slurm would get
     python benchmarks/scores.py --paper-table 4 --launcher slurm --partition gpu               # submit (job array)
     python benchmarks/scores.py --status                                                       # queued/running/...
-    python benchmarks/scores.py --table-only --out docs/scores.md                              # aggregate finished runs
+    python benchmarks/scores.py --table-only                                # aggregate finished runs: runs/scores/scores.md
 
 Each run is the algorithm's own script in a subprocess, writing its run directory under --runs-dir; before any
 starts, every cell's command line goes through its script's own parser and flag checks and its dataset is looked up
@@ -121,8 +121,9 @@ class Args:
     """the grid of one paper table (its algorithms, datasets and 5 seeds); --algos/--envs/--seeds given override it"""
     runs_dir: str = "runs/scores"
     """where the runs are written (the launcher's own state goes to RUNS_DIR/_grid)"""
-    out: str = "docs/scores.md"
-    """markdown table written here, and beside it a .json, a .png of the learning curves and a _profile.png"""
+    out: str = "runs/scores/scores.md"
+    """markdown table written here, and beside it a .json, a .png of the learning curves and a _profile.png (default
+    under runs/, not committed; a committed page is written by passing --out docs/NAME.md on purpose)"""
     extra: str = ""
     """extra flags passed to every script, as one string: --extra="--epochs 100 --no-cuda" """
     extra_for: list[str] = field(default_factory=list)

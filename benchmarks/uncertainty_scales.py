@@ -45,8 +45,9 @@ class Args:
     """seed of the fit and the rollouts"""
     threads: int = 1
     """torch threads"""
-    out: str = "docs/uncertainty_scales.md"
-    """markdown table written here"""
+    out: str = "runs/uncertainty_scales.md"
+    """markdown table written here (default under runs/, not committed; docs/uncertainty_scales.md was made with
+    --out docs/uncertainty_scales.md, the command at the top of this file)"""
     extra: str = ""
     """extra orpo.py flags for the ensemble, e.g. --extra="--dynamics-max-epochs 5" (for a quick look)"""
 
