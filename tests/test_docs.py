@@ -7,7 +7,11 @@ import re
 import pytest
 from conftest import ROOT
 
-PAGES = ["README.md", *sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md")))]
+PAGES = [
+    "README.md",
+    os.path.join("results", "README.md"),
+    *sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md"))),
+]
 
 
 def anchors(path: str) -> set[str]:

@@ -82,7 +82,7 @@ def test_dataset_lies_in_the_band_and_follows_the_env(tmp_path):
     path = rw.write_dataset(str(tmp_path / "riskworld.hdf5"), small)
     with h5py.File(path, "r") as f:
         assert f.attrs["env_id"] == "RiskWorld-v0" and f.attrs["reward_fn"] == "env"
-    orpo = load_module("algorithms/orpo.py", "orpo")
+    load_module("algorithms/orpo.py", "orpo")
     task, _ = plumbing.resolve_task("ignored", path, None, None)
     assert task.gym_id == "RiskWorld-v0"
     loaded = plumbing.load_transitions(path)  # every row kept: none is a timeout
@@ -151,10 +151,12 @@ def test_orpo_beats_mopo_only_with_disjoint_intervals():
 
 
 # ---------------------------------------------------------------- the command line
-def test_results_go_to_runs_unless_docs_are_asked_for(tmp_path, monkeypatch):
+def test_results_go_to_runs_unless_the_committed_ones_are_asked_for(tmp_path, monkeypatch):
+    """A user's run writes under runs/; --write-docs rewrites the committed runs in results/toy_<setting>/ (whose
+    tables benchmarks/report.py puts in docs/toy.md), never docs/ itself."""
     monkeypatch.chdir(tmp_path)
     assert rw.resolve(rw.ToyArgs())[1] == str(tmp_path / "runs" / "toy" / "demo")
-    assert rw.resolve(rw.ToyArgs(setting="paper", write_docs=True))[1] == os.path.join(ROOT, "docs", "toy_paper")
+    assert rw.resolve(rw.ToyArgs(setting="paper", write_docs=True))[1] == os.path.join(ROOT, "results", "toy_paper")
 
 
 def no_work(*a, **k):

@@ -16,7 +16,7 @@
 #   python toy/riskworld.py --setting reduced             # the same, 5 seeds
 #   python toy/riskworld.py --setting paper               # the paper's setting, 5 seeds (~3 core-hours in all)
 #   python toy/riskworld.py --setting phase               # return vs λp for both u, 3 seeds, reduced size (~1.7 core-hours)
-#   python toy/riskworld.py --setting paper --write-docs  # resume/regenerate docs/toy_paper/ (without it: runs/toy/<setting>)
+#   python toy/riskworld.py --setting paper --write-docs  # resume/regenerate results/toy_paper/ (without it: runs/toy/<setting>)
 #   python toy/riskworld.py --setting phase --write-docs --report-only   # redraw from the finished runs only
 import dataclasses
 import importlib.util
@@ -215,9 +215,10 @@ class ToyArgs:
     workers: int = 2
     """processes training cells in parallel (1 torch thread each)"""
     out_dir: Optional[str] = None
-    """results, figures and per-cell files (default runs/toy/<setting>; --write-docs: docs/toy_<setting>)"""
+    """results, figures and per-cell files (default runs/toy/<setting>; --write-docs: results/toy_<setting>)"""
     write_docs: bool = False
-    """write into docs/toy_<setting>/ (the committed results); without it nothing under docs/ is touched"""
+    """write into results/toy_<setting>/ (the committed runs; docs/toy.md's tables come from them through
+    `python benchmarks/report.py`); without it nothing under results/ is touched"""
     report_only: bool = False
     """train nothing: tables and figures from the cells already finished in the output folder (missing ones listed)"""
     ensembles_dir: str = os.path.join("runs", "toy", "ensembles")
@@ -269,7 +270,7 @@ def resolve(args: ToyArgs) -> tuple[Setting, str]:
     if args.lambda_ps is not None:
         setting = dataclasses.replace(setting, lambda_ps=tuple(float(x) for x in args.lambda_ps))
     out = (
-        os.path.join(ROOT, "docs", f"toy_{args.setting}")
+        os.path.join(ROOT, "results", f"toy_{args.setting}")
         if args.write_docs
         else (args.out_dir or os.path.join("runs", "toy", args.setting))
     )

@@ -1,0 +1,115 @@
+"""benchmarks/report.py: every results page (README's results section, docs/claim.md, docs/compare*.md,
+docs/budget.md, docs/toy.md's results) is made from the stored runs in results/, and no page says more than they do."""
+
+import csv
+import os
+import re
+import shutil
+
+import pytest
+from conftest import ROOT, load_module
+
+report = load_module("benchmarks/report.py", "report_under_test")
+runinfo = load_module("benchmarks/runinfo.py", "runinfo_under_test")
+
+
+def copy_results(tmp_path):
+    """The stored runs the pages read (the toy's results.json, not its cells), in a folder of the test's own."""
+    dst = tmp_path / "results"
+    for name in ("compare", "compare_shares", "budget"):
+        shutil.copytree(os.path.join(ROOT, "results", name), dst / name)
+    for setting in ("paper", "reduced", "phase"):
+        (dst / f"toy_{setting}").mkdir(parents=True)
+        shutil.copy(os.path.join(ROOT, "results", f"toy_{setting}", "results.json"), dst / f"toy_{setting}")
+    return dst
+
+
+def test_every_results_page_regenerates_from_the_stored_runs():
+    """The committed pages are what `python benchmarks/report.py` makes of results/, byte for byte (figures aside:
+    they are checked by `--check` with figures, which draws them)."""
+    differ = report.differences(report.Args(figures=False))
+    assert differ == [], f"run `python benchmarks/report.py`: {differ} differ from what the stored runs give"
+
+
+def test_a_planted_change_in_one_stored_metrics_csv_fails_it(tmp_path):
+    """One evaluation of one run (ORPO π^o trained, hopper-medium, seed 1, epoch 50) raised by 3 points: the compare
+    page, the claim page and the README's results section no longer match."""
+    results = copy_results(tmp_path)
+    path = results / "compare" / "local_hopper-medium" / "orpo" / "seed1" / "metrics.csv"
+    with open(path) as f:
+        rows = list(csv.DictReader(f))
+    rows[-1]["eval/normalized_score"] = str(float(rows[-1]["eval/normalized_score"]) + 3.0)
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    differ = report.differences(report.Args(results=str(results), figures=False))
+    assert {"README.md", "docs/claim.md", "docs/compare.md"} <= set(differ), differ
+
+
+def test_check_names_a_page_edited_by_hand(tmp_path, capsys):
+    """`--check` against a copy of the pages where one number was edited: exit 1, the page named."""
+    for page in report.PAGES:
+        os.makedirs(tmp_path / os.path.dirname(page), exist_ok=True)
+        shutil.copy(os.path.join(ROOT, page), tmp_path / page)
+    claim = (tmp_path / "docs" / "claim.md").read_text(encoding="utf-8")
+    (tmp_path / "docs" / "claim.md").write_text(claim.replace("−3.7 [−8.1, +0.7]", "−3.7 [−6.1, −0.7]"), "utf-8")
+    assert report.main(report.Args(out_root=str(tmp_path), figures=False, check=True)) == 1
+    err = capsys.readouterr().err
+    assert "docs/claim.md" in err and "docs/compare.md" not in err, err
+
+
+def test_a_sentence_the_runs_no_longer_bear_out_stops_the_report(tmp_path):
+    """MOPO's medium-replay runs lowered below the behaviour policy (14.3): the claim page's sentence that MOPO beats
+    it is refused by name, not printed."""
+    results = copy_results(tmp_path)
+    for seed in (1, 2, 3):
+        path = results / "compare" / "local_hopper-medium-replay" / "mopo" / f"seed{seed}" / "metrics.csv"
+        with open(path) as f:
+            rows = list(csv.DictReader(f))
+        for r in rows:
+            if r.get("eval/normalized_score"):
+                r["eval/normalized_score"] = "5.0"
+        with open(path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    with pytest.raises(report.ReportError, match="MOPO and untrained ORPO beat the behaviour policy"):
+        report.generate(report.Args(results=str(results), figures=False), str(tmp_path / "out"))
+
+
+@pytest.mark.parametrize("page", report.PAGES)
+def test_no_page_calls_a_range_a_95_percent_interval(page):
+    """Every "95 %" on a results page is a Student-t interval, or says that a bootstrap over 3 seeds is not one."""
+    text = open(os.path.join(ROOT, page), encoding="utf-8").read()
+    for m in re.finditer("95 %", text):
+        around = text[max(0, m.start() - 200) : m.end() + 200]
+        assert "Student-t" in around or "not a 95 % interval" in around, around
+
+
+def test_the_caveats_come_from_each_runs_record():
+    """A run of today's plumbing (invocations in summary.json, sac_lr_horizon in config.json), an old run with a
+    provenance.json, and an old run with neither: the notes each allows, and none it does not."""
+    metrics = [{"epoch": str(e), "charts/lr_rollout_actor": str(1e-4 * (50 - e) / 50)} for e in range(1, 51)]
+    new = {"_script": "orpo.py", "rollout_policy": "optimistic", "epochs": 50, "sac_lr_horizon": 1000}
+    resumed = {"invocations": [{"start_epoch": 0, "torch_threads": 1}, {"start_epoch": 14, "torch_threads": 2}]}
+    assert runinfo.run_notes(new, resumed, {}, metrics) == [
+        "resumed at epoch 14 with 2 torch threads instead of 1 (not bit-identical to an uninterrupted run)"
+    ]
+    old = {k: v for k, v in new.items() if k != "sac_lr_horizon"}
+    notes = runinfo.run_notes(old, {"wall_seconds": 100.0}, {"invocations": resumed["invocations"][:1]}, metrics)
+    assert notes == ["π^o's actor LR cosine-annealed over the run's own 50 epochs: 2.0e-5 at epoch 40, 0 at 50"]
+    bare = runinfo.run_notes({"_script": "orpo.py", "rollout_policy": "untrained", "epochs": 50},
+                             {"wall_seconds": 100.0, "wall_seconds_this_invocation": 40.0}, {}, [])  # fmt: skip
+    assert bare == ["resumed (when and with how many threads not recorded)"]  # π^o untrained: no LR note
+    assert runinfo.run_notes({}, {}, {}, []) == []  # a peer's run: nothing to say
+
+
+def test_the_stored_old_runs_say_how_they_were_resumed():
+    """The runs stored before runs recorded their invocations carry what was recovered: ORPO's uncapped budget run
+    resumed at epoch 14 with 2 threads, and the pages say so."""
+    prov = runinfo.load_provenance(os.path.join(ROOT, "results", "budget", "uncapped", "orpo"))
+    assert prov["invocations"] == [{"start_epoch": 0, "torch_threads": 1}, {"start_epoch": 14, "torch_threads": 2}]
+    for page in ("docs/budget.md", "docs/claim.md", "README.md"):
+        text = " ".join(open(os.path.join(ROOT, page), encoding="utf-8").read().split())
+        assert "resumed at epoch 14 with 2 torch threads instead of 1" in text, page
