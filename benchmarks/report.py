@@ -606,9 +606,9 @@ def readme_section(n: dict) -> str:
         f"{sci(n['lr40'])} at epoch {n['epochs'] - 10} and {sci(n['lr50'])} at {n['epochs']}, so π^o is nearly frozen "
         "in the last-10 window every score reads (these runs predate `--sac-lr-horizon`; a 50-epoch run of today's "
         "code is the first 50 epochs of the paper's 1000-epoch schedule, these are not); 2-core AMD EPYC, one torch "
-        "thread per run (the resumed runs: [docs/compare.md](docs/compare.md)). Every page below is generated from "
-        f"the stored runs in [results/](results/) by `{COMMAND}`. Last-10 D4RL score, mean [range over {nseeds} "
-        "seeds, not a confidence interval]:",
+        "thread per run (the resumed runs: [docs/compare.md](docs/compare.md)). This section and the claim, compare, "
+        f"budget and toy pages are generated from the stored runs in [results/](results/) by `{COMMAND}`. Last-10 "
+        f"D4RL score, mean [range over {nseeds} seeds, not a confidence interval]:",
         "",
         f"| dataset (behaviour score) | {' | '.join(label for _, label in rows)} |",
         f"|---|{'---|' * len(rows)}",
@@ -923,7 +923,8 @@ def main(args: Args) -> int:
             print(f"error: these pages differ from what {COMMAND} makes of the stored runs: {', '.join(differ)}",
                   file=sys.stderr)  # fmt: skip
             return 1
-        print(f"every results page matches the stored runs ({', '.join(PAGES)})")
+        figures = f" and figures ({', '.join(FIGURES)})" if args.figures else ""
+        print(f"every results page ({', '.join(PAGES)}){figures} matches the stored runs")
         return 0
     for page in generate(args, args.out_root):
         print(f"wrote {os.path.join(args.out_root, page)}")
