@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import os
+import sys
 from dataclasses import dataclass
 from functools import partial
 from typing import Callable, Literal, Optional
@@ -19,7 +20,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from plumbing import Run, RunArgs, Task, UserError, cli, gradient_steps, model_eval
+sys.path[:0] = [os.path.dirname(os.path.abspath(__file__))] if __package__ else []  # python -m algorithms.oroo
+try:
+    from plumbing import Run, RunArgs, Task, UserError, check_memory, cli, gradient_steps, model_eval
+except ImportError as e:  # this file's run plumbing: copy both files
+    sys.exit(f"error: {e}; copy this project's algorithms/plumbing.py beside {os.path.basename(__file__)}")
 
 
 @dataclass
@@ -521,6 +526,7 @@ class ReplayBuffer:
     """A FIFO ring buffer of preallocated tensors on the device."""
 
     def __init__(self, capacity: int, fields: dict[str, int], device: torch.device):
+        check_memory(4 * capacity * sum(fields.values()), f"a buffer of {capacity:,} rows", device)
         self.data = {k: torch.zeros((capacity, dim), device=device) for k, dim in fields.items()}
         self.capacity, self.device = capacity, device
         self.ptr, self.size = 0, 0  # where the next row goes, rows filled so far
@@ -594,19 +600,21 @@ def main(args: Args) -> dict:
     real.add(data)
     obs_norm = ObsNorm.of(data["obs"], args.normalize_obs)
 
+    # the model buffers, allocated before the fit: a size that cannot fit fails now, not hours later
+    fields = {"obs": obs_dim, "act": act_dim, "rew": 1, "u": 1, "rew_o": 1, "next_obs": obs_dim, "done": 1}
+    # D_model, the model's rollouts of the last `model_retain_epochs` epochs
+    buf = ReplayBuffer(args.rollout_batch_size * args.rollout_length * args.model_retain_epochs, fields, device)
+
     # the ensemble T̂ and its uncertainty u, fitted once on D
     dims = (obs_dim, act_dim, args.dynamics_hidden_dims, args.num_ensemble, args.num_elites, args.dynamics_bf16)
     dynamics = EnsembleDynamics(*dims).to(device)
     dyn_metrics = run.load_or_fit(dynamics, lambda: fit_dynamics(dynamics, data, args))
     terminal = termination_fn(run.task.domain)
 
-    # the policy (SAC with a cosine-annealed actor LR) and the model buffer
+    # the policy (SAC with a cosine-annealed actor LR)
     policy = SAC(obs_norm, act_dim, max_action, args).to(device)
     policy_act, policy_eval = policy.act, lambda s: policy.act(s, deterministic=True)
     actor_schedule = CosineLR(policy.actor_optim, T_max=args.sac_lr_horizon)
-    fields = {"obs": obs_dim, "act": act_dim, "rew": 1, "u": 1, "rew_o": 1, "next_obs": obs_dim, "done": 1}
-    # D_model, the model's rollouts of the last `model_retain_epochs` epochs
-    buf = ReplayBuffer(args.rollout_batch_size * args.rollout_length * args.model_retain_epochs, fields, device)
     n = mix_counts(args.batch_size, (args.real_ratio, 1 - args.real_ratio))
     parts = {"policy": policy, "actor_schedule": actor_schedule, "buf": buf}
     model_return = partial(model_eval, dynamics, terminal, args, device)  # eval/model_return, eval/model_uncertainty

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import os
+import sys
 from dataclasses import dataclass
 from functools import partial
 from typing import Callable, Literal, Optional
@@ -21,7 +22,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from plumbing import Run, RunArgs, Task, UserError, cli, gradient_steps, model_eval, safe_load
+sys.path[:0] = [os.path.dirname(os.path.abspath(__file__))] if __package__ else []  # python -m algorithms.orpo
+try:
+    from plumbing import Run, RunArgs, Task, UserError, check_memory, cli, gradient_steps, model_eval, safe_load
+except ImportError as e:  # this file's run plumbing: copy both files
+    sys.exit(f"error: {e}; copy this project's algorithms/plumbing.py beside {os.path.basename(__file__)}")
 
 
 @dataclass
@@ -735,6 +740,7 @@ class ReplayBuffer:
     """A FIFO ring buffer of preallocated tensors on the device."""
 
     def __init__(self, capacity: int, fields: dict[str, int], device: torch.device):
+        check_memory(4 * capacity * sum(fields.values()), f"a buffer of {capacity:,} rows", device)
         self.data = {k: torch.zeros((capacity, dim), device=device) for k, dim in fields.items()}
         self.capacity, self.device = capacity, device
         self.ptr, self.size = 0, 0  # where the next row goes, rows filled so far
@@ -815,13 +821,23 @@ def main(args: Args) -> dict:
     real.add(data)
     obs_norm = ObsNorm.of(data["obs"], args.normalize_obs)
 
+    # the model buffers, allocated before the fit: a size that cannot fit fails now, not hours later
+    fields = {"obs": obs_dim, "act": act_dim, "rew": 1, "u": 1, "rew_o": 1, "rew_p": 1, "next_obs": obs_dim, "done": 1}
+    # π^o's rollouts (D^o, and D^p_πo with their P-MDP rewards) and π^p's own (D^p_πp), each stored with both rewards
+    buf_o = ReplayBuffer(args.rollout_batch_size * args.rollout_length_o * args.model_retain_epochs, fields, device)
+    buf_p = ReplayBuffer(args.rollout_batch_size * args.rollout_length * args.model_retain_epochs, fields, device)
+
+    if args.rollout_policy == "fixed":  # its file too is checked now (on a throwaway SAC: the RNG is left as it was)
+        with torch.random.fork_rng(devices=[]):
+            make_rollout_policy(args, SAC(obs_norm, act_dim, max_action, args), real, act_dim, max_action, "cpu")
+
     # Algorithm 2, line 1: the ensemble T̂ and its uncertainty u, fitted once on D (saved as dynamics.pt)
     dims = (obs_dim, act_dim, args.dynamics_hidden_dims, args.num_ensemble, args.num_elites, args.dynamics_bf16)
     dynamics = EnsembleDynamics(*dims).to(device)
     dyn_metrics = run.load_or_fit(dynamics, lambda: fit_dynamics(dynamics, data, args))
     terminal = termination_fn(run.task.domain)
 
-    # the two policies and the model buffers
+    # the two policies
     rollout_policy = SAC(obs_norm, act_dim, max_action, args).to(device)
     rollout_act = make_rollout_policy(args, rollout_policy, real, act_dim, max_action, device)
     if args.output_algo == "td3bc":
@@ -831,10 +847,6 @@ def main(args: Args) -> dict:
         output_policy = SAC(obs_norm, act_dim, max_action, args).to(device)
         output_act, output_eval = output_policy.act, lambda s: output_policy.act(s, deterministic=True)
     actor_schedule = CosineLR(rollout_policy.actor_optim, T_max=args.sac_lr_horizon)  # a short run: the first epochs
-    fields = {"obs": obs_dim, "act": act_dim, "rew": 1, "u": 1, "rew_o": 1, "rew_p": 1, "next_obs": obs_dim, "done": 1}
-    # π^o's rollouts (D^o, and D^p_πo with their P-MDP rewards) and π^p's own (D^p_πp), each stored with both rewards
-    buf_o = ReplayBuffer(args.rollout_batch_size * args.rollout_length_o * args.model_retain_epochs, fields, device)
-    buf_p = ReplayBuffer(args.rollout_batch_size * args.rollout_length * args.model_retain_epochs, fields, device)
     n_o = mix_counts(args.batch_size, (args.real_ratio_o, 1 - args.real_ratio_o))
     # π^p's batch in the official trainer's order: D, then its own rollouts D^p_πp, the rest from π^o's D^p_πo
     rest = 1 - args.real_ratio - args.output_rollout_ratio

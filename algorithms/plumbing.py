@@ -12,6 +12,11 @@ this one to use that method in your own project. A method's `main` reads:
         ... metrics |= run.evaluate(policy); run.log(metrics); run.checkpoint_due() and run.save_checkpoint()
     return run.finish(actor)               # policy.pt and summary.json
 and `cli(main, Args)` turns every error into one line and a non-zero exit.
+
+A new flag is a field of the file's `Args` with a docstring under it (--help shows a field without one too, by its
+name, type and default). A numeric flag is range-checked before anything runs when it declares its interval beside
+it, `x: float = field(default=0.5, metadata={"range": "[0, 1]"})` ("[" and "]" include the bound, "(" and ")" do
+not), or when its name is in RANGES below; any other number is only checked to be finite.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import dataclasses
+import errno
 import fcntl
 import io
 import json
@@ -30,6 +36,7 @@ import shlex
 import signal
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -293,9 +300,9 @@ def make_eval_envs(task: Task, n: int) -> gym.vector.VectorEnv:
     warnings.filterwarnings("ignore", message=".*is out of date.*")
     try:
         return gym.vector.SyncVectorEnv([lambda: gym.make(task.gym_id) for _ in range(n)])
-    except gym.error.Error as e:
+    except Exception as e:  # gym's errors, and an `module:Id` whose module does not import
         raise UserError(
-            f"cannot make evaluation env '{task.gym_id}' ({e}); pass --eval-env with a Gymnasium id"
+            f"cannot make evaluation env '{task.gym_id}' ({type(e).__name__}: {e}); pass --eval-env with a Gymnasium id"
         ) from None
 
 
@@ -380,11 +387,14 @@ class RunArgs:
     """save a checkpoint every this many epochs (and after the last, and after a SIGINT/SIGTERM)"""
     checkpoint_minutes: float = 10.0
     """also save a checkpoint at the end of the first epoch after this many minutes since the last one"""
+    threads: Optional[int] = None
+    """torch CPU threads (default: $OMP_NUM_THREADS where set, else 1: on a 2-core machine with anything else running,
+    2 threads ran an ensemble step 3x slower than 1; docs/speed.md)"""
 
 
 # every numeric flag's interval (a file checks the flags it has); "[" and "]" include the bound, "(" and ")" do not
 RANGES = (
-    "[1, inf) epochs sac_lr_horizon steps_per_epoch batch_size eval_every eval_episodes checkpoint_every num_ensemble num_elites "
+    "[1, inf) threads epochs sac_lr_horizon steps_per_epoch batch_size eval_every eval_episodes checkpoint_every num_ensemble num_elites "
     "dynamics_batch_size dynamics_max_epochs dynamics_patience dynamics_max_holdout rollout_batch_size "
     "model_retain_epochs rollout_length rollout_length_o policy_freq stop_after_epochs",
     "(0, inf) actor_lr critic_lr dynamics_lr sac_actor_lr sac_critic_lr sac_alpha_lr checkpoint_minutes",
@@ -404,6 +414,9 @@ def outside(value: float, interval: str) -> bool:
 # flags that act only together: (a flag only the files with the rule have, broken(args), the problem)
 CONFLICTS = (
     ("num_elites", lambda a: a.num_elites > a.num_ensemble, "--num-elites {a.num_elites} exceeds --num-ensemble"),
+    ("uncertainty", lambda a: a.num_ensemble == 1 and a.uncertainty in ("ensemble_var", "ensemble_std"), "--uncertainty "
+     "{a.uncertainty} is the members' disagreement, 0 with --num-ensemble 1 (λ would do nothing): use 2+ members or "
+     "max_aleatoric"),
     ("rollout_policy_path", lambda a: (a.rollout_policy == "fixed") == (a.rollout_policy_path is None), "--rollout-"
      "policy fixed and --rollout-policy-path RUN_DIR (an earlier ORPO run) go together"),
     ("dynamics_cache", lambda a: a.dynamics_cache is not None and a.load_dynamics_path is not None, "--load-dynamics-"
@@ -424,7 +437,7 @@ PATHS = (
 def check_args(args) -> None:
     """Every flag in its range and every combination able to run, before anything is read or written: one line per
     problem, exit 2."""
-    problems = []
+    problems, fields = [], {f.name: f for f in dataclasses.fields(args)}
     for name, value in asdict(args).items():
         flag, values = "--" + name.replace("_", "-"), value if isinstance(value, (tuple, list)) else [value]
         if any(isinstance(v, float) and not np.isfinite(v) for v in values):
@@ -432,14 +445,21 @@ def check_args(args) -> None:
         elif name.endswith("hidden_dims") and (not values or min(values) < 1):
             problems.append(f"{flag} {value}: every layer needs at least 1 unit")
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            for low, high, *names in map(str.split, RANGES):
-                if name in names and outside(value, f"{low} {high}"):
+            declared = fields[name].metadata.get("range", "").replace(" ", "").replace(",", ", ").split()
+            declared = [declared] if declared else []
+            for low, high, *names in declared or map(str.split, RANGES):
+                if (declared or name in names) and outside(value, f"{low} {high}"):
                     problems.append(f"{flag} {value}: must lie in {low} {high}")
     problems += [why.format(a=args) for guard, broken, why in CONFLICTS if hasattr(args, guard) and broken(args)]
     for name, what, dir_ok in PATHS:
         path = getattr(args, name, None)
         if path is not None and not (os.path.isfile(path) or dir_ok and os.path.isdir(path)):
             found = "is a directory" if os.path.isdir(path) else "no such file or directory"
+            found = (
+                "is not a regular file (a device, FIFO or socket)"
+                if os.path.exists(path) and not os.path.isdir(path)
+                else found
+            )
             problems.append(f"--{name.replace('_', '-')} {path}: {found}; pass {what}")
     name = args.exp_name
     if name is not None and (os.sep in name or name in ("", ".", "..") or len(name) > 100):
@@ -462,7 +482,15 @@ def help_text(args_class: type) -> str:
     for cls in [c for c in args_class.__mro__ if dataclasses.is_dataclass(c)]:  # Args first, then RunArgs
         lines = textwrap.dedent(inspect.getsource(cls)).splitlines()
         body = ast.parse("\n".join(lines)).body[0].body
-        docs.update({a.target.id: b.value.value for a, b in zip(body, body[1:]) if isinstance(a, ast.AnnAssign)})
+        docs.update(  # a field's docstring is the string statement right after it (a field may have none)
+            {
+                a.target.id: b.value.value
+                for a, b in zip(body, body[1:])
+                if isinstance(a, ast.AnnAssign)
+                and isinstance(b, ast.Expr)
+                and isinstance(getattr(b.value, "value", 0), str)
+            }
+        )
         headings = [(i + 1, line.strip()[2:]) for i, line in enumerate(lines) if line.strip().startswith("# ")]
         items += sorted(
             [(a.lineno, a.target.id, "") for a in body if isinstance(a, ast.AnnAssign)]
@@ -478,13 +506,15 @@ def help_text(args_class: type) -> str:
     )
     out = [line[2:] for line in top] or (module.__doc__ or "").strip().split("\n")  # the file's header (or docstring)
     for _, name, heading in items:
+        if name and name not in fields:  # a ClassVar or other non-field annotation
+            continue
         if not name:  # a section heading
             out += ["", heading + ":"]
             continue
         kinds = [t for t in get_args(hints[name]) if t is not type(None)]
         kind = kinds[0] if type(None) in get_args(hints[name]) else hints[name]  # Optional[X] -> X
         flag, default = "--" + name.replace("_", "-"), defaults[name]
-        text, _, rest = " ".join(docs[name].split()).partition(" (default: ")  # a docstring may name its default
+        text, _, rest = " ".join(docs.get(name, "").split()).partition(" (default: ")  # it may name its default
         shown, _, tail = rest.partition(")")
         if kind is bool:
             left, shown = f"  {flag}, --no-{flag[2:]}", shown or (flag if default else f"--no-{flag[2:]}")
@@ -517,12 +547,16 @@ def parse_args(args_class: type, argv: list[str]):
     printed = io.StringIO()
     try:
         with contextlib.redirect_stderr(printed), contextlib.redirect_stdout(printed):
-            return tyro.cli(args_class, args=words)
+            args = tyro.cli(args_class, args=words)
     except SystemExit:  # tyro's message box: a title, a rule of dashes, the message, a rule, a footer
         box = [line.strip() for line in printed.getvalue().splitlines() if line.strip()]
         rules = [i for i, line in enumerate(box) if set(line) == {"-"}] + [len(box)] * 2
         message = " ".join(box[rules[0] + 1 : rules[1]]).replace(" .", ".")
         raise UsageError(f"{message or 'cannot parse the flags'} (see python {sys.argv[0]} --help)") from None
+    names = {f.name for f in dataclasses.fields(args_class)}
+    typed = {w[2:].split("=")[0].replace("-", "_") for w in words if w.startswith("--")}
+    args.typed = {n for n in typed if n in names} | {n[3:] for n in typed if n.startswith("no_") and n[3:] in names}
+    return args  # `typed`: the flags the user gave (a resume names those it ignores, whatever their value)
 
 
 # --------------------------------------------------------------------------------------------------------------- files
@@ -533,13 +567,16 @@ def atomic_save(obj, path: str, save: Optional[Callable] = None) -> None:
         with open(path + ".tmp", "wb" if save is None else "w") as f:
             (save or torch.save)(obj, f)
         os.replace(path + ".tmp", path)
-    except (OSError, RuntimeError) as e:  # torch.save reports a full disk as a RuntimeError
+    except BaseException as e:  # a signal too: no .tmp is left behind
         with contextlib.suppress(OSError):
             os.remove(path + ".tmp")
+        if not isinstance(e, (OSError, RuntimeError)):  # torch.save reports a full disk as a RuntimeError
+            raise
         why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        code = e.errno if isinstance(e, OSError) and e.errno else errno.ENOSPC
     else:
         return
-    raise OSError(f"could not write {path} ({why})")  # outside `except`: the failed writer is not kept alive
+    raise OSError(code, f"could not write {path} ({why})")  # outside `except`: the failed writer is not kept alive
 
 
 def safe_load(path: str, what: str):
@@ -592,6 +629,23 @@ def set_rng_state(rng: dict) -> None:
     random.setstate((rng["random"][0], tuple(rng["random"][1]), rng["random"][2]))
 
 
+def check_memory(nbytes: int, what: str, device: torch.device) -> None:
+    """Refuse in one line, before any work, an allocation larger than the device's free memory."""
+    if device.type == "cuda":
+        free = torch.cuda.mem_get_info(device)[0]
+    else:
+        try:
+            with open("/proc/meminfo") as f:
+                free = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+        except (OSError, StopIteration, ValueError):
+            return  # not Linux: nothing to measure against
+    if nbytes > free:
+        raise UserError(
+            f"{what} needs {nbytes / 2**30:,.1f} GiB, more than the {free / 2**30:,.1f} GiB free on the {device.type}; "
+            "lower the flags that size it (--batch-size; --rollout-batch-size × rollout length × --model-retain-epochs)"
+        )
+
+
 def file_fingerprint(path: str) -> str:
     """Size and a hash of the first and last MiB: enough to notice a dataset file replaced under a run."""
     if path.startswith("minari:"):
@@ -626,7 +680,10 @@ def export_policy(actor: nn.Module, path: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------- runs
-RESUME_FLAGS = ("resume", "epochs", "stop_after_epochs", "cuda", "track", "checkpoint_minutes")  # a resume may change
+# the flags a resume takes from its own command line: always this invocation's (the machine's and the time's) ...
+INVOCATION_FLAGS = ("resume", "stop_after_epochs", "cuda", "track", "checkpoint_minutes", "threads")
+# ... and, where typed, the run's length and where its data lives now (the dataset's fingerprint must still match)
+RESUME_FLAGS = INVOCATION_FLAGS + ("epochs", "data_dir", "dataset_path")
 
 
 def script_of(args) -> str:
@@ -655,13 +712,17 @@ def resumed_args(args):
         print(
             f"note: {args.resume} predates --{k.replace('_', '-')}; it resumes with the default {getattr(defaults, k)}"
         )
-    for k in asdict(args):
+    # what the user typed (parse_args); Args made in code: the flags that differ from their defaults
+    typed = getattr(args, "typed", None)
+    typed = {k for k in asdict(args) if getattr(args, k) != getattr(defaults, k)} if typed is None else typed
+    for k in sorted(typed - set(RESUME_FLAGS)):
         given, kept = getattr(args, k), getattr(resumed, k)
-        if k not in RESUME_FLAGS and given != getattr(defaults, k) and given != kept:
+        if given != kept:
             print(f"note: --resume ignores --{k.replace('_', '-')} {given}; the run keeps its saved {kept}")
     for k in RESUME_FLAGS:
-        if k != "epochs" or args.epochs != defaults.epochs:
+        if k in typed or k in INVOCATION_FLAGS:
             setattr(resumed, k, getattr(args, k))
+    resumed.typed = typed & set(RESUME_FLAGS)
     done = read_json(os.path.join(args.resume, "summary.json"))
     if resumed.epochs < done.get("epochs", 0):
         raise UsageError(f"--epochs {resumed.epochs}: {args.resume} has run {done['epochs']} epochs already")
@@ -671,14 +732,9 @@ def resumed_args(args):
 
 
 class Logger:
-    """TensorBoard always, wandb with --track, and metrics.csv rewritten atomically after every epoch."""
+    """TensorBoard always, wandb with --track (started by Run), and metrics.csv rewritten atomically every epoch."""
 
     def __init__(self, run_dir: str, args, rows: list[dict]):
-        if args.track:
-            import wandb
-
-            options = dict(sync_tensorboard=True, save_code=True, dir=run_dir, name=os.path.basename(run_dir))
-            wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, config=asdict(args), **options)
         self.writer = SummaryWriter(run_dir, purge_step=rows[-1]["epoch"] + 1 if rows else None)
         self.writer.add_text(
             "hyperparameters", "|param|value|\n|-|-|\n" + "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
@@ -736,17 +792,57 @@ def _checked_fit(fit: Callable[[], dict]) -> dict:
     return metrics
 
 
-def _load_ensemble(model: nn.Module, path: str, what: str) -> dict:
+def _load_ensemble(model: nn.Module, path: str, what: str, whole: bool = False) -> dict:
+    """Load `path`'s ensemble into `model`; `whole`: the RNG state and fit metrics must be there too (a resume, a cache
+    entry)."""
     saved = safe_load(path, what)
     try:
         model.load_state_dict(saved["model"])
-        saved["rng"], saved["metrics"]  # noqa: B018 - a saved ensemble without them is damaged
+        if whole:
+            saved["rng"], saved["metrics"]  # noqa: B018 - a resume or cache entry without them is damaged
     except (KeyError, RuntimeError, TypeError) as e:
         raise UserError(
             f"cannot load the ensemble from {path} ({type(e).__name__}: {str(e).splitlines()[0]}); pass a "
             "dynamics.pt saved by a run on the same dataset and ensemble sizes, or delete a damaged cache entry"
         ) from None
     return saved
+
+
+def git_revision(script: str) -> Optional[str]:
+    """The commit of the code that runs (`git describe --always --dirty`), or None outside a git checkout."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=12"], cwd=os.path.dirname(script),
+                             capture_output=True, text=True, timeout=10)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def _take_lock(path: str):
+    """An exclusive flock on `path` holding this process's id; one line naming the holder's pid while another process
+    holds it. A lock file removed by its holder between our open and our flock is opened again."""
+    while True:
+        lock = open(path, "a+")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            pid = (lock.read().split() or ["?"])[-1]
+            lock.close()
+            raise UserError(
+                f"{os.path.dirname(path)} is in use by another process (pid {pid}); stop it first"
+            ) from None
+        try:
+            same = os.stat(path).st_ino == os.fstat(lock.fileno()).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            lock.truncate(0)
+            print(os.getpid(), file=lock, flush=True)
+            return lock
+        lock.close()
 
 
 class Run:
@@ -764,6 +860,9 @@ class Run:
         self.script, self.algorithm = script_of(args), os.path.splitext(os.path.basename(script_of(args)))[0]
         check_args(args)
         args.exp_name = args.exp_name or self.algorithm
+        for k in ("data_dir", "dataset_path"):  # absolute: a resume from another folder finds the same file
+            if getattr(args, k) is not None:
+                setattr(args, k, os.path.abspath(os.path.expanduser(getattr(args, k))))
         if args.resume is not None:
             args = resumed_args(args)
         folders = [(args.resume or args.runs_dir, "--runs-dir")]
@@ -775,9 +874,12 @@ class Run:
             except OSError as e:
                 raise UserError(f"cannot write in {folder} ({e.strerror}); pass a writable {flag}") from None
         task, data_path = resolve_task(args.env, args.dataset_path, args.eval_env, args.data_dir)
+        unset = {k for k, v in asdict(args).items() if v is None}
         args, preset = apply_presets(args, task) if apply_presets else (args, "none")
+        self.filled = {k: v for k, v in asdict(args).items() if k in unset and v is not None and k != "threads"}
         check_args(args)  # preset values combined with the user's (e.g. the batch shares)
         self.device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+        torch.set_num_threads(args.threads or int(os.environ.get("OMP_NUM_THREADS", "").strip() or 1))
         random.seed(args.seed)
         np.random.seed(args.seed)
         torch.manual_seed(args.seed)
@@ -800,7 +902,7 @@ class Run:
                     f"{fingerprint['fingerprint']}); resume with the original file or start a new run"
                 )
         else:
-            name = f"{task.name.replace('/', '_')}__{args.exp_name}__{args.seed}__{int(time.time())}"
+            name = f"{task.name.replace('/', '_')[:100]}__{args.exp_name}__{args.seed}__{int(time.time())}"
             self.dir = os.path.join(args.runs_dir, name)
             for n in range(2, 1000):  # mkdir is atomic: two runs started in the same second get different dirs
                 with contextlib.suppress(FileExistsError):
@@ -808,24 +910,42 @@ class Run:
                     break
                 self.dir = os.path.join(args.runs_dir, f"{name}_{n}")
         # one writer per run directory: a second process (a resume, a relaunch) is refused while this one lives
-        self.lock = open(os.path.join(self.dir, "run.lock"), "a+")
-        try:
-            fcntl.flock(self.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self.lock.seek(0)
-            pid = (self.lock.read().split() or ["?"])[-1]
-            self.lock.close()
-            raise UserError(f"{self.dir} is in use by another process (pid {pid}); stop it first") from None
-        self.lock.truncate(0)
-        print(os.getpid(), file=self.lock, flush=True)
-        if self.created:
+        self.lock = _take_lock(os.path.join(self.dir, "run.lock"))
+        typed = getattr(args, "typed", None)
+        if self.created:  # the effective config, and how it came about: what was typed, what the preset filled
             config = {**asdict(args), "_dataset": fingerprint, "_script": os.path.basename(self.script)}
+            config |= {"_typed": sorted(typed) if typed is not None else None, "_filled": self.filled}
+            config |= {"_command": sys.argv, "_git_revision": git_revision(self.script)}
             write_json(config, os.path.join(self.dir, "config.json"))
+        else:
+            saved = read_json(os.path.join(self.dir, "config.json"))
+            self.filled = saved.get("_filled") or {}
+            args.typed = set(saved.get("_typed") or []) | (typed or set())
         Run.current = self
         self.ckpt_path = os.path.join(self.dir, "checkpoint.pt")
         self.signal, self.deferring, self.logger, self.prior_seconds = None, False, None, 0.0
+        self.writing, self.stop_now, self.thread_error = False, False, None
         self.start_time = time.time()
         self.previous_handlers = {s: signal.signal(s, self.on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        self.previous_hook, threading.excepthook = threading.excepthook, self.on_thread_error
+        if args.track:  # before the data load: no login is one line, not hours later
+            try:
+                import wandb
+
+                options = dict(sync_tensorboard=True, save_code=True, dir=self.dir, name=os.path.basename(self.dir))
+                wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, config=asdict(args), **options)
+            except Exception as e:  # ImportError, wandb's UsageError (no login), a network failure
+                why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                raise UserError(f"--track: wandb did not start ({why}); run `wandb login`, or set WANDB_MODE=offline "
+                                "(or drop --track)") from None  # fmt: skip
+
+    def on_thread_error(self, hook) -> None:
+        """A background thread's error (TensorBoard's writer on a full disk) is kept for the main thread to report in
+        one line, not printed as a traceback over it."""
+        if issubclass(hook.exc_type, OSError):
+            self.thread_error = self.thread_error or hook.exc_value
+        else:
+            self.previous_hook(hook)
 
     def load_data(self) -> tuple[dict[str, torch.Tensor], float]:
         """D as tensors on the device and the action bound, checked against the evaluation env (made here, one
@@ -840,6 +960,8 @@ class Run:
             raise UserError(
                 f"--dynamics-holdout-ratio {ratio} holds out {min(int(n * ratio), args.dynamics_max_holdout)} of {n} transitions"
             )
+        # a batch and its copies (indices, gathered rows, concatenated parts): checked before any work
+        check_memory(8 * 4 * args.batch_size * (2 * obs_dim + act_dim + 6), f"--batch-size {args.batch_size}", device)
         self.envs = envs = make_eval_envs(task, args.eval_episodes)
         if envs.single_observation_space.shape != (obs_dim,) or envs.single_action_space.shape != (act_dim,):
             raise UserError(
@@ -857,10 +979,13 @@ class Run:
                 f"(first: row {int(outside.nonzero()[0])}); clip them to [{low.min():g}, {high.max():g}] "
                 "or pass the right --eval-env"
             )
-        print(
-            f"{self.dir}: dataset {task.name} -> eval env {task.gym_id} (reward: {task.reward_fn}), preset {self.preset}"
-        )
-        print("\n".join(f"  {k:24s} {v}" for k, v in asdict(args).items()))
+        typed = getattr(args, "typed", None) or {k for k, v in asdict(args).items() if v != getattr(type(args)(), k)}
+        own = ("env", "dataset_path", "data_dir", "runs_dir", "resume", "seed", "typed")
+        given = {k: getattr(args, k) for k in sorted(typed) if k not in own and k not in self.filled}
+        show = lambda d: ", ".join(f"{k} {' '.join(map(str, v)) if isinstance(v, tuple) else v}" for k, v in d.items())  # noqa: E731
+        print(f"{self.dir}: {task.name} ({n} transitions) -> {task.gym_id} ({task.reward_fn} reward), seed {args.seed}; "
+              f"preset {self.preset}: {show(self.filled) or 'none'}; flags: {show(given) or 'defaults'} (every "
+              "flag: config.json)")  # fmt: skip
         return data, float(envs.single_action_space.high[0])
 
     def load_or_fit(self, model: nn.Module, fit: Callable[[], dict]) -> dict:
@@ -878,7 +1003,7 @@ class Run:
         load_path = args.load_dynamics_path or (run_path if resuming else None)
         metrics: dict[str, float] = {}
         if load_path is not None:
-            saved = _load_ensemble(model, load_path, "ensemble (a run's dynamics.pt)")
+            saved = _load_ensemble(model, load_path, "ensemble (a run's dynamics.pt)", whole=resuming)
             if resuming:  # the RNG right after the fit: a resume without a checkpoint continues as if never stopped
                 metrics = saved.get("metrics", {})
                 set_rng_state(saved["rng"])
@@ -916,7 +1041,7 @@ class Run:
                 print(f"waiting for another run fitting this ensemble into {path}", flush=True)
                 fcntl.flock(lock, fcntl.LOCK_EX)
             if os.path.isfile(path):
-                saved = _load_ensemble(model, path, "ensemble cache entry")
+                saved = _load_ensemble(model, path, "ensemble cache entry", whole=True)
                 if saved.get("key") != key:
                     raise UserError(
                         f"{path} holds an ensemble of other data or settings than this run's (its key: "
@@ -936,16 +1061,24 @@ class Run:
         return metrics
 
     def release(self) -> None:
-        self.lock.close()  # closing the file releases the flock
+        """Let go of the run directory: run.lock is removed while still held (a process that opened it meanwhile finds
+        it gone and takes a new one), then closing the file releases the flock."""
+        if not self.lock.closed:
+            with contextlib.suppress(OSError):
+                os.remove(self.lock.name)
+            self.lock.close()
 
     def resume_hint(self) -> str:
         return f"continue with: python {shlex.quote(os.path.relpath(self.script))} --resume {shlex.quote(self.dir)}"
 
     def on_signal(self, signum, frame) -> None:
-        if not self.deferring or self.signal is not None:  # before the loop, or a second signal: stop now
-            self.signal = signum
-            raise KeyboardInterrupt
+        urgent = not self.deferring or self.signal is not None  # before the loop, or a second signal: stop now ...
         self.signal = signum
+        if urgent and self.writing:  # ... once the checkpoint or summary being written is complete
+            self.stop_now = True
+            return
+        if urgent:
+            raise KeyboardInterrupt
         tqdm.write(
             f"{signal.Signals(signum).name}: stopping after this epoch with a checkpoint (signal again to stop now)"
         )
@@ -962,6 +1095,11 @@ class Run:
             if self.args.resume:
                 print(f"{self.dir} has no checkpoint yet: the run starts again from epoch 0 in the same directory")
             self.start_epoch, rows, self.scores = 0, [], []
+        invocation = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "start_epoch": self.start_epoch,
+                      "torch_threads": torch.get_num_threads(), "device_name": device_name(self.device),
+                      "command": sys.argv, "git_revision": git_revision(self.script)}  # fmt: skip
+        with open(os.path.join(self.dir, "invocations.jsonl"), "a") as f:  # every start and resume of the run
+            f.write(json.dumps(invocation) + "\n")
         self.logger = Logger(self.dir, self.args, rows)
         if not rows and first_row:
             self.logger.log(0, first_row)
@@ -1034,6 +1172,8 @@ class Run:
             metrics["charts/epoch_seconds"] - metrics.get("charts/eval_seconds", 0)
         )
         self.logger.log(epoch, metrics)
+        if self.thread_error is not None:
+            raise OSError(self.thread_error.errno or errno.EIO, f"TensorBoard could not write ({self.thread_error})")
         if self.nonfinite is not None:
             kept = (
                 f"the last good checkpoint in {self.dir} is kept" if os.path.isfile(self.ckpt_path) else "no checkpoint"
@@ -1047,8 +1187,14 @@ class Run:
         return every or time.time() - self.last_save >= 60 * self.args.checkpoint_minutes
 
     def save_checkpoint(self) -> None:
-        save_checkpoint(self.ckpt_path, self.epoch, self.parts, self.logger, self.scores, self.wall_seconds())
+        self.writing = True  # a second signal now stops the run after the checkpoint, not in the middle of it
+        try:
+            save_checkpoint(self.ckpt_path, self.epoch, self.parts, self.logger, self.scores, self.wall_seconds())
+        finally:
+            self.writing = False
         self.last_save = time.time()
+        if self.stop_now:
+            raise KeyboardInterrupt
 
     def wall_seconds(self) -> float:
         """The run's wall time over every invocation (a resume adds to what its checkpoint recorded)."""
@@ -1068,9 +1214,9 @@ class Run:
         return self.end("finished" if self.epoch == self.args.epochs else "stopped")
 
     def end(self, status: str, error: Optional[str] = None, code: int = 0) -> dict:
-        """summary.json: the last evaluation and the mean of the last 10 evaluations (the paper's protocol)."""
-        for s, handler in self.previous_handlers.items():
-            signal.signal(s, handler)
+        """summary.json: the last evaluation and the mean of the last 10 evaluations (the paper's protocol). Signals
+        arriving meanwhile wait until summary.json and TensorBoard are closed."""
+        self.writing = True
         args, task, scores = self.args, self.task, getattr(self, "scores", [])
         rows = self.logger.rows if self.logger else []
         last = next((r for r in reversed(rows) if "eval/return" in r), {})
@@ -1094,6 +1240,8 @@ class Run:
             "last10_score": float(np.mean(scores[-10:])) if scores else None,
             "wall_seconds": self.wall_seconds(),
             "wall_seconds_this_invocation": time.time() - self.start_time,
+            "torch_threads": torch.get_num_threads(),
+            "invocations": _invocations(self.dir),
         }
         with contextlib.suppress(OSError):  # a full disk: the one-line error still says what happened
             write_json(summary, os.path.join(self.dir, "summary.json"))
@@ -1103,10 +1251,27 @@ class Run:
             self.bar.close()
         self.release()
         Run.current = None
+        for s, handler in self.previous_handlers.items():
+            signal.signal(s, handler)
+        threading.excepthook = self.previous_hook
         if code:
             raise RunEnded(error, code)
-        print(json.dumps(summary, indent=2))
+        kind = "D4RL score" if summary["score_kind"] == "d4rl_normalized" else "return"
+        final = summary["normalized_score"] if kind == "D4RL score" else summary["return"]
+        scores = f"{kind} {final:.1f}, last-10 {summary['last10_score']:.1f}" if final is not None else "no evaluation"
+        w = int(summary["wall_seconds"])
+        wall = f"{w // 3600}:{w % 3600 // 60:02d}:{w % 60:02d}"
+        print(f"{status}: {summary['epochs']} epochs in {wall}, {scores}; {self.dir}/summary.json")
         return summary
+
+
+def _invocations(run_dir: str) -> list[dict]:
+    """invocations.jsonl: one line per start or resume (its first epoch, command, code revision, machine, threads)."""
+    try:
+        with open(os.path.join(run_dir, "invocations.jsonl")) as f:
+            return [json.loads(line) for line in f if line.strip()]
+    except (OSError, ValueError):
+        return []
 
 
 def first_nonfinite_weight(parts: dict) -> Optional[str]:
@@ -1203,6 +1368,21 @@ def gradient_steps(
 
 
 # ----------------------------------------------------------------------------------------------------------------- cli
+def _write_failure(e: OSError, run: Optional[Run]) -> str:
+    """What a failed write means, in words that name the fix."""
+    if run is not None and not os.path.isdir(run.dir):
+        return f"the run directory {run.dir} was deleted while the run was writing it ({e}); start the run again"
+    fix = {
+        errno.ENOSPC: "free disk space",
+        errno.EDQUOT: "free disk space (the disk quota is full)",
+        errno.ENAMETOOLONG: "a file name is too long: shorten --runs-dir, --exp-name or the dataset's file name",
+        errno.EACCES: "pass a writable --runs-dir",
+        errno.EROFS: "pass a writable --runs-dir (this file system is read-only)",
+        errno.EPERM: "pass a writable --runs-dir",
+    }.get(e.errno, "free disk space or pass a writable --runs-dir")
+    return f"{e}; {fix}"
+
+
 def cli(main: Callable, args_class: type) -> None:
     """The command line: every error as one line and a non-zero exit (2 for bad flags), never a traceback."""
     try:
@@ -1212,7 +1392,15 @@ def cli(main: Callable, args_class: type) -> None:
         if isinstance(e, KeyboardInterrupt):
             status, code, why = "interrupted", 128 + signum, f"interrupted by {signal.Signals(signum).name}"
         else:
-            status, code, why = "failed", 1, f"error: {e}; free disk space or pass a writable --runs-dir"
+            status, code, why = "failed", 1, "error: " + _write_failure(e, run)
+        kept = ("checkpoint.pt", "dynamics.pt", "metrics.csv")
+        empty = run is not None and not any(os.path.exists(os.path.join(run.dir, f)) for f in kept)
+        if isinstance(e, OSError) and run is not None and run.created and empty and os.path.isdir(run.dir):
+            run.release()  # a start that failed to write leaves no run directory
+            import shutil
+
+            shutil.rmtree(run.dir, ignore_errors=True)
+            run = Run.current = None
         if run is not None:
             with contextlib.suppress(RunEnded, OSError):
                 run.end(status, why + f"; {run.resume_hint()}", code)

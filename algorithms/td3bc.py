@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import copy
 import os
+import sys
 from dataclasses import dataclass
-from typing import Optional
 
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from tqdm.auto import tqdm
 
-from plumbing import Run, RunArgs, UserError, cli, gradient_steps
+sys.path[:0] = [os.path.dirname(os.path.abspath(__file__))] if __package__ else []  # python -m algorithms.td3bc
+try:
+    from plumbing import Run, RunArgs, UserError, check_memory, cli, gradient_steps
+except ImportError as e:  # this file's run plumbing: copy both files
+    sys.exit(f"error: {e}; copy this project's algorithms/plumbing.py beside {os.path.basename(__file__)}")
 
 
 @dataclass
@@ -221,6 +224,7 @@ class ReplayBuffer:
     """A FIFO ring buffer of preallocated tensors on the device."""
 
     def __init__(self, capacity: int, fields: dict[str, int], device: torch.device):
+        check_memory(4 * capacity * sum(fields.values()), f"a buffer of {capacity:,} rows", device)
         self.data = {k: torch.zeros((capacity, dim), device=device) for k, dim in fields.items()}
         self.capacity, self.device = capacity, device
         self.ptr, self.size = 0, 0  # where the next row goes, rows filled so far

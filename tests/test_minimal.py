@@ -25,9 +25,9 @@ FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 # the flags that changed on purpose: --cuda-graphs reached every file through the one gradient-step driver, and
 # --exp-name's default is filled in from the file's name when the run starts (the run directory and summary.json
 # still say "orpo" for orpo.py)
-# --sac-lr-horizon and --dynamics-cache were added later (the fixture runs pass --sac-lr-horizon 2: their code annealed
-# over --epochs)
-ADDED = {"cuda_graphs", "sac_lr_horizon", "dynamics_cache"}
+# --sac-lr-horizon, --dynamics-cache and --threads were added later (the fixture runs pass --sac-lr-horizon 2: their
+# code annealed over --epochs)
+ADDED = {"cuda_graphs", "sac_lr_horizon", "dynamics_cache", "threads"}
 FILLED_AT_START = {"exp_name"}
 
 
@@ -74,7 +74,7 @@ def test_flags_defaults_and_help_sections_are_those_from_before_the_move(name):
     sections = [line[:-1] for line in text.stdout.splitlines() if line and line[0] != " " and line.endswith(":")]
     assert sections == before["sections"]
     flags = re.findall(r"^  (--[a-z0-9-]+)", text.stdout, re.M)
-    added = {"--cuda-graphs", "--sac-lr-horizon", "--dynamics-cache"}
+    added = {"--cuda-graphs", "--sac-lr-horizon", "--dynamics-cache", "--threads"}
     assert [f for f in flags if f not in added] == [f for f in before["help_flags"] if f not in added]
 
 
@@ -82,7 +82,7 @@ SCRIPTS = sorted(
     os.path.relpath(p, ROOT)
     for folder in ("algorithms", "datasets", "toy", "benchmarks")
     for p in glob.glob(os.path.join(ROOT, folder, "*.py"))
-    if os.path.basename(p) not in ("plumbing.py", "common.py")  # modules, not scripts
+    if os.path.basename(p) not in ("plumbing.py", "common.py", "runinfo.py")  # modules, not scripts
 )
 
 
