@@ -9,8 +9,8 @@ fit-capped runs that benchmarks/compare.py made (results/compare/).
 Every run: --seed, --epochs × 1000 gradient steps, 5 evaluation episodes, the dataset's presets (as compare.py's
 --settings ours). The cuts:
   starts50k  --rollout-batch-size 50000, the fit capped at 20 epochs (as the baseline)
-  uncapped   --rollout-batch-size 5000, the fit stopped only by early stopping (5 epochs without a 1 % gain); ORPO
-             loads MOPO's uncapped ensemble when it is there (compare.py's rows share one ensemble per seed too)
+  uncapped   --rollout-batch-size 5000, the fit stopped only by early stopping (5 epochs without a 1 % gain); the
+             rows share one ensemble per seed through --dynamics-cache (as compare.py's rows do)
 Finished runs' config.json, metrics.csv and summary.json go to --results/<cut>/<row>/ (default runs/budget_results/,
 not committed); the report (default runs/budget_results/budget.md and .png) reads those and the baseline's
 --baseline/<dataset>/<row>/seed<S>/ alone. The committed runs are results/budget/; their page docs/budget.md is
@@ -23,6 +23,7 @@ import glob
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -66,6 +67,9 @@ class Args:
     """the report's stem: OUT.md and OUT.png (docs/budget.md comes from `python benchmarks/report.py`)"""
     report_only: bool = False
     """draw the report from --results without running anything"""
+    dynamics_cache: str = os.path.join("runs", "dynamics_cache")
+    """the runs' --dynamics-cache: one fitted ensemble per (dataset, dynamics flags, seed), shared with compare.py's and
+    scores.py's runs ('': every run fits its own)"""
 
 
 class UserError(Exception):
@@ -113,13 +117,19 @@ def run_one(args: Args, row: str, cut: str) -> None:
             cmd = [sys.executable, script, "--env", args.env, "--seed", str(args.seed), "--epochs", str(args.epochs)]
             cmd += ["--eval-episodes", "5", "--no-cuda", "--runs-dir", folder, "--exp-name", f"{row}_{cut}"]
             cmd += CUTS[cut] + (["--data-dir", args.data_dir] if args.data_dir else [])
-            shared = glob.glob(os.path.join(args.runs_dir, cut, "mopo", "*", "dynamics.pt"))
-            if row == "orpo" and cut == "uncapped" and shared:
-                cmd += ["--load-dynamics-path", shared[0]]
+            cmd += ["--dynamics-cache", os.path.abspath(args.dynamics_cache)] if args.dynamics_cache else []
         print(f"budget: {row}:{cut}: {' '.join(cmd)}", flush=True)
         env = os.environ | {"OMP_NUM_THREADS": "1"}
         with open(os.path.join(args.runs_dir, f"{cut}_{row}.log"), "a") as log:
-            rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, check=False).returncode
+            child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+            try:
+                rc = child.wait()
+            except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the run checkpoints on SIGTERM; wait for it to save
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+                child.send_signal(signal.SIGTERM)
+                child.wait()
+                raise
         if rc:
             raise UserError(f"{row}:{cut} exited with {rc}; see {log.name}")
         run = os.path.dirname(sorted(glob.glob(os.path.join(folder, "*", "config.json")))[0])
@@ -267,7 +277,21 @@ def report(args: Args, made_by: str | None = None, figure: bool = True) -> str:
     return md
 
 
+def check(args: Args) -> None:
+    """The flags the runs get, checked before any run starts (a bad one would fail each run after its start)."""
+    if args.epochs < 1:
+        raise UsageError(f"--epochs {args.epochs}: must be at least 1")
+    if not 0 <= args.seed < 2**32:
+        raise UsageError(f"--seed {args.seed}: must lie in [0, 2**32)")
+
+
+def stop(signum, frame):
+    raise KeyboardInterrupt(signum)  # SIGTERM stops the running run as Ctrl-C does: it checkpoints first
+
+
 def main(args: Args) -> int:
+    check(args)
+    signal.signal(signal.SIGTERM, stop)
     picked = tasks(args)
     if not args.report_only:
         os.makedirs(args.runs_dir, exist_ok=True)
@@ -286,9 +310,9 @@ def cli(argv: list[str]) -> int:
     except (UserError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return getattr(e, "code", 1)
-    except KeyboardInterrupt:
-        print("interrupted: run the same command again to resume", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        print("interrupted: the running run saved a checkpoint; run the same command again to resume", file=sys.stderr)
+        return 128 + (e.args[0] if e.args else signal.SIGINT)
 
 
 if __name__ == "__main__":

@@ -122,7 +122,7 @@ def run_script(
     extra_env: dict | None = None,
 ):
     """Run a script as a user would; one thread, since a second busy core makes OpenMP spin-waits very slow."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", WANDB_MODE="offline", **(extra_env or {}))
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", "WANDB_MODE": "offline", **(extra_env or {})}
     if data_dir:
         env["D4RL_DATASET_DIR"] = data_dir
     if cwd:

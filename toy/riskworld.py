@@ -259,6 +259,12 @@ def check_flags(args: ToyArgs) -> None:
     for flag, path in (("--out-dir", args.out_dir), ("--ensembles-dir", args.ensembles_dir)):
         if path is not None and os.path.exists(path) and not os.path.isdir(path):
             raise UserError(f"{flag} {path} is a file, not a folder; pass a folder (it is created if missing)")
+        try:  # a folder that cannot be written fails before any work (a root user passes a chmod, not a read-only fs)
+            if path is not None:
+                os.makedirs(path, exist_ok=True)
+                tempfile.TemporaryFile(dir=path).close()
+        except OSError as e:
+            raise UserError(f"{flag} {path}: cannot write there ({e.strerror}); pass a writable folder") from None
 
 
 def resolve(args: ToyArgs) -> tuple[Setting, str]:
@@ -1280,6 +1286,9 @@ def cli(argv=None) -> int:
         return 1
     except BrokenPipeError:  # e.g. `| head`: the reader is gone, so is the output
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except OSError as e:  # a folder that became unwritable or full during the run
+        print(f"error: {e}; free disk space or pass a writable --out-dir (the same command resumes)", file=sys.stderr)
         return 1
     except (Interrupted, KeyboardInterrupt) as e:
         signum = getattr(e, "signum", signal.SIGINT)
