@@ -349,6 +349,14 @@ def validate(args: Args, argv: list[str]) -> None:
     for name, low, unit in checks:
         if getattr(args, name) is not None and getattr(args, name) < low:
             problems.append(f"--{name.replace('_', '-')} {getattr(args, name)}: needs at least {low} ({unit})")
+    if args.launcher == "slurm" and args.signal_delay_s + 30 >= args.time * 60:
+        # slurmctld checks time limits every 30 s and sends the warning at the first check that finds the job within
+        # --signal-delay-s + 30 s of its limit: at the job's start here, so each requeued job would stop at once
+        problems.append(
+            f"--signal-delay-s {args.signal_delay_s} with --time {args.time}: Slurm would tell each job to stop as it "
+            f"starts (it sends the warning up to 30 s early); give --time of at least "
+            f"{(args.signal_delay_s + 30) // 60 + 1} or a smaller --signal-delay-s"
+        )
     for p in args.slurm_param:
         if "=" not in p or not p.split("=", 1)[0]:
             problems.append(f"--slurm-param {p!r}: use KEY=VALUE")
@@ -571,19 +579,24 @@ def shutil_which(name: str) -> Optional[str]:
 
 
 def slurm_live_jobs(job_ids: list[str]) -> Optional[set]:
-    """Job ids squeue still lists (None where squeue is not available)."""
+    """The job ids (an array's task as ARRAYID_TASK) that squeue still lists: pending (a requeued job too), running or
+    completing. None where nobody can tell: no squeue here, or the controller does not answer (down, restarting);
+    then a launch trusts the records and starts nothing that a record says is queued or running. A job that the
+    controller no longer knows (ended, or lost with its state) is not in the set."""
     if not job_ids or not shutil_which("squeue"):
         return None
     try:
-        out = subprocess.run(
-            ["squeue", "-h", "-o", "%i", "-j", ",".join(sorted(set(job_ids)))],
+        proc = subprocess.run(
+            ["squeue", "-h", "-r", "-o", "%i", "-j", ",".join(sorted(set(job_ids)))],
             capture_output=True,
             text=True,
             timeout=60,
-        ).stdout
+        )
     except (OSError, subprocess.SubprocessError):
         return None
-    return set(out.split())
+    if proc.returncode != 0:  # squeue -j of one id the controller has forgotten fails; any other failure is unknown
+        return set() if "Invalid job id" in proc.stderr else None
+    return set(proc.stdout.split())
 
 
 def cell_state(key: tuple, runs: list[dict], record: Optional[dict], live_jobs: Optional[set] = None) -> dict:
@@ -677,7 +690,8 @@ def whereabouts(st: dict) -> str:
     if st.get("locked_by"):
         return f"{st['run_dir']}/run.lock is held by pid {st['locked_by']}"
     rec = st.get("record") or {}
-    return f"{rec.get('launcher')} {rec.get('job_id') or ''} on {rec.get('host')}"
+    who = f"{rec.get('launcher')} job {rec['job_id']}" if rec.get("job_id") else f"{rec.get('launcher')} launcher"
+    return who + (f" on {rec['host']}" if rec.get("host") else "")
 
 
 # ----------------------------------------------------------------------------------------------- one cell
@@ -1412,21 +1426,11 @@ def dry_run(args: Args, cells: list[Cell], todo: list[tuple[Cell, dict]]) -> Non
         run = st["run"]
         print(f"{cell.label}: {'resume' if run else 'start'}: {shlex.join(job._command(run))}")
     if args.launcher == "slurm":
-        params = slurm_parameters(args)
-        folder = os.path.join(os.path.abspath(grid_dir(args.runs_dir)), "submitit", "%j")
         try:
-            from submitit.slurm.slurm import _make_sbatch_string
-
-            script = _make_sbatch_string(
-                command=f"{shlex.quote(sys.executable)} -u -m submitit.core._submit {folder}",
-                folder=folder,
-                map_count=len(todo),
-                **{k: v for k, v in params.items() if k != "mem"},
-                mem=f"{args.mem}GB",
-            )
+            script = sbatch_script(args, len(todo))
             print(f"\nwould submit {len(todo)} job(s) as one array, with this sbatch script:\n{script}")
         except Exception as e:  # the script text is a convenience; the parameters are what matters
-            print(f"\nwould submit {len(todo)} job(s) as one array with {params} ({e})")
+            print(f"\nwould submit {len(todo)} job(s) as one array with {slurm_parameters(args)} ({e})")
     print(f"dry run: {len(todo)} of {len(cells)} runs to do; nothing was started")
 
 
@@ -1450,10 +1454,77 @@ def slurm_parameters(args: Args) -> dict:
     return params
 
 
+def submitit_folder(runs_dir: str) -> str:
+    """submitit's folder for each job: RUNS_DIR/_grid/submitit/JOBID (an array's task: ARRAYID_TASK)."""
+    return os.path.join(os.path.abspath(grid_dir(runs_dir)), "submitit", "%j")
+
+
+def sbatch_script(args: Args, n: int) -> str:
+    """The sbatch script that submitit writes for an array of n jobs (one job when n is 1) with these flags."""
+    from submitit.slurm.slurm import _make_sbatch_string
+
+    folder = submitit_folder(args.runs_dir)
+    command = f"{shlex.quote(sys.executable)} -u -m submitit.core._submit {shlex.quote(folder)}"
+    return _make_sbatch_string(command=command, folder=folder, map_count=n if n > 1 else None, **slurm_parameters(args))
+
+
+# what sbatch says when it cannot reach a controller (no slurm.conf and no DNS record, a controller down or restarting)
+SBATCH_UNREACHABLE = (
+    "Could not establish a configuration source",
+    "s_p_parse_file",
+    "resolve_ctls_from_dns_srv",
+    "Unable to contact slurm controller",
+    "Unable to establish controller machine",
+    "Connection refused",
+    "Socket timed out",
+    "Zero Bytes were transmitted",
+)
+
+
+def sbatch_problem(text: str, args: Args) -> str:
+    """sbatch's refusal (its stderr, several lines) as one line: what it said and what the jobs asked for."""
+    said = []
+    for line in str(text).splitlines():
+        line = re.sub(r"^(sbatch: (error|fatal): |allocation failure: )", "", line.strip()).strip()
+        if line and line not in said and not line.startswith("Traceback"):
+            said.append(line)
+    if not said:
+        said = ["(no message)"]
+    if any(u in line for line in said for u in SBATCH_UNREACHABLE):
+        gist = said[0] + (f" ... {said[-1]}" if len(said) > 1 else "")
+        return (
+            f"--launcher slurm needs Slurm's sbatch to reach a controller, and it could not: {gist} (is this a "
+            f"cluster's login node, or SLURM_CONF set? `sinfo` should answer); nothing was submitted"
+        )
+    asked = [f"--partition {args.partition or '(the default)'}", f"--time {args.time}", f"--cpus {args.cpus}"]
+    asked += [f"--mem {args.mem}", f"--gpus {args.gpus}"]
+    asked += [f"--{k} {v}" for k, v in (("account", args.account), ("qos", args.qos)) if v]
+    asked += [f"--slurm-param {p}" for p in args.slurm_param]
+    return (
+        f"sbatch refused the jobs: {'; '.join(said)} (each job asks for {', '.join(asked)}; `sinfo -o '%P %c %m %G "
+        f"%l'` lists what the partitions offer); nothing was submitted"
+    )
+
+
+def check_sbatch(args: Args, n: int) -> None:
+    """Before anything is written: `sbatch --test-only` of the array's own script. It catches what sbatch would refuse
+    (no controller, an unknown partition or account) and what a cluster that does not enforce its partitions' limits
+    would accept and leave pending for ever (more CPUs, memory or GPUs than any node has)."""
+    with tempfile.NamedTemporaryFile("w", prefix="orpo-grid-", suffix=".sh") as f:
+        f.write(sbatch_script(args, n))
+        f.flush()
+        try:
+            proc = subprocess.run(["sbatch", "--test-only", f.name], capture_output=True, text=True, timeout=120)
+        except subprocess.TimeoutExpired:
+            raise UserError("sbatch --test-only did not answer within 120 s (is the controller up? `sinfo`)")
+    if proc.returncode != 0:
+        raise UserError(sbatch_problem(proc.stderr + proc.stdout, args))
+
+
 def submit(args: Args, todo: list[tuple[Cell, dict]], commit: str) -> list:
     import submitit
 
-    folder = os.path.join(os.path.abspath(grid_dir(args.runs_dir)), "submitit", "%j")
+    folder = submitit_folder(args.runs_dir)
     if args.launcher == "slurm":
         if not shutil_which("sbatch"):
             raise UserError(
@@ -1464,12 +1535,20 @@ def submit(args: Args, todo: list[tuple[Cell, dict]], commit: str) -> list:
             executor.update_parameters(**slurm_parameters(args))
         except (RuntimeError, ValueError) as e:
             raise UserError(f"slurm: {str(e).splitlines()[0]}")
+        check_sbatch(args, len(todo))  # a refusal is one line, before any record is written
         grace = max(10, args.signal_delay_s - 30)
     else:
         executor = submitit.LocalExecutor(folder=folder, max_num_timeout=args.max_requeues)
         executor.update_parameters(timeout_min=args.time, signal_delay_s=args.signal_delay_s)
         grace = max(10, args.signal_delay_s - 5)
     jobs = [GridJob(cell, args.runs_dir, args.launcher, args.retry_failed, commit, grace) for cell, _ in todo]
+    # what a refused submission puts back: the records as they were, and no _grid/ where there was none
+    root = os.path.dirname(folder)
+    before = {
+        "records": {job.cell.id: read_json(record_path(args.runs_dir, job.cell.id)) for job in jobs},
+        "made": [d for d in (args.runs_dir, grid_dir(args.runs_dir)) if not os.path.isdir(d)],
+        "submitit": set(os.listdir(root)) if os.path.isdir(root) else None,
+    }
     for job in jobs:
         update_record(
             args.runs_dir,
@@ -1489,8 +1568,12 @@ def submit(args: Args, todo: list[tuple[Cell, dict]], commit: str) -> list:
     submitted = []
     for wave in waves:
         if args.launcher == "slurm":
-            with executor.batch():
-                handles = [executor.submit(job) for job in wave]
+            try:  # submitit prints a refusing sbatch's stderr before raising it: it is said once, below, in one line
+                with contextlib.redirect_stderr(io.StringIO()), executor.batch():
+                    handles = [executor.submit(job) for job in wave]
+            except Exception as e:  # submitit's FailedJobError (sbatch's stderr), or sbatch that did not run
+                undo_submission(args.runs_dir, before)
+                raise UserError(sbatch_problem(str(e) or type(e).__name__, args))
         else:
             handles = [executor.submit(job) for job in wave]
         for job, handle in zip(wave, handles):
@@ -1502,6 +1585,29 @@ def submit(args: Args, todo: list[tuple[Cell, dict]], commit: str) -> list:
         if args.launcher == "submitit-local":
             wait_jobs(list(zip(wave, handles)))
     return submitted
+
+
+def undo_submission(runs_dir: str, before: dict) -> None:
+    """After sbatch refused the array (no job exists): the cells' records as they were, so that none is left "queued"
+    (a later launch would skip it for ever), submitit's files of the refused array gone, and no RUNS_DIR or
+    RUNS_DIR/_grid/ where this launch made it."""
+    if before["made"]:
+        shutil.rmtree(before["made"][0], ignore_errors=True)
+        return
+    for cell_id, rec in before["records"].items():
+        if rec is None:
+            with contextlib.suppress(OSError):
+                os.remove(record_path(runs_dir, cell_id))
+        else:
+            write_json(rec, record_path(runs_dir, cell_id))
+    root = os.path.dirname(submitit_folder(runs_dir))
+    if before["submitit"] is None:
+        shutil.rmtree(root, ignore_errors=True)
+        return
+    for name in set(os.listdir(root) if os.path.isdir(root) else []) - before["submitit"]:
+        path = os.path.join(root, name)
+        with contextlib.suppress(OSError):
+            shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
 
 
 def local_gpus() -> list[Optional[str]]:
@@ -1596,6 +1702,33 @@ def wait_jobs(pairs: list) -> None:
             )
 
 
+def wait_slurm_jobs(pairs: list, poll_s: float = 10.0) -> None:
+    """--wait on Slurm: until no job of this launch is left in squeue (a requeued job is listed again, pending, and is
+    waited for) or its submitit result is written. Not submitit's own wait: it asks sacct, which a cluster without
+    accounting (slurmdbd) does not answer, and then it never sees a job end that was cancelled or lost before it
+    wrote its result. While squeue does not answer (the controller down or restarting), it keeps waiting."""
+    pending = {str(handle.job_id): (job, handle) for job, handle in pairs}
+    since, last_check, silent = time.time(), 0.0, False
+    while pending:
+        done = [
+            jid
+            for jid, (job, handle) in pending.items()
+            if os.path.exists(handle.paths.result_pickle) and os.path.getmtime(handle.paths.result_pickle) >= since
+        ]
+        if time.time() - last_check >= min(poll_s, 1 + (time.time() - since) / 4):  # soon at first, then every poll_s
+            live, last_check = slurm_live_jobs(list(pending)), time.time()
+            if live is None and not silent:
+                print("squeue does not answer (the controller down?): still waiting for the jobs", flush=True)
+            silent = live is None
+            done += [jid for jid in pending if live is not None and jid not in live]
+        for jid in dict.fromkeys(done):
+            job, _ = pending.pop(jid)
+            state = (read_json(record_path(job.runs_dir, job.cell.id)) or {}).get("state", "unknown")
+            print(f"{job.cell.label}: job {jid} ended (the cell's record says: {state})", flush=True)
+        if pending:
+            time.sleep(1.0)
+
+
 def main(args: Args, argv: list[str]) -> int:
     validate(args, argv)
     check_writable(args)
@@ -1605,7 +1738,10 @@ def main(args: Args, argv: list[str]) -> int:
         status_view(args, cells if grid_given else None)
         return 0
     if args.table_only:  # the grid's cells when it is given (e.g. --paper-table 1 of a runs dir that holds Table 4)
-        report = write_report(args, collect(args.runs_dir, cells if grid_given else None))
+        states = collect(args.runs_dir, cells if grid_given else None)
+        report = write_report(args, states)
+        if grid_given:
+            print_unfinished(cells, states)
         return 1 if report["failed"] else 0
     check_cells(cells)
     states = collect(args.runs_dir, cells)
