@@ -1790,27 +1790,48 @@ def main(args: Args, argv: list[str]) -> int:
                 )
             return 1 if skipped_failed else 0
         if args.launcher == "slurm":
-            wait_jobs(submitted)
+            wait_slurm_jobs(submitted)
     states = collect(args.runs_dir, cells)  # the grid's cells only, as --table-only of the same grid
     write_report(args, states)
     failed = [c for c in cells if states[c.key]["state"] == "failed"]
-    unfinished = [c for c in cells if states[c.key]["state"] != "finished"]
     if failed:
         print(f"{len(failed)} of {len(cells)} runs failed (left out of the table):", file=sys.stderr)
         for c in failed:
             print(f"  {c.label}: {states[c.key]['error']}", file=sys.stderr)
+    unfinished = print_unfinished(cells, states)
     if interrupted:
         print("interrupted: run the same command again to resume", file=sys.stderr)
         return 130
-    if failed:
-        return 1
+    return 1 if failed or unfinished else 0
+
+
+def not_finished(st: dict) -> str:
+    """Where a cell that is neither finished nor failed stands, for the list under a table."""
+    rec = st.get("record") or {}
+    job = f"{rec.get('launcher')} job {rec['job_id']}" if rec.get("job_id") else None
+    if st["state"] in ("running", "queued"):
+        return f"{st['state']} ({whereabouts(st)})"
+    if st["state"] == "stopped":
+        run = st["run"]
+        where = f"stopped at epoch {run_epochs(run['run_dir'])}/{run['config'].get('epochs')} in {run['run_dir']}"
+        if job and rec.get("state") in ("running", "queued"):
+            return f"{where} (its {job} left the queue while the run was {rec['state']}: lost or killed)"
+        return where + (f" ({job}: {rec['error']})" if job and rec.get("error") else f" ({job})" if job else "")
+    return "not started" + (f" (its {job} left the queue before the run began)" if job else "")
+
+
+def print_unfinished(cells: list[Cell], states: dict[tuple, dict]) -> list[Cell]:
+    """Name each cell of the grid that is neither finished nor failed (to stderr); the same command resumes them."""
+    unfinished = [c for c in cells if states[c.key]["state"] not in ("finished", "failed")]
     if unfinished:
         print(
-            f"{len(unfinished)} of {len(cells)} runs are not finished: run the same command again to resume",
+            f"{len(unfinished)} of {len(cells)} runs are not finished (not in the table; the same command again "
+            f"resumes them):",
             file=sys.stderr,
         )
-        return 1
-    return 0
+        for c in unfinished:
+            print(f"  {c.label}: {not_finished(states[c.key])}", file=sys.stderr)
+    return unfinished
 
 
 def parse_flags(args_class: type, argv: list[str], description: str | None = None):
