@@ -533,11 +533,6 @@ class ReplayBuffer:
         self.ptr, self.size = (self.ptr + n) % self.capacity, min(self.size + n, self.capacity)
 
     def sample(self, n: int) -> dict[str, torch.Tensor]:
-        if self.size == 0:
-            raise UserError(
-                "a model buffer is still empty: every rollout row so far was NaN or infinite (the ensemble "
-                "diverged); check the dataset for huge values or lower --dynamics-lr"
-            )
         idx = torch.randint(self.size, (n,), device=self.device)
         return {k: v[idx] for k, v in self.data.items()}
 
@@ -550,6 +545,10 @@ class ReplayBuffer:
             self.data[k][: self.size] = v.to(self.device)
 
 
+# --- end ---
+
+
+# --- shared: mixing ---
 def mix_counts(batch_size: int, ratios: tuple[float, ...]) -> list[int]:
     """Rows per source: int(B·ratio) for all but the last source, which gets the rest (the official code's rule)."""
     counts = [int(batch_size * r) for r in ratios[:-1]]
@@ -558,6 +557,11 @@ def mix_counts(batch_size: int, ratios: tuple[float, ...]) -> list[int]:
 
 def sample_mix(sources: list[tuple[ReplayBuffer, int, str]]) -> dict[str, torch.Tensor]:
     """One batch from several buffers: (buffer, rows, which stored reward to use as 'rew')."""
+    if any(buf.size == 0 for buf, n, _ in sources if n > 0):
+        raise UserError(
+            "a model buffer is still empty: every rollout row so far was NaN or infinite (the ensemble diverged); "
+            "check the dataset for huge values or lower --dynamics-lr"
+        )
     parts = [buf.sample(n) for buf, n, _ in sources if n > 0]
     keys = [key for _, n, key in sources if n > 0]
     batch = {k: torch.cat([p[k] for p in parts]) for k in ("obs", "act", "next_obs", "done")}

@@ -505,6 +505,7 @@ def help_text(args_class: type) -> str:
         lambda line: line.startswith("# ") and "---" not in line, inspect.getsource(module).split("\n")
     )
     out = [line[2:] for line in top] or (module.__doc__ or "").strip().split("\n")  # the file's header (or docstring)
+    out += [""] if items and items[0][1] else []  # flags without a section heading still start a paragraph
     for _, name, heading in items:
         if name and name not in fields:  # a ClassVar or other non-field annotation
             continue
@@ -523,7 +524,7 @@ def help_text(args_class: type) -> str:
             item = getattr(get_args(kind)[0] if get_origin(kind) in (tuple, list) else None, "__name__", "").upper()
             metavar = "{" + ",".join(choices) + "}" if choices else f"{item} [{item} ...]" if item else None
             left = f"  {flag} {metavar or getattr(kind, '__name__', 'VALUE').upper()}"
-            shown = shown or (" ".join(map(str, default)) if isinstance(default, tuple) else str(default))
+            shown = shown or (" ".join(map(str, default)) if isinstance(default, (tuple, list)) else str(default))
         out += [left] if len(left) > 28 else []  # a long flag gets a line of its own
         wrap.initial_indent = ("" if len(left) > 28 else left).ljust(30)
         out.append(wrap.fill(f"{text}{tail} " + ("(required)" if default is MISSING else f"(default: {shown})")))
@@ -1120,7 +1121,8 @@ class Run:
             unit="epoch",
         )
         self.deferring = True
-        for self.epoch in range(self.start_epoch + 1, self.last_epoch + 1):
+        for epoch in range(self.start_epoch + 1, self.last_epoch + 1):
+            self.epoch = epoch
             self.epoch_start, self.sums, self.counts, self.laps = time.time(), {}, {}, {}
             yield self.epoch
             self.bar.update(1)  # after the epoch: an interrupted run's bar shows the epochs it finished

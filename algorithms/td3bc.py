@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 sys.path[:0] = [os.path.dirname(os.path.abspath(__file__))] if __package__ else []  # python -m algorithms.td3bc
 try:
-    from plumbing import Run, RunArgs, UserError, check_memory, cli, gradient_steps
+    from plumbing import Run, RunArgs, check_memory, cli, gradient_steps
 except ImportError as e:  # this file's run plumbing: copy both files
     sys.exit(f"error: {e}; copy this project's algorithms/plumbing.py beside {os.path.basename(__file__)}")
 
@@ -240,11 +240,6 @@ class ReplayBuffer:
         self.ptr, self.size = (self.ptr + n) % self.capacity, min(self.size + n, self.capacity)
 
     def sample(self, n: int) -> dict[str, torch.Tensor]:
-        if self.size == 0:
-            raise UserError(
-                "a model buffer is still empty: every rollout row so far was NaN or infinite (the ensemble "
-                "diverged); check the dataset for huge values or lower --dynamics-lr"
-            )
         idx = torch.randint(self.size, (n,), device=self.device)
         return {k: v[idx] for k, v in self.data.items()}
 
@@ -255,22 +250,6 @@ class ReplayBuffer:
         self.ptr, self.size = state["ptr"], state["size"]
         for k, v in state["data"].items():
             self.data[k][: self.size] = v.to(self.device)
-
-
-def mix_counts(batch_size: int, ratios: tuple[float, ...]) -> list[int]:
-    """Rows per source: int(B·ratio) for all but the last source, which gets the rest (the official code's rule)."""
-    counts = [int(batch_size * r) for r in ratios[:-1]]
-    return counts + [batch_size - sum(counts)]
-
-
-def sample_mix(sources: list[tuple[ReplayBuffer, int, str]]) -> dict[str, torch.Tensor]:
-    """One batch from several buffers: (buffer, rows, which stored reward to use as 'rew')."""
-    parts = [buf.sample(n) for buf, n, _ in sources if n > 0]
-    keys = [key for _, n, key in sources if n > 0]
-    batch = {k: torch.cat([p[k] for p in parts]) for k in ("obs", "act", "next_obs", "done")}
-    batch["rew"] = torch.cat([p[key] for p, key in zip(parts, keys)])
-    batch["done"], batch["rew"] = batch["done"][:, 0], batch["rew"][:, 0]
-    return batch
 
 
 # --- end ---
@@ -287,7 +266,8 @@ def main(args: Args) -> dict:
     policy = TD3BC(ObsNorm.of(data["obs"], args.normalize_obs), data["act"].shape[1], max_action, args).to(device)
 
     def gradient_step() -> dict[str, dict[str, torch.Tensor]]:  # one TD3+BC update on a batch of D
-        return {"losses": policy.update(sample_mix([(real, args.batch_size, "rew")]))}
+        b = real.sample(args.batch_size)
+        return {"losses": policy.update(b | {"rew": b["rew"][:, 0], "done": b["done"][:, 0]})}
 
     graphs = args.cuda_graphs and device.type == "cuda"  # TD3+BC's actor updates every policy_freq steps
     run.start({"policy": policy})  # resumes from the checkpoint, if any

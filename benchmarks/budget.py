@@ -1,4 +1,4 @@
-"""What the CPU budget cut costs (issue 31): MOPO and ORPO (π^o trained) on one dataset at the paper's 50,000 rollout
+"""What the CPU budget cut costs: MOPO and ORPO (π^o trained) on one dataset at the paper's 50,000 rollout
 start states instead of 5,000, and with the ensemble fit uncapped (early stopping only), beside the 5,000-start,
 fit-capped runs that benchmarks/compare.py made (results/compare/).
 

@@ -1,4 +1,4 @@
-"""Learning curves of this repo's algorithms beside the authors' code, on the same data, seeds and protocol (issue 19).
+"""Learning curves of this repo's algorithms beside the authors' code, on the same data, seeds and protocol.
 
     python benchmarks/compare.py --env local/hopper-medium --seeds 1 2 3 --epochs 50     # run (resumes), then report
     python benchmarks/compare.py --report-only                      # redraw runs/compare_results/compare.md from there
@@ -83,7 +83,7 @@ PAIRS = [("mopo", "kit_mopo"), ("orpo_untrained", "official_orpo")]  # ours vs t
 # the paper's claim, stated as it comes out; orpo_untrained − mopo is what the paper's ORPO − MOPO measured (the
 # official code never trains π^o)
 CONTRASTS = [("orpo", "orpo_untrained"), ("orpo", "mopo"), ("orpo_untrained", "mopo")]
-# a pair's verdict needs this many common seeds (issue 19's minimum): over 2, a t interval is 12.7 standard errors wide
+# a pair's verdict needs this many common seeds (the comparison's minimum): over 2, a t interval is 12.7 standard errors wide
 MIN_SEEDS = 3
 # The dataset settings both sides of a pair take (--settings), by the pair's peer row: our flag -> the peer's run-script
 # flag. u (None) goes through peers.py --uncertainty-mode: neither run script hands one to its ensemble.
@@ -588,9 +588,9 @@ def run_all(args: Args) -> int:
     except KeyboardInterrupt as e:
         for s in (signal.SIGINT, signal.SIGTERM):  # a second one must not cut the wait for the runs' checkpoints
             signal.signal(s, signal.SIG_IGN)
-        for t, p, _, log in running.values():
+        for _, p, _, _ in running.values():
             p.send_signal(signal.SIGTERM)  # our runs checkpoint on SIGTERM
-        for t, p, _, log in running.values():
+        for _, p, _, log in running.values():
             p.wait()
             log.close()
         print("interrupted: run the same command again to resume", file=sys.stderr)
@@ -859,7 +859,7 @@ def report(args: Args, made_by: Optional[str] = None, figure: bool = True) -> st
     )
     t3 = student_t.ppf(0.975, MIN_SEEDS - 1) / np.sqrt(MIN_SEEDS)
     lines = [
-        "# Learning curves beside the authors' code (issue 19)",
+        "# Learning curves beside the authors' code",
         "",
         f"{made_by} Score: D4RL normalised score of the evaluation after each epoch; last-10: mean of the last 10 "
         "evaluations of a run. Intervals: a row's **range over its seeds** [min, max] and its **95 % Student-t** "

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check of this repo (issue 20): every step a GPU session needs, in one command, within 8 minutes on an H100,
+# The GPU check of this repo: every step a GPU session needs, in one command, within 8 minutes on an H100,
 # everything written to one folder: $OUT where set (the device machine's), else runs/gpu_check/.
 #
 #   bash benchmarks/gpu_check.sh              # on a machine with a CUDA GPU (stops at step 1 without one)
@@ -9,7 +9,7 @@
 #   1 install  the wheels carried in .whl/ (pip --target, then PYTHONPATH); print torch, CUDA, driver and the GPU
 #   2 tests    tests/test_device.py on the GPU (ORPO_TEST_DEVICE=cuda): no host round trip in the update steps, every
 #              tensor on the device, ensemble fit/forward fp32 and bf16, rollouts, one epoch of each model-based
-#              file, an exact resume, and --cuda-graphs keeping the eager numbers in every file (issue 30)
+#              file, an exact resume, and --cuda-graphs keeping the eager numbers in every file
 #   3 collect  datasets/collect.py (Hopper-v4, random policy, 50k steps) as local/hopper-random, for steps 4-8
 #   4 profile  torch.profiler over 20 update steps of orpo.py's own main(), eager and with --cuda-graphs: the 15 ops
 #              with the most device time and with the most host time, and the share of wall time the GPU is busy
@@ -32,7 +32,7 @@
 # reported and the next one runs; the exit status is 1 if any step failed (an omitted one is not a failure). A
 # timed-out run gets SIGTERM first, so it checkpoints and its finished epochs still count. The caps and needs are from
 # the first H100 run (2026-11-26, docs/speed.md), where the 470-s plan written from estimates timed out in 5 steps;
-# the steps added after it (graphs; profile and concurrent, issue 30) are planned from that run's epoch time, within
+# the steps added after it (graphs; profile and concurrent) are planned from that run's epoch time, within
 # the same 470 s, in the order of what a GPU session has not measured yet: when time runs short the budget cuts the
 # last steps (speed_mopo, speed_orpo, twins: measured on 2026-11-26) first. A session after the first one runs
 # GPU_CHECK_SKIP="run resume twins speed_orpo speed_mopo" (docs/speed.md): the new steps then get their caps.
@@ -69,7 +69,7 @@ if [ "$REHEARSE" = 1 ]; then
   SCALE=$((100 * BUDGET / 470))  # the caps below are seconds of the GPU plan: a rehearsal scales them to its budget
   export OMP_NUM_THREADS=1  # a shared CPU: one thread each
   TESTS=(-k "test_epoch_loop_makes_no_host_round_trip and mopo and not td3bc")
-  # issue 30's steps at tiny sizes: a 2-epoch profile of 40-step epochs, K = 1 and 2 runs at once
+  # the profile and concurrent steps at tiny sizes: a 2-epoch profile of 40-step epochs, K = 1 and 2 runs at once
   TINY_NETS=(--batch-size 32 --rollout-batch-size 64 --dynamics-max-epochs 2 --dynamics-hidden-dims 32 32 --hidden-dims
     32 32 --eval-episodes 1 --num-ensemble 3 --num-elites 2)
   PROFILE_SIZES=(--steps-per-epoch 40 "${TINY_NETS[@]}")
@@ -708,7 +708,7 @@ for algo in ("graphs", "orpo", "mopo"):
     out["speed"][algo] = open(p).read().strip() if os.path.isfile(p) else None
 
 
-# ---- issue 30: the profile, K runs at once, and from the best K the paper's 60-run ORPO column on this device
+# ---- the profile, K runs at once, and from the best K the paper's 60-run ORPO column on this device
 def outputs(name):
     """The step's $WORK/out/NAME.json and its markdown table (None, None where the step wrote none)."""
     paths = [os.path.join(work, "out", f"{name}.{ext}") for ext in ("json", "md")]

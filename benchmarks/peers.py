@@ -1,4 +1,4 @@
-"""Run the authors' code on our data, with our evaluation: the peer rows of the learning-curve comparison (issue 19).
+"""Run the authors' code on our data, with our evaluation: the peer rows of the learning-curve comparison (benchmarks/compare.py).
 
 Two peers, each the authors' own run script driving the authors' own classes:
   kit-mopo       OfflineRL-Kit's MOPO (yihaosun1124/OfflineRL-Kit, run_example/run_mopo.py), with the settings its
@@ -34,6 +34,8 @@ on a directory without a finished summary starts it over; on a finished one with
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
+from typing import Optional
 import ast
 import contextlib
 import csv
@@ -149,52 +151,63 @@ def cache_root() -> str:
 # ----------------------------------------------------------------------------------------------------------------------
 # The command line
 # ----------------------------------------------------------------------------------------------------------------------
-class Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, no usage block
-        raise InputError(f"{message} (see --help)")
+@dataclass
+class Args:
+    # The peer and the data
+    peer: str
+    """kit-mopo | official-orpo"""
+    dataset_path: str
+    """D4RL-layout HDF5 file"""
+    run_dir: str
+    """the run's folder: config.json, metrics.csv, summary.json and the peer's own logs"""
+    source: Optional[str] = None
+    """git URL or local git directory (default: the peer's GitHub URL)"""
+    commit: Optional[str] = None
+    """commit to run (default: the pinned one, see PEERS)"""
+    eval_env: Optional[str] = None
+    """Gymnasium id of the evaluation env (default: the file's env_id)"""
+    task: Optional[str] = None
+    """the D4RL name whose settings the peer takes, e.g. hopper-medium-v2, or halfcheetah-jump-hard (official-orpo)
+    (default: the file's reward_fn attr if it names halfcheetah-jump-hard, else the eval env's domain and the kind
+    (medium, medium-replay, ...) in the file's name)"""
+    peer_flags: Optional[str] = None
+    """run-script flags that override the dataset's settings, e.g. '--penalty-coef 0.5 --rollout-length 5'; naming every
+    flag a dataset sets (PEERS' settings) lets --task be one the peer has no settings for"""
+    uncertainty_mode: Optional[str] = None
+    """the ensemble's uncertainty_mode, e.g. ensemble_std (default: the constructor's, aleatoric: neither run script
+    passes one)"""
+
+    # The run
+    seed: int = 1
+    """seed of the run (the peer's own seeding, and the evaluation envs')"""
+    epochs: Optional[int] = None
+    """policy epochs (default: the run script's own)"""
+    steps_per_epoch: int = 1000
+    """gradient steps per epoch"""
+    rollout_batch_size: Optional[int] = None
+    """model-rollout start states (default: 50000)"""
+    eval_episodes: Optional[int] = None
+    """episodes per evaluation (default: the peer's 10)"""
+    cuda: bool = True
+    """use a GPU if there is one"""
+    threads: int = 1
+    """torch.set_num_threads"""
+    dynamics_max_epochs: Optional[int] = None
+    """cap the ensemble fit (NOT the peer's setting: its run scripts fit until early stopping); for timing only"""
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--peer", required=True, help="kit-mopo | official-orpo")
-    p.add_argument("--source", default=None, help="git URL or local git directory (default: the peer's GitHub URL)")
-    p.add_argument("--commit", default=None, help="commit to run (default: the pinned one, see PEERS)")
-    p.add_argument("--dataset-path", required=True, help="D4RL-layout HDF5 file")
-    p.add_argument("--eval-env", default=None, help="Gymnasium id of the evaluation env (default: the file's env_id)")
-    p.add_argument(
-        "--task",
-        default=None,
-        help="the D4RL name whose settings the peer takes, e.g. hopper-medium-v2, or halfcheetah-jump-hard (official-"
-        "orpo) (default: the file's reward_fn attr if it names halfcheetah-jump-hard, else the eval env's domain and "
-        "the kind (medium, medium-replay, ...) in the file's name)",
-    )
-    p.add_argument(
-        "--peer-flags",
-        default=None,
-        help="run-script flags that override the dataset's settings, e.g. '--penalty-coef 0.5 --rollout-length 5'; "
-        "naming every flag a dataset sets (PEERS' settings) lets --task be one the peer has no settings for",
-    )
-    p.add_argument(
-        "--uncertainty-mode",
-        default=None,
-        help="the ensemble's uncertainty_mode, e.g. ensemble_std (default: the constructor's, aleatoric: neither run "
-        "script passes one)",
-    )
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--epochs", type=int, default=None, help="policy epochs (default: the run script's own)")
-    p.add_argument("--steps-per-epoch", type=int, default=1000)
-    p.add_argument("--rollout-batch-size", type=int, default=None, help="model-rollout start states (default: 50000)")
-    p.add_argument("--eval-episodes", type=int, default=None, help="episodes per evaluation (default: the peer's 10)")
-    p.add_argument("--run-dir", required=True)
-    p.add_argument("--cuda", action=argparse.BooleanOptionalAction, default=True, help="use a GPU if there is one")
-    p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
-    p.add_argument(
-        "--dynamics-max-epochs",
-        type=int,
-        default=None,
-        help="cap the ensemble fit (NOT the peer's setting: its run scripts fit until early stopping); for timing only",
-    )
-    args = p.parse_args(argv)
+def parse_args(argv=None) -> Args:
+    """The flags (the project's --help layout and one-line parse errors), checked."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "algorithms"))
+    import plumbing
+
+    argv, words = list(sys.argv[1:] if argv is None else argv), []
+    for word in argv:  # `--peer-flags '--penalty-coef 2'`: a value that starts with -- is still the flag's value
+        words[-1:] = [f"--peer-flags={word}"] if words[-1:] == ["--peer-flags"] else [*words[-1:], word]
+    try:
+        args = plumbing.parse_args(Args, words)
+    except plumbing.UserError as e:
+        raise InputError(str(e)) from None
     if args.peer not in PEERS:
         raise InputError(f"unknown --peer '{args.peer}'; use one of {', '.join(PEERS)}")
     for name in ("epochs", "steps_per_epoch", "rollout_batch_size", "eval_episodes", "threads", "dynamics_max_epochs"):
@@ -861,7 +874,7 @@ def prepare_run_dir(args: argparse.Namespace, cli: dict):
 def main(argv=None) -> int:
     t_start = time.time()
     args = parse_args(argv)
-    cli = {k: v for k, v in vars(args).items()}
+    cli = {k: v for k, v in vars(args).items() if k != "typed"}  # the flags, not what plumbing noted of them
     raw, attrs = read_dataset(args.dataset_path)
     task, eval_env_id, ref = infer_task(args, attrs)
     scale = JUMP_ACTIONS[1] if task == JUMP_TASK else 1.0  # the peer's actions = the env's (in [-1, 1]) × scale

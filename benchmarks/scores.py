@@ -1837,6 +1837,9 @@ def print_unfinished(cells: list[Cell], states: dict[tuple, dict]) -> list[Cell]
 def parse_flags(args_class: type, argv: list[str], description: str | None = None):
     """tyro's parse with its error as one line: the parsed Args, or the exit status (0 after --help, 2 on bad flags).
     scores.py, compare.py and budget.py parse their flags this way."""
+    if "-h" in argv or "--help" in argv:  # the algorithm files' layout: the script's docstring, then its flags
+        print(project_help(args_class))
+        return 0
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err):
@@ -1847,6 +1850,14 @@ def parse_flags(args_class: type, argv: list[str], description: str | None = Non
             return 2
         sys.stderr.write(err.getvalue())
         return 0
+
+
+def project_help(args_class: type) -> str:
+    """--help as every script of this project prints it (algorithms/plumbing.py's help_text)."""
+    sys.path.insert(0, os.path.join(ROOT, "algorithms"))
+    import plumbing
+
+    return plumbing.help_text(args_class)
 
 
 def unwritable_folder(folder: str) -> str | None:

@@ -46,7 +46,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-from scores import one_line_tyro_error, unwritable_folder  # noqa: E402  (the same one-line parse errors as scores.py and compare.py)
+from scores import one_line_tyro_error, project_help, unwritable_folder  # noqa: E402  (the same one-line parse errors as scores.py and compare.py)
 
 PHASES = ("matmul", "ensemble", "epoch")
 UNCERTAINTIES = ("max_aleatoric", "ensemble_var", "ensemble_std", "mixture_var", "mixture_std")
@@ -559,7 +559,10 @@ def write_text(path: str, text: str) -> None:
 
 
 def parse(argv: list[str]) -> Args:
-    """tyro's flags; a parse error is one line and exit 2 (not tyro's box)."""
+    """tyro's flags; a parse error is one line and exit 2 (not tyro's box); --help in the project's layout."""
+    if "-h" in argv or "--help" in argv:
+        print(project_help(Args))
+        sys.exit(0)
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err):

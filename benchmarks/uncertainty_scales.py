@@ -13,7 +13,6 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -3,7 +3,7 @@ Gymnasium MuJoCo env (the D4RL recipe: one long stream of episodes, 1000-step li
 
     python datasets/collect.py --env Hopper-v4 --policy random --steps 1000000
     python datasets/collect.py --env Hopper-v4 --policy runs/hopper/policy.pt --name local/hopper-mine
-    python datasets/collect.py --env Hopper-v4 --policy runs/sac-hopper-s0/policy-medium.pt --stochastic \
+    python datasets/collect.py --env Hopper-v4 --policy runs/sac-hopper-s0/policy-medium.pt --stochastic \\
         --name local/hopper-medium     # D4RL's medium recipe (datasets/sac.py saves the policy)
 
 The file goes to `<data_dir>/<name>.hdf5` (data_dir: --data-dir, else $D4RL_DATASET_DIR,

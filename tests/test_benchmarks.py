@@ -73,7 +73,7 @@ def test_speed_benchmark_times_the_files_own_epochs_with_a_bf16_column(tmp_path)
             epochs = [r for r in report["runs"][f"{label} h={h}"]["rows"] if r["epoch"] > 1]
             assert len(epochs) == 2
 
-            def median(f):
+            def median(f, epochs=epochs):
                 return statistics.median(f(r) for r in epochs)
 
             first = [r["name"] for r in ordered].index(f"epoch h={h}, without evaluation")
@@ -198,7 +198,7 @@ def check_gpu_check_output(out) -> None:
 
 
 def check_profile(profile, md) -> None:
-    """Issue 30's profile: 20 update steps of orpo.py, eager and graphs (eager on a CPU), each with its two top-15
+    """gpu_check.sh's profile step: 20 update steps of orpo.py, eager and graphs (eager on a CPU), each with its two top-15
     tables and a busy share."""
     assert [r["mode"] for r in profile["runs"]] == ["eager", "graphs"]
     for r in profile["runs"]:
@@ -228,7 +228,7 @@ def check_concurrent(report, out, md) -> None:
                 rows = list(csv.DictReader(io.TextIOWrapper(tar.extractfile(member))))
                 timed = [{k: float(v) for k, v in row.items() if v} for row in rows if int(row["epoch"]) >= 2]
                 assert [int(row["epoch"]) for row in rows] == [0, 1, 2, 3]
-                med = lambda key: statistics.median(t[key] for t in timed)
+                med = lambda key, timed=timed: statistics.median(t[key] for t in timed)
                 assert r["epoch_seconds"] == pytest.approx(med("charts/epoch_seconds"))
                 updates = statistics.median(10 / t["charts/SPS"] - t["charts/rollout_seconds"] for t in timed)
                 projected = med("charts/rollout_seconds") + med("charts/eval_seconds") + 100 * updates

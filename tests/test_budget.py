@@ -1,4 +1,4 @@
-"""benchmarks/budget.py (issue 31): the budget-cut report reads the runs' own numbers; bad input is one line."""
+"""benchmarks/budget.py: the budget-cut report reads the runs' own numbers; bad input is one line."""
 
 import json
 import os

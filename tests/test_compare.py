@@ -1,4 +1,4 @@
-"""benchmarks/compare.py (issue 19): our rows at tiny sizes, the shared ensemble, resuming, the report's numbers."""
+"""benchmarks/compare.py: our rows at tiny sizes, the shared ensemble, resuming, the report's numbers."""
 
 import csv
 import importlib.util
@@ -313,7 +313,7 @@ def pair_line(tmp_path, base, theirs, configs=MOPO_CONFIGS):
 @pytest.mark.parametrize(
     "gaps, verdict",
     [
-        ([0.05, 0.05, 0.05], "agree"),  # the HalfCheetah pair of issue 19 (2.1 vs 2.0): no finding
+        ([0.05, 0.05, 0.05], "agree"),  # a HalfCheetah pair seen once (2.1 vs 2.0): no finding
         ([2.0, 2.0, 2.0], "agree"),  # a real difference, but inside ±δ
         ([15.0, 15.0, 15.0], "differ"),
         ([15.0, 15.0], "undecided"),  # 2 seeds: no verdict
@@ -347,7 +347,7 @@ def test_a_pair_run_with_other_settings_gets_no_verdict(tmp_path):
 
 
 def test_the_first_quantity_that_separates_a_pair_is_named_in_the_pipelines_order(tmp_path):
-    """Both rows log rollout/u alike; their action distances differ by 0.3 % (1.949 vs 1.944, issue 19's HalfCheetah
+    """Both rows log rollout/u alike; their action distances differ by 0.3 % (1.949 vs 1.944, a HalfCheetah
     pair) with intervals narrow enough to be disjoint; their critic losses lie far apart; the score (last in the
     pipeline) too. The report names losses/critic_loss, not the score, and marks rollout/u and the 0.3 % as not
     separating."""
@@ -416,7 +416,7 @@ MATCHED = {
 
 @pytest.mark.parametrize("settings", ["theirs", "ours"])
 def test_pairs_run_like_with_like_on_a_random_policy_file(halfcheetah_random, tmp_path, settings):
-    """Issue 19's HalfCheetah random-policy file: each pair's two sides run with one set of settings, the Kit's
+    """A HalfCheetah random-policy file: each pair's two sides run with one set of settings, the Kit's
     halfcheetah-medium ones (--settings theirs --task) or our presets for the file (--settings ours), as each run's
     config.json records them; the report says so. The peers' snapshots come from $ORPO_PEERS_MIRROR."""
     if not all(os.path.isdir(s) for s in SOURCES.values()):

@@ -348,7 +348,7 @@ def test_resume_on_the_device_continues_exactly(modules, hopper_data_dir, tmp_pa
             assert rows["b"][2][key] == value, key  # to the last digit
 
 
-# ---------------------------------------------------------------- --cuda-graphs (issue 20's first lever, issue 30)
+# ---------------------------------------------------------------- --cuda-graphs
 # every file's driver: ORPO with both π^p (TD3+BC: two steps per replay; SAC: one), MOPO with both policies, OROO, MBPO
 # and TD3+BC (its delayed actor: policy_freq steps per replay)
 GRAPH_FILES = [*FILES, ("td3bc", [])]

@@ -1,4 +1,4 @@
-"""Hostile input to the dataset and benchmark scripts (issue 29): datasets/join.py, sac.py and halfcheetah_jump.py,
+"""Hostile input to the dataset and benchmark scripts: datasets/join.py, sac.py and halfcheetah_jump.py,
 benchmarks/compare.py and speed.py, and the toy's figures with one seed. Each test holds a case that once ended in a
 traceback, a silent wrong result, a half-written file or an orphaned process: bad flags and files are one line (exit
 2 for flags, checked before any work), a full disk is one line and leaves no file, a signal stops cleanly and the same
@@ -114,7 +114,7 @@ def damaged(part, folder, name, attrs=None, drop_attrs=(), data=None):
 
 
 def test_join_of_a_part_without_behavior_episodes_is_one_line(part, tmp_path):
-    """Issue 29's traceback: B has behavior_mean_return but no behavior_episodes."""
+    """Once a traceback: B has behavior_mean_return but no behavior_episodes."""
     b = damaged(part, tmp_path, "B", drop_attrs=["behavior_episodes"])
     proc = run("datasets/join.py", part, b, "--out", tmp_path / "j.hdf5")
     one_line(proc, 1, f"{b} has no behavior_episodes attr; make it with datasets/collect.py")

@@ -91,6 +91,10 @@ def test_every_scripts_help_exits_0_without_a_traceback(script):
     done = subprocess.run([sys.executable, os.path.join(ROOT, script), "--help"], capture_output=True, text=True)
     assert done.returncode == 0 and "Traceback" not in done.stderr + done.stdout, done.stderr[-800:]
     assert len(done.stdout.splitlines()) > 3
+    # one layout for every script a user runs: the script's own text, then its flags, one default each (no tyro box,
+    # no argparse usage block, no Python list shown as a default)
+    assert "╭" not in done.stdout and not done.stdout.startswith("usage:") and "(default: [" not in done.stdout
+    assert re.search(r"^  --[a-z0-9-]+", done.stdout, re.M), done.stdout[:500]
 
 
 def test_two_copied_files_run_on_their_own(tmp_path, synthetic):

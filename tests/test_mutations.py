@@ -1,4 +1,4 @@
-"""Tests that fail on one-line breaks of ORPO (issue #11, item 8): each checks what a policy, the loader, the
+"""Tests that fail on one-line breaks of ORPO : each checks what a policy, the loader, the
 ensemble or the termination function must compute against an independent source (the HDF5 file, the Gymnasium
 env, hand-written formulas), never against the code under test.
 

@@ -705,7 +705,7 @@ def test_bad_flags_give_one_line_errors(tmp_path, argv, words):
 @pytest.mark.parametrize(
     "argv,words",
     [
-        # issue 29: each cell's full flag list through its script's own parser and checks, and its dataset, in the
+        # every cell's full flag list through its script's own parser and checks, and its dataset, in the
         # launcher before anything runs (these launched runs that failed, and left runs/_grid/ or a table behind)
         (
             ["--algos", "td3bc", "--seeds", "-1"],
@@ -909,7 +909,7 @@ def test_a_killed_launcher_takes_its_run_with_it(tmp_path):
                 os.kill(child, signal.SIGKILL)
 
 
-# ------------------------------------------------------------------------------------------ --per-gpu K (issue 30)
+# ------------------------------------------------------------------------------------------ --per-gpu K
 class FakeJob:
     """A GridJob stand-in for run_per_gpu's bookkeeping: its run() holds a slot for a moment and counts who runs at
     once; stop() records the signal."""
