@@ -148,6 +148,7 @@ node_state() { # the node's state as sinfo reports it ("idle", "down*", ...), em
 up() {
     mkdir -p "$dir" || fail 2 "cannot make $dir"
     install_if_missing
+    [ "$(id -u)" = 0 ] || fail 2 "a one-node cluster needs root here (slurmd runs its jobs as root; SlurmdUser=root)"
     export PATH=$PATH:/usr/sbin
     if [ -f "$conf" ] && [ "$(node_state)" = idle ] && pid_of "$dir/slurmctld.pid" >/dev/null; then
         say "already up ($conf)"
