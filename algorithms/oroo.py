@@ -246,15 +246,25 @@ def dynamics_step(model: EnsembleDynamics, optimizer: torch.optim.Optimizer, x: 
     return nll.detach()
 
 
-def fit_dynamics(model: EnsembleDynamics, data: dict[str, torch.Tensor], args: Args) -> dict[str, float]:
-    """Maximum likelihood on (s, a) -> (Δs, r): a bootstrap resample per model, early stopping on the holdout MSE,
-    each model's best weights kept."""
+def fit_dynamics(
+    model: EnsembleDynamics,
+    data: dict,
+    lr: float,
+    batch_size: int,
+    max_epochs,
+    patience: int,
+    holdout_ratio: float,
+    max_holdout: int,
+) -> dict[str, float]:
+    """Maximum likelihood on (s, a) -> (Δs, r): a bootstrap resample per model, early stopping on the holdout MSE
+    (stop after `patience` epochs in which no model improved by more than 1 %, or at `max_epochs`), each model's best
+    weights kept."""
     inputs = torch.cat([data["obs"], data["act"]], dim=-1)
     targets = torch.cat([data["next_obs"] - data["obs"], data["rew"]], dim=-1)
     n = len(inputs)
-    n_hold = min(int(n * args.dynamics_holdout_ratio), args.dynamics_max_holdout)
+    n_hold = min(int(n * holdout_ratio), max_holdout)
     if n_hold < 1 or n_hold >= n:
-        raise UserError(f"--dynamics-holdout-ratio {args.dynamics_holdout_ratio} holds out {n_hold} of {n} transitions")
+        raise UserError(f"--dynamics-holdout-ratio {holdout_ratio} holds out {n_hold} of {n} transitions")
     perm = torch.randperm(n, device=inputs.device)
     hold_x, hold_y = inputs[perm[:n_hold]], targets[perm[:n_hold]]
     train_x, train_y = inputs[perm[n_hold:]], targets[perm[n_hold:]]
@@ -262,16 +272,16 @@ def fit_dynamics(model: EnsembleDynamics, data: dict[str, torch.Tensor], args: A
     model.in_mean.copy_(train_x.mean(0))
     model.in_std.copy_(torch.where(train_x.std(0) < 1e-12, torch.ones_like(train_x[0]), train_x.std(0)))
     bootstrap = torch.randint(n_train, (E, n_train), device=inputs.device)  # each model sees its own resample
-    optimizer = adam(model.param_groups(), args.dynamics_lr)
+    optimizer = adam(model.param_groups(), lr)
     members = [p for layer in model.layers for p in (layer.weight, layer.bias)]  # parameters with a model axis
     best_params = [p.detach().clone() for p in members]
     best = torch.full((E,), float("inf"), device=inputs.device)
     epoch, since_improved = 0, 0
-    with tqdm(desc="dynamics", unit="epoch", total=args.dynamics_max_epochs, leave=False) as bar:
-        while since_improved < args.dynamics_patience and epoch < (args.dynamics_max_epochs or float("inf")):
+    with tqdm(desc="dynamics", unit="epoch", total=max_epochs, leave=False) as bar:
+        while since_improved < patience and epoch < (max_epochs or float("inf")):
             order = bootstrap.gather(1, torch.argsort(torch.rand(E, n_train, device=inputs.device), dim=1))
-            for start in range(0, n_train, args.dynamics_batch_size):
-                idx = order[:, start : start + args.dynamics_batch_size]
+            for start in range(0, n_train, batch_size):
+                idx = order[:, start : start + batch_size]
                 nll = dynamics_step(model, optimizer, train_x[idx], train_y[idx])
             with torch.no_grad():
                 mse = ((model(hold_x)[0] - hold_y) ** 2).mean(dim=(1, 2))
@@ -448,21 +458,23 @@ class TanhGaussianActor(nn.Module):
 
 
 class SAC(nn.Module):
-    """Soft actor-critic with twin critics and a learned temperature (OfflineRL-Kit's update order). From `args` it
-    takes hidden_dims, sac_actor_lr, sac_critic_lr, sac_alpha_lr, gamma, tau and target_entropy (None: −|A|)."""
+    """Soft actor-critic with twin critics and a learned temperature (OfflineRL-Kit's update order); target_entropy
+    None is −|A|."""
 
-    def __init__(self, obs_norm: ObsNorm, act_dim: int, max_action: float, args: Args):
+    def __init__(self, obs_norm: ObsNorm, act_dim: int, max_action: float, hidden_dims: tuple[int, ...],
+                 actor_lr: float, critic_lr: float, alpha_lr: float, gamma: float, tau: float,
+                 target_entropy: Optional[float] = None):  # fmt: skip
         super().__init__()
         obs_dim = len(obs_norm.mean)
-        self.actor = TanhGaussianActor(obs_norm, obs_dim, act_dim, args.hidden_dims, max_action)
-        self.critic = TwinCritic(obs_norm, obs_dim, act_dim, args.hidden_dims)
+        self.actor = TanhGaussianActor(obs_norm, obs_dim, act_dim, hidden_dims, max_action)
+        self.critic = TwinCritic(obs_norm, obs_dim, act_dim, hidden_dims)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         self.log_alpha = nn.Parameter(torch.zeros(1))
-        self.gamma, self.tau = args.gamma, args.tau
-        self.target_entropy = -float(act_dim) if args.target_entropy is None else args.target_entropy
-        self.actor_optim = adam(self.actor.parameters(), args.sac_actor_lr)
-        self.critic_optim = adam(self.critic.parameters(), args.sac_critic_lr)
-        self.alpha_optim = adam([self.log_alpha], args.sac_alpha_lr)
+        self.gamma, self.tau = gamma, tau
+        self.target_entropy = -float(act_dim) if target_entropy is None else target_entropy
+        self.actor_optim = adam(self.actor.parameters(), actor_lr)
+        self.critic_optim = adam(self.critic.parameters(), critic_lr)
+        self.alpha_optim = adam([self.log_alpha], alpha_lr)
 
     @torch.no_grad()
     def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
@@ -603,6 +615,12 @@ def main(args: Args) -> dict:
     real = ReplayBuffer(len(data["obs"]), {k: v.shape[1] for k, v in data.items()}, device)
     real.add(data)
     obs_norm = ObsNorm.of(data["obs"], args.normalize_obs)
+    # each part's settings, named (the model's fit, the SAC policy)
+    fit = dict(lr=args.dynamics_lr, batch_size=args.dynamics_batch_size, max_epochs=args.dynamics_max_epochs,
+               patience=args.dynamics_patience, holdout_ratio=args.dynamics_holdout_ratio,
+               max_holdout=args.dynamics_max_holdout)  # fmt: skip
+    sac = dict(hidden_dims=args.hidden_dims, actor_lr=args.sac_actor_lr, critic_lr=args.sac_critic_lr,
+               alpha_lr=args.sac_alpha_lr, gamma=args.gamma, tau=args.tau, target_entropy=args.target_entropy)  # fmt: skip
 
     # the model buffers, allocated before the fit: a size that cannot fit fails now, not hours later
     fields = {"obs": obs_dim, "act": act_dim, "rew": 1, "u": 1, "rew_o": 1, "next_obs": obs_dim, "done": 1}
@@ -612,16 +630,18 @@ def main(args: Args) -> dict:
     # the ensemble T̂ and its uncertainty u, fitted once on D
     dims = (obs_dim, act_dim, args.dynamics_hidden_dims, args.num_ensemble, args.num_elites, args.dynamics_bf16)
     dynamics = EnsembleDynamics(*dims).to(device)
-    dyn_metrics = run.load_or_fit(dynamics, lambda: fit_dynamics(dynamics, data, args))
+    dyn_metrics = run.load_or_fit(dynamics, lambda: fit_dynamics(dynamics, data, **fit))
     terminal = termination_fn(run.task.domain)
 
     # the policy (SAC with a cosine-annealed actor LR)
-    policy = SAC(obs_norm, act_dim, max_action, args).to(device)
+    policy = SAC(obs_norm, act_dim, max_action, **sac).to(device)
     policy_act, policy_eval = policy.act, lambda s: policy.act(s, deterministic=True)
     actor_schedule = CosineLR(policy.actor_optim, T_max=args.sac_lr_horizon)
     n = mix_counts(args.batch_size, (args.real_ratio, 1 - args.real_ratio))
     parts = {"policy": policy, "actor_schedule": actor_schedule, "buf": buf}
-    model_return = partial(model_eval, dynamics, terminal, args, device)  # eval/model_return, eval/model_uncertainty
+    model_return = partial(
+        model_eval, dynamics, terminal, args.uncertainty, args.gamma, device
+    )  # eval/model_return, eval/model_uncertainty
 
     def gradient_step() -> dict[str, dict[str, torch.Tensor]]:
         # one update on D ∪ D_model: D's rows with their real rewards, the model's with O-MDP rewards

@@ -328,7 +328,9 @@ def eval_metrics(task: Task, returns: np.ndarray) -> dict[str, float]:
 
 
 @torch.no_grad()
-def model_eval(dynamics, terminal: Callable, args, device, actor: Callable, first_obs: np.ndarray, envs) -> dict:
+def model_eval(
+    dynamics, terminal: Callable, uncertainty: str, gamma: float, device, actor: Callable, first_obs: np.ndarray, envs
+) -> dict:
     """η_M̂(π) and ε_u(π) (Fig. 6): the deterministic policy's discounted return and mean u in the model MDP, from the
     real evaluation episodes' first states. A file binds its model with partial(model_eval, dynamics, ...)."""
     horizon = envs.envs[0].spec.max_episode_steps or 1000
@@ -337,8 +339,8 @@ def model_eval(dynamics, terminal: Callable, args, device, actor: Callable, firs
     ret = torch.zeros(len(obs), device=device)
     u_sum, steps = torch.zeros((), device=device), torch.zeros((), device=device)
     for t in range(horizon):
-        obs, rew, u = dynamics.step(obs, actor(obs), args.uncertainty)
-        ret += torch.where(alive, args.gamma**t * rew, 0.0)
+        obs, rew, u = dynamics.step(obs, actor(obs), uncertainty)
+        ret += torch.where(alive, gamma**t * rew, 0.0)
         u_sum, steps = u_sum + torch.where(alive, u, 0.0).sum(), steps + alive.sum()
         alive &= ~terminal(obs)
         obs = torch.nan_to_num(obs)  # an ended, diverged row must not poison the batch
@@ -632,6 +634,7 @@ def set_rng_state(rng: dict) -> None:
 
 def check_memory(nbytes: int, what: str, device: torch.device) -> None:
     """Refuse in one line, before any work, an allocation larger than the device's free memory."""
+    device = torch.device(device)
     if device.type == "cuda":
         free = torch.cuda.mem_get_info(device)[0]
     else:
@@ -1382,7 +1385,8 @@ def _write_failure(e: OSError, run: Optional[Run]) -> str:
         errno.EROFS: "pass a writable --runs-dir (this file system is read-only)",
         errno.EPERM: "pass a writable --runs-dir",
     }.get(e.errno, "free disk space or pass a writable --runs-dir")
-    return f"{e}; {fix}"
+    said = e.strerror if e.filename is None and e.strerror else str(e)  # atomic_save's own words, without [Errno N]
+    return f"{said}; {fix}"
 
 
 def cli(main: Callable, args_class: type) -> None:

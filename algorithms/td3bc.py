@@ -150,22 +150,23 @@ class DeterministicActor(nn.Module):
 
 
 class TD3BC(nn.Module):
-    """TD3 with a behaviour-cloning term (Fujimoto & Gu 2021): actor loss −λ·Q(s, π(s)) + (π(s) − a)², λ = α/mean|Q|.
-    From `args` it takes hidden_dims, actor_lr, critic_lr, gamma, tau, alpha, policy_noise, noise_clip, policy_freq."""
+    """TD3 with a behaviour-cloning term (Fujimoto & Gu 2021): actor loss −λ·Q(s, π(s)) + (π(s) − a)², λ = α/mean|Q|."""
 
-    def __init__(self, obs_norm: ObsNorm, act_dim: int, max_action: float, args: Args):
+    def __init__(self, obs_norm: ObsNorm, act_dim: int, max_action: float, hidden_dims: tuple[int, ...],
+                 actor_lr: float, critic_lr: float, gamma: float, tau: float, alpha: float, policy_noise: float,
+                 noise_clip: float, policy_freq: int):  # fmt: skip
         super().__init__()
         obs_dim = len(obs_norm.mean)
-        self.actor = DeterministicActor(obs_norm, obs_dim, act_dim, args.hidden_dims, max_action)
+        self.actor = DeterministicActor(obs_norm, obs_dim, act_dim, hidden_dims, max_action)
         self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
-        self.critic = TwinCritic(obs_norm, obs_dim, act_dim, args.hidden_dims)
+        self.critic = TwinCritic(obs_norm, obs_dim, act_dim, hidden_dims)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-        self.actor_optim = adam(self.actor.parameters(), args.actor_lr)
-        self.critic_optim = adam(self.critic.parameters(), args.critic_lr)
-        self.max_action, self.gamma, self.tau, self.alpha = max_action, args.gamma, args.tau, args.alpha
-        self.policy_noise = args.policy_noise * max_action  # TD3's noise is relative to the action bound
-        self.noise_clip = args.noise_clip * max_action
-        self.policy_freq, self.total_it = args.policy_freq, 0
+        self.actor_optim = adam(self.actor.parameters(), actor_lr)
+        self.critic_optim = adam(self.critic.parameters(), critic_lr)
+        self.max_action, self.gamma, self.tau, self.alpha = max_action, gamma, tau, alpha
+        self.policy_noise = policy_noise * max_action  # TD3's noise is relative to the action bound
+        self.noise_clip = noise_clip * max_action
+        self.policy_freq, self.total_it = policy_freq, 0
 
     @torch.no_grad()
     def act(self, obs: torch.Tensor, noise: float = 0.0) -> torch.Tensor:
@@ -263,7 +264,10 @@ def main(args: Args) -> dict:
     real.add(data)
 
     # the policy on D's standardised states; no dynamics model, no rollouts
-    policy = TD3BC(ObsNorm.of(data["obs"], args.normalize_obs), data["act"].shape[1], max_action, args).to(device)
+    td3 = dict(hidden_dims=args.hidden_dims, actor_lr=args.actor_lr, critic_lr=args.critic_lr, gamma=args.gamma,
+               tau=args.tau, alpha=args.alpha, policy_noise=args.policy_noise, noise_clip=args.noise_clip,
+               policy_freq=args.policy_freq)  # fmt: skip
+    policy = TD3BC(ObsNorm.of(data["obs"], args.normalize_obs), data["act"].shape[1], max_action, **td3).to(device)
 
     def gradient_step() -> dict[str, dict[str, torch.Tensor]]:  # one TD3+BC update on a batch of D
         b = real.sample(args.batch_size)

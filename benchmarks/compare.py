@@ -861,7 +861,8 @@ def report(args: Args, made_by: Optional[str] = None, figure: bool = True) -> st
     lines = [
         "# Learning curves beside the authors' code",
         "",
-        f"{made_by} Score: D4RL normalised score of the evaluation after each epoch; last-10: mean of the last 10 "
+        f"{made_by} Score: D4RL normalised score of the evaluation after each epoch (the raw return on a dataset "
+        "without reference returns, e.g. the jump tasks); last-10: mean of the last 10 "
         "evaluations of a run. Intervals: a row's **range over its seeds** [min, max] and its **95 % Student-t** "
         f"interval of the mean (mean ± t·sd/√n; ± {t3:.2f}·sd at {MIN_SEEDS} seeds); the pairs' verdicts and the "
         "contrasts take the 95 % Student-t interval of the per-seed differences; the quantity tables and the "
@@ -937,7 +938,7 @@ def report(args: Args, made_by: Optional[str] = None, figure: bool = True) -> st
         lines += [
             "",
             "Verdicts (ours vs theirs), an equivalence test on d = ours − theirs, the last-10 scores paired by seed, "
-            f"with the margin δ = {args.delta:g} D4RL points: **agree** when the 95 % Student-t interval of mean d "
+            f"with the margin δ = {args.delta:g} points of the score: **agree** when the 95 % Student-t interval of mean d "
             f"(mean d ± t·sd(d)/√n over n seeds; ± {t3:.2f}"
             f"·sd(d) at {MIN_SEEDS}) lies inside ±δ; **differ** when it excludes 0 and |mean d| > δ; **undecided** "
             f"otherwise, with fewer than {MIN_SEEDS} common seeds, or when the two rows' settings differ. δ is in "

@@ -101,6 +101,14 @@ RUN_ONLY = {
     "stop_after_epochs",
     "checkpoint_every",
     "checkpoint_minutes",
+    "threads",
+    "dynamics_cache",
+    # what a run records of how it came about (config.json's _command, _typed, _filled, _git_revision, _dynamics)
+    "_command",
+    "_typed",
+    "_filled",
+    "_git_revision",
+    "_dynamics",
 }
 PR_SET_PDEATHSIG = 1  # prctl's option: the signal a process gets when its parent ends (Linux)
 
@@ -227,7 +235,7 @@ def make_grid(args: Args) -> list[Cell]:
         try:
             flags = shlex.split(text)
         except ValueError as e:
-            raise UserError(f"{name}: {e}")
+            raise UserError(f"{name}: {e}") from None
         for flag in ("--env", "--seed", "--runs-dir", "--resume"):
             if any(x == flag or x.startswith(flag + "=") for x in flags):
                 raise UserError(f"{name} may not hold {flag}: the harness sets it for each run")
@@ -448,7 +456,9 @@ def check_cells(cells: list[Cell]) -> None:
                     parsed[(cell.script, cell.flags)] = plumbing.parse_args(module.Args, argv)
                 except plumbing.UserError as e:  # its hint names this process; the flags are the script's
                     hint = f"python {sys.argv[0]} --help"
-                    raise plumbing.UserError(str(e).replace(hint, f"python algorithms/{cell.script}.py --help"))
+                    raise plumbing.UserError(
+                        str(e).replace(hint, f"python algorithms/{cell.script}.py --help")
+                    ) from None
             args = dataclasses.replace(parsed[(cell.script, cell.flags)], env=cell.env, seed=cell.seed)
             plumbing.check_args(args)
             where = (args.env, args.dataset_path, args.eval_env, args.data_dir)
@@ -972,7 +982,9 @@ def paper_scores(path: str = PAPER_SCORES) -> list[dict]:
         with open(path, newline="") as f:
             rows = list(csv.DictReader(f))
     except OSError as e:
-        raise UserError(f"cannot read the paper's numbers: {e} (benchmarks/paper_scores.csv belongs to the checkout)")
+        raise UserError(
+            f"cannot read the paper's numbers: {e} (benchmarks/paper_scores.csv belongs to the checkout)"
+        ) from None
     for r in rows:
         r["mean"], r["std"] = float(r["mean"]), float(r["std"]) if r["std"] else None
         r["config"] = {k: float(v) for k, v in (kv.split("=", 1) for kv in r["config"].split())}
@@ -1190,7 +1202,7 @@ def wall(hours: float) -> str:
 def markdown(report: dict, meta: dict) -> str:
     fmt = lambda lo_hi: f"[{lo_hi[0]:.1f}, {lo_hi[1]:.1f}]"
     lines = [
-        f"# Scores\n",
+        "# Scores\n",
         f"Made by `python benchmarks/scores.py` on {meta['date']} (aggregated on {meta['host_cpu']}). "
         f"Runs: device(s) {', '.join(report['devices']) or 'none'}; commit(s) {', '.join(meta['commits']) or 'unknown'}; "
         f"epochs {'/'.join(map(str, report['epochs'])) or '-'} (the paper: {PAPER_EPOCHS}); "
@@ -1213,7 +1225,7 @@ def markdown(report: dict, meta: dict) -> str:
         "| dataset | algorithm | ours: last-10 score | 95 % CI | paper | final score | seeds | epochs | failed | device | wall time/run |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for key, c in sorted(report["cells"].items()):
+    for _, c in sorted(report["cells"].items()):
         paper = f"{c['paper'][0]} ({c['paper'][1]})" if c.get("paper") else "-"
         env = c["env"] + (" ‡" if c["env"].startswith("local/") else "")
         if not c["seeds"]:
@@ -1516,7 +1528,7 @@ def check_sbatch(args: Args, n: int) -> None:
         try:
             proc = subprocess.run(["sbatch", "--test-only", f.name], capture_output=True, text=True, timeout=120)
         except subprocess.TimeoutExpired:
-            raise UserError("sbatch --test-only did not answer within 120 s (is the controller up? `sinfo`)")
+            raise UserError("sbatch --test-only did not answer within 120 s (is the controller up? `sinfo`)") from None
     if proc.returncode != 0:
         raise UserError(sbatch_problem(proc.stderr + proc.stdout, args))
 
@@ -1534,7 +1546,7 @@ def submit(args: Args, todo: list[tuple[Cell, dict]], commit: str) -> list:
             executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=args.max_requeues)
             executor.update_parameters(**slurm_parameters(args))
         except (RuntimeError, ValueError) as e:
-            raise UserError(f"slurm: {str(e).splitlines()[0]}")
+            raise UserError(f"slurm: {str(e).splitlines()[0]}") from None
         check_sbatch(args, len(todo))  # a refusal is one line, before any record is written
         grace = max(10, args.signal_delay_s - 30)
     else:
@@ -1573,7 +1585,7 @@ def submit(args: Args, todo: list[tuple[Cell, dict]], commit: str) -> list:
                     handles = [executor.submit(job) for job in wave]
             except Exception as e:  # submitit's FailedJobError (sbatch's stderr), or sbatch that did not run
                 undo_submission(args.runs_dir, before)
-                raise UserError(sbatch_problem(str(e) or type(e).__name__, args))
+                raise UserError(sbatch_problem(str(e) or type(e).__name__, args)) from None
         else:
             handles = [executor.submit(job) for job in wave]
         for job, handle in zip(wave, handles):

@@ -135,3 +135,19 @@ def run_script(
         env=env,
         timeout=timeout,
     )
+
+
+# the algorithm files' parts take their settings as arguments; these name them from an Args (as each file's main does)
+def fit_settings(a) -> dict:
+    return dict(lr=a.dynamics_lr, batch_size=a.dynamics_batch_size, max_epochs=a.dynamics_max_epochs,
+                patience=a.dynamics_patience, holdout_ratio=a.dynamics_holdout_ratio, max_holdout=a.dynamics_max_holdout)  # fmt: skip
+
+
+def sac_settings(a) -> dict:
+    return dict(hidden_dims=a.hidden_dims, actor_lr=a.sac_actor_lr, critic_lr=a.sac_critic_lr, alpha_lr=a.sac_alpha_lr,
+                gamma=a.gamma, tau=a.tau, target_entropy=a.target_entropy)  # fmt: skip
+
+
+def td3_settings(a) -> dict:
+    return dict(hidden_dims=a.hidden_dims, actor_lr=a.actor_lr, critic_lr=a.critic_lr, gamma=a.gamma, tau=a.tau,
+                alpha=a.alpha, policy_noise=a.policy_noise, noise_clip=a.noise_clip, policy_freq=a.policy_freq)  # fmt: skip

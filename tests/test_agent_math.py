@@ -34,7 +34,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import load_module
+from conftest import load_module, sac_settings, td3_settings
 
 OBS_DIM, ACT_DIM, HIDDEN, MAX_ACTION = 3, 2, (4,), 2.0
 NORM_MEAN = torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64)
@@ -120,7 +120,7 @@ def use_sgd(agent) -> None:
 
 def tiny_td3bc(m, **overrides):
     torch.manual_seed(0)
-    agent = m.TD3BC(obs_norm(m), ACT_DIM, MAX_ACTION, hyper(**overrides)).double()
+    agent = m.TD3BC(obs_norm(m), ACT_DIM, MAX_ACTION, **td3_settings(hyper(**overrides))).double()
     jitter(agent.critic_target, 6)  # seed 6: Q1' < Q2' on some of the batch's rows, Q1' > Q2' on others
     jitter(agent.actor_target, 2)
     with torch.no_grad():  # the target policy near ±max_action, so next_act's clamp bites on some rows
@@ -131,7 +131,7 @@ def tiny_td3bc(m, **overrides):
 
 def tiny_sac(m, log_alpha: float, **overrides):
     torch.manual_seed(0)
-    agent = m.SAC(obs_norm(m), ACT_DIM, MAX_ACTION, hyper(**overrides)).double()
+    agent = m.SAC(obs_norm(m), ACT_DIM, MAX_ACTION, **sac_settings(hyper(**overrides))).double()
     jitter(agent.critic_target, 6)
     with torch.no_grad():
         agent.log_alpha.fill_(log_alpha)

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 import torch
 import tyro
-from conftest import TINY, load_module
+from conftest import TINY, fit_settings, load_module
 from torch.overrides import TorchFunctionMode
 
 # calls that make the host wait for the device (or copy through the host), by name: Tensor methods and torch functions
@@ -295,7 +295,7 @@ def test_ensemble_fits_and_predicts_on_the_device(modules, device, bf16):
     delta = torch.stack([torch.sin(2 * obs[:, 0]) + act[:, 0], obs[:, 1] * act[:, 1], 0.5 * obs[:, 2]], dim=1)
     data = {"obs": obs, "act": act, "next_obs": obs + delta, "rew": ((obs**2).sum(1) - act[:, 0])[:, None]}
     model = orpo.EnsembleDynamics(3, 2, (64, 64), 5, 3, bf16=bf16).to(device)
-    metrics = orpo.fit_dynamics(model, data, orpo.Args(dynamics_max_epochs=15))
+    metrics = orpo.fit_dynamics(model, data, **fit_settings(orpo.Args(dynamics_max_epochs=15)))
     target_var = torch.cat([delta, data["rew"]], 1).var(0).mean().item()
     assert metrics["dynamics/holdout_mse"] < 0.15 * target_var, metrics  # 0.6 × target_var after one epoch
     assert all(p.device.type == device.type for p in model.state_dict().values())

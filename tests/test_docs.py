@@ -51,3 +51,26 @@ def test_a_broken_link_and_a_wrong_anchor_are_found(tmp_path, monkeypatch):
     (tmp_path / "docs" / "a.md").write_text("# Title here\n[ok](a.md#title-here) [gone](b.md) [bad](a.md#nope)\n")
     monkeypatch.setattr("test_docs.ROOT", str(tmp_path))
     assert broken_links("docs/a.md") == ["b.md (no such file)", "a.md#nope (no such heading)"]
+
+
+def test_the_readmes_first_try_times_are_the_stored_runs():
+    """The first try's times and score in README.md come from results/quick_try/ (the run and its timing.json)."""
+    import csv
+    import json
+
+    folder = os.path.join(ROOT, "results", "quick_try")
+    rows = list(csv.DictReader(open(os.path.join(folder, "metrics.csv"))))
+    summary = json.load(open(os.path.join(folder, "summary.json")))
+    timing = json.load(open(os.path.join(folder, "timing.json")))
+    fit = float(rows[0]["dynamics/fit_seconds"]) / 60
+    epochs = ", ".join(f"{float(r['charts/epoch_seconds']) / 60:.1f}" for r in rows[1:])
+    epochs = " and ".join(epochs.rsplit(", ", 1))
+    said = (
+        f"the collection took {timing['collect_wall_seconds'] / 60:.1f} min and the run "
+        f"{timing['run_wall_seconds'] / 60:.0f} min: the capped ensemble fit {fit:.0f} min, the three epochs {epochs} "
+        f"min, the score {summary['normalized_score']:.1f} after 3 epochs (last-10 {summary['last10_score']:.1f})"
+    )
+    readme = " ".join(open(os.path.join(ROOT, "README.md")).read().split())
+    assert said in readme, said
+    loads = [x for v in timing["load_average_1_5_15"].values() for x in v[:1]]
+    assert f"load {min(loads):.0f}–{max(loads):.1f}" in readme

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 import tyro
-from conftest import TINY, load_module
+from conftest import TINY, load_module, sac_settings
 
 TABLE = {  # a few rows of the paper's table, by kind: (dataset, the table's uncertainty type)
     "halfcheetah-random-v2": "ensemble_std",
@@ -95,7 +95,7 @@ def one_epoch_args(orpo, hopper_data_dir, tmp_path, *extra: str):
 # ---------------------------------------------------------------- π^o as the official code ran it
 def sac(orpo):
     norm = orpo.ObsNorm(torch.zeros(3), torch.ones(3))
-    return orpo.SAC(norm, 2, 1.0, orpo.Args(hidden_dims=(16, 16)))
+    return orpo.SAC(norm, 2, 1.0, **sac_settings(orpo.Args(hidden_dims=(16, 16))))
 
 
 def test_untrained_rollout_policy_samples_the_initial_actor(orpo):

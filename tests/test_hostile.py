@@ -15,7 +15,7 @@ import h5py
 import numpy as np
 import pytest
 import torch
-from conftest import ROOT, TINY, run_script, write_random_dataset
+from conftest import ROOT, TINY, fit_settings, run_script, write_random_dataset
 import plumbing  # noqa: E402  (conftest puts algorithms/ on sys.path)
 from test_resume import small
 
@@ -239,7 +239,7 @@ def test_a_holdout_ratio_that_holds_out_nothing_fails_before_the_fit(orpo):
     data = {k: torch.zeros(100, d) for k, d in (("obs", 3), ("act", 2), ("rew", 1), ("next_obs", 3))}
     model = orpo.EnsembleDynamics(3, 2, (8,), 2, 1)
     with pytest.raises(orpo.UserError, match="holds out 0 of 100 transitions"):
-        orpo.fit_dynamics(model, data, args)
+        orpo.fit_dynamics(model, data, **fit_settings(args))
 
 
 # ------------------------------------------------------------------------------------------------ what a run prints

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from types import SimpleNamespace
 import torch
-from conftest import TINY, run_script, write_random_dataset
+from conftest import TINY, fit_settings, run_script, sac_settings, td3_settings, write_random_dataset
 import plumbing  # noqa: E402  (conftest puts algorithms/ on sys.path)
 
 PAPER_TEX = os.environ.get("ORPO_PAPER_TEX")  # the paper's LaTeX source, only to check PAPER_HYPERPARAMETERS
@@ -72,7 +72,7 @@ def test_uncertainty_grows_away_from_data_and_step_shapes(orpo):
     obs, act = torch.rand(2000, 3) * 2 - 1, torch.rand(2000, 1) * 2 - 1
     data = {"obs": obs, "act": act, "next_obs": obs + 0.1 * act, "rew": obs.sum(1, keepdim=True)}
     model = orpo.EnsembleDynamics(3, 1, (32, 32), 5, 3)
-    orpo.fit_dynamics(model, data, orpo.Args(dynamics_max_epochs=15))
+    orpo.fit_dynamics(model, data, **fit_settings(orpo.Args(dynamics_max_epochs=15)))
     near_obs, near_act = torch.rand(500, 3) * 2 - 1, torch.rand(500, 1) * 2 - 1
     far_obs = near_obs.sign() * 6 + near_obs  # far outside the data's [-1, 1] cube
     for kind in orpo.UNCERTAINTIES:
@@ -182,7 +182,7 @@ def test_ensemble_fits_a_known_function(orpo):
     data = {"obs": obs, "act": act, "next_obs": obs + delta, "rew": rew[:, None]}
     args = orpo.Args(dynamics_max_epochs=25, dynamics_batch_size=256)
     model = orpo.EnsembleDynamics(3, 2, (64, 64), 5, 3)
-    metrics = orpo.fit_dynamics(model, data, args)
+    metrics = orpo.fit_dynamics(model, data, **fit_settings(args))
     target_var = torch.cat([delta, rew[:, None]], 1).var(0).mean().item()
     assert metrics["dynamics/holdout_mse"] < 0.05 * target_var
     assert sorted(model.elites.tolist()) == sorted(set(model.elites.tolist())) and len(model.elites) == 3
@@ -223,7 +223,7 @@ def test_bf16_ensemble_is_close_to_fp32(orpo):
     obs, act = torch.rand(3000, 3) * 2 - 1, torch.rand(3000, 1) * 2 - 1
     data = {"obs": obs, "act": act, "next_obs": obs + 0.1 * act + 0.05 * obs**2, "rew": obs.sum(1, keepdim=True)}
     model = orpo.EnsembleDynamics(3, 1, (64, 64), 5, 3, bf16=True)
-    metrics = orpo.fit_dynamics(model, data, orpo.Args(dynamics_max_epochs=10))
+    metrics = orpo.fit_dynamics(model, data, **fit_settings(orpo.Args(dynamics_max_epochs=10)))
     assert (
         metrics["dynamics/holdout_mse"]
         < 0.05 * torch.cat([data["next_obs"] - obs, data["rew"]], 1).var(0).mean().item()
@@ -264,7 +264,7 @@ def test_early_stopping_restores_each_models_best(orpo):
     model = orpo.EnsembleDynamics(2, 1, (32,), 3, 2)
     torch.manual_seed(5)
     metrics = orpo.fit_dynamics(
-        model, data, orpo.Args(dynamics_patience=2, dynamics_max_epochs=300, dynamics_batch_size=64)
+        model, data, **fit_settings(orpo.Args(dynamics_patience=2, dynamics_max_epochs=300, dynamics_batch_size=64))
     )
     assert metrics["dynamics/epochs"] < 300  # the noisy reward stops improving long before
     torch.manual_seed(5)
@@ -482,7 +482,7 @@ def test_ablation_switches_run(hopper_data_dir, tmp_path, source_run, switch):
 def test_fixed_rollout_policy_loads_the_earlier_runs_weights(orpo, source_run):
     args = orpo.Args(rollout_policy="fixed", rollout_policy_path=str(source_run), hidden_dims=(32, 32))
     norm = orpo.ObsNorm(torch.zeros(11), torch.ones(11))
-    sac = orpo.SAC(norm, 3, 1.0, orpo.Args(hidden_dims=(32, 32)))
+    sac = orpo.SAC(norm, 3, 1.0, **sac_settings(orpo.Args(hidden_dims=(32, 32))))
     orpo.make_rollout_policy(args, sac, None, 3, 1.0, "cpu")
     saved = torch.load(source_run / "checkpoint.pt", weights_only=False)["parts"]["rollout_policy"]
     for k, v in sac.state_dict().items():
@@ -498,7 +498,7 @@ def test_cvae_learns_the_datas_actions(orpo):
     act = torch.stack([0.8 * obs[:, 0], -0.5 * obs[:, 1]], 1)  # a deterministic behaviour policy
     real = orpo.ReplayBuffer(2000, {"obs": 2, "act": 2}, "cpu")
     real.add({"obs": obs, "act": act})
-    sac = orpo.SAC(orpo.ObsNorm(torch.zeros(2), torch.ones(2)), 2, 1.0, orpo.Args(hidden_dims=(64, 64)))
+    sac = orpo.SAC(orpo.ObsNorm(torch.zeros(2), torch.ones(2)), 2, 1.0, **sac_settings(orpo.Args(hidden_dims=(64, 64))))
     policy = orpo.make_rollout_policy(
         orpo.Args(rollout_policy="cvae", cvae_steps=1500, hidden_dims=(64, 64)), sac, real, 2, 1.0, "cpu"
     )
@@ -596,12 +596,12 @@ def test_agents_take_each_hyperparameter_from_its_own_flag(orpo):
         target_entropy=-0.5,
     )
     norm = orpo.ObsNorm(torch.zeros(4), torch.ones(4))
-    sac = orpo.SAC(norm, 2, 2.0, args)
+    sac = orpo.SAC(norm, 2, 2.0, **sac_settings(args))
     lrs = [opt.param_groups[0]["lr"] for opt in (sac.actor_optim, sac.critic_optim, sac.alpha_optim)]
     assert lrs == [1e-5, 2e-5, 3e-5]
     assert (sac.gamma, sac.tau, sac.target_entropy) == (0.9, 0.01, -0.5)
     assert [m.out_features for m in sac.actor.net if isinstance(m, torch.nn.Linear)] == [8, 8, 4]
-    td3 = orpo.TD3BC(norm, 2, 2.0, args)
+    td3 = orpo.TD3BC(norm, 2, 2.0, **td3_settings(args))
     assert [opt.param_groups[0]["lr"] for opt in (td3.actor_optim, td3.critic_optim)] == [4e-5, 5e-5]
     assert (td3.gamma, td3.tau, td3.alpha, td3.policy_freq) == (0.9, 0.01, 1.5, 3)
     assert (td3.policy_noise, td3.noise_clip) == (0.6, 0.8)  # TD3's noise scales with the action bound

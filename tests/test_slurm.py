@@ -503,7 +503,10 @@ def test_a_controller_that_loses_its_jobs_is_reported_and_a_relaunch_continues_t
             child = checkpointed_child(runs, "td3bc", 1, proc)
             own.append(child)
             signal_quietly(child, signal.SIGSTOP)
-            jobs = [wait_until("job ids", lambda: record(runs, "td3bc", seed).get("job_id"), proc) for seed in (1, 2)]
+            jobs = [
+                wait_until("job ids", lambda seed=seed: record(runs, "td3bc", seed).get("job_id"), proc)
+                for seed in (1, 2)
+            ]
             assert record(runs, "td3bc", 2)["state"] == "queued"
             ctld = int(Path(slurm.dir, "slurmctld.pid").read_text())
             os.kill(ctld, signal.SIGTERM)
@@ -696,4 +699,4 @@ def test_a_cluster_that_never_becomes_ready_is_one_line_naming_the_daemons_log(s
     assert lines[0].startswith("error: slurm_local: slurmd did not come up within 6 s (node state "), lines[0]
     assert "Low RealMemory" in lines[0] and lines[0].endswith(f"see {folder}/slurmd.log and {folder}/slurmctld.log")
     for daemon, pid in pids.items():  # down stopped them all
-        assert wait_until(f"{daemon}'s end", lambda: not alive(pid), timeout=10), daemon
+        assert wait_until(f"{daemon}'s end", lambda pid=pid: not alive(pid), timeout=10), daemon
