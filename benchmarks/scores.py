@@ -129,6 +129,9 @@ class Args:
     """the grid of one paper table (its algorithms, datasets and 5 seeds); --algos/--envs/--seeds given override it"""
     runs_dir: str = "runs/scores"
     """where the runs are written (the launcher's own state goes to RUNS_DIR/_grid)"""
+    dynamics_cache: str = os.path.join("runs", "dynamics_cache")
+    """the model-based runs' --dynamics-cache: each (dataset, dynamics flags, seed)'s ensemble is fitted once and loaded
+    by every other algorithm of the grid, and by compare.py's and budget.py's runs ('': every run fits its own)"""
     out: str = "runs/scores/scores.md"
     """markdown table written here, and beside it a .json, a .png of the learning curves and a _profile.png (default
     under runs/, not committed; a committed page is written by passing --out docs/NAME.md on purpose)"""
@@ -259,6 +262,8 @@ def make_grid(args: Args) -> list[Cell]:
         else:
             raise UserError(f"unknown algorithm '{algo}'; use one of {', '.join(VARIANTS)}")
         flags = [*flags, *extra, *extra_for.get(algo, [])]
+        if args.dynamics_cache and script != "td3bc" and not any(f.startswith("--dynamics-cache") for f in flags):
+            flags += ["--dynamics-cache", os.path.abspath(args.dynamics_cache)]  # one fit per (dataset, seed)
         exp_name = exp_name_of(script, flags)
         if owner.setdefault(exp_name, algo) != algo:
             raise UserError(
