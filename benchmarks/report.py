@@ -662,6 +662,7 @@ def readme_section(n: dict) -> str:
         f"{rng(min(t_o['per_seed']), max(t_o['per_seed']))}; as the authors paired them (MOPO with ensemble_std), "
         f"MOPO {t_es['mean']:.1f} {rng(min(t_es['per_seed']), max(t_es['per_seed']))}; the paper: "
         f"{n['toy']['paper']['mopo']} vs {n['toy']['paper']['orpo']}.",
+        jump_bullet(n["results"]),
         (
             f"- **Speed:** an ORPO epoch at the default sizes took {gpu:.1f} s on an H100 (one GPU check, "
             f"[{GPU_CHECK.split('/', 1)[1]}]({GPU_CHECK})); the CPU timings are in [docs/speed.md](docs/speed.md)."
@@ -853,6 +854,23 @@ JUMP_ROWS = (
     ("orpo_untrained", "ORPO, π^o untrained (ours: what the official code runs)", "ORPO"),
     ("official_orpo", "ORPO, the official code", "ORPO"),
 )
+
+
+def jump_bullet(results: str) -> str:
+    """The README's line on the generalisation task: what has finished, beside the paper's row."""
+    rows = compare.load_results(os.path.join(results, "jump")).get(JUMP, {"rows": {}})["rows"]
+    done = []
+    for row, label, _ in JUMP_ROWS:
+        if rows.get(row):
+            x = [compare.last10(r["curve"]) for r in rows[row].values()]
+            seeds = runinfo.count_word(len(x))
+            done.append(f"{label.split(' (')[0]} {minus(f'{np.mean(x):.1f}')} ({seeds})")
+    status = "; ".join(done) if done else "nothing finished yet"
+    return (
+        "- **halfcheetah-jump-hard, the paper's generalisation task (in progress, [docs/jump.md](docs/jump.md))**: "
+        f"1M transitions, 100 epochs, raw last-10 return so far: {status}. The paper (5 seeds): TD3+BC −2484.4, MOPO "
+        "−1881.8, ORPO 4867.9."
+    )
 
 
 def jump_page(results: str) -> str:
