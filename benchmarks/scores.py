@@ -1719,6 +1719,14 @@ def wait_jobs(pairs: list) -> None:
             )
 
 
+def wait_for_locks(job, timeout_s: float = 90.0) -> None:
+    """Wait (at most timeout_s) until no run directory of the job's cell is held by a live run: the processes of a job
+    that left the queue (a controller that forgot it kills the orphan) end a little after squeue stops listing it."""
+    end = time.time() + timeout_s
+    while time.time() < end and any(r["locked_by"] for r in scan_runs(job.runs_dir).get(job.cell.key, [])):
+        time.sleep(1.0)
+
+
 def wait_slurm_jobs(pairs: list, poll_s: float = 10.0) -> None:
     """--wait on Slurm: until no job of this launch is left in squeue (a requeued job is listed again, pending, and is
     waited for) or its submitit result is written. Not submitit's own wait: it asks sacct, which a cluster without
@@ -1739,7 +1747,9 @@ def wait_slurm_jobs(pairs: list, poll_s: float = 10.0) -> None:
             silent = live is None
             done += [jid for jid in pending if live is not None and jid not in live]
         for jid in dict.fromkeys(done):
-            job, _ = pending.pop(jid)
+            job, handle = pending.pop(jid)
+            if not os.path.exists(handle.paths.result_pickle):  # left the queue unfinished (lost, cancelled): Slurm
+                wait_for_locks(job)  # ends its run's process soon after; the report must not find it still running
             state = (read_json(record_path(job.runs_dir, job.cell.id)) or {}).get("state", "unknown")
             print(f"{job.cell.label}: job {jid} ended (the cell's record says: {state})", flush=True)
         if pending:
