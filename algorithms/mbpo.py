@@ -246,31 +246,49 @@ def fit_dynamics(
     patience: int,
     holdout_ratio: float,
     max_holdout: int,
+    resume: Optional[dict] = None,
+    progress: Optional[Callable] = None,
 ) -> dict[str, float]:
     """Maximum likelihood on (s, a) -> (Δs, r): a bootstrap resample per model, early stopping on the holdout MSE
     (stop after `patience` epochs in which no model improved by more than 1 %, or at `max_epochs`), each model's best
-    weights kept."""
+    weights kept. After every epoch `progress(state)` may save `state()`; `resume` (such a state) continues that fit
+    exactly where it stopped (hours of a 1M-row fit on a CPU survive a kill)."""
     inputs = torch.cat([data["obs"], data["act"]], dim=-1)
     targets = torch.cat([data["next_obs"] - data["obs"], data["rew"]], dim=-1)
-    n = len(inputs)
+    n, E, dev = len(inputs), model.num_ensemble, inputs.device
     n_hold = min(int(n * holdout_ratio), max_holdout)
     if n_hold < 1 or n_hold >= n:
         raise UserError(f"--dynamics-holdout-ratio {holdout_ratio} holds out {n_hold} of {n} transitions")
-    perm = torch.randperm(n, device=inputs.device)
+    perm = torch.randperm(n, device=dev) if resume is None else resume["perm"].to(dev)
     hold_x, hold_y = inputs[perm[:n_hold]], targets[perm[:n_hold]]
     train_x, train_y = inputs[perm[n_hold:]], targets[perm[n_hold:]]
-    n_train, E = len(train_x), model.num_ensemble
+    n_train = len(train_x)
     model.in_mean.copy_(train_x.mean(0))
     model.in_std.copy_(torch.where(train_x.std(0) < 1e-12, torch.ones_like(train_x[0]), train_x.std(0)))
-    bootstrap = torch.randint(n_train, (E, n_train), device=inputs.device)  # each model sees its own resample
+    bootstrap = torch.randint(n_train, (E, n_train), device=dev) if resume is None else resume["bootstrap"].to(dev)
     optimizer = adam(model.param_groups(), lr)
     members = [p for layer in model.layers for p in (layer.weight, layer.bias)]  # parameters with a model axis
     best_params = [p.detach().clone() for p in members]
-    best = torch.full((E,), float("inf"), device=inputs.device)
-    epoch, since_improved = 0, 0
-    with tqdm(desc="dynamics", unit="epoch", total=max_epochs, leave=False) as bar:
+    best = torch.full((E,), float("inf"), device=dev)
+    epoch, since_improved, nll = 0, 0, torch.full((), float("nan"))
+    if resume is not None:  # the fit's whole state, its RNG included: the rest of the fit is the one it would have been
+        model.load_state_dict(resume["model"])
+        optimizer.load_state_dict(resume["optimizer"])
+        best = resume["best"].to(dev)
+        for saved, p in zip(best_params, resume["best_params"]):
+            saved.copy_(p)
+        epoch, since_improved, nll = resume["epoch"], resume["since_improved"], resume["nll"]
+        torch.set_rng_state(resume["rng"])
+        if dev.type == "cuda":
+            torch.cuda.set_rng_state(resume["cuda_rng"], dev)
+    state = lambda: {  # noqa: E731
+        "perm": perm, "bootstrap": bootstrap, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+        "best": best, "best_params": best_params, "epoch": epoch, "since_improved": since_improved, "nll": nll,
+        "rng": torch.get_rng_state(), "cuda_rng": torch.cuda.get_rng_state(dev) if dev.type == "cuda" else None,
+    }  # fmt: skip
+    with tqdm(desc="dynamics", unit="epoch", initial=epoch, total=max_epochs, leave=False) as bar:
         while since_improved < patience and epoch < (max_epochs or float("inf")):
-            order = bootstrap.gather(1, torch.argsort(torch.rand(E, n_train, device=inputs.device), dim=1))
+            order = bootstrap.gather(1, torch.argsort(torch.rand(E, n_train, device=dev), dim=1))
             for start in range(0, n_train, batch_size):
                 idx = order[:, start : start + batch_size]
                 nll = dynamics_step(model, optimizer, train_x[idx], train_y[idx])
@@ -284,6 +302,8 @@ def fit_dynamics(
             epoch += 1
             bar.update(1)
             bar.set_postfix(best_member_holdout_mse=f"{best.min().item():.4f}")
+            if progress is not None:
+                progress(state)
     with torch.no_grad():
         for saved, p in zip(best_params, members):
             p.copy_(saved)
@@ -620,7 +640,7 @@ def main(args: Args) -> dict:
     # the ensemble T̂ and its uncertainty u, fitted once on D
     dims = (obs_dim, act_dim, args.dynamics_hidden_dims, args.num_ensemble, args.num_elites, args.dynamics_bf16)
     dynamics = EnsembleDynamics(*dims).to(device)
-    dyn_metrics = run.load_or_fit(dynamics, lambda: fit_dynamics(dynamics, data, **fit))
+    dyn_metrics = run.load_or_fit(dynamics, lambda **kw: fit_dynamics(dynamics, data, **fit, **kw))
     terminal = termination_fn(run.task.domain)
 
     # the policy (SAC with a cosine-annealed actor LR)

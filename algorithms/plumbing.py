@@ -783,9 +783,25 @@ DYNAMICS_KEY = (
 )  # fmt: skip
 
 
-def _checked_fit(fit: Callable[[], dict]) -> dict:
-    t0 = time.time()
-    metrics = fit()
+def _checked_fit(fit: Callable[..., dict], state_path: str, minutes: float, key=None) -> dict:
+    """fit(resume=..., progress=...), saving the fit's state to state_path every `minutes` (and continuing from it
+    when it is there and was saved for the same `key`), then removing it; a diverged fit is one line."""
+    resume, t0, last = None, time.time(), [time.time()]
+    if os.path.isfile(state_path):
+        saved = safe_load(state_path, "part-way ensemble fit")
+        if isinstance(saved, dict) and saved.get("key") == key and "state" in saved:
+            resume = saved["state"]
+            print(f"dynamics: continuing the ensemble fit saved at epoch {resume['epoch']} ({state_path})")
+            t0 -= saved.get("seconds", 0.0)
+
+    def progress(state: Callable[[], dict]) -> None:  # the fit's state, at most every `minutes`
+        if time.time() - last[0] >= 60 * minutes:
+            atomic_save({"state": state(), "key": key, "seconds": time.time() - t0}, state_path)
+            last[0] = time.time()
+
+    metrics = fit(resume=resume, progress=progress)
+    with contextlib.suppress(OSError):
+        os.remove(state_path)
     metrics["dynamics/fit_seconds"] = time.time() - t0
     mse = metrics["dynamics/holdout_mse"]
     if not np.isfinite(mse):
@@ -992,7 +1008,7 @@ class Run:
               "flag: config.json)")  # fmt: skip
         return data, float(envs.single_action_space.high[0])
 
-    def load_or_fit(self, model: nn.Module, fit: Callable[[], dict]) -> dict:
+    def load_or_fit(self, model: nn.Module, fit: Callable[..., dict]) -> dict:
         """The dynamics ensemble: fitted once per run by `fit()`, loaded from --load-dynamics-path, or taken from
         (or fitted into) --dynamics-cache; saved as dynamics.pt with the RNG state after the fit, so a resume before
         the first checkpoint continues exactly. Where it came from goes into config.json and summary.json."""
@@ -1003,7 +1019,8 @@ class Run:
             )
         resuming = args.resume is not None and os.path.isfile(run_path)
         if args.resume is not None and not resuming and args.load_dynamics_path is None:
-            print(f"{self.dir} has no dynamics.pt (stopped during the ensemble fit): fitting the ensemble again")
+            print(f"{self.dir} has no dynamics.pt (stopped during the ensemble fit): fitting the ensemble from its last "
+                  "saved state (every --checkpoint-minutes), or again")  # fmt: skip
         load_path = args.load_dynamics_path or (run_path if resuming else None)
         metrics: dict[str, float] = {}
         if load_path is not None:
@@ -1016,7 +1033,7 @@ class Run:
         elif getattr(args, "dynamics_cache", None) is not None:
             metrics = self._cached_fit(model, fit)
         else:
-            metrics = _checked_fit(fit)
+            metrics = _checked_fit(fit, os.path.join(self.dir, "dynamics_fit.pt"), args.checkpoint_minutes)
             self.dynamics = {"source": "fitted"}
         if load_path != run_path:
             self.dynamics["holdout_mse"] = metrics.get("dynamics/holdout_mse")
@@ -1026,7 +1043,7 @@ class Run:
         model.requires_grad_(False)
         return metrics
 
-    def _cached_fit(self, model: nn.Module, fit: Callable[[], dict]) -> dict:
+    def _cached_fit(self, model: nn.Module, fit: Callable[..., dict]) -> dict:
         """--dynamics-cache DIR: one ensemble per (data fingerprint, dynamics flags, seed), fitted by the first run that
         needs it and loaded, with the RNG state after its fit, by every later one (so a run that loads it continues as
         the run that fitted it did). A second run asking for an entry being fitted waits for it; a crashed fitter
@@ -1056,7 +1073,7 @@ class Run:
                 self.dynamics = {"source": "cache", "path": os.path.abspath(path), "fitted_by": saved.get("fitted_by")}
                 print(f"dynamics: loaded from the cache {path} (fitted by {saved.get('fitted_by')})")
                 return metrics
-            metrics = _checked_fit(fit)
+            metrics = _checked_fit(fit, path[: -len(".pt")] + ".fit.pt", args.checkpoint_minutes, key)
             made = {"run_dir": os.path.abspath(self.dir), "device": device_name(self.device)}
             entry = {"model": model.state_dict(), "metrics": metrics, "rng": rng_state(), "key": key, "fitted_by": made}
             atomic_save(entry, path)

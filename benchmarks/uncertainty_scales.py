@@ -68,7 +68,8 @@ def measure(orpo, env: str, args: Args) -> dict:
         data["obs"].shape[1], data["act"].shape[1], run.dynamics_hidden_dims, run.num_ensemble, run.num_elites
     )
     t0 = time.time()
-    fit = orpo.fit_dynamics(model, data, run)
+    fit = orpo.fit_dynamics(model, data, run.dynamics_lr, run.dynamics_batch_size, run.dynamics_max_epochs,
+                            run.dynamics_patience, run.dynamics_holdout_ratio, run.dynamics_max_holdout)  # fmt: skip
     fit_seconds = time.time() - t0
     idx = torch.randperm(len(data["obs"]))[: args.rows]
     obs, act = data["obs"][idx], data["act"][idx]

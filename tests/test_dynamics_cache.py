@@ -185,3 +185,57 @@ def test_a_short_run_is_the_beginning_of_the_long_one(tmp_path, data):
 def test_the_horizon_flag_is_range_checked(orpo):
     with pytest.raises(plumbing.UsageError, match="--sac-lr-horizon 0: must lie in"):
         plumbing.check_args(orpo.Args(sac_lr_horizon=0))
+
+
+# ------------------------------------------------------------------------------------------- a fit stopped part-way
+class Stop(Exception):
+    pass
+
+
+def test_a_fit_stopped_part_way_continues_to_the_same_ensemble(orpo, tmp_path):
+    """plumbing saves the fit's state (every --checkpoint-minutes; here every epoch); a fit killed after its third
+    epoch and started again from that file ends with the ensemble, elites and metrics of the fit never stopped."""
+    from conftest import fit_settings
+
+    g = torch.Generator().manual_seed(0)
+    obs, act = torch.randn(600, 3, generator=g), torch.rand(600, 2, generator=g) * 2 - 1
+    data = {"obs": obs, "act": act, "next_obs": obs + 0.1 * act.sum(1, keepdim=True), "rew": obs[:, :1] ** 2}
+    settings = fit_settings(orpo.Args(dynamics_max_epochs=8, dynamics_patience=100, dynamics_batch_size=64))
+
+    def model():
+        torch.manual_seed(7)
+        return orpo.EnsembleDynamics(3, 2, (16, 16), 3, 2)
+
+    whole = model()
+    expected = orpo.fit_dynamics(whole, data, **settings)
+    path = str(tmp_path / "fit.pt")
+    stopped, epochs = model(), []
+
+    def fit_then_die(**kw):
+        def progress(state):
+            kw["progress"](state)
+            epochs.append(1)
+            if len(epochs) == 3:
+                raise Stop
+
+        return orpo.fit_dynamics(stopped, data, **settings, resume=kw["resume"], progress=progress)
+
+    with pytest.raises(Stop):
+        plumbing._checked_fit(fit_then_die, path, minutes=0)
+    assert torch.load(path, weights_only=True)["state"]["epoch"] == 3
+    again = model()
+    metrics = plumbing._checked_fit(lambda **kw: orpo.fit_dynamics(again, data, **settings, **kw), path, minutes=0)
+    assert not os.path.exists(path)  # removed once the fit is complete
+    for k, v in whole.state_dict().items():
+        assert torch.equal(v, again.state_dict()[k]), k
+    assert metrics["dynamics/holdout_mse"] == expected["dynamics/holdout_mse"]
+    assert metrics["dynamics/epochs"] == expected["dynamics/epochs"] == 8
+    # a state saved for another cache key is not used
+    with pytest.raises(Stop):
+        epochs.clear()
+        plumbing._checked_fit(fit_then_die, path, minutes=0, key={"seed": 1})
+    other = model()
+    plumbing._checked_fit(
+        lambda **kw: orpo.fit_dynamics(other, data, **settings, **kw), path, minutes=0, key={"seed": 2}
+    )
+    assert all(torch.equal(v, other.state_dict()[k]) for k, v in whole.state_dict().items())  # fitted from scratch

@@ -446,7 +446,9 @@ def fit_ensemble(setting: Setting, args: ToyArgs, dataset_path: str, path: str, 
     torch.manual_seed(seed)
     model = orpo.EnsembleDynamics(2, 2, setting.dynamics_hidden_dims, setting.num_ensemble, setting.num_elites)
     t0, c0 = time.time(), time.process_time()
-    metrics = orpo.fit_dynamics(model, data, fit_args)
+    a = fit_args  # the ensemble's fit settings, as orpo.py's main names them
+    metrics = orpo.fit_dynamics(model, data, a.dynamics_lr, a.dynamics_batch_size, a.dynamics_max_epochs,
+                                a.dynamics_patience, a.dynamics_holdout_ratio, a.dynamics_max_holdout)  # fmt: skip
     metrics = {
         "seed": seed,
         **{k.split("/")[-1]: float(v) for k, v in metrics.items()},
