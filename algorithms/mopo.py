@@ -78,8 +78,8 @@ class Args(RunArgs):  # the data and run flags (--env, --seed, --runs-dir, ...) 
     sac_actor_lr: float = 1e-4
     """SAC actor learning rate, cosine-annealed to 0 over `sac_lr_horizon` epochs"""
     sac_lr_horizon: int = 1000
-    """epochs of the actor LR's cosine schedule, 0 after (fixed, not --epochs, so a short run is the first epochs of
-    the full run)"""
+    """epochs of the actor LR's cosine schedule, 0 after (the paper's 1000; fixed, not --epochs, so a short run is the
+    first epochs of the full run)"""
     sac_critic_lr: float = 3e-4
     """SAC critic learning rate"""
     sac_alpha_lr: float = 1e-4

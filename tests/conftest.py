@@ -14,9 +14,27 @@ import torch
 torch.set_num_threads(1)  # a 2-core machine: a second busy core makes OpenMP spin-waits very slow
 
 
+def pytest_addoption(parser):
+    parser.addoption("--slow", action="store_true", help="also run the slow tier (see docs/development.md)")
+
+
 def pytest_configure(config):
     # the *-v4 MuJoCo envs are used on purpose (closest to D4RL's v2 data)
     config.addinivalue_line("filterwarnings", "ignore:.*is out of date.*:DeprecationWarning")
+    config.addinivalue_line(
+        "markers", "slow: the slow tier: the harnesses' end-to-end runs (benchmarks/, datasets/, toy/, Slurm)"
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    """Two tiers on 2 cores: the default (the method files and plumbing.py, everything a planted bug in them trips;
+    CI's limit is 15 min) and `--slow`, which adds the harnesses' end-to-end runs (about 25 min more)."""
+    if config.getoption("--slow"):
+        return
+    skip = pytest.mark.skip(reason="the slow tier (the harnesses' end-to-end runs): add --slow to run it")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -13,6 +13,10 @@ import tarfile
 import pytest
 from conftest import ROOT, run_script
 
+pytestmark = (
+    pytest.mark.slow
+)  # the slow tier: benchmarks/speed.py and the GPU check rehearsed on the CPU (minutes each)
+
 SPEED_TINY = (
     "--repeats 1 --heavy-repeats 1 --rollout-batch-size 2048 --dataset-size 5000 --steps-per-epoch 20 --dynamics-epochs 1 "
     "--ensemble-steps 3 --eval-episodes 2 --epoch-repeats 2 --horizons 1 2"

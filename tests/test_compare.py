@@ -11,6 +11,8 @@ import torch
 
 from conftest import ROOT, load_module, run_script, write_random_dataset
 
+pytestmark = pytest.mark.slow  # the slow tier: compare.py end to end
+
 MIRROR = os.environ.get("ORPO_PEERS_MIRROR")  # the peers' git snapshots (tests/test_peers.py); unset: those tests skip
 SOURCES = {
     peer: os.path.join(MIRROR or "$ORPO_PEERS_MIRROR", name, "repo")

@@ -147,6 +147,7 @@ def test_jump_reward_in_evaluation_matches_the_dataset_scripts(orpo):
             np.testing.assert_allclose(ours, theirs, rtol=1e-6)
 
 
+@pytest.mark.slow  # the slow tier: datasets/collect.py end to end
 def test_local_dataset_from_collect_py(tmp_path):
     data = str(tmp_path / "data")
     made = run_script(

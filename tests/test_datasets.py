@@ -16,6 +16,8 @@ import pytest
 import torch
 import torch.nn as nn
 
+pytestmark = pytest.mark.slow  # the slow tier: datasets/'s collection, SAC training and joins end to end
+
 DATASETS = Path(__file__).resolve().parents[1] / "datasets"
 KEYS = {"observations", "actions", "rewards", "next_observations", "terminals", "timeouts"}
 # D4RL's reference returns, restated here so a typo in common.py cannot hide.

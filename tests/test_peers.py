@@ -23,6 +23,8 @@ import tyro
 from conftest import ROOT, TINY, load_module, run_script, write_random_dataset
 import plumbing  # noqa: E402  (conftest puts algorithms/ on sys.path)
 
+pytestmark = pytest.mark.slow  # the slow tier: peers.py's runs and checks
+
 MIRROR = os.environ.get("ORPO_PEERS_MIRROR")  # opt-in: nothing outside the repo is read unless it is set
 SOURCES = {
     peer: os.path.join(MIRROR, name, "repo") if MIRROR else "(ORPO_PEERS_MIRROR unset)"

@@ -141,6 +141,7 @@ def local_grid(hopper_data_dir, tmp_path_factory):
 
 
 # ------------------------------------------------------------------------------------------ launchers, end to end
+@pytest.mark.slow  # the slow tier: a launcher's whole grid end to end
 def test_local_launcher_runs_the_grid_resumes_the_killed_run_and_tabulates(local_grid, hopper_data_dir):
     result, runs, out = local_grid["result"], local_grid["runs"], local_grid["out"]
     assert local_grid["run_gone"], "the run outlived its SIGKILLed launcher"
@@ -191,6 +192,7 @@ def test_local_launcher_runs_the_grid_resumes_the_killed_run_and_tabulates(local
     ]
 
 
+@pytest.mark.slow  # the slow tier: a launcher's whole grid end to end
 def test_submitit_local_executor_runs_the_grid_and_a_preempted_job_resumes(local_grid, hopper_data_dir, tmp_path):
     """The Slurm job code under submitit's LocalExecutor; orpo seed 2 gets the time-limit signal mid-run.
 
@@ -315,6 +317,7 @@ def test_failed_and_nan_runs_are_skipped_reported_and_exit_nonzero(tmp_path, hop
     assert none.returncode == 1 and "Traceback" not in none.stderr and "no finished run" in out.read_text(), none.stderr
 
 
+@pytest.mark.slow  # the slow tier: a launcher's whole grid end to end
 def test_a_run_that_fails_is_recorded_skipped_then_retried(tmp_path):
     """A run that fails after its start (its flags and dataset pass the launch's check_cells): a local dataset of 5
     transitions, which the script refuses when it loads them (a run needs 10)."""
@@ -350,6 +353,7 @@ def test_a_run_that_fails_is_recorded_skipped_then_retried(tmp_path):
     assert third.returncode == 1 and third.stdout.count("$ ") == 1
 
 
+@pytest.mark.slow  # the slow tier: a launcher's whole grid end to end
 def test_a_launch_tabulates_its_own_grid_as_table_only_does(tmp_path, hopper_data_dir):
     """A seed-3 grid failed in this runs dir; a launch of seeds 1 2 4 (all finished) must not report seed 3."""
     runs = tmp_path / "runs"
@@ -455,6 +459,7 @@ def test_runs_of_different_configurations_never_share_a_row(scores, tmp_path):
     assert "| hopper-random-v2 | td3bc [actor_lr=0.001] | 35.0 ± 5.0 † |" in text
 
 
+@pytest.mark.slow  # the slow tier: a launcher's whole grid end to end
 def test_a_launch_refuses_a_cell_that_ran_with_other_flags(tmp_path, hopper_data_dir):
     runs = tmp_path / "runs"
     fake_run(runs, "hopper-random-v2", "td3bc", 1, 10.0, config={"actor_lr": 3e-4})
@@ -983,6 +988,7 @@ def test_per_gpu_sigterm_stops_every_run_and_starts_no_more(scores, monkeypatch,
     assert [j.stops for j in seen["jobs"]] == [[signal.SIGTERM]] * 2
 
 
+@pytest.mark.slow  # the slow tier: a launcher's whole grid end to end
 def test_per_gpu_runs_its_cells_at_once_each_told_its_gpu(tmp_path, hopper_data_dir):
     """End to end: two td3bc cells with --per-gpu 2 on a launcher that sees GPUs 7 and 8 (ids a CPU machine ignores)
     run at the same time, each told its own GPU by CUDA_VISIBLE_DEVICES (the first cells go to every GPU in turn),

@@ -28,6 +28,10 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, load_module, write_random_dataset
 
+pytestmark = (
+    pytest.mark.slow
+)  # the slow tier: scores.py on a real one-node Slurm (a cluster to bring up, jobs to wait for)
+
 SCRIPT = os.path.join(ROOT, "benchmarks", "scores.py")
 CLUSTER_SCRIPT = os.path.join(ROOT, "benchmarks", "slurm_local.sh")
 ENV = "hopper-random-v2"

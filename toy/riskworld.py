@@ -259,10 +259,15 @@ def check_flags(args: ToyArgs) -> None:
     for flag, path in (("--out-dir", args.out_dir), ("--ensembles-dir", args.ensembles_dir)):
         if path is not None and os.path.exists(path) and not os.path.isdir(path):
             raise UserError(f"{flag} {path} is a file, not a folder; pass a folder (it is created if missing)")
-        try:  # a folder that cannot be written fails before any work (a root user passes a chmod, not a read-only fs)
+        try:  # a folder that cannot be written fails before any work (a root user passes a chmod, not a read-only fs);
+            # probed in its nearest existing folder, so a refused start creates nothing
             if path is not None:
-                os.makedirs(path, exist_ok=True)
-                tempfile.TemporaryFile(dir=path).close()
+                probe = os.path.abspath(path)
+                while not os.path.exists(probe):
+                    probe = os.path.dirname(probe)
+                if not os.path.isdir(probe):
+                    raise UserError(f"{flag} {path}: cannot write there ({probe} is a file); pass a writable folder")
+                tempfile.TemporaryFile(dir=probe).close()
         except OSError as e:
             raise UserError(f"{flag} {path}: cannot write there ({e.strerror}); pass a writable folder") from None
 
