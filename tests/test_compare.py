@@ -11,7 +11,6 @@ import torch
 
 from conftest import ROOT, load_module, run_script, write_random_dataset
 
-pytestmark = pytest.mark.slow  # the slow tier: compare.py end to end
 
 MIRROR = os.environ.get("ORPO_PEERS_MIRROR")  # the peers' git snapshots (tests/test_peers.py); unset: those tests skip
 SOURCES = {
@@ -63,6 +62,7 @@ def results_of(root, row, seed, dataset="local_hopper-random"):
     return json.loads((d / "config.json").read_text()), rows, json.loads((d / "summary.json").read_text())
 
 
+@pytest.mark.slow  # the slow tier: compare.py end to end
 def test_every_row_runs_with_the_same_cuts_and_the_model_rows_share_one_ensemble_per_seed(comparison):
     root, _, first = comparison
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
@@ -90,6 +90,7 @@ def test_every_row_runs_with_the_same_cuts_and_the_model_rows_share_one_ensemble
     assert behaviour["behavior_normalized_score"] == pytest.approx(1.2) and behaviour["transitions"] == 1500
 
 
+@pytest.mark.slow  # the slow tier: compare.py end to end
 def test_the_report_holds_the_runs_own_numbers(comparison):
     """last-10 per seed and its mean, recomputed from the committed metrics.csv files, are the table's."""
     root, _, first = comparison
@@ -115,6 +116,7 @@ def test_the_report_holds_the_runs_own_numbers(comparison):
     assert "ORPO, π^o trained (ours) − MOPO (ours), last-10, paired by seed" in md
 
 
+@pytest.mark.slow  # the slow tier: compare.py end to end
 def test_a_second_call_runs_nothing_and_the_report_redraws_from_results_alone(comparison, tmp_path):
     root, common, _ = comparison
     again = run_script("benchmarks/compare.py", *common, timeout=300)
@@ -136,6 +138,7 @@ def test_a_second_call_runs_nothing_and_the_report_redraws_from_results_alone(co
     assert out.with_suffix(".md").read_text() == (root / "report.md").read_text().replace("report.png", "redrawn.png")
 
 
+@pytest.mark.slow  # the slow tier: compare.py end to end
 def test_bad_input_is_one_line(tmp_path):
     no_kind, cheetah = tmp_path / "hopper.hdf5", tmp_path / "halfcheetah-medium.hdf5"
     no_kind.touch()  # only the names are read before these errors
@@ -164,6 +167,7 @@ def test_bad_input_is_one_line(tmp_path):
         assert r.returncode == 2 and r.stderr.count("\n") == 1 and needle in r.stderr, (argv, r.stderr)
 
 
+@pytest.mark.slow  # the slow tier: compare.py end to end
 def test_peers_settings_flags_bad_input_is_one_line(tmp_path):
     """peers.py's --uncertainty-mode and --peer-flags (what compare.py gives a peer): one line, exit 2."""
     path = str(tmp_path / "hopper-medium.hdf5")
@@ -214,6 +218,7 @@ def flag_values(cmd, names):
     return {f: cmd[cmd.index(f) + 1] for f in names if f in cmd}
 
 
+@pytest.mark.slow  # the slow tier: compare.py end to end
 def test_both_sides_of_a_pair_get_the_same_settings_on_any_file(tmp_path):
     """--settings ours on a HalfCheetah random-policy file given by its path: our rows and the peers' get mopo.py's /
     orpo.py's presets for halfcheetah-random-v2 (the paper's λp 6.64 and ensemble_std for MOPO), as flags on both
