@@ -28,7 +28,7 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     """Two tiers on 2 cores: the default (the method files and plumbing.py, everything a planted bug in them trips;
-    CI's limit is 15 min) and `--slow`, which adds the harnesses' end-to-end runs (about 25 min more)."""
+    CI's limit is 15 min) and `--slow`, which adds the harnesses' end-to-end runs (about 15 min more)."""
     if config.getoption("--slow"):
         return
     skip = pytest.mark.skip(reason="the slow tier (the harnesses' end-to-end runs): add --slow to run it")
