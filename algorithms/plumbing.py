@@ -371,8 +371,9 @@ class RunArgs:
     """make cuDNN deterministic (`torch.backends.cudnn.deterministic`)"""
     cuda: bool = True
     """use a CUDA GPU when one is present (the same code runs on CPU otherwise)"""
-    cuda_graphs: bool = False
-    """on a CUDA GPU, capture each epoch's gradient steps as one CUDA graph and replay it (ignored on a CPU)"""
+    cuda_graphs: bool = True
+    """on a CUDA GPU, capture each epoch's gradient steps as one CUDA graph and replay it (ignored on a CPU;
+    --no-cuda-graphs steps eagerly)"""
     track: bool = False
     """also log to Weights & Biases (set WANDB_MODE=offline to log without network)"""
     wandb_project_name: str = "orpo"

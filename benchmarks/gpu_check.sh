@@ -5,7 +5,7 @@
 #
 #   bash benchmarks/gpu_check.sh              # on a machine with a CUDA GPU (stops at step 1 without one)
 #   bash benchmarks/gpu_check.sh --rehearse   # the same steps at tiny sizes on the CPU (tests/test_benchmarks.py)
-#   GPU_CHECK_SKIP="run resume twins speed_orpo speed_mopo" bash benchmarks/gpu_check.sh  # those omitted (given before)
+#   GPU_CHECK_SKIP="profile concurrent graphs" bash benchmarks/gpu_check.sh  # those omitted (given on 2026-11-27)
 #
 #   1 install  the wheels carried in .whl/ (pip --target, then PYTHONPATH); print torch, CUDA, driver and the GPU
 #   2 tests    tests/test_device.py on the GPU (ORPO_TEST_DEVICE=cuda): no host round trip in the update steps, every
@@ -35,8 +35,9 @@
 # the first H100 run (2026-11-26, docs/speed.md), where the 470-s plan written from estimates timed out in 5 steps;
 # the steps added after it (graphs; profile and concurrent) are planned from that run's epoch time, within
 # the same 470 s, in the order of what a GPU session has not measured yet: when time runs short the budget cuts the
-# last steps (speed_mopo, speed_orpo, twins: measured on 2026-11-26) first. A session after the first one runs
-# GPU_CHECK_SKIP="run resume twins speed_orpo speed_mopo" (docs/speed.md): the new steps then get their caps.
+# last steps (speed_mopo, speed_orpo, twins: measured on 2026-11-26) first. The 2026-11-27 session ran the
+# new steps (GPU_CHECK_SKIP="run resume twins speed_orpo speed_mopo"); with --cuda-graphs now the default, the next
+# one runs GPU_CHECK_SKIP="profile concurrent graphs" (docs/speed.md): the tests, run, resume and twins on that path.
 #
 # The device image has torch, numpy, h5py, tqdm, tensorboard and pytest but not gymnasium, mujoco or tyro
 # (/work/.library/device/KINDS.md). Carry them as wheels (11.6 MB): once, in the repo's root, on a machine with pip

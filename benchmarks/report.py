@@ -12,7 +12,7 @@ page is edited by hand: add or change runs in results/ (or a template here), the
 
 Reads: results/compare/ and results/compare_shares/ (benchmarks/compare.py's --results), results/budget/
 (benchmarks/budget.py's), results/toy_{paper,reduced,phase}/results.json (toy/riskworld.py's), the paper's numbers
-from benchmarks/paper_scores.csv and the H100 check in docs/gpu/. tests/test_report.py regenerates every page into a
+from benchmarks/paper_scores.csv and the H100 checks in results/gpu/. tests/test_report.py regenerates every page into a
 temporary folder and compares it with the committed one.
 """
 
@@ -40,7 +40,9 @@ COMMAND = "python benchmarks/report.py"
 MED, REP = "local_hopper-medium", "local_hopper-medium-replay"
 # D4RL's own files of the same names (transitions), beside our smaller local files
 D4RL_SIZES = {MED: ("hopper-medium-v2", 1_000_000), REP: ("hopper-medium-replay-v2", 402_000)}
-GPU_CHECK = os.path.join("docs", "gpu", "2026-11-26-h100", "call2", "gpu_check.json")
+# the H100 checks: the whole epoch's phases (eager, 2026-11-26) and K runs at once, eager and with CUDA graphs
+GPU_CHECK = os.path.join("gpu", "2026-11-26-h100", "call2", "gpu_check.json")
+GPU_CONCURRENT = os.path.join("gpu", "2026-11-27-h100", "gpu_check.json")
 README_BEGIN = "<!-- BEGIN results: made by `python benchmarks/report.py` from results/; do not edit by hand -->"
 README_END = "<!-- END results -->"
 TOY_BEGIN = "<!-- BEGIN toy results: made by `python benchmarks/report.py` from results/toy_*/; do not edit by hand -->"
@@ -192,7 +194,8 @@ def numbers(results: str) -> dict:
     toy = os.path.join(results, "toy_paper", "results.json")
     n["toy"] = runinfo.read_json(toy)
     holds(bool(n["toy"].get("table")), f"{toy} holds the toy's paper-setting table")
-    n["gpu"] = runinfo.read_json(os.path.join(ROOT, GPU_CHECK))
+    n["gpu"] = runinfo.read_json(os.path.join(results, GPU_CHECK))
+    n["concurrent"] = runinfo.read_json(os.path.join(results, GPU_CONCURRENT)).get("concurrent", {})
     return n
 
 
@@ -593,6 +596,8 @@ def readme_section(n: dict) -> str:
     toy_seeds = sorted(set(t_o["seeds"]))
     planned = n["toy"]["setting"]["seeds"]
     gpu = next((ph["seconds"] for ph in n["gpu"].get("phases", []) if ph["phase"] == "epoch, all phases"), None)
+    k = {(c["k"], c["mode"]): c for c in n["concurrent"].get("configs", []) if c.get("complete")}
+    best = max(k.values(), key=lambda c: c["run_epochs_per_hour"], default=None)
     sh, po = n["shares"], c[REP][tu]
     lines = [
         README_BEGIN,
@@ -664,9 +669,14 @@ def readme_section(n: dict) -> str:
         f"{n['toy']['paper']['mopo']} vs {n['toy']['paper']['orpo']}.",
         jump_bullet(n["results"]),
         (
-            f"- **Speed:** an ORPO epoch at the default sizes took {gpu:.1f} s on an H100 (one GPU check, "
-            f"[{GPU_CHECK.split('/', 1)[1]}]({GPU_CHECK})); the CPU timings are in [docs/speed.md](docs/speed.md)."
-            if gpu
+            f"- **Speed:** an ORPO epoch at the default sizes took {gpu:.1f} s on an H100, eagerly (one GPU check, "
+            f"[{GPU_CHECK}](results/{GPU_CHECK})); with CUDA graphs, now the default, one run's epoch took "
+            f"{k[1, 'graphs']['mean_projected_epoch_seconds']:.1f} s vs {k[1, 'eager']['mean_projected_epoch_seconds']:.1f}"
+            f" s eagerly in the next check (1000-step epochs projected from 200-step ones, one run each), and "
+            f"{best['k']} runs at once on the one GPU gave {best['run_epochs_per_hour']:,.0f} run-epochs per hour: the "
+            f"paper's 60-run ORPO column in {60_000 / best['run_epochs_per_hour']:.0f} h ([{GPU_CONCURRENT}]"
+            f"(results/{GPU_CONCURRENT})). The CPU timings are in [docs/speed.md](docs/speed.md)."
+            if gpu and (1, "graphs") in k and (1, "eager") in k
             else "- **Speed:** [docs/speed.md](docs/speed.md)."
         ),
         "",

@@ -456,7 +456,8 @@ def render(rows: list, names: list[str], peak: float | None) -> str:
         cells = [r["name"], r["unit"], *[fmt(v) if v is not None else "" for v in vals]]
         if pair:
             x, y = vals
-            cells.append(f"{(x / y if r['higher'] else y / x):.2f}× faster" if x and y and x != y else "")
+            q = (x / y if r["higher"] else y / x) if x and y and x != y else None  # > 1: the first column is faster
+            cells.append("" if q is None else f"{q:.2f}× faster" if q > 1 else f"{1 / q:.2f}× slower")
         g = [r["gflop"] * v for v in vals if v is not None and r["gflop"] is not None]
         cells.append(" / ".join(f"{v / r['ref']:.2f}×" for v in vals if v is not None) if r["ref"] else "")
         cells.append(" / ".join(f"{x:.1f}" for x in g))

@@ -368,11 +368,11 @@ def test_cuda_graphs_keep_the_eager_numbers(modules, hopper_data_dir, tmp_path, 
     argv = [*file_tiny(module, device), "--env", "hopper-random-v2", "--data-dir", hopper_data_dir[0], "--seed", "3"]
     argv += ["--eval-every", "2", *flags]  # one evaluation, after epoch 2: the GPU check's time goes to the updates
     rows = {}
-    for mode, extra in (("eager", []), ("graphs", ["--cuda-graphs"])):
+    for mode, extra in (("eager", ["--no-cuda-graphs"]), ("graphs", ["--cuda-graphs"])):
         before = len(captured)
         summary = module.main(tyro.cli(module.Args, args=[*argv, "--runs-dir", str(tmp_path / mode), *extra]))
         assert summary["finished"] and summary["device"] == "cuda", summary
-        assert len(captured) - before == (2 if extra else 0)  # one graph per epoch, only with the flag
+        assert len(captured) - before == (2 if mode == "graphs" else 0)  # one graph per epoch, none eagerly
         with open(os.path.join(summary["run_dir"], "metrics.csv")) as f:
             rows[mode] = list(csv.DictReader(f))
     assert len(rows["eager"]) == len(rows["graphs"]) == (2 if name == "td3bc" else 3)  # + the fit's row 0

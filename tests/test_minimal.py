@@ -29,6 +29,9 @@ FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 # code annealed over --epochs)
 ADDED = {"cuda_graphs", "sac_lr_horizon", "dynamics_cache", "threads"}
 FILLED_AT_START = {"exp_name"}
+# defaults changed on purpose, each with its measurement: --cuda-graphs on (an H100 epoch 6.4x faster, the metrics
+# equal to eager's within 1e-4 in every file; docs/speed.md, 2026-11-27)
+DEFAULT_CHANGED = {"cuda_graphs"}
 
 
 def rows(path: str) -> list[dict]:
@@ -69,7 +72,7 @@ def test_flags_defaults_and_help_sections_are_those_from_before_the_move(name):
     now = {f.name: [str(f.type), repr(getattr(module.Args(), f.name))] for f in dataclasses.fields(module.Args)}
     assert set(now) - set(before["fields"]) <= ADDED and set(before["fields"]) <= set(now)
     changed = {k for k in before["fields"] if now[k] != before["fields"][k]}
-    assert changed <= FILLED_AT_START, changed
+    assert changed <= FILLED_AT_START | DEFAULT_CHANGED, changed
     text = subprocess.run([sys.executable, f"{ROOT}/algorithms/{name}.py", "--help"], capture_output=True, text=True)
     sections = [line[:-1] for line in text.stdout.splitlines() if line and line[0] != " " and line.endswith(":")]
     assert sections == before["sections"]

@@ -16,7 +16,7 @@ runinfo = load_module("benchmarks/runinfo.py", "runinfo_under_test")
 def copy_results(tmp_path):
     """The stored runs the pages read (the toy's results.json, not its cells), in a folder of the test's own."""
     dst = tmp_path / "results"
-    for name in ("compare", "compare_shares", "budget", "jump"):
+    for name in ("compare", "compare_shares", "budget", "jump", "gpu"):
         shutil.copytree(os.path.join(ROOT, "results", name), dst / name)
     for setting in ("paper", "reduced", "phase"):
         (dst / f"toy_{setting}").mkdir(parents=True)

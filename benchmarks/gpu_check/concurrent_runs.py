@@ -62,7 +62,9 @@ def run_config(k: int, mode: str, stop_at: float) -> dict:
     start = time.time()
     for i in range(k):
         cmd = [sys.executable, "algorithms/orpo.py", *flags, "--seed", str(i + 1)]
-        cmd += ["--runs-dir", os.path.join(where, str(i))] + (["--cuda-graphs"] if mode == "graphs" else [])
+        cmd += ["--runs-dir", os.path.join(where, str(i))] + (
+            ["--cuda-graphs" if mode == "graphs" else "--no-cuda-graphs"]
+        )
         logs.append(open(os.path.join(runs_dir, f"{mode}_k{k}_{i}.log"), "w"))
         procs.append(subprocess.Popen(cmd, stdout=logs[-1], stderr=subprocess.STDOUT, env=env))
     cut = False

@@ -121,7 +121,9 @@ def profiled_run(mode: str) -> dict:
     orpo.gradient_steps = hooked_driver
     try:
         argv = [*flags, "--epochs", "2", "--runs-dir", os.path.join(work, mode)]
-        summary = orpo.main(plumbing.parse_args(orpo.Args, argv + (["--cuda-graphs"] if mode == "graphs" else [])))
+        summary = orpo.main(
+            plumbing.parse_args(orpo.Args, argv + ["--cuda-graphs" if mode == "graphs" else "--no-cuda-graphs"])
+        )
     finally:
         orpo.gradient_steps = driver
     if "window_ms" not in result:
