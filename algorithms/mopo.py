@@ -789,7 +789,6 @@ def main(args: Args) -> dict:
         # one update on D ∪ D_model: D's rows with their real rewards, the model's with P-MDP rewards
         return {"losses": policy.update(sample_mix([(real, n[0], "rew"), (buf, n[1], "rew_p")]))}
 
-    graphs = args.cuda_graphs and device.type == "cuda"
     period = args.policy_freq if args.policy == "td3bc" else 1  # TD3+BC's actor updates every policy_freq steps
     run.start(parts, dyn_metrics)  # resumes from the checkpoint, if any
 
@@ -801,8 +800,7 @@ def main(args: Args) -> dict:
         buf.add(ro)
         run.lap("rollout")
 
-        # steps_per_epoch updates (one CUDA graph per epoch with --cuda-graphs)
-        gradient_steps(gradient_step, args.steps_per_epoch, run, [policy], graphs, period)
+        gradient_steps(gradient_step, args.steps_per_epoch, run, [policy], period)
         actor_schedule.step()
 
         metrics = run.means() | rollout_metrics(start, ro, args.rollout_batch_size)

@@ -667,7 +667,6 @@ def main(args: Args) -> dict:
         # one update on D ∪ D_model: D's rows with their real rewards, the model's with O-MDP rewards
         return {"losses": policy.update(sample_mix([(real, n[0], "rew"), (buf, n[1], "rew_o")]))}
 
-    graphs = args.cuda_graphs and device.type == "cuda"
     run.start(parts, dyn_metrics)  # resumes from the checkpoint, if any
 
     for epoch in run.epochs():
@@ -678,8 +677,7 @@ def main(args: Args) -> dict:
         buf.add(ro)
         run.lap("rollout")
 
-        # steps_per_epoch updates (one CUDA graph per epoch with --cuda-graphs)
-        gradient_steps(gradient_step, args.steps_per_epoch, run, [policy], graphs)
+        gradient_steps(gradient_step, args.steps_per_epoch, run, [policy])
         actor_schedule.step()
 
         metrics = run.means() | rollout_metrics(start, ro, args.rollout_batch_size)

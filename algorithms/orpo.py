@@ -912,7 +912,6 @@ def main(args: Args) -> dict:
         stats["losses"] = output_policy.update(batch_p)
         return stats
 
-    graphs = args.cuda_graphs and device.type == "cuda"
     period = args.policy_freq if args.output_algo == "td3bc" else 1  # TD3+BC's actor updates every policy_freq steps
     parts = dict(rollout_policy=rollout_policy, output_policy=output_policy, actor_schedule=actor_schedule)
     parts.update(buf_o=buf_o, buf_p=buf_p)  # everything a checkpoint saves
@@ -930,7 +929,7 @@ def main(args: Args) -> dict:
         run.lap("rollout")
 
         # lines 24-25, steps_per_epoch times (one CUDA graph per epoch with --cuda-graphs)
-        gradient_steps(gradient_step, args.steps_per_epoch, run, [rollout_policy, output_policy], graphs, period)
+        gradient_steps(gradient_step, args.steps_per_epoch, run, [rollout_policy, output_policy], period)
         if args.rollout_policy == "optimistic":
             actor_schedule.step()
 

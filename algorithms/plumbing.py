@@ -900,6 +900,7 @@ class Run:
         self.filled = {k: v for k, v in asdict(args).items() if k in unset and v is not None and k != "threads"}
         check_args(args)  # preset values combined with the user's (e.g. the batch shares)
         self.device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+        self.graphs = args.cuda_graphs and self.device.type == "cuda"  # gradient_steps' CUDA graphs
         torch.set_num_threads(args.threads or int(os.environ.get("OMP_NUM_THREADS", "").strip() or 1))
         random.seed(args.seed)
         np.random.seed(args.seed)
@@ -1345,15 +1346,13 @@ def load_checkpoint(path: str, parts: dict, epochs: int) -> tuple[int, list[dict
 
 
 # -------------------------------------------------------------------------------------------------------------- steps
-def gradient_steps(
-    step: Callable[[], dict], n: int, run: Run, policies: list[nn.Module], graphs: bool, period: int = 1
-) -> None:
+def gradient_steps(step: Callable[[], dict], n: int, run: Run, policies: list[nn.Module], period: int = 1) -> None:
     """n gradient steps: `step()` makes one of every policy and returns {log prefix: statistics}, summed into `run`.
 
-    graphs (CUDA only): `period` steps are captured as one CUDA graph and replayed, one launch where eager PyTorch
-    launches the steps' hundreds of small kernels one by one from Python. The graph is captured anew every epoch, so
-    what changes between epochs (buffer sizes, learning rates) is baked in fresh; `period` steps make one Python-side
-    cycle (TD3+BC's delayed actor: policy_freq)."""
+    With run.graphs (--cuda-graphs on a CUDA device) `period` steps are captured as one CUDA graph and replayed, one
+    launch where eager PyTorch launches the steps' hundreds of small kernels one by one from Python. The graph is
+    captured anew every epoch, so what changes between epochs (buffer sizes, learning rates) is baked in fresh; `period`
+    steps make one Python-side cycle (TD3+BC's delayed actor: policy_freq)."""
 
     def eager(k: int) -> None:
         for _ in range(k):
@@ -1361,7 +1360,7 @@ def gradient_steps(
                 run.add(prefix, stats)
 
     warmup = 3  # eager steps on a side stream before the capture, as CUDA graphs ask
-    if not graphs or n < warmup + period:
+    if not run.graphs or n < warmup + period:
         return eager(n)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())

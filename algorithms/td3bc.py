@@ -263,22 +263,19 @@ def main(args: Args) -> dict:
     real = ReplayBuffer(len(data["obs"]), {k: v.shape[1] for k, v in data.items()}, device)
     real.add(data)
 
-    # the policy on D's standardised states; no dynamics model, no rollouts
     td3 = dict(hidden_dims=args.hidden_dims, actor_lr=args.actor_lr, critic_lr=args.critic_lr, gamma=args.gamma,
                tau=args.tau, alpha=args.alpha, policy_noise=args.policy_noise, noise_clip=args.noise_clip,
                policy_freq=args.policy_freq)  # fmt: skip
     policy = TD3BC(ObsNorm.of(data["obs"], args.normalize_obs), data["act"].shape[1], max_action, **td3).to(device)
 
-    def gradient_step() -> dict[str, dict[str, torch.Tensor]]:  # one TD3+BC update on a batch of D
+    def gradient_step() -> dict[str, dict[str, torch.Tensor]]:  # one TD3+BC update on D alone: no model, no rollouts
         b = real.sample(args.batch_size)
         return {"losses": policy.update(b | {"rew": b["rew"][:, 0], "done": b["done"][:, 0]})}
 
-    graphs = args.cuda_graphs and device.type == "cuda"  # TD3+BC's actor updates every policy_freq steps
     run.start({"policy": policy})  # resumes from the checkpoint, if any
 
     for epoch in run.epochs():
-        # steps_per_epoch updates (one CUDA graph per epoch with --cuda-graphs)
-        gradient_steps(gradient_step, args.steps_per_epoch, run, [policy], graphs, args.policy_freq)
+        gradient_steps(gradient_step, args.steps_per_epoch, run, [policy], args.policy_freq)
 
         metrics = run.means()
         if run.nonfinite is None and (epoch % args.eval_every == 0 or epoch == args.epochs):

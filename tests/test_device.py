@@ -427,11 +427,13 @@ def test_gradient_steps_bookkeeping_with_a_stand_in_for_cuda_graphs(modules, mon
     counts = {}
 
     class Run:
+        graphs = True  # --cuda-graphs on a CUDA device
+
         def add(self, prefix, stats):
             for k in stats:
                 counts[f"{prefix}/{k}"] = counts.get(f"{prefix}/{k}", 0) + 1
 
-    orpo.gradient_steps(step, n, Run(), [policy], graphs=True, period=period)
+    orpo.gradient_steps(step, n, Run(), [policy], period=period)
     graphed = n >= 3 + period
     assert seen["captures"] == int(graphed) and seen["replays"] == ((n - 3) // period if graphed else 0)
     assert seen["capturable"] == [True] * int(graphed) and policy.optim.param_groups[0]["capturable"] is False

@@ -74,10 +74,11 @@ def profiled_run(mode: str) -> dict:
         result["host_top"] = [{"name": e.key, "calls": e.count, "ms": e.self_cpu_time_total / 1e3} for e in host[:15]]
         result["host_ms"] = sum(e.self_cpu_time_total for e in host) / 1e3
 
-    def hooked_driver(step, n, run, policies, graphs, period=1):
+    def hooked_driver(step, n, run, policies, period=1):
         calls[0] += 1
         if calls[0] != 2:  # epoch 1 warms up (the allocator, cuBLAS, the first capture)
-            return driver(step, n, run, policies, graphs, period)
+            return driver(step, n, run, policies, period)
+        graphs = run.graphs
         per = period if graphs else 1  # update steps per profiler step
         need = (3 + period if graphs else 0) + per * (-(-4 // per) + STEPS // per)
         if n < need:
@@ -111,7 +112,7 @@ def profiled_run(mode: str) -> dict:
             if not graphs:
                 prof.start()
                 started[0] = True
-            driver(eager_step if not graphs else step, n, run, policies, graphs, period)
+            driver(eager_step if not graphs else step, n, run, policies, period)
         finally:
             torch.cuda.CUDAGraph = graph_class
             if started[0]:
