@@ -866,108 +866,9 @@ def _take_lock(path: str):
         lock.close()
 
 
-class Run:
-    """Everything around the epoch loop: the run directory, data, resume, evaluation, logging, checkpoints, signals.
-
-    Checkpoints are written every --checkpoint-every epochs, every --checkpoint-minutes of wall time, at the end,
-    and after the epoch in which SIGINT/SIGTERM arrives (a second signal stops at once). Only a checkpoint whose
-    weights and losses are finite is written: a run that turns non-finite stops, keeping the last good one."""
-
-    current: Optional["Run"] = None  # for the one-line messages of a failure or an interrupt before the first epoch
-
-    def __init__(self, args, apply_presets: Optional[Callable] = None):
-        """Check the flags, resolve the dataset, fill in presets, seed everything, then make (or reopen) the run
-        directory: a bad flag, a bad --runs-dir or a missing dataset fails before anything is written."""
-        self.script, self.algorithm = script_of(args), os.path.splitext(os.path.basename(script_of(args)))[0]
-        check_args(args)
-        args.exp_name = args.exp_name or self.algorithm
-        for k in ("data_dir", "dataset_path"):  # absolute: a resume from another folder finds the same file
-            if getattr(args, k) is not None:
-                setattr(args, k, os.path.abspath(os.path.expanduser(getattr(args, k))))
-        if args.resume is not None:
-            args = resumed_args(args)
-        folders = [(args.resume or args.runs_dir, "--runs-dir")]
-        folders += [(args.dynamics_cache, "--dynamics-cache")] if getattr(args, "dynamics_cache", None) else []
-        for folder, flag in folders:  # an unwritable folder fails before any download or data load
-            try:
-                os.makedirs(folder, exist_ok=True)
-                tempfile.TemporaryFile(dir=folder).close()
-            except OSError as e:
-                raise UserError(f"cannot write in {folder} ({e.strerror}); pass a writable {flag}") from None
-        task, data_path = resolve_task(args.env, args.dataset_path, args.eval_env, args.data_dir)
-        unset = {k for k, v in asdict(args).items() if v is None}
-        args, preset = apply_presets(args, task) if apply_presets else (args, "none")
-        self.filled = {k: v for k, v in asdict(args).items() if k in unset and v is not None and k != "threads"}
-        check_args(args)  # preset values combined with the user's (e.g. the batch shares)
-        self.device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
-        self.graphs = args.cuda_graphs and self.device.type == "cuda"  # gradient_steps' CUDA graphs
-        torch.set_num_threads(args.threads or int(os.environ.get("OMP_NUM_THREADS", "").strip() or 1))
-        random.seed(args.seed)
-        np.random.seed(args.seed)
-        torch.manual_seed(args.seed)
-        torch.backends.cudnn.deterministic = args.torch_deterministic
-        self.args, self.task, self.preset, self.data_path = args, task, preset, data_path
-        self.dynamics: dict = {}  # where the ensemble came from (load_or_fit), for config.json and summary.json
-        fingerprint = {
-            "path": os.path.abspath(data_path) if not data_path.startswith("minari:") else data_path,
-            "fingerprint": file_fingerprint(data_path),
-        }
-        self.fingerprint, self.created = fingerprint["fingerprint"], args.resume is None
-        if Run.current is not None:  # one run per process at a time: a new one means the previous one is over
-            Run.current.release()
-        if args.resume is not None:
-            self.dir = args.resume
-            saved = read_json(os.path.join(self.dir, "config.json")).get("_dataset")
-            if saved is not None and saved["fingerprint"] != fingerprint["fingerprint"]:
-                raise UserError(
-                    f"the dataset {data_path} changed since {self.dir} started (size:hash {saved['fingerprint']} -> "
-                    f"{fingerprint['fingerprint']}); resume with the original file or start a new run"
-                )
-        else:
-            name = f"{task.name.replace('/', '_')[:100]}__{args.exp_name}__{args.seed}__{int(time.time())}"
-            self.dir = os.path.join(args.runs_dir, name)
-            for n in range(2, 1000):  # mkdir is atomic: two runs started in the same second get different dirs
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(self.dir)
-                    break
-                self.dir = os.path.join(args.runs_dir, f"{name}_{n}")
-        # one writer per run directory: a second process (a resume, a relaunch) is refused while this one lives
-        self.lock = _take_lock(os.path.join(self.dir, "run.lock"))
-        typed = getattr(args, "typed", None)
-        if self.created:  # the effective config, and how it came about: what was typed, what the preset filled
-            config = {**asdict(args), "_dataset": fingerprint, "_script": os.path.basename(self.script)}
-            config |= {"_typed": sorted(typed) if typed is not None else None, "_filled": self.filled}
-            config |= {"_command": sys.argv, "_git_revision": git_revision(self.script)}
-            write_json(config, os.path.join(self.dir, "config.json"))
-        else:
-            saved = read_json(os.path.join(self.dir, "config.json"))
-            self.filled = saved.get("_filled") or {}
-            args.typed = set(saved.get("_typed") or []) | (typed or set())
-        Run.current = self
-        self.ckpt_path = os.path.join(self.dir, "checkpoint.pt")
-        self.signal, self.deferring, self.logger, self.prior_seconds = None, False, None, 0.0
-        self.writing, self.stop_now, self.thread_error = False, False, None
-        self.start_time = time.time()
-        self.previous_handlers = {s: signal.signal(s, self.on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-        self.previous_hook, threading.excepthook = threading.excepthook, self.on_thread_error
-        if args.track:  # before the data load: no login is one line, not hours later
-            try:
-                import wandb
-
-                options = dict(sync_tensorboard=True, save_code=True, dir=self.dir, name=os.path.basename(self.dir))
-                wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, config=asdict(args), **options)
-            except Exception as e:  # ImportError, wandb's UsageError (no login), a network failure
-                why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-                raise UserError(f"--track: wandb did not start ({why}); run `wandb login`, or set WANDB_MODE=offline "
-                                "(or drop --track)") from None  # fmt: skip
-
-    def on_thread_error(self, hook) -> None:
-        """A background thread's error (TensorBoard's writer on a full disk) is kept for the main thread to report in
-        one line, not printed as a traceback over it."""
-        if issubclass(hook.exc_type, OSError):
-            self.thread_error = self.thread_error or hook.exc_value
-        else:
-            self.previous_hook(hook)
+class _RunData:
+    """Run's data part: the dataset as tensors checked against the evaluation env, and the dynamics ensemble (fitted,
+    loaded, or shared through --dynamics-cache)."""
 
     def load_data(self) -> tuple[dict[str, torch.Tensor], float]:
         """D as tensors on the device and the action bound, checked against the evaluation env (made here, one
@@ -1083,28 +984,10 @@ class Run:
         self.dynamics = {"source": "fitted into the cache", "path": os.path.abspath(path)}
         return metrics
 
-    def release(self) -> None:
-        """Let go of the run directory: run.lock is removed while still held (a process that opened it meanwhile finds
-        it gone and takes a new one), then closing the file releases the flock."""
-        if not self.lock.closed:
-            with contextlib.suppress(OSError):
-                os.remove(self.lock.name)
-            self.lock.close()
 
-    def resume_hint(self) -> str:
-        return f"continue with: python {shlex.quote(os.path.relpath(self.script))} --resume {shlex.quote(self.dir)}"
-
-    def on_signal(self, signum, frame) -> None:
-        urgent = not self.deferring or self.signal is not None  # before the loop, or a second signal: stop now ...
-        self.signal = signum
-        if urgent and self.writing:  # ... once the checkpoint or summary being written is complete
-            self.stop_now = True
-            return
-        if urgent:
-            raise KeyboardInterrupt
-        tqdm.write(
-            f"{signal.Signals(signum).name}: stopping after this epoch with a checkpoint (signal again to stop now)"
-        )
+class _RunLoop:
+    """Run's epoch-loop part: resume from the checkpoint, the epochs and their progress bar, the update statistics,
+    evaluation, metrics.csv and the checkpoints."""
 
     def start(self, parts: dict, first_row: Optional[dict] = None) -> None:
         """Load a resumed run's checkpoint (or start at epoch 0) and open the logger. `parts` is everything a
@@ -1224,6 +1107,31 @@ class Run:
         """The run's wall time over every invocation (a resume adds to what its checkpoint recorded)."""
         return self.prior_seconds + time.time() - self.start_time
 
+
+class _RunEnd:
+    """Run's ending part: signals (a checkpoint after the epoch, a second signal stops at once), a background thread's
+    error, summary.json, and letting go of the run directory."""
+
+    def on_signal(self, signum, frame) -> None:
+        urgent = not self.deferring or self.signal is not None  # before the loop, or a second signal: stop now ...
+        self.signal = signum
+        if urgent and self.writing:  # ... once the checkpoint or summary being written is complete
+            self.stop_now = True
+            return
+        if urgent:
+            raise KeyboardInterrupt
+        tqdm.write(
+            f"{signal.Signals(signum).name}: stopping after this epoch with a checkpoint (signal again to stop now)"
+        )
+
+    def on_thread_error(self, hook) -> None:
+        """A background thread's error (TensorBoard's writer on a full disk) is kept for the main thread to report in
+        one line, not printed as a traceback over it."""
+        if issubclass(hook.exc_type, OSError):
+            self.thread_error = self.thread_error or hook.exc_value
+        else:
+            self.previous_hook(hook)
+
     def finish(self, actor: nn.Module) -> dict:
         """After the loop: the exported policy and summary.json (or the interrupt's checkpoint message)."""
         self.envs.close()
@@ -1287,6 +1195,116 @@ class Run:
         wall = f"{w // 3600}:{w % 3600 // 60:02d}:{w % 60:02d}"
         print(f"{status}: {summary['epochs']} epochs in {wall}, {scores}; {self.dir}/summary.json")
         return summary
+
+    def release(self) -> None:
+        """Let go of the run directory: run.lock is removed while still held (a process that opened it meanwhile finds
+        it gone and takes a new one), then closing the file releases the flock."""
+        if not self.lock.closed:
+            with contextlib.suppress(OSError):
+                os.remove(self.lock.name)
+            self.lock.close()
+
+    def resume_hint(self) -> str:
+        return f"continue with: python {shlex.quote(os.path.relpath(self.script))} --resume {shlex.quote(self.dir)}"
+
+
+class Run(_RunData, _RunLoop, _RunEnd):
+    """Everything around the epoch loop: the run directory, data, resume, evaluation, logging, checkpoints, signals.
+    This class makes (or reopens) the run directory; its parts above hold the rest, each what changes together:
+    _RunData (the dataset, the ensemble), _RunLoop (the epochs, statistics, evaluation, checkpoints), _RunEnd
+    (signals, summary.json, the lock). They share the run's state through `self`.
+
+    Checkpoints are written every --checkpoint-every epochs, every --checkpoint-minutes of wall time, at the end,
+    and after the epoch in which SIGINT/SIGTERM arrives (a second signal stops at once). Only a checkpoint whose
+    weights and losses are finite is written: a run that turns non-finite stops, keeping the last good one."""
+
+    current: Optional["Run"] = None  # for the one-line messages of a failure or an interrupt before the first epoch
+
+    def __init__(self, args, apply_presets: Optional[Callable] = None):
+        """Check the flags, resolve the dataset, fill in presets, seed everything, then make (or reopen) the run
+        directory: a bad flag, a bad --runs-dir or a missing dataset fails before anything is written."""
+        self.script, self.algorithm = script_of(args), os.path.splitext(os.path.basename(script_of(args)))[0]
+        check_args(args)
+        args.exp_name = args.exp_name or self.algorithm
+        for k in ("data_dir", "dataset_path"):  # absolute: a resume from another folder finds the same file
+            if getattr(args, k) is not None:
+                setattr(args, k, os.path.abspath(os.path.expanduser(getattr(args, k))))
+        if args.resume is not None:
+            args = resumed_args(args)
+        folders = [(args.resume or args.runs_dir, "--runs-dir")]
+        folders += [(args.dynamics_cache, "--dynamics-cache")] if getattr(args, "dynamics_cache", None) else []
+        for folder, flag in folders:  # an unwritable folder fails before any download or data load
+            try:
+                os.makedirs(folder, exist_ok=True)
+                tempfile.TemporaryFile(dir=folder).close()
+            except OSError as e:
+                raise UserError(f"cannot write in {folder} ({e.strerror}); pass a writable {flag}") from None
+        task, data_path = resolve_task(args.env, args.dataset_path, args.eval_env, args.data_dir)
+        unset = {k for k, v in asdict(args).items() if v is None}
+        args, preset = apply_presets(args, task) if apply_presets else (args, "none")
+        self.filled = {k: v for k, v in asdict(args).items() if k in unset and v is not None and k != "threads"}
+        check_args(args)  # preset values combined with the user's (e.g. the batch shares)
+        self.device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+        self.graphs = args.cuda_graphs and self.device.type == "cuda"  # gradient_steps' CUDA graphs
+        torch.set_num_threads(args.threads or int(os.environ.get("OMP_NUM_THREADS", "").strip() or 1))
+        random.seed(args.seed)
+        np.random.seed(args.seed)
+        torch.manual_seed(args.seed)
+        torch.backends.cudnn.deterministic = args.torch_deterministic
+        self.args, self.task, self.preset, self.data_path = args, task, preset, data_path
+        self.dynamics: dict = {}  # where the ensemble came from (load_or_fit), for config.json and summary.json
+        fingerprint = {
+            "path": os.path.abspath(data_path) if not data_path.startswith("minari:") else data_path,
+            "fingerprint": file_fingerprint(data_path),
+        }
+        self.fingerprint, self.created = fingerprint["fingerprint"], args.resume is None
+        if Run.current is not None:  # one run per process at a time: a new one means the previous one is over
+            Run.current.release()
+        if args.resume is not None:
+            self.dir = args.resume
+            saved = read_json(os.path.join(self.dir, "config.json")).get("_dataset")
+            if saved is not None and saved["fingerprint"] != fingerprint["fingerprint"]:
+                raise UserError(
+                    f"the dataset {data_path} changed since {self.dir} started (size:hash {saved['fingerprint']} -> "
+                    f"{fingerprint['fingerprint']}); resume with the original file or start a new run"
+                )
+        else:
+            name = f"{task.name.replace('/', '_')[:100]}__{args.exp_name}__{args.seed}__{int(time.time())}"
+            self.dir = os.path.join(args.runs_dir, name)
+            for n in range(2, 1000):  # mkdir is atomic: two runs started in the same second get different dirs
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(self.dir)
+                    break
+                self.dir = os.path.join(args.runs_dir, f"{name}_{n}")
+        # one writer per run directory: a second process (a resume, a relaunch) is refused while this one lives
+        self.lock = _take_lock(os.path.join(self.dir, "run.lock"))
+        typed = getattr(args, "typed", None)
+        if self.created:  # the effective config, and how it came about: what was typed, what the preset filled
+            config = {**asdict(args), "_dataset": fingerprint, "_script": os.path.basename(self.script)}
+            config |= {"_typed": sorted(typed) if typed is not None else None, "_filled": self.filled}
+            config |= {"_command": sys.argv, "_git_revision": git_revision(self.script)}
+            write_json(config, os.path.join(self.dir, "config.json"))
+        else:
+            saved = read_json(os.path.join(self.dir, "config.json"))
+            self.filled = saved.get("_filled") or {}
+            args.typed = set(saved.get("_typed") or []) | (typed or set())
+        Run.current = self
+        self.ckpt_path = os.path.join(self.dir, "checkpoint.pt")
+        self.signal, self.deferring, self.logger, self.prior_seconds = None, False, None, 0.0
+        self.writing, self.stop_now, self.thread_error = False, False, None
+        self.start_time = time.time()
+        self.previous_handlers = {s: signal.signal(s, self.on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        self.previous_hook, threading.excepthook = threading.excepthook, self.on_thread_error
+        if args.track:  # before the data load: no login is one line, not hours later
+            try:
+                import wandb
+
+                options = dict(sync_tensorboard=True, save_code=True, dir=self.dir, name=os.path.basename(self.dir))
+                wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, config=asdict(args), **options)
+            except Exception as e:  # ImportError, wandb's UsageError (no login), a network failure
+                why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                raise UserError(f"--track: wandb did not start ({why}); run `wandb login`, or set WANDB_MODE=offline "
+                                "(or drop --track)") from None  # fmt: skip
 
 
 def _invocations(run_dir: str) -> list[dict]:
