@@ -61,7 +61,8 @@ class UserError(Exception):
 
 
 class UsageError(UserError):
-    """Bad flags: one line per problem, exit 2, found before any data is read or anything is written."""
+    """Bad flags or input: one line per problem, exit 2 (the method files find them before any data is read or
+    anything is written). The scripts beside (benchmarks/, toy/, datasets/) raise it too: one error type."""
 
     code = 2
 
@@ -691,15 +692,15 @@ INVOCATION_FLAGS = ("resume", "stop_after_epochs", "cuda", "track", "checkpoint_
 RESUME_FLAGS = INVOCATION_FLAGS + ("epochs", "data_dir", "dataset_path")
 
 
-def script_of(args) -> str:
-    """The algorithm file whose Args these are (its name goes into config.json and the resume hint)."""
-    return sys.modules[type(args).__module__].__file__
+def script_of(args_class: type) -> str:
+    """The algorithm file that defines this Args class (its name goes into config.json and the resume hint)."""
+    return sys.modules[args_class.__module__].__file__
 
 
 def resumed_args(args):
     """The saved config of --resume RUN_DIR, with the flags a resume may change; names every other flag it ignores.
     Refuses another script's run directory, and leaves a finished run untouched when there is nothing left to do."""
-    Args, script = type(args), os.path.basename(script_of(args))
+    Args, script = type(args), os.path.basename(script_of(type(args)))
     config = read_json(os.path.join(args.resume, "config.json"))
     saved = {k: tuple(v) if isinstance(v, list) else v for k, v in config.items() if not k.startswith("_")}
     differ = sorted(set(saved) ^ set(asdict(Args())))
@@ -739,12 +740,12 @@ def resumed_args(args):
 class Logger:
     """TensorBoard always, wandb with --track (started by Run), and metrics.csv rewritten atomically every epoch."""
 
-    def __init__(self, run_dir: str, args, rows: list[dict]):
+    def __init__(self, run_dir: str, config: dict, track: bool, rows: list[dict]):
         self.writer = SummaryWriter(run_dir, purge_step=rows[-1]["epoch"] + 1 if rows else None)
         self.writer.add_text(
-            "hyperparameters", "|param|value|\n|-|-|\n" + "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
+            "hyperparameters", "|param|value|\n|-|-|\n" + "\n".join(f"|{k}|{v}|" for k, v in config.items())
         )
-        self.path, self.rows, self.track = os.path.join(run_dir, "metrics.csv"), rows, args.track
+        self.path, self.rows, self.track = os.path.join(run_dir, "metrics.csv"), rows, track
 
     def log(self, epoch: int, metrics: dict[str, float]) -> None:
         for k, v in metrics.items():
@@ -1006,7 +1007,7 @@ class _RunLoop:
                       "command": sys.argv, "git_revision": git_revision(self.script)}  # fmt: skip
         with open(os.path.join(self.dir, "invocations.jsonl"), "a") as f:  # every start and resume of the run
             f.write(json.dumps(invocation) + "\n")
-        self.logger = Logger(self.dir, self.args, rows)
+        self.logger = Logger(self.dir, asdict(self.args), self.args.track, rows)
         if not rows and first_row:
             self.logger.log(0, first_row)
         args = self.args
@@ -1223,7 +1224,8 @@ class Run(_RunData, _RunLoop, _RunEnd):
     def __init__(self, args, apply_presets: Optional[Callable] = None):
         """Check the flags, resolve the dataset, fill in presets, seed everything, then make (or reopen) the run
         directory: a bad flag, a bad --runs-dir or a missing dataset fails before anything is written."""
-        self.script, self.algorithm = script_of(args), os.path.splitext(os.path.basename(script_of(args)))[0]
+        self.script = script_of(type(args))
+        self.algorithm = os.path.splitext(os.path.basename(self.script))[0]
         check_args(args)
         args.exp_name = args.exp_name or self.algorithm
         for k in ("data_dir", "dataset_path"):  # absolute: a resume from another folder finds the same file

@@ -32,7 +32,8 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-from scores import parse_flags  # noqa: E402  (the same one-line parse errors as scores.py)
+import toolbox  # noqa: E402  (the scripts' one error type, flags and command line)
+from toolbox import UsageError, UserError  # noqa: E402
 import runinfo  # noqa: E402  (the runs' provenance, as compare.py and report.py show it)
 
 CUTS = {
@@ -70,14 +71,6 @@ class Args:
     dynamics_cache: str = os.path.join("runs", "dynamics_cache")
     """the runs' --dynamics-cache: one fitted ensemble per (dataset, dynamics flags, seed), shared with compare.py's and
     scores.py's runs ('': every run fits its own)"""
-
-
-class UserError(Exception):
-    code = 1
-
-
-class UsageError(UserError):
-    code = 2
 
 
 def tasks(args: Args) -> list[tuple[str, str]]:
@@ -302,17 +295,8 @@ def main(args: Args) -> int:
 
 
 def cli(argv: list[str]) -> int:
-    args = parse_flags(Args, argv, __doc__)
-    if isinstance(args, int):
-        return args
-    try:
-        return main(args)
-    except (UserError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return getattr(e, "code", 1)
-    except KeyboardInterrupt as e:
-        print("interrupted: the running run saved a checkpoint; run the same command again to resume", file=sys.stderr)
-        return 128 + (e.args[0] if e.args else signal.SIGINT)
+    return toolbox.cli(main, Args, argv, __doc__, "interrupted: the running run saved a checkpoint; run the same "
+                       "command again to resume")  # fmt: skip
 
 
 if __name__ == "__main__":

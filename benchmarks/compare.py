@@ -62,7 +62,8 @@ from scipy.stats import t as student_t
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import peers  # noqa: E402  (the peers' settings and sources)
-from scores import parse_flags, unwritable_folder  # noqa: E402  (the same one-line parse errors as scores.py)
+import toolbox  # noqa: E402  (the scripts' one error type, flags and command line)
+from toolbox import UsageError, unwritable_folder  # noqa: E402
 import runinfo  # noqa: E402  (intervals over seeds and the runs' provenance, as budget.py and report.py show them)
 
 # row: (kind, script or peer name, extra flags, label)
@@ -115,10 +116,6 @@ MIRROR = os.environ.get("ORPO_PEERS_MIRROR")  # the peers' git snapshots, as the
 
 def peer_source(name: str, url: str) -> str:
     return os.path.join(MIRROR, name, "repo") if MIRROR else url
-
-
-class UserError(Exception):
-    pass
 
 
 @dataclass
@@ -248,7 +245,7 @@ def dataset_file(args: Args, dataset: str) -> str:
 def domain_of(dataset: str) -> str:
     name = os.path.basename(dataset).removesuffix(".hdf5").split("-")[0].split("_")[0].lower()
     if name not in peers.DOMAINS:
-        raise UserError(f"cannot tell the MuJoCo env of {dataset!r}: name it hopper-*, walker2d-* or halfcheetah-*")
+        raise UsageError(f"cannot tell the MuJoCo env of {dataset!r}: name it hopper-*, walker2d-* or halfcheetah-*")
     return name
 
 
@@ -263,17 +260,17 @@ def task_of(args: Args, dataset: str) -> str:
     name = os.path.basename(dataset).removesuffix(".hdf5")
     if args.task in jump or (not args.task and name in jump):
         if domain != "halfcheetah":
-            raise UserError(f"--task {args.task} is a halfcheetah task, but {dataset} is a {domain} dataset")
+            raise UsageError(f"--task {args.task} is a halfcheetah task, but {dataset} is a {domain} dataset")
         return args.task or name
     if args.task:
         task = args.task if args.task.endswith("-v2") else f"{args.task}-v2"
         if not task.startswith(f"{domain}-"):
-            raise UserError(f"--task {args.task} is not a {domain} dataset, as {dataset} is")
+            raise UsageError(f"--task {args.task} is not a {domain} dataset, as {dataset} is")
         return task
     name = os.path.basename(dataset).removesuffix(".hdf5").lower().replace("_", "-")
     kind = next((k for k in peers.KINDS if k in name), None)
     if kind is None:
-        raise UserError(f"cannot tell the kind (random, medium, ...) of {dataset!r}: pass --task {domain}-medium-v2")
+        raise UsageError(f"cannot tell the kind (random, medium, ...) of {dataset!r}: pass --task {domain}-medium-v2")
     return f"{domain}-{kind}-v2"
 
 
@@ -287,7 +284,7 @@ def our_presets(script: str, task: str) -> object:
         spec.loader.exec_module(sys.modules[name])
     module = sys.modules[name]
     if task not in module.PRESETS:
-        raise UserError(f"{script}.py has no preset for {task} (it has {', '.join(module.PRESETS)}): pass --task")
+        raise UsageError(f"{script}.py has no preset for {task} (it has {', '.join(module.PRESETS)}): pass --task")
     return module.apply_presets(module.Args(), types.SimpleNamespace(name=task, domain=task.split("-")[0]))[0]
 
 
@@ -302,7 +299,7 @@ def pair_settings(args: Args, dataset: str) -> tuple[str, dict[str, dict]]:
             out[row] = {k: getattr(ours, k) for k in keys}
             modes = peers.PEERS[peer]["uncertainty_modes"]
             if PEER_U.get(out[row]["uncertainty"], out[row]["uncertainty"]) not in modes:
-                raise UserError(
+                raise UsageError(
                     f"--settings ours: u {out[row]['uncertainty']} on {task}, which {peer}'s ensemble does not compute "
                     f"(it has {', '.join(modes)}): use --settings theirs"
                 )
@@ -311,8 +308,8 @@ def pair_settings(args: Args, dataset: str) -> tuple[str, dict[str, dict]]:
         try:  # the peer's settings as its own run script parses them
             root = peers.extract(peer, source, peers.PEERS[peer]["commit"])["root"]
             parsed = peers.script_args(root, peers.PEERS[peer]["script"], peers.dataset_flags(peer, root, task))
-        except peers.InputError as e:
-            raise UserError(f"{e} (--settings theirs: pass --task with one of those, or --settings ours)") from None
+        except UsageError as e:  # peers.py's: their script does not take this dataset
+            raise UsageError(f"{e} (--settings theirs: pass --task with one of those, or --settings ours)") from None
         # u: what their ensembles compute (aleatoric)
         out[row] = {k: getattr(parsed, f[2:].replace("-", "_")) if f else "max_aleatoric" for k, f in keys.items()}
     return task, out
@@ -486,7 +483,7 @@ def record_dataset(args: Args, dataset: str, task: str) -> None:
     chosen = {"settings": args.settings, "settings_task": task}
     before = read_json(os.path.join(dst, "dataset.json")) or {}
     if "settings" in before and {k: before.get(k) for k in chosen} != chosen:  # its finished runs keep theirs
-        raise UserError(
+        raise UsageError(
             f"{dst} holds runs made with --settings {before['settings']} --task {before.get('settings_task')}: "
             "pass those, or another --results and --runs-dir"
         )
@@ -496,7 +493,9 @@ def record_dataset(args: Args, dataset: str, task: str) -> None:
             attrs = {k: (v.item() if hasattr(v, "item") else v) for k, v in f.attrs.items()}
             attrs["transitions"] = int(f["rewards"].shape[0])
     except (OSError, KeyError, AttributeError) as e:  # not HDF5, truncated, no `rewards` dataset
-        raise UserError(f"{path} is not a D4RL-layout HDF5 file ({e}); make it with datasets/ (docs/data.md)") from None
+        raise UsageError(
+            f"{path} is not a D4RL-layout HDF5 file ({e}); make it with datasets/ (docs/data.md)"
+        ) from None
     sys.path.insert(0, os.path.join(ROOT, "algorithms"))
     from plumbing import file_fingerprint  # what our runs record in config.json
 
@@ -507,7 +506,7 @@ def record_dataset(args: Args, dataset: str, task: str) -> None:
     recorded += [(os.path.dirname(c), ((read_json(c) or {}).get("_dataset") or {}).get("fingerprint")) for c in ours]
     for where, saved in recorded:
         if saved and saved != fingerprint:  # results made from another file under this name: not to be mixed
-            raise UserError(
+            raise UsageError(
                 f"{where} holds results made from another file than {path} (size:hash {saved}, now {fingerprint}): "
                 "pass that file, or another --results and --runs-dir"
             )
@@ -529,7 +528,7 @@ def run_all(args: Args) -> int:
     tasks = tasks_of(args)
     for d in args.env:
         if not os.path.isfile(dataset_file(args, d)):
-            raise UserError(
+            raise UsageError(
                 f"no dataset file {dataset_file(args, d)}: make it with datasets/ (docs/data.md) or pass --data-dir"
             )
     plans = {d: pair_settings(args, d) for d in args.env}  # every error before any run starts
@@ -634,7 +633,7 @@ def load_run(seed_dir: str) -> Optional[dict]:
 
 
 def load_results(results: str) -> dict:
-    """{dataset: {"dataset": attrs, "rows": {row: {seed: load_run(...)}}}}; a damaged result is one UserError."""
+    """{dataset: {"dataset": attrs, "rows": {row: {seed: load_run(...)}}}}; a damaged result is one UsageError."""
     out = {}
     if not os.path.isdir(results):
         return out
@@ -647,7 +646,7 @@ def load_results(results: str) -> dict:
                     run = load_run(seed_dir)
                 except (OSError, ValueError, KeyError) as e:
                     why = f"{type(e).__name__}: {e}" if isinstance(e, (OSError, KeyError)) else str(e)
-                    raise UserError(
+                    raise UsageError(
                         f"{seed_dir}: a damaged result ({why}); delete it (a run of the comparison copies the finished "
                         "run there again)"
                     ) from None
@@ -853,7 +852,7 @@ def report(args: Args, made_by: Optional[str] = None, figure: bool = True) -> st
     that says how the page is made (default: this script's --report-only)."""
     data = summarize(args.results, args.delta)
     if not data:
-        raise UserError(f"no finished run in {args.results}: run the comparison first (without --report-only)")
+        raise UsageError(f"no finished run in {args.results}: run the comparison first (without --report-only)")
     made_by = made_by or (
         f"Made by `python benchmarks/compare.py --report-only --results {os.path.relpath(args.results)}`."
     )
@@ -1034,7 +1033,7 @@ OWN_FLAGS = {
 def check(args: Args) -> None:
     bad = [r for r in args.rows if r not in ROWS]
     if bad:
-        raise UserError(f"unknown row {bad[0]!r}: choose from {' '.join(ROWS)}")
+        raise UsageError(f"unknown row {bad[0]!r}: choose from {' '.join(ROWS)}")
     for name, v, lo in (
         ("--epochs", args.epochs, 1),
         ("--steps-per-epoch", args.steps_per_epoch, 1),
@@ -1046,27 +1045,27 @@ def check(args: Args) -> None:
         ("--reps", args.reps, 100),
     ):
         if v < lo:
-            raise UserError(f"{name} must be at least {lo}, not {v}")
+            raise UsageError(f"{name} must be at least {lo}, not {v}")
     for name, values in (("--rows", args.rows), ("--seeds", args.seeds), ("--env", args.env)):
         if not values or len(set(values)) < len(values):  # a task twice would run twice, in one folder
-            raise UserError(f"{name} needs at least one value, each once, not {' '.join(map(str, values)) or 'none'}")
+            raise UsageError(f"{name} needs at least one value, each once, not {' '.join(map(str, values)) or 'none'}")
     if not all(0 <= seed < 2**32 for seed in args.seeds):
-        raise UserError(f"--seeds must lie in [0, 2**32), not {' '.join(map(str, args.seeds))}")
+        raise UsageError(f"--seeds must lie in [0, 2**32), not {' '.join(map(str, args.seeds))}")
     if not (0 < args.delta < float("inf") and args.min_relative >= 0):
-        raise UserError(
+        raise UsageError(
             f"--delta must be positive and finite and --min-relative at least 0, not {args.delta}, {args.min_relative}"
         )
     try:
         tokens = shlex.split(args.algo_flags)
     except ValueError as e:
-        raise UserError(f"--algo-flags: {e}") from None
+        raise UsageError(f"--algo-flags: {e}") from None
     paired = {f"--{k.replace('_', '-')}" for keys in PAIR_SETTINGS.values() for k in keys}
     clash = [tok for tok in tokens if tok.split("=")[0] in paired]
     if clash:
-        raise UserError(f"--algo-flags sets {clash[0]}, a pair setting: --settings gives it to both sides of a pair")
+        raise UsageError(f"--algo-flags sets {clash[0]}, a pair setting: --settings gives it to both sides of a pair")
     own = [tok for tok in tokens if tok.split("=")[0] in OWN_FLAGS]
     if own:
-        raise UserError(
+        raise UsageError(
             f"--algo-flags sets {own[0]}, which compare.py gives every row (use its own flag, if it has one)"
         )
     folders = [("--out", os.path.dirname(os.path.abspath(args.out)))]
@@ -1074,7 +1073,7 @@ def check(args: Args) -> None:
     for flag, folder in folders:  # before any run: a report that cannot be written would lose hours of runs
         why = unwritable_folder(folder)
         if why:
-            raise UserError(f"{flag}: cannot write in {folder}: {why}")
+            raise UsageError(f"{flag}: cannot write in {folder}: {why}")
 
 
 def stop(signum, frame):
@@ -1094,14 +1093,7 @@ def main(args: Args) -> int:
 
 
 def cli(argv: list[str]) -> int:
-    args = parse_flags(Args, argv, __doc__)
-    if isinstance(args, int):
-        return args
-    try:
-        return main(args)
-    except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    return toolbox.cli(main, Args, argv, __doc__)
 
 
 if __name__ == "__main__":

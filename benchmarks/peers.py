@@ -61,6 +61,9 @@ import warnings
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # toolbox.py beside this file
+from toolbox import UsageError, UserError  # noqa: E402  (the scripts' one error type: bad input is exit 2)
+
 PEERS = {
     "kit-mopo": {
         "source": "https://github.com/yihaosun1124/OfflineRL-Kit",
@@ -140,10 +143,6 @@ JUMP_FLAGS = [
 OUTPUTS = ("config.json", "metrics.csv", "summary.json", "error.txt", "peer_log")  # what a fresh start removes
 
 
-class InputError(Exception):
-    """Bad input: one line, exit 2."""
-
-
 def cache_root() -> str:
     return os.path.join(os.environ.get("TMPDIR") or tempfile.gettempdir(), "orpo-peers")
 
@@ -198,8 +197,7 @@ class Args:
 
 def parse_args(argv=None) -> Args:
     """The flags (the project's --help layout and one-line parse errors), checked."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "algorithms"))
-    import plumbing
+    import plumbing  # beside toolbox, on its path
 
     argv, words = list(sys.argv[1:] if argv is None else argv), []
     for word in argv:  # `--peer-flags '--penalty-coef 2'`: a value that starts with -- is still the flag's value
@@ -207,22 +205,22 @@ def parse_args(argv=None) -> Args:
     try:
         args = plumbing.parse_args(Args, words)
     except plumbing.UserError as e:
-        raise InputError(str(e)) from None
+        raise UsageError(str(e)) from None  # exit 2, whatever plumbing's code
     if args.peer not in PEERS:
-        raise InputError(f"unknown --peer '{args.peer}'; use one of {', '.join(PEERS)}")
+        raise UsageError(f"unknown --peer '{args.peer}'; use one of {', '.join(PEERS)}")
     for name in ("epochs", "steps_per_epoch", "rollout_batch_size", "eval_episodes", "threads", "dynamics_max_epochs"):
         value = getattr(args, name)
         if value is not None and value < 1:
-            raise InputError(f"--{name.replace('_', '-')} must be at least 1 (got {value})")
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1 (got {value})")
     if not 0 <= args.seed < 2**32:
-        raise InputError(f"--seed must lie in [0, 4294967296) (got {args.seed})")
+        raise UsageError(f"--seed must lie in [0, 4294967296) (got {args.seed})")
     modes = PEERS[args.peer]["uncertainty_modes"]
     if args.uncertainty_mode is not None and args.uncertainty_mode not in modes:
-        raise InputError(f"--uncertainty-mode {args.uncertainty_mode}: {args.peer}'s ensemble has {', '.join(modes)}")
+        raise UsageError(f"--uncertainty-mode {args.uncertainty_mode}: {args.peer}'s ensemble has {', '.join(modes)}")
     try:
         args.peer_flags = shlex.split(args.peer_flags or "")
     except ValueError as e:
-        raise InputError(f"--peer-flags: {e}") from None
+        raise UsageError(f"--peer-flags: {e}") from None
     args.source = args.source or PEERS[args.peer]["source"]
     args.commit = args.commit or PEERS[args.peer]["commit"]
     return args
@@ -242,10 +240,10 @@ def git_dir_of(source: str) -> str:
         inner = os.path.join(source, ".git")
         git_dir = inner if os.path.exists(inner) else source
         if git("--git-dir", git_dir, "rev-parse", "--git-dir").returncode != 0:
-            raise InputError(f"--source {source} is a directory but not a git repository")
+            raise UsageError(f"--source {source} is a directory but not a git repository")
         return git_dir
     if not re.match(r"^([a-z][a-z0-9+.-]*://|git@|file:)", source):
-        raise InputError(f"--source {source} is neither a git directory nor a git URL")
+        raise UsageError(f"--source {source} is neither a git directory nor a git URL")
     clone = os.path.join(cache_root(), "clones", hashlib.sha1(source.encode()).hexdigest()[:16])
     if not os.path.isdir(clone):
         os.makedirs(os.path.dirname(clone), exist_ok=True)
@@ -258,7 +256,7 @@ def git_dir_of(source: str) -> str:
         if out.returncode != 0:
             shutil.rmtree(partial, ignore_errors=True)
             why = out.stderr.decode(errors="replace").strip().splitlines()
-            raise InputError(f"cannot fetch --source {source} ({why[-1] if why else 'git clone failed'})")
+            raise UsageError(f"cannot fetch --source {source} ({why[-1] if why else 'git clone failed'})")
         with contextlib.suppress(OSError):  # another process may have made it meanwhile
             os.rename(partial, clone)
         shutil.rmtree(partial, ignore_errors=True)
@@ -273,7 +271,7 @@ def extract(peer: str, source: str, commit: str) -> dict:
         git("--git-dir", git_dir, "fetch", "--quiet", "origin", "+refs/heads/*:refs/heads/*")
         out = git("--git-dir", git_dir, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}")
     if out.returncode != 0:
-        raise InputError(f"--commit {commit} is not in --source {source}")
+        raise UsageError(f"--commit {commit} is not in --source {source}")
     sha = out.stdout.decode().strip()
     root = os.path.join(cache_root(), f"{peer}-{sha}")
     paths = ["offlinerlkit", PEERS[peer]["script"]]
@@ -281,7 +279,7 @@ def extract(peer: str, source: str, commit: str) -> dict:
         out = git("--git-dir", git_dir, "archive", "--format=tar", sha, "--", *paths)
         if out.returncode != 0:
             why = out.stderr.decode(errors="replace").strip().splitlines()
-            raise InputError(f"--source {source} at {sha[:12]} lacks {', '.join(paths)} ({why[-1] if why else ''})")
+            raise UsageError(f"--source {source} at {sha[:12]} lacks {', '.join(paths)} ({why[-1] if why else ''})")
         partial = f"{root}.partial{os.getpid()}"
         shutil.rmtree(partial, ignore_errors=True)
         with tarfile.open(fileobj=io.BytesIO(out.stdout)) as tar:
@@ -381,29 +379,29 @@ def read_dataset(path: str) -> tuple[dict, dict]:
 
     keys = ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts")
     if not os.path.isfile(path):
-        raise InputError(f"--dataset-path {path} does not exist")
+        raise UsageError(f"--dataset-path {path} does not exist")
     try:
         with h5py.File(path, "r") as f:
             missing = [k for k in keys if not isinstance(f.get(k), h5py.Dataset)]
             if missing:
-                raise InputError(f"{path} lacks the dataset(s) {', '.join(missing)}; a D4RL-layout file has {keys}")
+                raise UsageError(f"{path} lacks the dataset(s) {', '.join(missing)}; a D4RL-layout file has {keys}")
             data = {k: np.asarray(f[k][()]) for k in keys}
             attrs = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}
     except OSError as e:
-        raise InputError(f"--dataset-path {path} is not a readable HDF5 file ({e})") from None
+        raise UsageError(f"--dataset-path {path} is not a readable HDF5 file ({e})") from None
     n = len(data["observations"])
     for k, v in data.items():
         if k in ("rewards", "terminals", "timeouts") and v.ndim == 2 and v.shape[1] == 1:
             v = data[k] = v[:, 0]
         ndim = 2 if k in ("observations", "actions", "next_observations") else 1
         if v.ndim != ndim or len(v) != n or v.dtype.kind not in "fiub":
-            raise InputError(
+            raise UsageError(
                 f"{path}: '{k}' has shape {v.shape} and dtype {v.dtype}; expected {ndim}-D numbers, {n} rows"
             )
         if not np.isfinite(v.reshape(n, -1)).all():
-            raise InputError(f"{path}: '{k}' has NaN or infinite entries")
+            raise UsageError(f"{path}: '{k}' has NaN or infinite entries")
     if data["next_observations"].shape != data["observations"].shape:
-        raise InputError(f"{path}: next_observations {data['next_observations'].shape} != observations' shape")
+        raise UsageError(f"{path}: next_observations {data['next_observations'].shape} != observations' shape")
     return data, attrs
 
 
@@ -412,39 +410,39 @@ def infer_task(args: argparse.Namespace, attrs: dict) -> tuple[str, str, tuple |
     reference returns, or halfcheetah-jump-hard with none (its score is the raw return)."""
     eval_env = args.eval_env or attrs.get("env_id")
     if not eval_env:
-        raise InputError(f"{args.dataset_path} names no evaluation env (attr env_id); pass --eval-env, e.g. Hopper-v4")
+        raise UsageError(f"{args.dataset_path} names no evaluation env (attr env_id); pass --eval-env, e.g. Hopper-v4")
     domain = next((d for d, (gid, _, _) in DOMAINS.items() if eval_env.split("-")[0] == gid.split("-")[0]), None)
     if domain is None:
-        raise InputError(f"--eval-env {eval_env}: the peers run MuJoCo Hopper, HalfCheetah or Walker2d only")
+        raise UsageError(f"--eval-env {eval_env}: the peers run MuJoCo Hopper, HalfCheetah or Walker2d only")
     reward_fn = attrs.get("reward_fn")
     if args.task == JUMP_TASK or (not args.task and reward_fn == JUMP_TASK):
         if args.peer not in JUMP_PEERS:
-            raise InputError(
+            raise UsageError(
                 f"{JUMP_TASK} runs with --peer {' or '.join(JUMP_PEERS)} only (run_orpo.py has a branch for it); "
                 f"{args.peer}'s run script has none"
             )
         if domain != "halfcheetah":
-            raise InputError(f"--task {JUMP_TASK} is a HalfCheetah task, but --eval-env is {eval_env}")
+            raise UsageError(f"--task {JUMP_TASK} is a HalfCheetah task, but --eval-env is {eval_env}")
         if reward_fn not in (None, JUMP_TASK):
-            raise InputError(
+            raise UsageError(
                 f"{args.dataset_path} holds the rewards of '{reward_fn}' (attr reward_fn), not {JUMP_TASK}'s; make the "
                 f"file with: python datasets/halfcheetah_jump.py --task {JUMP_TASK}"
             )
         return JUMP_TASK, eval_env, None
     if reward_fn not in (None, "env"):  # another task's rewards: scored with the env's reward they would mislead
-        raise InputError(
+        raise UsageError(
             f"{args.dataset_path} holds the rewards of '{reward_fn}' (attr reward_fn); peers.py runs the env's own "
             f"reward (D4RL names) or --task {JUMP_TASK}"
         )
     if args.task:
         task = args.task if args.task.endswith("-v2") else f"{args.task}-v2"
         if not task.startswith(domain + "-"):
-            raise InputError(f"--task {args.task} is not a {domain} dataset, but --eval-env is {eval_env}")
+            raise UsageError(f"--task {args.task} is not a {domain} dataset, but --eval-env is {eval_env}")
     else:
         name = os.path.splitext(os.path.basename(args.dataset_path))[0].lower().replace("_", "-")
         kind = next((k for k in KINDS if k in name), None)
         if kind is None:
-            raise InputError(
+            raise UsageError(
                 f"cannot tell the dataset's kind (medium, medium-replay, ...) from '{os.path.basename(args.dataset_path)}'"
                 f"; pass --task, e.g. --task {domain}-medium-v2"
             )
@@ -467,7 +465,7 @@ def script_args(root: str, script: str, argv: list[str]) -> argparse.Namespace:
             return namespace["get_args"]()
     except SystemExit:
         why = err.getvalue().strip().splitlines()
-        raise InputError(f"{script} rejected the command {' '.join(argv)} ({why[-1] if why else 'exit'})") from None
+        raise UsageError(f"{script} rejected the command {' '.join(argv)} ({why[-1] if why else 'exit'})") from None
     finally:
         sys.argv = saved
 
@@ -477,7 +475,7 @@ def dataset_flags(peer: str, root: str, task: str, dataset_path: str | None = No
     command, with --dataset dataset_path when given)."""
     if task == JUMP_TASK:
         if peer not in JUMP_PEERS:
-            raise InputError(f"{JUMP_TASK} runs with --peer {' or '.join(JUMP_PEERS)} only; not with {peer}")
+            raise UsageError(f"{JUMP_TASK} runs with --peer {' or '.join(JUMP_PEERS)} only; not with {peer}")
         return ["--task", task] + (["--dataset", dataset_path] if dataset_path else []) + JUMP_FLAGS
     if peer == "kit-mopo":
         with open(os.path.join(root, PEERS[peer]["script"])) as f:
@@ -486,11 +484,11 @@ def dataset_flags(peer: str, root: str, task: str, dataset_path: str | None = No
             m[0]: (m[1], m[2]) for m in re.findall(r"(\S+-v2): rollout-length=(\d+), penalty-coef=([\d.]+)", text)
         }
         if task not in suggested:
-            raise InputError(f"kit-mopo's run_mopo.py suggests settings for {', '.join(suggested)}; not for {task}")
+            raise UsageError(f"kit-mopo's run_mopo.py suggests settings for {', '.join(suggested)}; not for {task}")
         h, penalty = suggested[task]
         return ["--task", task, "--rollout-length", h, "--penalty-coef", penalty]
     if task not in ORPO_TABLE:
-        raise InputError(
+        raise UsageError(
             f"official-orpo has the paper's settings for {', '.join(ORPO_TABLE)} and {JUMP_TASK}; not for {task}"
         )
     penalty, u, h, bonus, h_o = ORPO_TABLE[task]
@@ -504,11 +502,11 @@ def peer_command(peer: str, root: str, task: str, args: argparse.Namespace, devi
     seed/epochs/sizes/device."""
     try:
         command = dataset_flags(peer, root, task, os.path.abspath(args.dataset_path))
-    except InputError as e:
+    except UsageError as e:
         given = {f.split("=")[0] for f in args.peer_flags}
         missing = [f for f in PEERS[peer]["settings"] if f not in given]
         if missing:  # the run script's defaults are no dataset's settings
-            raise InputError(f"{e} (or give {' '.join(missing)} in --peer-flags)") from None
+            raise UsageError(f"{e} (or give {' '.join(missing)} in --peer-flags)") from None
         command = ["--task", task] + (ORPO_SHARES if peer == "official-orpo" else [])
     command += args.peer_flags  # after the dataset's: the run script's parser keeps an option's last value
     command += ["--seed", str(args.seed), "--step-per-epoch", str(args.steps_per_epoch), "--device", device]
@@ -532,7 +530,7 @@ def make_eval_envs(env_id: str, n: int):
     try:
         return gymnasium.vector.SyncVectorEnv([lambda: gymnasium.make(env_id) for _ in range(n)])
     except gymnasium.error.Error as e:
-        raise InputError(f"cannot make evaluation env '{env_id}' ({e}); pass --eval-env with a Gymnasium id") from None
+        raise UsageError(f"cannot make evaluation env '{env_id}' ({e}); pass --eval-env with a Gymnasium id") from None
 
 
 def evaluate(act, envs, seed: int, reward_fn=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -847,11 +845,11 @@ def prepare_run_dir(args: argparse.Namespace, cli: dict):
         os.makedirs(args.run_dir, exist_ok=True)
         lock = open(os.path.join(args.run_dir, "run.lock"), "a+")
     except OSError as e:
-        raise InputError(f"cannot write in --run-dir {args.run_dir} ({e.strerror})") from None
+        raise UsageError(f"cannot write in --run-dir {args.run_dir} ({e.strerror})") from None
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        raise InputError(f"--run-dir {args.run_dir} is in use by another process") from None
+        raise UsageError(f"--run-dir {args.run_dir} is in use by another process") from None
     summary_path = os.path.join(args.run_dir, "summary.json")
     if os.path.isfile(summary_path):
         with contextlib.suppress(OSError, ValueError):
@@ -861,7 +859,7 @@ def prepare_run_dir(args: argparse.Namespace, cli: dict):
                 with open(os.path.join(args.run_dir, "config.json")) as f:
                     if json.load(f).get("cli") == cli:
                         return lock, summary
-                raise InputError(f"--run-dir {args.run_dir} holds a finished run of another command; use another")
+                raise UsageError(f"--run-dir {args.run_dir} holds a finished run of another command; use another")
     for name in OUTPUTS:
         target = os.path.join(args.run_dir, name)
         if os.path.isdir(target):
@@ -880,7 +878,7 @@ def main(argv=None) -> int:
     scale = JUMP_ACTIONS[1] if task == JUMP_TASK else 1.0  # the peer's actions = the env's (in [-1, 1]) × scale
     if task == JUMP_TASK and np.abs(raw["actions"]).max() > 1.0:
         lo, hi = raw["actions"].min(), raw["actions"].max()
-        raise InputError(
+        raise UsageError(
             f"{args.dataset_path}: actions span [{lo:.4g}, {hi:.4g}], outside HalfCheetah-v4's [-1, 1]; peers.py hands "
             f"run_orpo.py {JUMP_TASK} data ×{scale:g}, so the file must hold the env's actions (as datasets/"
             "halfcheetah_jump.py writes them), not the official collection's [-3, 3]"
@@ -890,7 +888,7 @@ def main(argv=None) -> int:
     envs = make_eval_envs(eval_env_id, args.eval_episodes or 10)
     obs_dim, act_dim = raw["observations"].shape[1], raw["actions"].shape[1]
     if envs.single_observation_space.shape != (obs_dim,) or envs.single_action_space.shape != (act_dim,):
-        raise InputError(
+        raise UsageError(
             f"the data has obs/action dims {obs_dim}/{act_dim} but {eval_env_id} has "
             f"{envs.single_observation_space.shape}/{envs.single_action_space.shape}; pass the matching --eval-env"
         )
@@ -907,10 +905,10 @@ def main(argv=None) -> int:
     command = peer_command(args.peer, source["root"], task, args, device)
     peer_args = script_args(source["root"], PEERS[args.peer]["script"], command)
     if peer_args.task != task:
-        raise InputError(f"--peer-flags sets --task {peer_args.task}; pass it as peers.py's --task instead")
+        raise UsageError(f"--peer-flags sets --task {peer_args.task}; pass it as peers.py's --task instead")
     dataset_arg = getattr(peer_args, "dataset", None)  # run_orpo.py's --dataset: read (by us) on the jump task only
     if task == JUMP_TASK and os.path.realpath(dataset_arg or "") != os.path.realpath(args.dataset_path):
-        raise InputError(f"--peer-flags sets --dataset {dataset_arg}; the data is --dataset-path's")
+        raise UsageError(f"--peer-flags sets --dataset {dataset_arg}; the data is --dataset-path's")
     stand_in = StandInEnv(task, handed, envs.single_observation_space, envs.single_action_space, ref)
     made = []
 
@@ -1075,6 +1073,6 @@ def main(argv=None) -> int:
 if __name__ == "__main__":
     try:
         sys.exit(main())
-    except InputError as e:
+    except UserError as e:
         print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(e.code)

@@ -34,7 +34,7 @@ import budget  # noqa: E402
 import compare  # noqa: E402
 import runinfo  # noqa: E402
 from runinfo import minus, sci, signed  # noqa: E402
-from scores import parse_flags  # noqa: E402
+import toolbox  # noqa: E402  (the scripts' one error type, flags and command line)
 
 COMMAND = "python benchmarks/report.py"
 MED, REP = "local_hopper-medium", "local_hopper-medium-replay"
@@ -64,7 +64,7 @@ class Args:
     """regenerate into a temporary folder and compare with the pages in --out-root; exit 1 naming those that differ"""
 
 
-class ReportError(Exception):
+class ReportError(toolbox.UserError):
     """The runs no longer bear out a sentence of a template (or a page's markers are gone): one line, exit 1."""
 
 
@@ -1065,14 +1065,7 @@ def main(args: Args) -> int:
 
 
 def cli(argv: list[str]) -> int:
-    args = parse_flags(Args, argv, __doc__)
-    if isinstance(args, int):
-        return args
-    try:
-        return main(args)
-    except (ReportError, compare.UserError, budget.UserError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    return toolbox.cli(main, Args, argv, __doc__)
 
 
 if __name__ == "__main__":

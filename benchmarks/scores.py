@@ -56,7 +56,8 @@ from typing import Literal, Optional
 from unittest import mock
 
 import numpy as np
-import tyro
+import toolbox
+from toolbox import UsageError, one_line_tyro_error
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAPER_SCORES = os.path.join(ROOT, "benchmarks", "paper_scores.csv")  # the paper's numbers, from its LaTeX
@@ -111,10 +112,6 @@ RUN_ONLY = {
     "_dynamics",
 }
 PR_SET_PDEATHSIG = 1  # prctl's option: the signal a process gets when its parent ends (Linux)
-
-
-class UserError(Exception):
-    pass
 
 
 @dataclass
@@ -238,12 +235,12 @@ def make_grid(args: Args) -> list[Cell]:
         try:
             flags = shlex.split(text)
         except ValueError as e:
-            raise UserError(f"{name}: {e}") from None
+            raise UsageError(f"{name}: {e}") from None
         for flag in ("--env", "--seed", "--runs-dir", "--resume"):
             if any(x == flag or x.startswith(flag + "=") for x in flags):
-                raise UserError(f"{name} may not hold {flag}: the harness sets it for each run")
+                raise UsageError(f"{name} may not hold {flag}: the harness sets it for each run")
         if "-h" in flags or "--help" in flags:
-            raise UserError(f"{name} may not hold --help: see python algorithms/SCRIPT.py --help for a script's flags")
+            raise UsageError(f"{name} may not hold --help: see python algorithms/SCRIPT.py --help for a script's flags")
         return flags
 
     extra = split("--extra", args.extra)
@@ -251,7 +248,7 @@ def make_grid(args: Args) -> list[Cell]:
     for item in args.extra_for:
         algo, _, flags = item.partition("=")
         if not _ or algo not in args.algos:
-            raise UserError(f"--extra-for {item!r}: use ALGO=FLAGS with ALGO one of --algos ({', '.join(args.algos)})")
+            raise UsageError(f"--extra-for {item!r}: use ALGO=FLAGS with ALGO one of --algos ({', '.join(args.algos)})")
         extra_for[algo] = extra_for.get(algo, []) + split(f"--extra-for {algo}", flags)
     cells, owner = [], {}
     for algo in args.algos:
@@ -260,13 +257,13 @@ def make_grid(args: Args) -> list[Cell]:
         elif os.path.isfile(os.path.join(ROOT, "algorithms", f"{algo}.py")):
             script, flags = algo, []
         else:
-            raise UserError(f"unknown algorithm '{algo}'; use one of {', '.join(VARIANTS)}")
+            raise UsageError(f"unknown algorithm '{algo}'; use one of {', '.join(VARIANTS)}")
         flags = [*flags, *extra, *extra_for.get(algo, [])]
         if args.dynamics_cache and script != "td3bc" and not any(f.startswith("--dynamics-cache") for f in flags):
             flags += ["--dynamics-cache", os.path.abspath(args.dynamics_cache)]  # one fit per (dataset, seed)
         exp_name = exp_name_of(script, flags)
         if owner.setdefault(exp_name, algo) != algo:
-            raise UserError(
+            raise UsageError(
                 f"--algos {owner[exp_name]} and {algo} would both run as --exp-name {exp_name}; give each its own"
             )
         for env in args.envs:
@@ -329,7 +326,7 @@ def validate(args: Args, argv: list[str]) -> None:
     given = set(flags)
     twice = sorted({f for f in flags if flags.count(f) > 1})
     if twice:  # tyro keeps only the last one: `--extra-for A --extra-for B` would silently drop A
-        raise UserError(
+        raise UsageError(
             f"{', '.join(twice)} given more than once; give it once with all its values "
             '(e.g. --extra-for "orpo=..." "mopo=...")'
         )
@@ -385,7 +382,7 @@ def validate(args: Args, argv: list[str]) -> None:
     if len(modes) > 1:
         problems.append(f"--{modes[0].replace('_', '-')} and --{modes[1].replace('_', '-')} exclude each other")
     if problems:
-        raise UserError("; ".join(problems))
+        raise UsageError("; ".join(problems))
 
 
 def unwritable(path: str, kind: str) -> Optional[str]:
@@ -417,7 +414,7 @@ def check_writable(args: Args) -> None:
         if why:
             problems.append(f"{flag} {path}: {why}")
     if problems:
-        raise UserError("; ".join(problems) + " (give a path you can write to)")
+        raise UsageError("; ".join(problems) + " (give a path you can write to)")
 
 
 def algorithm_module(script: str):
@@ -475,7 +472,7 @@ def check_cells(cells: list[Cell]) -> None:
             problems.append(f"{cell.label}: {'; '.join(str(e).splitlines())}")
     if problems:
         more = f" (and {len(problems) - 1} more of the {len(cells)} runs)" if len(problems) > 1 else ""
-        raise UserError(f"{problems[0]}{more}; nothing was started")
+        raise UsageError(f"{problems[0]}{more}; nothing was started")
 
 
 # ----------------------------------------------------------------------------------------------- run state
@@ -974,7 +971,7 @@ class GridJob:
                     with contextlib.suppress(OSError):
                         os.remove(record_path(self.runs_dir, cell.id))
                     if self.launcher == "local":
-                        raise UserError(f"{cell.label}: the script rejected its flags (exit 2): {error}")
+                        raise UsageError(f"{cell.label}: the script rejected its flags (exit 2): {error}")
                 return self._finish("failed", run_dir, f"exit {rc}: {error}")
             # exit 0 but not finished (e.g. --stop-after-epochs in --extra): resume it while it makes progress
 
@@ -987,7 +984,7 @@ def paper_scores(path: str = PAPER_SCORES) -> list[dict]:
         with open(path, newline="") as f:
             rows = list(csv.DictReader(f))
     except OSError as e:
-        raise UserError(
+        raise UsageError(
             f"cannot read the paper's numbers: {e} (benchmarks/paper_scores.csv belongs to the checkout)"
         ) from None
     for r in rows:
@@ -1533,9 +1530,9 @@ def check_sbatch(args: Args, n: int) -> None:
         try:
             proc = subprocess.run(["sbatch", "--test-only", f.name], capture_output=True, text=True, timeout=120)
         except subprocess.TimeoutExpired:
-            raise UserError("sbatch --test-only did not answer within 120 s (is the controller up? `sinfo`)") from None
+            raise UsageError("sbatch --test-only did not answer within 120 s (is the controller up? `sinfo`)") from None
     if proc.returncode != 0:
-        raise UserError(sbatch_problem(proc.stderr + proc.stdout, args))
+        raise UsageError(sbatch_problem(proc.stderr + proc.stdout, args))
 
 
 def submit(args: Args, todo: list[tuple[Cell, dict]], commit: str) -> list:
@@ -1544,14 +1541,14 @@ def submit(args: Args, todo: list[tuple[Cell, dict]], commit: str) -> list:
     folder = submitit_folder(args.runs_dir)
     if args.launcher == "slurm":
         if not shutil_which("sbatch"):
-            raise UserError(
+            raise UsageError(
                 "--launcher slurm needs Slurm's sbatch on PATH (none here); --dry-run prints what it would submit"
             )
         try:
             executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=args.max_requeues)
             executor.update_parameters(**slurm_parameters(args))
         except (RuntimeError, ValueError) as e:
-            raise UserError(f"slurm: {str(e).splitlines()[0]}") from None
+            raise UsageError(f"slurm: {str(e).splitlines()[0]}") from None
         check_sbatch(args, len(todo))  # a refusal is one line, before any record is written
         grace = max(10, args.signal_delay_s - 30)
     else:
@@ -1590,7 +1587,7 @@ def submit(args: Args, todo: list[tuple[Cell, dict]], commit: str) -> list:
                     handles = [executor.submit(job) for job in wave]
             except Exception as e:  # submitit's FailedJobError (sbatch's stderr), or sbatch that did not run
                 undo_submission(args.runs_dir, before)
-                raise UserError(sbatch_problem(str(e) or type(e).__name__, args)) from None
+                raise UsageError(sbatch_problem(str(e) or type(e).__name__, args)) from None
         else:
             handles = [executor.submit(job) for job in wave]
         for job, handle in zip(wave, handles):
@@ -1670,7 +1667,7 @@ def run_per_gpu(args: Args, cells: list[Cell], commit: str, make_job=None) -> bo
             try:
                 result = job.run()
                 print(f"  {cell.label}: {result['state']} after {time.time() - t0:.0f} s on {where(gpu)}", flush=True)
-            except Exception as e:  # e.g. UserError: the script rejected its flags; the launch ends with it
+            except Exception as e:  # e.g. UsageError: the script rejected its flags; the launch ends with it
                 errors.append(e)
                 stopping.set()
             finally:
@@ -1774,7 +1771,7 @@ def main(args: Args, argv: list[str]) -> int:
     states = collect(args.runs_dir, cells)
     changed = changed_flags(cells, states)
     if changed:
-        raise UserError(changed)
+        raise UsageError(changed)
     todo, skipped_failed = [], []
     for cell in cells:
         st = states[cell.key]
@@ -1861,77 +1858,8 @@ def print_unfinished(cells: list[Cell], states: dict[tuple, dict]) -> list[Cell]
     return unfinished
 
 
-def parse_flags(args_class: type, argv: list[str], description: str | None = None):
-    """tyro's parse with its error as one line: the parsed Args, or the exit status (0 after --help, 2 on bad flags).
-    scores.py, compare.py and budget.py parse their flags this way."""
-    if "-h" in argv or "--help" in argv:  # the algorithm files' layout: the script's docstring, then its flags
-        print(project_help(args_class))
-        return 0
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err):
-            return tyro.cli(args_class, args=argv, description=description)
-    except SystemExit as e:
-        if e.code not in (0, None):
-            print(f"error: {one_line_tyro_error(err.getvalue())}", file=sys.stderr)
-            return 2
-        sys.stderr.write(err.getvalue())
-        return 0
-
-
-def project_help(args_class: type) -> str:
-    """--help as every script of this project prints it (algorithms/plumbing.py's help_text)."""
-    sys.path.insert(0, os.path.join(ROOT, "algorithms"))
-    import plumbing
-
-    return plumbing.help_text(args_class)
-
-
-def unwritable_folder(folder: str) -> str | None:
-    """Why no file can be made in `folder` (created where missing), or None (compare.py's and speed.py's --out)."""
-    parent = os.path.abspath(folder)
-    while not os.path.exists(parent):
-        parent = os.path.dirname(parent)
-    if not os.path.isdir(parent):
-        return f"{parent} is not a folder"
-    try:  # a probe, not os.access: root passes os.access on a read-only mount
-        tempfile.TemporaryFile(dir=parent).close()
-    except OSError as e:
-        return f"{parent} is not writable ({e.strerror})"
-    return None
-
-
-def one_line_tyro_error(text: str) -> str:
-    """tyro's boxed parse error as one line: the box's first paragraph and the fix it names (its "Perhaps you meant"
-    flag, else the flag's usage line, else where the flags are listed)."""
-    lines = [ln.strip().strip("│╭╮╰╯").strip() for ln in text.splitlines()[1:]]
-    body, hint, in_body = [], "", True
-    for i, ln in enumerate(lines):
-        following = lines[i + 1] if i + 1 < len(lines) else ""
-        if ln.startswith("Perhaps you meant") and following:
-            hint = f" (did you mean {following.split()[0]}?)"
-        elif ln == "Argument helptext:" and following and not hint:
-            hint = f" (usage: {following})"
-        elif ln and set(ln) <= {"─"}:
-            in_body = False
-        elif in_body and ln and not ln.startswith("For full helptext"):
-            body.append(ln)
-    text = re.sub(r" ([.,)])", r"\1", " ".join(body)) or "bad command line"  # a line that rich wrapped, joined
-    return text + (hint or (" (--help lists the flags)" if text.startswith("Unrecognized") else ""))
-
-
 def cli(argv: list[str]) -> int:
-    args = parse_flags(Args, argv)
-    if isinstance(args, int):
-        return args
-    try:
-        return main(args, argv)
-    except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:  # outside a run (a run's own Ctrl-C is handled where it runs)
-        print("interrupted: run the same command again to resume", file=sys.stderr)
-        return 130
+    return toolbox.cli(lambda args: main(args, argv), Args, argv)
 
 
 if __name__ == "__main__":

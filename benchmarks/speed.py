@@ -46,7 +46,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-from scores import one_line_tyro_error, project_help, unwritable_folder  # noqa: E402  (the same one-line parse errors as scores.py and compare.py)
+from toolbox import one_line_tyro_error, project_help, unwritable_folder  # noqa: E402  (the scripts' one-line parse errors)
 
 PHASES = ("matmul", "ensemble", "epoch")
 UNCERTAINTIES = ("max_aleatoric", "ensemble_var", "ensemble_std", "mixture_var", "mixture_std")

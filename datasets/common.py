@@ -31,6 +31,9 @@ import h5py
 import numpy as np
 from tqdm import tqdm
 
+sys.path.insert(0, str(Path(__file__).parent.parent / "algorithms"))
+from plumbing import UsageError, UserError, parse_args  # noqa: E402  (the one error type; the algorithms' parser)
+
 DATA_KEYS = ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts")
 REWARD_FNS = ("env", "halfcheetah-jump", "halfcheetah-jump-hard")
 
@@ -223,10 +226,6 @@ def write_dataset(
 # ---------------------------------------------------------------------------- checks
 
 
-class FlagError(ValueError):
-    """A flag's value cannot work; the scripts exit 2 on it (as for a flag tyro cannot parse)."""
-
-
 def check_int(problems: list[str], flag: str, value: int | None, minimum: int, below: int | None = None) -> None:
     """minimum <= value (< below, where given)."""
     if value is not None and value < minimum:
@@ -272,12 +271,12 @@ def check_box_env(env: gym.Env, env_id: str) -> tuple[int, int]:
     """obs/action dims of an env with a flat Box observation and a Box action space (what the datasets hold)."""
     obs_space, act_space = env.observation_space, env.action_space
     if not isinstance(act_space, gym.spaces.Box) or len(act_space.shape) != 1:
-        raise FlagError(
+        raise UsageError(
             f"--env {env_id} has a {type(act_space).__name__} action space {act_space}; "
             "the datasets need continuous (Box) actions, e.g. --env Hopper-v4"
         )
     if not isinstance(obs_space, gym.spaces.Box) or len(obs_space.shape) != 1:
-        raise FlagError(
+        raise UsageError(
             f"--env {env_id} has the observation space {obs_space}; the datasets need flat Box observations"
         )
     return obs_space.shape[0], act_space.shape[0]
@@ -291,7 +290,7 @@ def check_memory(steps: int, obs_dim: int, act_dim: int, info_columns: int = 0) 
     except (ValueError, OSError, AttributeError):
         return
     if need > have:
-        raise FlagError(
+        raise UsageError(
             f"--steps {steps} needs {need / 2**30:.1f} GiB for the dataset, more than this machine's "
             f"{have / 2**30:.1f} GiB; collect fewer steps"
         )
@@ -340,15 +339,12 @@ def run_cli(
     """Parse the flags, check them all before any work (one line per problem, exit 2), and run; bad input ends in
     one line naming the problem, not a traceback (exit 2 for a flag whose value cannot work, else 1); Ctrl-C and
     SIGTERM end in the `on_interrupt` line (exit 130, 143)."""
-    sys.path.insert(0, str(Path(__file__).parent.parent / "algorithms"))
-    import plumbing
-
     # the *-v4 envs are the closest to D4RL's v2 data: Gymnasium's "out of date" warning would only add two lines
     warnings.filterwarnings("ignore", message=".*is out of date.*")
 
     try:  # the algorithm files' parser: the same --help layout and one-line parse errors (exit 2)
-        args = plumbing.parse_args(args_type, sys.argv[1:])
-    except plumbing.UserError as e:
+        args = parse_args(args_type, sys.argv[1:])
+    except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         raise SystemExit(e.code) from None
     problems = check_flags(args) if check_flags else []
@@ -359,9 +355,9 @@ def run_cli(
     signal.signal(signal.SIGTERM, _terminated)  # what Slurm or `kill` sends: stop as Ctrl-C does (files cleaned up)
     try:
         main(args)
-    except FlagError as e:
+    except UserError as e:  # UsageError: a flag's value cannot work (exit 2)
         print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
-        raise SystemExit(2) from None
+        raise SystemExit(e.code) from None
     except (ValueError, OSError, gym.error.Error) as e:
         raise SystemExit(f"error: {str(e).splitlines()[0]}") from None
     except KeyboardInterrupt as e:

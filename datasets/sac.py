@@ -36,7 +36,7 @@ from tqdm import tqdm
 
 from common import (
     REF_SCORES,
-    FlagError,
+    UsageError,
     allocate_buffer,
     behavior_attrs,
     check_box_env,
@@ -385,7 +385,7 @@ SETTINGS = (
 
 
 def parse_levels(levels) -> dict[str, float]:
-    """("medium=33.3", ...) -> {"medium": 33.3}; raises FlagError naming the bad entry."""
+    """("medium=33.3", ...) -> {"medium": 33.3}; raises UsageError naming the bad entry."""
     out = {}
     for item in levels:
         name, sep, value = item.partition("=")
@@ -394,7 +394,7 @@ def parse_levels(levels) -> dict[str, float]:
         except ValueError:
             score = float("nan")
         if not sep or not name.replace("-", "").isalnum() or not np.isfinite(score) or name in out:
-            raise FlagError(f"--levels {item!r}: write NAME=SCORE with a new name, e.g. medium=33.3")
+            raise UsageError(f"--levels {item!r}: write NAME=SCORE with a new name, e.g. medium=33.3")
         out[name] = score
     return out
 
@@ -455,7 +455,7 @@ def check_flags(args: Args) -> list[str]:
         known_env = False
     try:
         levels = parse_levels(args.levels)
-    except FlagError as e:
+    except UsageError as e:
         problems.append(str(e))
         levels = {}
     if levels and known_env and args.env not in REF_SCORES:
@@ -495,7 +495,7 @@ def main(args: Args) -> None:
     out = run_dir(args)
     ckpt_path = out / "ckpt.pt"
     if ckpt_path.exists() and not args.resume:
-        raise FlagError(f"{ckpt_path} exists: pass --resume to continue it, or delete it")
+        raise UsageError(f"{ckpt_path} exists: pass --resume to continue it, or delete it")
     if args.resume and not ckpt_path.exists() and (out / "replay.hdf5").exists():  # not a new run over a finished one
         print(f"{out} is finished ({out / 'replay.hdf5'} holds its whole buffer): nothing left to do")
         return

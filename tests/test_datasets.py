@@ -564,9 +564,9 @@ def test_snapshot_rule_hand_computed():
     assert common.normalized_score("Hopper-v4", D4RL_REFS["Hopper-v4"][1]) == pytest.approx(100)
     assert sac.parse_levels(["medium=33.3", "expert=100"]) == levels
     for bad in ["medium", "medium=x", "=3", "medium=nan", "a b=3"]:
-        with pytest.raises(sac.FlagError, match="NAME=SCORE"):
+        with pytest.raises(sac.UsageError, match="NAME=SCORE"):
             sac.parse_levels([bad])
-    with pytest.raises(sac.FlagError, match="NAME=SCORE"):
+    with pytest.raises(sac.UsageError, match="NAME=SCORE"):
         sac.parse_levels(["m=1", "m=2"])
 
 
@@ -852,7 +852,7 @@ def test_discrete_env_is_a_flag_error(tmp_path):
     (line,) = error_lines(proc)
     assert proc.returncode == 2 and "CartPole-v1" in line and "Discrete" in line and "Box" in line, proc.stderr[-2000:]
     assert list(tmp_path.iterdir()) == []
-    with pytest.raises(common.FlagError, match="observation space"):
+    with pytest.raises(common.UsageError, match="observation space"):
         common.check_box_env(_BoxActDiscreteObs(), "X")
 
 
@@ -862,7 +862,7 @@ class _BoxActDiscreteObs:
 
 
 def test_memory_check_names_the_size():
-    with pytest.raises(common.FlagError, match=r"--steps 100000000000 needs \d+\.\d GiB"):
+    with pytest.raises(common.UsageError, match=r"--steps 100000000000 needs \d+\.\d GiB"):
         common.check_memory(10**11, 11, 3)
     common.check_memory(1000, 11, 3)
 

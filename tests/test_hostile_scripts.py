@@ -293,7 +293,7 @@ def test_sac_resume_of_a_finished_run_touches_nothing(tmp_path):
     ],
 )
 def test_compare_flags_are_checked_before_any_run(flags, needle):
-    with pytest.raises(compare.UserError) as info:
+    with pytest.raises(compare.UsageError) as info:
         compare.check(compare.Args(**flags))
     assert needle in str(info.value), str(info.value)
 
@@ -347,7 +347,7 @@ def test_compare_refuses_results_made_from_another_file_under_the_same_name(tmp_
 def test_compare_a_damaged_result_is_one_line_naming_it(tmp_path, damage, needle):
     fake_result(tmp_path, "mopo", 2)
     damage(fake_result(tmp_path, "mopo", 1))
-    with pytest.raises(compare.UserError) as info:
+    with pytest.raises(compare.UsageError) as info:
         compare.load_results(str(tmp_path))
     assert needle in str(info.value) and "mopo/seed" in str(info.value), str(info.value)
 

@@ -438,7 +438,7 @@ def test_jump_settings_are_the_readmes_and_peer_flags_override_them(peers, jump_
     parsed = vars(peers.script_args(root, script, peers.peer_command("official-orpo", root, JUMP, args, "cpu")))
     assert parsed["final_policy_rollout_ratio_final"] == 0.05 and parsed["penalty_coef"] == 2.0
     assert parsed["bonus_coef"] == 0.1 and parsed["dataset"] == os.path.abspath(jump_file)
-    with pytest.raises(peers.InputError, match="runs with --peer official-orpo only"):
+    with pytest.raises(peers.UsageError, match="runs with --peer official-orpo only"):
         peers.dataset_flags("kit-mopo", root, JUMP)
 
 

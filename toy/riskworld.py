@@ -248,17 +248,19 @@ def check_flags(args: ToyArgs) -> None:
         values = value if isinstance(value, tuple) else () if value is None else (value,)
         flag = "--" + name.replace("_", "-")
         if isinstance(value, tuple) and not values:
-            raise UserError(f"{flag} needs at least one value: {must}")
+            raise plumbing.UsageError(f"{flag} needs at least one value: {must}")
         bad = next((v for v in values if not ok(v)), None)
         if bad is not None:
-            raise UserError(f"{flag} {bad}: must be {must}")
+            raise plumbing.UsageError(f"{flag} {bad}: must be {must}")
         if isinstance(value, tuple) and len(set(values)) < len(values):
-            raise UserError(f"{flag} {' '.join(map(str, value))}: give each value once")
+            raise plumbing.UsageError(f"{flag} {' '.join(map(str, value))}: give each value once")
     if args.write_docs and args.out_dir is not None:
-        raise UserError("pass either --write-docs or --out-dir, not both")
+        raise plumbing.UsageError("pass either --write-docs or --out-dir, not both")
     for flag, path in (("--out-dir", args.out_dir), ("--ensembles-dir", args.ensembles_dir)):
         if path is not None and os.path.exists(path) and not os.path.isdir(path):
-            raise UserError(f"{flag} {path} is a file, not a folder; pass a folder (it is created if missing)")
+            raise plumbing.UsageError(
+                f"{flag} {path} is a file, not a folder; pass a folder (it is created if missing)"
+            )
         try:  # a folder that cannot be written fails before any work (a root user passes a chmod, not a read-only fs);
             # probed in its nearest existing folder, so a refused start creates nothing
             if path is not None:
@@ -266,10 +268,14 @@ def check_flags(args: ToyArgs) -> None:
                 while not os.path.exists(probe):
                     probe = os.path.dirname(probe)
                 if not os.path.isdir(probe):
-                    raise UserError(f"{flag} {path}: cannot write there ({probe} is a file); pass a writable folder")
+                    raise plumbing.UsageError(
+                        f"{flag} {path}: cannot write there ({probe} is a file); pass a writable folder"
+                    )
                 tempfile.TemporaryFile(dir=probe).close()
         except OSError as e:
-            raise UserError(f"{flag} {path}: cannot write there ({e.strerror}); pass a writable folder") from None
+            raise plumbing.UsageError(
+                f"{flag} {path}: cannot write there ({e.strerror}); pass a writable folder"
+            ) from None
 
 
 def resolve(args: ToyArgs) -> tuple[Setting, str]:
@@ -286,14 +292,6 @@ def resolve(args: ToyArgs) -> tuple[Setting, str]:
         else (args.out_dir or os.path.join("runs", "toy", args.setting))
     )
     return setting, os.path.abspath(out)
-
-
-class UserError(Exception):
-    """Bad input: printed as one line, exit status 2."""
-
-
-class JobFailed(Exception):
-    """A fit or a training run that failed in its worker: one line naming it and its log, exit status 1."""
 
 
 class Interrupted(Exception):
@@ -495,7 +493,7 @@ def read_ensemble(path: str, setting: Setting, seed: int):
         model = orpo.EnsembleDynamics(2, 2, setting.dynamics_hidden_dims, setting.num_ensemble, setting.num_elites)
         model.load_state_dict(saved["model"])
     except Exception as e:  # torch raises many types for truncated, corrupt, crafted or foreign files
-        raise UserError(
+        raise plumbing.UsageError(
             f"{path} is not an ensemble fitted by this script ({load_failure(e)}); delete it and run again (it is "
             "refitted)"
         ) from None
@@ -649,12 +647,12 @@ def read_cell(cells_dir: str, cell, size: dict) -> Optional[dict]:
             if z["visited"].ndim != 3:
                 raise ValueError(f"{base}.npz holds no visited states")
     except Exception as e:
-        raise UserError(
+        raise plumbing.UsageError(
             f"{base}.json is not a finished run of this script ({type(e).__name__}: "
             f"{str(e).splitlines()[0] if str(e) else 'unreadable'}); delete it and run again (the run is retrained)"
         ) from None
     if row["size"] != size:
-        raise UserError(
+        raise plumbing.UsageError(
             f"{base}.json was trained with other settings ({row['size']}); use another --out-dir (or delete it)"
         )
     return row
@@ -748,8 +746,9 @@ class Job:
 
 def run_jobs(jobs: list[Job], workers: int, on_done) -> None:
     """Run the jobs in child processes, `workers` at a time, each as soon as its inputs exist, with a progress bar per
-    running job (on a terminal); `on_done(job)` prints its line. A failed job stops all others (JobFailed); so does a
-    signal (Interrupted, raised by the handler `cli` installs). Stopped jobs leave no .tmp file behind."""
+    running job (on a terminal); `on_done(job)` prints its line. A failed job stops all others (a plumbing.UserError,
+    exit 1); so does a signal (Interrupted, raised by the handler `cli` installs). Stopped jobs leave no .tmp file
+    behind."""
     from tqdm import tqdm
 
     todo, active = list(jobs), {}  # read fd -> [job, process, bar, buffered bytes, error]
@@ -764,7 +763,7 @@ def run_jobs(jobs: list[Job], workers: int, on_done) -> None:
                 bar = tqdm(total=job.total, desc=job.label, unit="epoch", leave=False, dynamic_ncols=True, disable=None)
                 active[fd] = [job, proc, bar, b"", None]
             if not active:
-                raise JobFailed(f"{todo[0].label} needs {todo[0].needs}, which no job makes")
+                raise plumbing.UserError(f"{todo[0].label} needs {todo[0].needs}, which no job makes")
             ready, _, _ = select.select(list(active), [], [], 1.0)
             for fd in ready:
                 entry = active[fd]
@@ -789,7 +788,7 @@ def run_jobs(jobs: list[Job], workers: int, on_done) -> None:
                 bar.close()
                 if code != 0:
                     why = entry[4] or f"exit status {code}"
-                    raise JobFailed(f"{job.label} failed ({why}); its log: {job.log}")
+                    raise plumbing.UserError(f"{job.label} failed ({why}); its log: {job.log}")
                 on_done(job)
     finally:  # a failure or a signal: stop the running children, remove what they were writing
         for fd, (job, proc, bar, _, _) in active.items():
@@ -1052,7 +1051,7 @@ def run(args: ToyArgs, command: Optional[str] = None) -> dict:
             try:
                 plumbing.check_args(algo_args(module, setting, args, "max_aleatoric", lp, 1, None, "unused", **extra))
             except plumbing.UserError as e:
-                raise UserError(f"{algo}.py refuses the toy's settings: {str(e).splitlines()[0]}") from None
+                raise plumbing.UsageError(f"{algo}.py refuses the toy's settings: {str(e).splitlines()[0]}") from None
     # what earlier invocations left: every ensemble and finished cell is read (and checked) before any work
     fits = {s: read_ensemble(p, setting, s)[1] for s, p in ens_paths.items() if os.path.isfile(p)}
     rows = {c: read_cell(cells_dir, c, size) for c in cells}
@@ -1068,7 +1067,7 @@ def run(args: ToyArgs, command: Optional[str] = None) -> dict:
     )
     if args.report_only:
         if not rows:
-            raise UserError(f"--report-only: no finished runs in {cells_dir}")
+            raise plumbing.UsageError(f"--report-only: no finished runs in {cells_dir}")
         print(f"{what}, {len(rows)} finished; report only", flush=True)
     else:
         print(
@@ -1141,7 +1140,7 @@ def run(args: ToyArgs, command: Optional[str] = None) -> dict:
     table = aggregate(rows)
 
     if not fits:
-        raise UserError(f"no fitted ensemble for seeds {setting.seeds} in {ensembles_dir}")
+        raise plumbing.UsageError(f"no fitted ensemble for seeds {setting.seeds} in {ensembles_dir}")
     first = int(fits[0]["seed"])
     model = read_ensemble(ens_paths[first], setting, first)[0]
     grids = {u: uncertainty_grid(model, u) for u in U_CHOICES}
@@ -1276,21 +1275,17 @@ def on_signal(signum, frame):
 def cli(argv=None) -> int:
     """The command line: bad input is one line and exit 2, a failed run one line and exit 1, Ctrl-C/SIGTERM one line
     and exit 130/143 (the workers stopped, finished runs kept: the same command resumes)."""
-    orpo = load_module("orpo")
     try:  # orpo.py's parser: its --help layout (sections from ToyArgs' comments) and one-line parse errors
         args = plumbing.parse_args(ToyArgs, sys.argv[1:] if argv is None else argv)
-    except orpo.UserError as e:
+    except plumbing.UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return e.code
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         run(args, command=" ".join(["python toy/riskworld.py", *(sys.argv[1:] if argv is None else argv)]))
-    except UserError as e:
+    except plumbing.UserError as e:  # bad input: exit 2 (UsageError); a failed fit or run: exit 1
         print(f"error: {e}", file=sys.stderr)
-        return 2
-    except JobFailed as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        return e.code
     except BrokenPipeError:  # e.g. `| head`: the reader is gone, so is the output
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
