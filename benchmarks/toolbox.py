@@ -85,8 +85,11 @@ def unwritable_folder(folder: str) -> str | None:
 
 def one_line_tyro_error(text: str) -> str:
     """tyro's boxed parse error as one line: the box's first paragraph and the fix it names (its "Perhaps you meant"
-    flag, else the flag's usage line, else where the flags are listed)."""
+    flag, else the flag's usage line, else where the flags are listed). Where the output stream cannot encode the box
+    (an ASCII locale, a captured stream), tyro draws its rules with dashes and puts one under the title: skipped."""
+    rule = lambda ln: bool(ln) and set(ln) <= {"─", "-"}  # noqa: E731
     lines = [ln.strip().strip("│╭╮╰╯").strip() for ln in text.splitlines()[1:]]
+    lines = lines[1:] if lines and rule(lines[0]) else lines
     body, hint, in_body = [], "", True
     for i, ln in enumerate(lines):
         following = lines[i + 1] if i + 1 < len(lines) else ""
@@ -94,7 +97,7 @@ def one_line_tyro_error(text: str) -> str:
             hint = f" (did you mean {following.split()[0]}?)"
         elif ln == "Argument helptext:" and following and not hint:
             hint = f" (usage: {following})"
-        elif ln and set(ln) <= {"─"}:
+        elif rule(ln):
             in_body = False
         elif in_body and ln and not ln.startswith("For full helptext"):
             body.append(ln)

@@ -1,0 +1,79 @@
+"""The scripts beside the algorithm files share one error type (plumbing's UserError / UsageError) and one command line
+(benchmarks/toolbox.py's cli): an error is one line and its exit status, never a traceback."""
+
+import ast
+import dataclasses
+import glob
+import os
+import signal
+import sys
+
+import pytest
+from conftest import ROOT
+
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+import toolbox  # noqa: E402
+
+# exceptions that are not errors of the user's input: the toy's signal carrier
+NOT_ERRORS = {("toy/riskworld.py", "Interrupted")}
+BUILTIN_BASES = {"Exception", "BaseException", "ValueError", "RuntimeError", "OSError", "KeyError", "TypeError"}
+
+
+def test_no_script_defines_its_own_error_type():
+    scripts = [
+        os.path.relpath(p, ROOT)
+        for folder in ("benchmarks", "benchmarks/gpu_check", "toy", "datasets")
+        for p in glob.glob(os.path.join(ROOT, folder, "*.py"))
+    ]
+    own = []
+    for path in scripts:
+        for node in ast.walk(ast.parse(open(os.path.join(ROOT, path)).read())):
+            if isinstance(node, ast.ClassDef):
+                bases = {ast.unparse(b).split(".")[-1] for b in node.bases}
+                if bases & BUILTIN_BASES and (path, node.name) not in NOT_ERRORS:
+                    own.append(f"{path}: {node.name}({', '.join(sorted(bases))})")
+    assert not own, f"raise plumbing's UserError (exit 1) or UsageError (exit 2) instead: {own}"
+
+
+@dataclasses.dataclass
+class Args:
+    n: int = 1
+    """a number"""
+
+
+def raises(e):
+    def main(args):
+        raise e
+
+    return main
+
+
+@pytest.mark.parametrize(
+    "main, code, line",
+    [
+        (lambda args: args.n, 7, None),
+        (raises(toolbox.UsageError("--n 0: must be at least 1")), 2, "error: --n 0: must be at least 1"),
+        (raises(toolbox.UserError("the run failed; see its log")), 1, "error: the run failed; see its log"),
+        (raises(OSError(28, "No space left on device")), 1, "error: [Errno 28] No space left on device"),
+        (raises(KeyboardInterrupt()), 130, "interrupted: run the same command again to resume"),
+        (raises(KeyboardInterrupt(signal.SIGTERM)), 143, "interrupted: run the same command again to resume"),
+    ],
+)
+def test_cli_gives_each_error_one_line_and_its_exit_status(main, code, line, capsys):
+    assert toolbox.cli(main, Args, ["--n", "7"]) == code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ([line] if line else []), err
+
+
+@pytest.mark.parametrize(
+    "argv, line",
+    [
+        (["--m", "3"], "error: Unrecognized options: --m, 3 (--help lists the flags)"),
+        (["--n", "x"], "error: Error parsing --n: invalid literal for int() with base 10: 'x' (usage: --n INT)"),
+    ],
+)
+def test_cli_bad_flags_are_one_line_and_exit_2(argv, line, capsys):
+    """In-process, the stream tyro writes to cannot encode its box (as in an ASCII locale): it draws dashes, and the
+    line must still be the box's message."""
+    assert toolbox.cli(lambda args: 0, Args, argv) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [line]
