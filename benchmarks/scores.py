@@ -56,10 +56,12 @@ from typing import Literal, Optional
 from unittest import mock
 
 import numpy as np
-import toolbox
-from toolbox import UsageError, one_line_tyro_error
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))  # toolbox.py, also in a Slurm or submitit job that unpickles us
+import toolbox  # noqa: E402  (the scripts' one error type, flags and command line)
+from toolbox import UsageError, one_line_tyro_error  # noqa: E402
+
 PAPER_SCORES = os.path.join(ROOT, "benchmarks", "paper_scores.csv")  # the paper's numbers, from its LaTeX
 PAPER_ORDER = ("lambda", "1", "4", "jump")  # which table's number a cell is shown with, first match
 PAPER_EPOCHS = 1000  # the scripts' default, from ORPO's official runner: 1000 epochs × 1000 gradient steps
@@ -1538,6 +1540,10 @@ def check_sbatch(args: Args, n: int) -> None:
 def submit(args: Args, todo: list[tuple[Cell, dict]], commit: str) -> list:
     import submitit
 
+    # a job unpickles GridJob, whose code calls toolbox.py and plumbing.py by reference: their folders must be
+    # importable there (sbatch and submitit's LocalExecutor pass this process's environment on)
+    here = [os.path.join(ROOT, "benchmarks"), os.path.join(ROOT, "algorithms"), os.environ.get("PYTHONPATH")]
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in here if p)
     folder = submitit_folder(args.runs_dir)
     if args.launcher == "slurm":
         if not shutil_which("sbatch"):

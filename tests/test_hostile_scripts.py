@@ -448,9 +448,15 @@ def test_speed_sigterm_stops_the_run_in_flight_and_removes_its_folder(tmp_path):
     """SIGTERM once left the algorithm file's run going, orphaned, and its temporary folder behind."""
     proc = start("benchmarks/speed.py", *SPEED_TINY, cwd=ROOT, env={"TMPDIR": str(tmp_path)})
 
+    def cmdline(pid: str) -> str:  # "" for a child that ended between pgrep and the read (the --help one)
+        try:
+            return Path(f"/proc/{pid}/cmdline").read_text()
+        except OSError:
+            return ""
+
     def child():  # the run of orpo.py (after its --help)
         kids = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
-        return next((int(k) for k in kids if "--runs-dir" in Path(f"/proc/{k}/cmdline").read_text()), None)
+        return next((int(k) for k in kids if "--runs-dir" in cmdline(k)), None)
 
     wait_for(child, proc)
     pid = child()
