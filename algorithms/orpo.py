@@ -243,24 +243,26 @@ class CVAE(nn.Module):
 
 
 def make_rollout_policy(
-    args: Args, rollout_policy: SAC, real: ReplayBuffer, act_dim: int, max_action: float, device
-) -> Callable:
-    """π^o's action function for each --rollout-policy (only `optimistic` is trained during the run; `untrained` samples
-    the same SAC actor at its initialisation, as the official code's dead update leaves it)."""
-    if args.rollout_policy == "random":
+    kind: str, rollout_policy: SAC, real: ReplayBuffer, act_dim: int, max_action: float, device,
+    path: Optional[str], hidden_dims: tuple[int, ...], cvae_steps: int, batch_size: int,
+) -> Callable:  # fmt: skip
+    """π^o's action function for each --rollout-policy `kind` (only `optimistic` is trained during the run; `untrained`
+    samples the same SAC actor at its initialisation, as the official code's dead update leaves it; `fixed` loads
+    `path`'s, `cvae` fits a CVAE of cvae_steps batches)."""
+    if kind == "random":
         return lambda obs: (torch.rand(len(obs), act_dim, device=device) * 2 - 1) * max_action
-    if args.rollout_policy == "cvae":
-        cvae = CVAE(rollout_policy.actor.obs_norm, act_dim, args.hidden_dims, max_action).to(device)
+    if kind == "cvae":
+        cvae = CVAE(rollout_policy.actor.obs_norm, act_dim, hidden_dims, max_action).to(device)
         optimizer = torch.optim.Adam(cvae.parameters(), lr=1e-3)
-        for _ in tqdm(range(args.cvae_steps), desc="cvae", leave=False):
-            batch = real.sample(args.batch_size)
+        for _ in tqdm(range(cvae_steps), desc="cvae", leave=False):
+            batch = real.sample(batch_size)
             loss = cvae.loss(batch["obs"], batch["act"])
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
         return cvae.act
-    if args.rollout_policy == "fixed":
-        path = args.rollout_policy_path or ""
+    if kind == "fixed":
+        path = path or ""
         path = os.path.join(path, "checkpoint.pt") if os.path.isdir(path) else path
         if not os.path.isfile(path):
             raise UserError(
@@ -857,7 +859,7 @@ def main(args: Args) -> dict:
     real = ReplayBuffer(len(data["obs"]), {k: v.shape[1] for k, v in data.items()}, device)
     real.add(data)
     obs_norm = ObsNorm.of(data["obs"], args.normalize_obs)
-    # each part's settings, named (the model's fit, π^o's SAC, π^p's TD3+BC)
+    # each part's settings, named (the model's fit, π^o's SAC, π^p's TD3+BC, π^o's other kinds)
     fit = dict(lr=args.dynamics_lr, batch_size=args.dynamics_batch_size, max_epochs=args.dynamics_max_epochs,
                patience=args.dynamics_patience, holdout_ratio=args.dynamics_holdout_ratio,
                max_holdout=args.dynamics_max_holdout)  # fmt: skip
@@ -866,6 +868,8 @@ def main(args: Args) -> dict:
     td3 = dict(hidden_dims=args.hidden_dims, actor_lr=args.actor_lr, critic_lr=args.critic_lr, gamma=args.gamma,
                tau=args.tau, alpha=args.alpha, policy_noise=args.policy_noise, noise_clip=args.noise_clip,
                policy_freq=args.policy_freq)  # fmt: skip
+    pi_o = dict(path=args.rollout_policy_path, hidden_dims=args.hidden_dims, cvae_steps=args.cvae_steps,
+                batch_size=args.batch_size)  # fmt: skip
 
     # the model buffers, allocated before the fit: a size that cannot fit fails now, not hours later
     fields = {"obs": obs_dim, "act": act_dim, "rew": 1, "u": 1, "rew_o": 1, "rew_p": 1, "next_obs": obs_dim, "done": 1}
@@ -875,7 +879,8 @@ def main(args: Args) -> dict:
 
     if args.rollout_policy == "fixed":  # its file too is checked now (on a throwaway SAC: the RNG is left as it was)
         with torch.random.fork_rng(devices=[]):
-            make_rollout_policy(args, SAC(obs_norm, act_dim, max_action, **sac), real, act_dim, max_action, "cpu")
+            make_rollout_policy(args.rollout_policy, SAC(obs_norm, act_dim, max_action, **sac), real, act_dim, max_action,
+                                "cpu", **pi_o)  # fmt: skip
 
     # Algorithm 2, line 1: the ensemble T̂ and its uncertainty u, fitted once on D (saved as dynamics.pt)
     dims = (obs_dim, act_dim, args.dynamics_hidden_dims, args.num_ensemble, args.num_elites, args.dynamics_bf16)
@@ -885,7 +890,7 @@ def main(args: Args) -> dict:
 
     # the two policies
     rollout_policy = SAC(obs_norm, act_dim, max_action, **sac).to(device)
-    rollout_act = make_rollout_policy(args, rollout_policy, real, act_dim, max_action, device)
+    rollout_act = make_rollout_policy(args.rollout_policy, rollout_policy, real, act_dim, max_action, device, **pi_o)
     if args.output_algo == "td3bc":
         output_policy = TD3BC(obs_norm, act_dim, max_action, **td3).to(device)
         output_act, output_eval = lambda s: output_policy.act(s, args.exploration_noise), output_policy.actor

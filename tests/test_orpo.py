@@ -479,17 +479,21 @@ def test_ablation_switches_run(hopper_data_dir, tmp_path, source_run, switch):
         assert reward_p < reward  # the P-MDP penalty λp·u > 0
 
 
+def pi_o(**kw) -> dict:
+    """make_rollout_policy's settings for the other kinds of π^o, as main() passes them (orpo.py's defaults)"""
+    return dict(path=None, hidden_dims=(256, 256), cvae_steps=20000, batch_size=256) | kw
+
+
 def test_fixed_rollout_policy_loads_the_earlier_runs_weights(orpo, source_run):
-    args = orpo.Args(rollout_policy="fixed", rollout_policy_path=str(source_run), hidden_dims=(32, 32))
     norm = orpo.ObsNorm(torch.zeros(11), torch.ones(11))
     sac = orpo.SAC(norm, 3, 1.0, **sac_settings(orpo.Args(hidden_dims=(32, 32))))
-    orpo.make_rollout_policy(args, sac, None, 3, 1.0, "cpu")
+    orpo.make_rollout_policy("fixed", sac, None, 3, 1.0, "cpu", **pi_o(path=str(source_run), hidden_dims=(32, 32)))
     saved = torch.load(source_run / "checkpoint.pt", weights_only=False)["parts"]["rollout_policy"]
     for k, v in sac.state_dict().items():
         if isinstance(v, torch.Tensor):
             torch.testing.assert_close(v, saved[k])
     with pytest.raises(orpo.UserError, match="--rollout-policy-path"):
-        orpo.make_rollout_policy(orpo.Args(rollout_policy="fixed"), sac, None, 3, 1.0, "cpu")
+        orpo.make_rollout_policy("fixed", sac, None, 3, 1.0, "cpu", **pi_o())
 
 
 def test_cvae_learns_the_datas_actions(orpo):
@@ -499,9 +503,7 @@ def test_cvae_learns_the_datas_actions(orpo):
     real = orpo.ReplayBuffer(2000, {"obs": 2, "act": 2}, "cpu")
     real.add({"obs": obs, "act": act})
     sac = orpo.SAC(orpo.ObsNorm(torch.zeros(2), torch.ones(2)), 2, 1.0, **sac_settings(orpo.Args(hidden_dims=(64, 64))))
-    policy = orpo.make_rollout_policy(
-        orpo.Args(rollout_policy="cvae", cvae_steps=1500, hidden_dims=(64, 64)), sac, real, 2, 1.0, "cpu"
-    )
+    policy = orpo.make_rollout_policy("cvae", sac, real, 2, 1.0, "cpu", **pi_o(cvae_steps=1500, hidden_dims=(64, 64)))
     test_obs = torch.rand(500, 2) * 2 - 1
     error = (policy(test_obs) - torch.stack([0.8 * test_obs[:, 0], -0.5 * test_obs[:, 1]], 1)).pow(2).mean()
     assert error < 0.02  # uniform random actions would give ≈ 0.5
