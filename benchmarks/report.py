@@ -907,6 +907,15 @@ def jump_page(results: str) -> str:
         f"`{attrs.get('fingerprint', '?')}`.",
         "",
     ]
+    ensembles = runinfo.read_json(os.path.join(results, "jump", JUMP, "ensembles.json"))
+    for seed, e in sorted((k, v) for k, v in ensembles.items() if k.startswith("seed")):
+        fit = "; ".join(f"epochs {p['epochs']} on {p['device'].split(' (')[0]}" for p in e.get("fit", []))
+        lines += [
+            f"The shared ensemble of {seed.replace('seed', 'seed ')} (cache entry `{e.get('cache_key')}`): {fit} "
+            f"([ensembles.json](../results/jump/{JUMP}/ensembles.json) says how, and why the fit is one procedure "
+            "on two devices rather than one fit continued bit for bit).",
+            "",
+        ]
     configs = [r["config"] for runs in rows.values() for r in runs.values() if r["config"].get("lambda_p") is not None]
     if configs:
         c = configs[0]
