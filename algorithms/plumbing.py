@@ -700,7 +700,8 @@ def script_of(args_class: type) -> str:
 def resumed_args(args):
     """The saved config of --resume RUN_DIR, with the flags a resume may change; names every other flag it ignores.
     Refuses another script's run directory, and leaves a finished run untouched when there is nothing left to do."""
-    Args, script = type(args), os.path.basename(script_of(type(args)))
+    Args = type(args)
+    script = os.path.basename(script_of(Args))
     config = read_json(os.path.join(args.resume, "config.json"))
     saved = {k: tuple(v) if isinstance(v, list) else v for k, v in config.items() if not k.startswith("_")}
     differ = sorted(set(saved) ^ set(asdict(Args())))

@@ -1022,3 +1022,12 @@ def test_per_gpu_runs_its_cells_at_once_each_told_its_gpu(tmp_path, hopper_data_
     assert proc.returncode == 0, stdout[-2000:]
     assert "$ CUDA_VISIBLE_DEVICES=7 " in stdout and "$ CUDA_VISIBLE_DEVICES=8 " in stdout, stdout[-2000:]
     assert "| 2 (1, 2) |" in out.read_text()
+
+
+def test_cuda_graphs_alone_does_not_make_another_configuration(scores):
+    """--cuda-graphs changed its default (off -> on): a run started before, relaunched or tabled after, is the same
+    configuration (graphs replay the eager steps' kernels; a CPU ignores the flag), as --cuda and --threads are."""
+    before = {"lambda_p": 1.0, "cuda_graphs": False, "cuda": True, "threads": 1}
+    after = {"lambda_p": 1.0, "cuda_graphs": True, "cuda": False, "threads": 2}
+    assert scores.run_config(before) == scores.run_config(after)
+    assert scores.run_config(before) != scores.run_config({**after, "lambda_p": 2.0})
