@@ -27,6 +27,7 @@ import dataclasses
 import errno
 import fcntl
 import io
+import itertools
 import json
 import math
 import os
@@ -478,7 +479,6 @@ def help_text(args_class: type) -> str:
     each flag with its docstring and one default."""
     import ast
     import inspect
-    import itertools
     import shutil
     import textwrap
 
@@ -565,20 +565,22 @@ def parse_args(args_class: type, argv: list[str]):
 
 
 # --------------------------------------------------------------------------------------------------------------- files
-def atomic_save(obj, path: str, save: Optional[Callable] = None) -> None:
-    """Save (torch.save by default) to a temporary name, renamed when complete: a crash or a full disk never leaves half
-    a file."""
+def atomic_save(obj, path: str, save: Optional[Callable] = None, tmp: str = "") -> None:
+    """Save (torch.save by default) to a temporary name (`tmp`, else path + .tmp), renamed when complete: a crash or a
+    full disk never leaves half a file."""
+    tmp = tmp or path + ".tmp"
     try:  # our own file object, closed on any error: a half-written file must not keep its disk space after removal
-        with open(path + ".tmp", "wb" if save is None else "w") as f:
+        with open(tmp, "wb" if save is None else "w") as f:
             (save or torch.save)(obj, f)
-        os.replace(path + ".tmp", path)
+        os.replace(tmp, path)
     except BaseException as e:  # a signal too: no .tmp is left behind
         with contextlib.suppress(OSError):
-            os.remove(path + ".tmp")
+            os.remove(tmp)
         if not isinstance(e, (OSError, RuntimeError)):  # torch.save reports a full disk as a RuntimeError
             raise
-        why = str(e).splitlines()[0] if str(e) else type(e).__name__
-        code = e.errno if isinstance(e, OSError) and e.errno else errno.ENOSPC
+        cause = e if isinstance(e, OSError) else e.__context__  # torch's RuntimeError holds the OSError behind it
+        why = getattr(cause, "strerror", None) or (str(e).splitlines()[0] if str(e) else type(e).__name__)
+        code = getattr(cause, "errno", None) or errno.ENOSPC
     else:
         return
     raise OSError(code, f"could not write {path} ({why})")  # outside `except`: the failed writer is not kept alive
@@ -597,12 +599,25 @@ def safe_load(path: str, what: str):
         raise UserError(f"{path} is not a usable {what} ({reason}); delete it or pass another file") from None
 
 
-def write_json(obj, path: str) -> None:
-    """Strict JSON, atomically: a NaN or an infinity is written as null (json.dump would write NaN, not JSON)."""
+_TMP_COUNT = itertools.count()  # write_json's temporary names: unique within a process too
 
-    if isinstance(obj, dict):
-        obj = {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in obj.items()}
-    atomic_save(obj, path, lambda obj, f: json.dump(obj, f, indent=2, allow_nan=False))
+
+def write_json(obj, path: str, default: Optional[Callable] = None) -> None:
+    """Strict JSON, atomically, the one JSON writer of the project (the scripts' too): a NaN or an infinity is written
+    as null (json.dump would write NaN, not JSON); `default` turns other objects into JSON (json.dump's). The temporary
+    name is unique (pid and a count): two writers of one file (a grid's records) never move each other's half."""
+
+    def finite(x):
+        if isinstance(x, dict):
+            return {k: finite(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [finite(v) for v in x]
+        return None if isinstance(x, float) and not math.isfinite(x) else x
+
+    def save(obj, f):
+        json.dump(finite(obj), f, indent=2, allow_nan=False, default=default)
+
+    atomic_save(obj, path, save, tmp=f"{path}.{os.getpid()}.{next(_TMP_COUNT)}.tmp")
 
 
 def read_json(path: str) -> dict:

@@ -33,7 +33,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import toolbox  # noqa: E402  (the scripts' one error type, flags and command line)
-from toolbox import UsageError, UserError  # noqa: E402
+from toolbox import UsageError, UserError, replace_atomically  # noqa: E402
 import runinfo  # noqa: E402  (the runs' provenance, as compare.py and report.py show it)
 
 CUTS = {
@@ -129,8 +129,7 @@ def run_one(args: Args, row: str, cut: str) -> None:
     dst = os.path.join(args.results, cut, row)
     os.makedirs(dst, exist_ok=True)
     for name in ("config.json", "metrics.csv", "summary.json"):
-        shutil.copyfile(os.path.join(run, name), os.path.join(dst, name + f".{os.getpid()}.tmp"))
-        os.replace(os.path.join(dst, name + f".{os.getpid()}.tmp"), os.path.join(dst, name))
+        replace_atomically(os.path.join(dst, name), lambda tmp, n=name: shutil.copyfile(os.path.join(run, n), tmp))
 
 
 def load(args: Args, row: str, cut: str) -> dict | None:
@@ -261,12 +260,9 @@ def report(args: Args, made_by: str | None = None, figure: bool = True) -> str:
         axes[1].set(xlabel="epoch (1000 gradient steps)", ylabel="mean Q on training batches", yscale="symlog")
         axes[0].legend(fontsize=7)
         fig.tight_layout()
-        fig.savefig(args.out + f".{os.getpid()}.tmp.png", dpi=110)
-        os.replace(args.out + f".{os.getpid()}.tmp.png", args.out + ".png")
+        replace_atomically(args.out + ".png", lambda tmp: fig.savefig(tmp, dpi=110), suffix=".tmp.png")
     md = "\n".join(lines) + f"\n\n![score and Q]({os.path.basename(args.out)}.png)\n"
-    with open(args.out + f".{os.getpid()}.md.tmp", "w") as f:
-        f.write(md)
-    os.replace(args.out + f".{os.getpid()}.md.tmp", args.out + ".md")
+    toolbox.write_text(args.out + ".md", md)
     return md
 
 

@@ -37,11 +37,9 @@ run's provenance caveats) with a verdict per pair of rows (ours vs theirs): an e
 per-seed last-10 difference against the margin --delta (see `verdict`).
 """
 
-import contextlib
 import csv
 import glob
 import importlib.util
-import itertools
 import json
 import os
 import platform
@@ -63,7 +61,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import peers  # noqa: E402  (the peers' settings and sources)
 import toolbox  # noqa: E402  (the scripts' one error type, flags and command line)
-from toolbox import UsageError, unwritable_folder  # noqa: E402
+from toolbox import UsageError, replace_atomically, unwritable_folder, write_json, write_text  # noqa: E402
 import runinfo  # noqa: E402  (intervals over seeds and the runs' provenance, as budget.py and report.py show them)
 
 # row: (kind, script or peer name, extra flags, label)
@@ -445,33 +443,27 @@ def command(args: Args, t: Task, plan: tuple[str, dict]) -> list[str]:
 
 
 # ---------------------------------------------------------------- running
-def replace_atomically(path: str, write, suffix: str = ".tmp") -> None:
-    """write(tmp) then rename tmp to path. The temporary name is unique (pid and a count), so two compare.py
-    processes sharing a --results folder (one per row, say) never move each other's half-written file."""
-    tmp = f"{path}.{os.getpid()}.{next(TMP_COUNT)}{suffix}"
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
-        raise
-
-
-def write_text(path: str, text: str) -> None:
-    with open(path, "w") as f:
-        f.write(text)
-
-
-TMP_COUNT = itertools.count()
-
-
 def copy_results(args: Args, t: Task) -> None:
     """A finished run's small files to --results (temp names, then renames)."""
     src, dst = run_dir_of(args, t), os.path.join(args.results, t.key)
     os.makedirs(dst, exist_ok=True)
     for name in ("config.json", "metrics.csv", "summary.json"):
         replace_atomically(os.path.join(dst, name), lambda tmp, n=name: shutil.copyfile(os.path.join(src, n), tmp))
+
+
+def behaviour_returns(f) -> dict:
+    """The data's own complete episodes (split at terminals and timeouts): the behaviour policy's raw return, what an
+    offline result on a task without reference returns (the jump tasks) is read against."""
+    rewards = np.asarray(f["rewards"][:], dtype=np.float64).reshape(-1)
+    done = np.zeros(len(rewards), dtype=bool)
+    for key in ("terminals", "timeouts"):
+        if key in f:
+            done |= np.asarray(f[key][:]).reshape(-1).astype(bool)
+    ends = np.flatnonzero(done)
+    if not len(ends):
+        return {}
+    returns = np.add.reduceat(rewards[: ends[-1] + 1], np.r_[0, ends[:-1] + 1])
+    return {"episodes": len(returns), "episode_return_mean": returns.mean(), "episode_return_std": returns.std()}
 
 
 def record_dataset(args: Args, dataset: str, task: str) -> None:
@@ -492,6 +484,7 @@ def record_dataset(args: Args, dataset: str, task: str) -> None:
         with h5py.File(path, "r") as f:
             attrs = {k: (v.item() if hasattr(v, "item") else v) for k, v in f.attrs.items()}
             attrs["transitions"] = int(f["rewards"].shape[0])
+            attrs |= behaviour_returns(f)
     except (OSError, KeyError, AttributeError) as e:  # not HDF5, truncated, no `rewards` dataset
         raise UsageError(
             f"{path} is not a D4RL-layout HDF5 file ({e}); make it with datasets/ (docs/data.md)"
@@ -514,7 +507,7 @@ def record_dataset(args: Args, dataset: str, task: str) -> None:
     keep = {k: v for k, v in keep.items() if isinstance(v, (int, float, str))}
     os.makedirs(dst, exist_ok=True)
     record = keep | {"file": os.path.basename(path), "fingerprint": fingerprint} | chosen
-    replace_atomically(os.path.join(dst, "dataset.json"), lambda tmp: write_text(tmp, json.dumps(record, indent=1)))
+    write_json(record, os.path.join(dst, "dataset.json"))
 
 
 def tasks_of(args: Args) -> list[Task]:
@@ -1018,7 +1011,7 @@ def report(args: Args, made_by: Optional[str] = None, figure: bool = True) -> st
         fig.tight_layout()
         replace_atomically(args.out + ".png", lambda tmp: fig.savefig(tmp, dpi=110), suffix=".tmp.png")
     md = "\n".join(lines) + "\n" + f"\n![learning curves]({os.path.basename(args.out)}.png)\n"
-    replace_atomically(args.out + ".md", lambda tmp: write_text(tmp, md))
+    write_text(args.out + ".md", md)
     return md
 
 

@@ -62,7 +62,7 @@ import warnings
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # toolbox.py beside this file
-from toolbox import UsageError, UserError  # noqa: E402  (the scripts' one error type: bad input is exit 2)
+from toolbox import UsageError, UserError, replace_atomically, write_json  # noqa: E402  (the scripts' one error type: bad input is exit 2)
 
 PEERS = {
     "kit-mopo": {
@@ -626,12 +626,6 @@ class StandInEnv:
 # ----------------------------------------------------------------------------------------------------------------------
 # Recording: metrics.csv rows from the peer's own logger and a few wrapped calls (their results are returned unchanged)
 # ----------------------------------------------------------------------------------------------------------------------
-def write_json(obj, path: str) -> None:
-    with open(path + ".tmp", "w") as f:
-        json.dump(obj, f, indent=2, default=str)
-    os.replace(path + ".tmp", path)
-
-
 class Recorder:
     LOSSES = {"loss/actor": "losses/actor_loss", "loss/alpha": "losses/alpha_loss", "alpha": "losses/alpha"}
 
@@ -653,11 +647,14 @@ class Recorder:
     def log(self, epoch: int, metrics: dict) -> None:
         self.rows.append({"epoch": epoch, **metrics})
         fields = list(dict.fromkeys(k for row in self.rows for k in row))
-        with open(self.path + ".tmp", "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=fields)
-            writer.writeheader()
-            writer.writerows(self.rows)
-        os.replace(self.path + ".tmp", self.path)
+
+        def write(tmp):
+            with open(tmp, "w", newline="") as f:
+                writer = csv.DictWriter(f, fieldnames=fields)
+                writer.writeheader()
+                writer.writerows(self.rows)
+
+        replace_atomically(self.path, write)
 
     # the peer's dynamics fit
     def fit_done(self, seconds: float) -> None:
@@ -1009,7 +1006,7 @@ def main(argv=None) -> int:
         "python": platform.python_version(),
         "cli": cli,
     }
-    write_json(config, os.path.join(args.run_dir, "config.json"))
+    write_json(config, os.path.join(args.run_dir, "config.json"), default=str)
     print(f"{args.peer} @ {source['commit'][:12]} on {task} -> eval {eval_env_id}; {args.run_dir}")
     print("  " + " ".join(command))
 
@@ -1034,7 +1031,7 @@ def main(argv=None) -> int:
             "error": error,
             "run_dir": args.run_dir,
         }
-        write_json(out, os.path.join(args.run_dir, "summary.json"))
+        write_json(out, os.path.join(args.run_dir, "summary.json"), default=str)
         return out
 
     def on_signal(signum, frame):

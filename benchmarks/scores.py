@@ -60,7 +60,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))  # toolbox.py, also in a Slurm or submitit job that unpickles us
 import toolbox  # noqa: E402  (the scripts' one error type, flags and command line)
-from toolbox import UsageError, one_line_tyro_error  # noqa: E402
+from toolbox import UsageError, one_line_tyro_error, replace_atomically, write_json, write_text  # noqa: E402
 
 PAPER_SCORES = os.path.join(ROOT, "benchmarks", "paper_scores.csv")  # the paper's numbers, from its LaTeX
 PAPER_ORDER = ("lambda", "1", "4", "jump")  # which table's number a cell is shown with, first match
@@ -487,14 +487,6 @@ def read_json(path: str) -> Optional[dict]:
         return None
 
 
-def write_json(obj, path: str) -> None:
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=2)
-    os.replace(tmp, path)
-
-
 def grid_dir(runs_dir: str) -> str:
     return os.path.join(runs_dir, "_grid")
 
@@ -507,6 +499,7 @@ def update_record(runs_dir: str, cell: Cell, **fields) -> dict:
     path = record_path(runs_dir, cell.id)
     rec = read_json(path) or {"env": cell.env, "exp_name": cell.exp_name, "seed": cell.seed, "algo": cell.algo}
     rec.update(fields, updated=time.strftime("%Y-%m-%d %H:%M:%S"))
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     write_json(rec, path)
     return rec
 
@@ -1399,16 +1392,11 @@ def write_report(args: Args, states: dict[tuple, dict]) -> dict:
         fig = make()
         if fig is not None:
             path = f"{stem}{'' if name == 'curves' else '_profile'}.png"
-            tmp = f"{path}.{os.getpid()}.tmp.png"
-            fig.savefig(tmp, dpi=120)
-            os.replace(tmp, path)
+            replace_atomically(path, lambda tmp, fig=fig: fig.savefig(tmp, dpi=120), suffix=".tmp.png")
             meta[name] = os.path.basename(path)
             meta[f"{name}_title"] = fig._suptitle.get_text()
     text = markdown(report, meta)
-    tmp = f"{args.out}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, args.out)
+    write_text(args.out, text)
     write_json({"meta": meta, **{k: v for k, v in report.items()}}, f"{stem}.json")
     print(text)
     return report

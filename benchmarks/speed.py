@@ -46,7 +46,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-from toolbox import one_line_tyro_error, project_help, unwritable_folder  # noqa: E402  (the scripts' one-line parse errors)
+import toolbox  # noqa: E402  (the scripts' one-line parse errors and atomic writes)
+from toolbox import one_line_tyro_error, project_help, unwritable_folder  # noqa: E402
 
 PHASES = ("matmul", "ensemble", "epoch")
 UNCERTAINTIES = ("max_aleatoric", "ensemble_var", "ensemble_std", "mixture_var", "mixture_std")
@@ -548,14 +549,10 @@ def main(a: Args) -> dict:
 
 
 def write_text(path: str, text: str) -> None:
-    """Through a temporary name, renamed when complete; a failed write (a full disk) is one line."""
+    """Atomically (toolbox's); a failed write (a full disk) is one line."""
     try:
-        with open(path + ".tmp", "w") as f:
-            f.write(text)
-        os.replace(path + ".tmp", path)
+        toolbox.write_text(path, text)
     except OSError as e:
-        with contextlib.suppress(OSError):
-            os.remove(path + ".tmp")
         fail(f"could not write {path} ({e.strerror}); the table is printed above")
 
 

@@ -1,14 +1,16 @@
 """What every script beside the algorithm files shares (benchmarks/, toy/, datasets/): the one error type, flags
 parsed with one-line errors, the command-line wrapper and JSON files.
 
-    from toolbox import UserError, UsageError, cli, write_json, read_json
+    from toolbox import UserError, UsageError, cli, write_json, read_json, replace_atomically
 
 One error type: algorithms/plumbing.py's UserError (a failure: exit 1) and its UsageError (bad flags or input: exit
 2), so an error raised by the algorithms' plumbing inside a script reads the same as the script's own. JSON files
-are written as plumbing writes a run's: strict JSON, atomically.
+are written as plumbing writes a run's (strict JSON, atomically); every other file (a page, a figure, a copy) through
+replace_atomically.
 """
 
 import contextlib
+import itertools
 import re
 import io
 import os
@@ -23,8 +25,33 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "algorithms"))  # plumbing.py, as the algorithm files import it
 from plumbing import UsageError, UserError, help_text, read_json, write_json  # noqa: E402
 
-__all__ = ["UserError", "UsageError", "cli", "parse_flags", "project_help", "read_json", "unwritable_folder",
-           "write_json", "one_line_tyro_error"]  # fmt: skip
+__all__ = ["UserError", "UsageError", "cli", "parse_flags", "project_help", "read_json", "replace_atomically",
+           "unwritable_folder", "write_json", "write_text", "one_line_tyro_error"]  # fmt: skip
+TMP_COUNT = itertools.count()
+
+
+def replace_atomically(path: str, write: Callable[[str], object], suffix: str = ".tmp") -> None:
+    """write(tmp) then rename tmp to path: never half a file. The temporary name is unique (pid and a count), so two
+    processes sharing a folder (compare.py's rows, a grid's jobs) never move each other's half-written file; `suffix`
+    keeps the extension a writer reads its format from (matplotlib's savefig: .tmp.png)."""
+    tmp = f"{path}.{os.getpid()}.{next(TMP_COUNT)}{suffix}"
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+
+
+def write_text(path: str, text: str) -> None:
+    """A text file (UTF-8), atomically."""
+
+    def write(tmp):
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+
+    replace_atomically(path, write)
 
 
 def cli(

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +51,7 @@ from common import (
     run_cli,
     write_dataset,
 )
+from plumbing import atomic_save, write_json  # the algorithms' atomic writes (common put algorithms/ on the path)
 
 # ---------------------------------------------------------------------------- SAC
 
@@ -169,7 +168,7 @@ class SAC:
             raise ValueError("the policy format needs a symmetric action box with one bound for every dimension")
         linears = [m for m in self.actor.net if isinstance(m, nn.Linear)]
         obs_dim = linears[0].in_features
-        atomic_torch_save(
+        atomic_save(
             {
                 "kind": "tanh_gaussian_mlp",
                 "obs_dim": obs_dim,
@@ -180,24 +179,8 @@ class SAC:
                 "obs_std": torch.ones(obs_dim),
                 "state_dict": {k: v.cpu().clone() for k, v in self.actor.net.state_dict().items()},
             },
-            path,
+            str(path),
         )
-
-
-def atomic_torch_save(obj, path: Path) -> None:
-    """torch.save into <path>.tmp, then renamed: a kill never leaves a file that looks complete. A failed write (a full
-    disk) is one OSError naming the file; a failed or interrupted one leaves no temporary file."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with open(tmp, "wb") as f:  # our own file object: closed, so its disk space freed, on any error
-            torch.save(obj, f)
-        os.replace(tmp, path)
-    except (OSError, RuntimeError) as e:  # torch.save reports a full disk as a RuntimeError, the OSError its context
-        why = getattr(e if isinstance(e, OSError) else e.__context__, "strerror", None) or str(e).splitlines()[0]
-        raise OSError(f"could not write {path} ({why})") from None
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 # ---------------------------------------------------------------------------- checkpoints
@@ -221,9 +204,9 @@ def save_checkpoint(path: Path, step: int, sac: SAC, buf, env: gym.Env, rng: np.
         "extra": extra or {},
     }
     try:
-        atomic_torch_save(state, path)
+        atomic_save(state, str(path))  # the algorithms' checkpoint writer (a .tmp, renamed when complete)
     except OSError as e:
-        raise OSError(f"{e}; the last checkpoint is kept: free space, then rerun with --resume") from None
+        raise OSError(f"{e.strerror or e}; the last checkpoint is kept: free space, then rerun with --resume") from None
 
 
 def load_checkpoint(path: Path, sac: SAC, buf, env: gym.Env, rng: np.random.Generator, settings, steps: int):
@@ -478,16 +461,7 @@ def write_rows_csv(path: Path, rows: list[dict]) -> None:
         writer = csv.DictWriter(text, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    write_text(path, text.getvalue())
-
-
-def write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    finally:  # a full disk leaves no half-written temporary file
-        tmp.unlink(missing_ok=True)
+    atomic_save(text.getvalue(), str(path), lambda text, f: f.write(text))
 
 
 def main(args: Args) -> None:
@@ -566,7 +540,7 @@ def main(args: Args) -> None:
                 | {"snapshot_normalized_score": score, "max_episode_steps": args.max_episode_steps},
             )
             snapshots[name] = {"step": done, "eval_return": mean, "normalized_score": score, "replay": str(path)}
-            write_text(out / "snapshots.json", json.dumps(snapshots, indent=1) + "\n")
+            write_json(snapshots, str(out / "snapshots.json"))
             tqdm.write(f"step {done}: eval return {mean:.1f} (score {score:.1f}) reached {name}={levels[name]}")
 
     def at_episode_end(done: int, pbar) -> bool:

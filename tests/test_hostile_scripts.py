@@ -255,13 +255,15 @@ def test_sac_full_disk_keeps_the_last_checkpoint_and_resume_finishes(tmp_path):
 
 
 def test_sac_progress_on_a_full_disk_leaves_no_temporary_file(tmp_path, monkeypatch):
-    def full_disk(self, text):  # half the text, then the disk is full
-        Path.write_bytes(self, text[: len(text) // 2].encode())
-        raise OSError(28, "No space left on device")
+    def full_disk(path, mode="r", *rest, **kw):  # the file opens; half of a write lands, then the disk is full
+        f = open(path, mode, *rest, **kw)
+        write = f.write
+        f.write = lambda text: (write(text[: len(text) // 2]), exec("raise OSError(28, 'No space left on device')"))
+        return f
 
-    monkeypatch.setattr(Path, "write_text", full_disk)
+    monkeypatch.setitem(sac.atomic_save.__globals__, "open", full_disk)  # the open of plumbing's atomic_save
     with pytest.raises(OSError, match="No space left"):
-        sac.write_text(tmp_path / "progress.csv", "step,eval_return\n5000,54.1\n")
+        sac.write_rows_csv(tmp_path / "progress.csv", [{"step": 5000, "eval_return": 54.1}])
     assert os.listdir(tmp_path) == []  # was a half-written progress.csv.tmp
 
 

@@ -113,3 +113,26 @@ def test_the_stored_old_runs_say_how_they_were_resumed():
     for page in ("docs/budget.md", "docs/claim.md", "README.md"):
         text = " ".join(open(os.path.join(ROOT, page), encoding="utf-8").read().split())
         assert "resumed at epoch 14 with 2 torch threads instead of 1" in text, page
+
+
+def test_the_jump_page_says_whether_a_row_of_three_seeds_reproduces_the_papers(tmp_path):
+    """TD3+BC's stored runs (about +790) lie far from the paper's −2484.4: "does not reproduce", with the reading; the
+    same runs lowered to the paper's level: "consistent with", and no reading."""
+    results = copy_results(tmp_path)
+    if len(list((results / "jump" / report.JUMP / "td3bc").glob("seed*"))) < 3:
+        pytest.skip("fewer than 3 stored TD3+BC seeds on halfcheetah-jump-hard")
+    page = report.jump_page(str(results))
+    assert "**TD3+BC (ours): does not reproduce the paper's row.**" in page and "One reading" in page
+    for seed, level in ((1, -2400.0), (2, -2500.0), (3, -2550.0)):
+        path = results / "jump" / report.JUMP / "td3bc" / f"seed{seed}" / "metrics.csv"
+        with open(path) as f:
+            rows = list(csv.DictReader(f))
+        for r in rows:
+            if r.get("eval/return"):
+                r["eval/return"] = str(level)
+        with open(path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    page = report.jump_page(str(results))
+    assert "**TD3+BC (ours): consistent with the paper's row.**" in page and "One reading" not in page

@@ -2,6 +2,7 @@
 (benchmarks/toolbox.py's cli): an error is one line and its exit status, never a traceback."""
 
 import ast
+import json
 import dataclasses
 import glob
 import os
@@ -77,3 +78,24 @@ def test_cli_bad_flags_are_one_line_and_exit_2(argv, line, capsys):
     line must still be the box's message."""
     assert toolbox.cli(lambda args: 0, Args, argv) == 2
     assert capsys.readouterr().err.strip().splitlines() == [line]
+
+
+def test_one_json_writer_strict_atomic_and_its_own_per_process(tmp_path, monkeypatch):
+    """Every script writes JSON through plumbing's write_json (gpu_check's versions.py, which imports nothing of the
+    project, aside): strict JSON at any depth, `default` for other objects, a temporary name of this process's own."""
+    calls = []
+    for folder in ("benchmarks", "benchmarks/gpu_check", "toy", "datasets"):
+        for path in glob.glob(os.path.join(ROOT, folder, "*.py")):
+            for node in ast.walk(ast.parse(open(path).read())):
+                if isinstance(node, ast.Call) and ast.unparse(node.func) == "json.dump":
+                    calls.append(f"{os.path.relpath(path, ROOT)}:{node.lineno}")
+    assert calls == ["benchmarks/gpu_check/versions.py:33"], calls
+    path = str(tmp_path / "r.json")
+    toolbox.write_json({"a": [1.0, float("nan")], "b": {"c": float("inf")}, "d": tmp_path}, path, default=str)
+    assert json.loads(open(path).read()) == {"a": [1.0, None], "b": {"c": None}, "d": str(tmp_path)}
+    opened = []
+    real_open = open
+    monkeypatch.setitem(toolbox.write_json.__globals__, "open", lambda p, *a: opened.append(p) or real_open(p, *a))
+    toolbox.write_json({}, path)
+    assert len(opened) == 1 and opened[0].startswith(f"{path}.{os.getpid()}.") and opened[0].endswith(".tmp")
+    assert os.listdir(tmp_path) == ["r.json"]

@@ -620,10 +620,9 @@ def train_cell(setting: Setting, args: ToyArgs, dataset_path: str, dynamics_path
     shutil.copyfile(os.path.join(summary["run_dir"], "metrics.csv"), base + ".metrics.csv.tmp")
     with open(base + ".npz.tmp", "wb") as f:
         np.savez_compressed(f, visited=states[:, 1:].astype(np.float16), trajectories=trajectories.astype(np.float16))
-    with open(base + ".json.tmp", "w") as f:
-        json.dump(row, f, indent=1)
-    for ext in (".metrics.csv", ".npz", ".json"):  # the JSON last: it marks the cell finished
+    for ext in (".metrics.csv", ".npz"):
         os.replace(base + ext + ".tmp", base + ext)
+    plumbing.write_json(row, base + ".json")  # the JSON last: it marks the cell finished
     print(f"{key}: average return {row['avg_return']:.2f} over {len(returns)} episodes, {train_seconds:.0f} s")
 
 
@@ -1208,10 +1207,7 @@ def run(args: ToyArgs, command: Optional[str] = None) -> dict:
         "algorithm_files": code_versions(),
         "figures": [rel(p) for p in figures],
     }
-    path = os.path.join(out_dir, "results.json")
-    with open(path + ".tmp", "w") as f:
-        json.dump(results, f, indent=1)
-    os.replace(path + ".tmp", path)
+    plumbing.write_json(results, os.path.join(out_dir, "results.json"))
     print_summary(results)
     print(
         f"results.json, figures and logs in {shown(out_dir)} ({wall / 60:.1f} min this invocation on {cpu_name()}, "

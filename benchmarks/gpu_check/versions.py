@@ -1,7 +1,8 @@
 """gpu_check's first step: the versions, the device, and a MuJoCo step; exits non-zero where DEVICE is cuda and
 torch sees none.
 
-python benchmarks/gpu_check/versions.py DEVICE OUT_JSON (run by benchmarks/gpu_check.sh)."""
+python benchmarks/gpu_check/versions.py DEVICE OUT_JSON (run by benchmarks/gpu_check.sh). It imports nothing of this
+project (its JSON is written with json.dump, not plumbing's write_json): it reports a broken install, not fails on it."""
 
 import importlib, json, platform, subprocess, sys
 import torch
