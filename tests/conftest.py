@@ -2,6 +2,7 @@
 
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 
@@ -16,6 +17,26 @@ torch.set_num_threads(1)  # a 2-core machine: a second busy core makes OpenMP sp
 
 def pytest_addoption(parser):
     parser.addoption("--slow", action="store_true", help="also run the slow tier (see docs/development.md)")
+
+
+def slurm_here() -> bool:
+    """A one-node Slurm can run here: .ci/run started one, or its daemons are installed (tests/test_slurm.py)."""
+    tools = ("munged", "slurmctld", "slurmd", "sbatch", "sinfo")
+    path = os.environ.get("PATH", "") + ":/usr/sbin"
+    return bool(os.environ.get("ORPO_SLURM_CONF")) or all(shutil.which(t, path=path) for t in tools)
+
+
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto`: a worker per core, and one more where the Slurm tests run. They spend most of their minutes
+    waiting on the cluster (a job queued, a time limit to reach) and share it one at a time: on a worker of their own
+    (`--dist loadgroup`, their xdist_group) the cores stay busy with the rest meanwhile (docs/development.md)."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # xdist's own override
+    if not slurm_here():
+        return None
+    if config.option.dist == "no":  # not chosen on the command line
+        config.option.dist = "loadgroup"
+    return len(os.sched_getaffinity(0)) + 1
 
 
 def pytest_configure(config):
