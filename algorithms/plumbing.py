@@ -599,13 +599,18 @@ def safe_load(path: str, what: str):
         raise UserError(f"{path} is not a usable {what} ({reason}); delete it or pass another file") from None
 
 
-_TMP_COUNT = itertools.count()  # write_json's temporary names: unique within a process too
+_TMP_COUNT = itertools.count()
+
+
+def _tmp_name(path: str, suffix: str = ".tmp") -> str:
+    """A temporary name beside path, unique (pid and a count): two writers of one file never move each other's half."""
+    return f"{path}.{os.getpid()}.{next(_TMP_COUNT)}{suffix}"
 
 
 def write_json(obj, path: str, default: Optional[Callable] = None) -> None:
     """Strict JSON, atomically, the one JSON writer of the project (the scripts' too): a NaN or an infinity is written
-    as null (json.dump would write NaN, not JSON); `default` turns other objects into JSON (json.dump's). The temporary
-    name is unique (pid and a count): two writers of one file (a grid's records) never move each other's half."""
+    as null (json.dump would write NaN, not JSON); `default` turns other objects into JSON (json.dump's). Its temporary
+    name is _tmp_name's: a grid's records, written by two jobs at once, never get half a file."""
 
     def finite(x):
         if isinstance(x, dict):
@@ -617,7 +622,7 @@ def write_json(obj, path: str, default: Optional[Callable] = None) -> None:
     def save(obj, f):
         json.dump(finite(obj), f, indent=2, allow_nan=False, default=default)
 
-    atomic_save(obj, path, save, tmp=f"{path}.{os.getpid()}.{next(_TMP_COUNT)}.tmp")
+    atomic_save(obj, path, save, tmp=_tmp_name(path))
 
 
 def read_json(path: str) -> dict:

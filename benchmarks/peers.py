@@ -62,7 +62,7 @@ import warnings
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # toolbox.py beside this file
-from toolbox import UsageError, UserError, replace_atomically, write_json  # noqa: E402  (the scripts' one error type: bad input is exit 2)
+from toolbox import UsageError, UserError, replace_atomically, write_json  # noqa: E402  (the scripts' errors, writes)
 
 PEERS = {
     "kit-mopo": {

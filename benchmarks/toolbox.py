@@ -10,7 +10,6 @@ replace_atomically.
 """
 
 import contextlib
-import itertools
 import re
 import io
 import os
@@ -23,18 +22,17 @@ import tyro
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "algorithms"))  # plumbing.py, as the algorithm files import it
-from plumbing import UsageError, UserError, help_text, read_json, write_json  # noqa: E402
+from plumbing import UsageError, UserError, _tmp_name, help_text, read_json, write_json  # noqa: E402
 
 __all__ = ["UserError", "UsageError", "cli", "parse_flags", "project_help", "read_json", "replace_atomically",
            "unwritable_folder", "write_json", "write_text", "one_line_tyro_error"]  # fmt: skip
-TMP_COUNT = itertools.count()
 
 
 def replace_atomically(path: str, write: Callable[[str], object], suffix: str = ".tmp") -> None:
-    """write(tmp) then rename tmp to path: never half a file. The temporary name is unique (pid and a count), so two
-    processes sharing a folder (compare.py's rows, a grid's jobs) never move each other's half-written file; `suffix`
-    keeps the extension a writer reads its format from (matplotlib's savefig: .tmp.png)."""
-    tmp = f"{path}.{os.getpid()}.{next(TMP_COUNT)}{suffix}"
+    """write(tmp) then rename tmp to path: never half a file. The temporary name is plumbing's (unique: pid and a
+    count), so two processes sharing a folder (compare.py's rows, a grid's jobs) never move each other's half-written
+    file; `suffix` keeps the extension a writer reads its format from (matplotlib's savefig: .tmp.png)."""
+    tmp = _tmp_name(path, suffix)
     try:
         write(tmp)
         os.replace(tmp, path)

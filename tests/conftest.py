@@ -26,19 +26,6 @@ def slurm_here() -> bool:
     return bool(os.environ.get("ORPO_SLURM_CONF")) or all(shutil.which(t, path=path) for t in tools)
 
 
-def pytest_xdist_auto_num_workers(config):
-    """`-n auto`: a worker per core, and one more where the Slurm tests run. They spend most of their minutes
-    waiting on the cluster (a job queued, a time limit to reach) and share it one at a time: on a worker of their own
-    (`--dist loadgroup`, their xdist_group) the cores stay busy with the rest meanwhile (docs/development.md)."""
-    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
-        return None  # xdist's own override
-    if not slurm_here():
-        return None
-    if config.option.dist == "no":  # not chosen on the command line
-        config.option.dist = "loadgroup"
-    return len(os.sched_getaffinity(0)) + 1
-
-
 def pytest_configure(config):
     # the *-v4 MuJoCo envs are used on purpose (closest to D4RL's v2 data)
     config.addinivalue_line("filterwarnings", "ignore:.*is out of date.*:DeprecationWarning")

@@ -258,7 +258,12 @@ def test_sac_progress_on_a_full_disk_leaves_no_temporary_file(tmp_path, monkeypa
     def full_disk(path, mode="r", *rest, **kw):  # the file opens; half of a write lands, then the disk is full
         f = open(path, mode, *rest, **kw)
         write = f.write
-        f.write = lambda text: (write(text[: len(text) // 2]), exec("raise OSError(28, 'No space left on device')"))
+
+        def half_then_full(text):
+            write(text[: len(text) // 2])
+            raise OSError(28, "No space left on device")
+
+        f.write = half_then_full
         return f
 
     monkeypatch.setitem(sac.atomic_save.__globals__, "open", full_disk)  # the open of plumbing's atomic_save

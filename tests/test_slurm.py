@@ -1,13 +1,15 @@
 """benchmarks/scores.py --launcher slurm against a real Slurm: a one-node cluster on this machine
 (benchmarks/slurm_local.sh; .ci/run installs and starts it and names it in ORPO_SLURM_CONF, else the first test here
-starts one where Slurm is installed). CI runs the refusals and faults (default tier); the five that run jobs are slow.
+starts one where Slurm is installed). CI runs the refusals and faults (default tier); the five that run jobs are
+slow.
 
 An array of td3bc and orpo cells gives the local launcher's table; a job at its --time limit checkpoints, is
 requeued and resumes to an uninterrupted run's metrics; a scancelled job is named as not finished and is the only cell
 a relaunch resumes; a controller that restarts without its state loses its jobs, which the aggregate names and a
 relaunch continues, and a launch while it is down starts nothing twice; sbatch's refusals are one line before anything
 is written; submitit's files land where docs/grid.md says. The tests skip, with the reason, where Slurm is not
-installed (a test run installs nothing; .ci/run does, and says why where it cannot). They share the cluster (2 job slots on CI's 2 cores) and the uninterrupted runs they compare with: both
+installed (a test run installs nothing; .ci/run does, and says why where it cannot). They share the cluster (2 job
+slots on CI's 2 cores) and the uninterrupted runs they compare with: both
 are made once per pytest run, whichever xdist worker needs them first, under file locks."""
 
 import contextlib
@@ -29,7 +31,6 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, load_module, slurm_here, write_random_dataset
 
-pytestmark = pytest.mark.xdist_group("slurm")  # one worker runs them in turn: they share one cluster (conftest.py)
 # The jobs that run (an array, a time limit, scancel, a controller restart): the slow tier. In the default tier they
 # took CI's command to 1,261 s on 2 cores (limit 900): docs/development.md. The refusals and faults stay in the default.
 LONG = pytest.mark.slow

@@ -88,8 +88,8 @@ def test_one_json_writer_strict_atomic_and_its_own_per_process(tmp_path, monkeyp
         for path in glob.glob(os.path.join(ROOT, folder, "*.py")):
             for node in ast.walk(ast.parse(open(path).read())):
                 if isinstance(node, ast.Call) and ast.unparse(node.func) == "json.dump":
-                    calls.append(f"{os.path.relpath(path, ROOT)}:{node.lineno}")
-    assert calls == ["benchmarks/gpu_check/versions.py:33"], calls
+                    calls.append(os.path.relpath(path, ROOT))
+    assert calls == ["benchmarks/gpu_check/versions.py"], calls
     path = str(tmp_path / "r.json")
     toolbox.write_json({"a": [1.0, float("nan")], "b": {"c": float("inf")}, "d": tmp_path}, path, default=str)
     assert json.loads(open(path).read()) == {"a": [1.0, None], "b": {"c": None}, "d": str(tmp_path)}
