@@ -11,6 +11,7 @@ import h5py
 import numpy as np
 import pytest
 import torch
+from zygote import zygote
 
 torch.set_num_threads(1)  # a 2-core machine: a second busy core makes OpenMP spin-waits very slow
 
@@ -146,21 +147,23 @@ def run_script(
     cwd: str | None = None,
     timeout: int = 300,
     extra_env: dict | None = None,
+    fresh: bool = False,
 ):
-    """Run a script as a user would; one thread, since a second busy core makes OpenMP spin-waits very slow."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", "WANDB_MODE": "offline", **(extra_env or {})}
+    """Run a script as a user would; one thread, since a second busy core makes OpenMP spin-waits very slow. A cluster
+    named in the caller's SLURM_CONF is not passed on (tests/test_slurm.py names its own): the tests that expect no
+    controller must not find one. The process is forked from this worker's zygote (tests/zygote.py: torch and the other
+    libraries already imported, the project's modules fresh), or a new interpreter with fresh=True."""
+    base = {k: v for k, v in os.environ.items() if k != "SLURM_CONF"}
+    base = {**base, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", "WANDB_MODE": "offline"}
+    env = {**base, **(extra_env or {})}
     if data_dir:
         env["D4RL_DATASET_DIR"] = data_dir
     if cwd:
         os.makedirs(cwd, exist_ok=True)
-    return subprocess.run(
-        [sys.executable, os.path.join(ROOT, script), *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        timeout=timeout,
-    )
+    argv = [sys.executable, os.path.join(ROOT, script), *args]
+    if not fresh and os.environ.get("ORPO_TESTS_FRESH") != "1":
+        return zygote(base).run(argv, cwd=cwd, env=env, timeout=timeout)
+    return subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout)
 
 
 # the algorithm files' parts take their settings as arguments; these name them from an Args (as each file's main does)

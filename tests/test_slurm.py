@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, load_module, slurm_here, write_random_dataset
+from zygote import zygote
 
 # The jobs that run (an array, a time limit, scancel, a controller restart): the slow tier. In the default tier they
 # took CI's command to 1,261 s on 2 cores (limit 900): docs/development.md. The refusals and faults stay in the default.
@@ -229,14 +230,9 @@ def own(slurm, tmp_path):
 
 
 def scores(*argv, cluster, data_dir, cwd, timeout=600, extra_env=None):
-    return subprocess.run(
-        [sys.executable, SCRIPT, *argv],
-        capture_output=True,
-        text=True,
-        cwd=str(cwd),
-        env=cluster.env(data_dir, **(extra_env or {})),
-        timeout=timeout,
-    )
+    """scores.py to its end, forked from the worker's zygote (tests/zygote.py)."""
+    env = cluster.env(data_dir, **(extra_env or {}))
+    return zygote(cluster.env("")).run([sys.executable, SCRIPT, *argv], cwd=str(cwd), env=env, timeout=timeout)
 
 
 def start_scores(*argv, cluster, data_dir, cwd):
