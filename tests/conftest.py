@@ -31,13 +31,15 @@ def pytest_configure(config):
     # the *-v4 MuJoCo envs are used on purpose (closest to D4RL's v2 data)
     config.addinivalue_line("filterwarnings", "ignore:.*is out of date.*:DeprecationWarning")
     config.addinivalue_line(
-        "markers", "slow: the slow tier: the harnesses' end-to-end runs (benchmarks/, datasets/, toy/, Slurm)"
+        "markers", "slow: the slow tier: the harnesses' end-to-end runs (benchmarks/, datasets/, toy/)"
     )
+    config.addinivalue_line("markers", "slurm_jobs: runs jobs on the one-node Slurm (collected first: they wait)")
 
 
 def pytest_collection_modifyitems(config, items):
     """Two tiers on 2 cores: the default (the method files and plumbing.py, everything a planted bug in them trips;
     CI's limit is 15 min) and `--slow`, which adds the harnesses' end-to-end runs (about 15 min more)."""
+    items.sort(key=lambda item: "slurm_jobs" not in item.keywords)  # stable: the Slurm jobs first, the rest in order
     if config.getoption("--slow"):
         return
     skip = pytest.mark.skip(reason="the slow tier (the harnesses' end-to-end runs): add --slow to run it")

@@ -32,9 +32,9 @@ import pytest
 from conftest import ROOT, load_module, slurm_here, write_random_dataset
 from zygote import zygote
 
-# The jobs that run (an array, a time limit, scancel, a controller restart): the slow tier. In the default tier they
-# took CI's command to 1,261 s on 2 cores (limit 900): docs/development.md. The refusals and faults stay in the default.
-LONG = pytest.mark.slow
+# The jobs that run (an array, a time limit, scancel, a controller restart): first in the default tier's order
+# (conftest.py), so that their waits on the cluster overlap the other tests.
+LONG = pytest.mark.slurm_jobs
 
 
 SCRIPT = os.path.join(ROOT, "benchmarks", "scores.py")
@@ -236,14 +236,25 @@ def scores(*argv, cluster, data_dir, cwd, timeout=600, extra_env=None):
 
 
 def start_scores(*argv, cluster, data_dir, cwd):
-    return subprocess.Popen(
-        [sys.executable, SCRIPT, *argv],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=str(cwd),
-        env=cluster.env(data_dir),
-    )
+    """scores.py started (a fresh interpreter); its stdout goes to CWD/launcher.out, which a test can read as it runs."""
+    out = Path(cwd) / "launcher.out"
+    with open(out, "w") as f:
+        proc = subprocess.Popen(
+            [sys.executable, SCRIPT, *argv],
+            stdout=f,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=str(cwd),
+            env=cluster.env(data_dir),
+        )
+    proc.out = out
+    return proc
+
+
+def finish(proc, timeout):
+    """(stdout, stderr) of a started scores.py once it has ended."""
+    _, stderr = proc.communicate(timeout=timeout)
+    return proc.out.read_text(), stderr
 
 
 @pytest.fixture(scope="session")
@@ -291,7 +302,9 @@ def wait_until(what, check, proc=None, timeout=180, step=0.05):
         if value:
             return value
         if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"the launcher ended before {what}: {proc.stdout.read()[-3000:]}{proc.stderr.read()}")
+            raise AssertionError(
+                f"the launcher ended before {what}: {proc.out.read_text()[-3000:]}{proc.stderr.read()}"
+            )
         time.sleep(step)
     raise AssertionError(f"no {what} within {timeout} s")
 
@@ -351,7 +364,7 @@ def array(tmp_path_factory, worker_id, slurm, data_dir, reference):
                 local = [*grid(["td3bc", "orpo"], [1, 2]), "--table-only", "--runs-dir", str(reference.runs)]
                 table = scores(*local, "--out", str(tmp / "local.md"), cluster=slurm, data_dir=data_dir, cwd=tmp)
                 assert table.returncode == 0, table.stderr
-                stdout, stderr = proc.communicate(timeout=600)
+                stdout, stderr = finish(proc, timeout=600)
             finally:
                 proc.kill()
         return {
@@ -439,7 +452,7 @@ def test_a_job_at_its_time_limit_checkpoints_is_requeued_and_resumes_to_the_same
             log_out = runs / "_grid" / "submitit" / job / f"{job}_0_log.out"
             wait_until("Slurm's warning", lambda: "Caught signal SIGUSR2" in log_out.read_text(), proc, timeout=90)
             signal_quietly(child, signal.SIGCONT)
-            stdout, stderr = proc.communicate(timeout=240)
+            stdout, stderr = finish(proc, timeout=240)
         finally:
             proc.kill()
     assert proc.returncode == 0, stdout[-3000:] + stderr[-3000:]
@@ -471,7 +484,7 @@ def test_scancel_of_one_job_is_named_unfinished_and_a_relaunch_resumes_only_it(
             slurm.cmd("scancel", job)
             signal_quietly(child, signal.SIGCONT)
             reference("td3bc", 2)  # made while seed 1 finishes
-            stdout, stderr = proc.communicate(timeout=240)
+            stdout, stderr = finish(proc, timeout=240)
         finally:
             proc.kill()
         assert proc.returncode == 1, stdout[-3000:] + stderr[-3000:]
@@ -528,6 +541,7 @@ def test_a_controller_that_loses_its_jobs_is_reported_and_a_relaunch_continues_t
                 during.stdout
             )
             assert f"skip td3bc {ENV} seed 2: queued (slurm job {jobs[1]})" in during.stdout, during.stdout
+            wait_until("the waiting launcher's failed poll", lambda: "squeue does not answer" in proc.out.read_text())
             subprocess.run(
                 [shutil.which("slurmctld", path=slurm.env("")["PATH"]), "-c", "-i"],
                 env=slurm.env(""),
@@ -537,7 +551,7 @@ def test_a_controller_that_loses_its_jobs_is_reported_and_a_relaunch_continues_t
             for seed in (1, 2):  # made while the controller finds its orphan and the launcher its jobs gone
                 reference("td3bc", seed)
             wait_until("the orphan's end", lambda: not alive(child), timeout=120, step=0.5)  # killed, still paused
-            stdout, stderr = proc.communicate(timeout=240)
+            stdout, stderr = finish(proc, timeout=240)
         finally:
             proc.kill()
             if subprocess.run(["scontrol", "ping"], env=slurm.env(""), capture_output=True).returncode:
