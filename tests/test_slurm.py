@@ -1,7 +1,6 @@
 """benchmarks/scores.py --launcher slurm against a real Slurm: a one-node cluster on this machine
 (benchmarks/slurm_local.sh; .ci/run installs and starts it and names it in ORPO_SLURM_CONF, else the first test here
-starts one where Slurm is installed). CI runs the refusals and faults (default tier); the five that run jobs are
-slow.
+starts one where Slurm is installed). All of them are in the default tier, the five that run jobs collected first.
 
 An array of td3bc and orpo cells gives the local launcher's table; a job at its --time limit checkpoints, is
 requeued and resumes to an uninterrupted run's metrics; a scancelled job is named as not finished and is the only cell

@@ -1,0 +1,54 @@
+"""tests/zygote.py: a forked script start reads as a fresh `python SCRIPT ARGS` would (exit status, output, working
+directory, environment, the project's modules from the script's own folder, a timeout)."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from zygote import zygote
+
+
+def start(tmp_path, body, *args, timeout=60, name="script.py"):
+    script = tmp_path / name
+    script.write_text(textwrap.dedent(body))
+    base = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    return zygote(base).run(
+        [sys.executable, str(script), *args], cwd=str(tmp_path), env={**base, "A": "1"}, timeout=timeout
+    )
+
+
+def test_exit_status_output_argv_cwd_and_environment_are_the_scripts_own(tmp_path):
+    out = start(
+        tmp_path,
+        """
+        import os, sys
+        print(sys.argv[1:], os.getcwd(), os.environ.get("A"), __name__)
+        print("to stderr", file=sys.stderr)
+        sys.exit(int(sys.argv[1]))
+        """,
+        "3",
+        "x",
+    )
+    assert out.returncode == 3 and out.stderr == "to stderr\n"
+    assert out.stdout == f"['3', 'x'] {tmp_path} 1 __main__\n"
+    message = start(tmp_path, "import sys; sys.exit('refused: one line')")
+    assert (message.returncode, message.stderr) == (1, "refused: one line\n")
+    crash = start(tmp_path, "raise KeyError('boom')")
+    assert crash.returncode == 1 and crash.stderr.startswith("Traceback") and "KeyError: 'boom'" in crash.stderr
+    atexit = start(tmp_path, "import atexit; atexit.register(lambda: print('at exit'))")
+    assert (atexit.returncode, atexit.stdout) == (0, "at exit\n")
+
+
+def test_a_module_beside_the_script_is_its_own_not_one_already_imported(tmp_path):
+    (tmp_path / "plumbing.py").write_text("WHERE = 'beside the script'\n")
+    out = start(tmp_path, "import plumbing; print(plumbing.WHERE)")
+    assert out.returncode == 0 and out.stdout == "beside the script\n", out.stderr
+
+
+def test_torch_is_already_there_and_a_timeout_kills_the_child(tmp_path):
+    out = start(tmp_path, "import sys; print('torch' in sys.modules)")
+    assert out.stdout == "True\n"
+    with pytest.raises(subprocess.TimeoutExpired):
+        start(tmp_path, "import time; time.sleep(60)", timeout=1)
