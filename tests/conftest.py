@@ -11,7 +11,7 @@ import h5py
 import numpy as np
 import pytest
 import torch
-from zygote import zygote
+from zygote import ZYGOTE_HERE, zygote
 
 torch.set_num_threads(1)  # a 2-core machine: a second busy core makes OpenMP spin-waits very slow
 
@@ -163,7 +163,7 @@ def run_script(
     if cwd:
         os.makedirs(cwd, exist_ok=True)
     argv = [sys.executable, os.path.join(ROOT, script), *args]
-    if not fresh and os.environ.get("ORPO_TESTS_FRESH") != "1":
+    if not fresh and os.environ.get("ORPO_TESTS_FRESH") != "1" and ZYGOTE_HERE:
         return zygote(base).run(argv, cwd=cwd, env=env, timeout=timeout)
     return subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout)
 

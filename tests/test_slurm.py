@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, load_module, slurm_here, write_random_dataset
-from zygote import zygote
+from zygote import ZYGOTE_HERE, zygote
 
 # The jobs that run (an array, a time limit, scancel, a controller restart): first in the default tier's order
 # (conftest.py), so that their waits on the cluster overlap the other tests.
@@ -230,8 +230,10 @@ def own(slurm, tmp_path):
 
 def scores(*argv, cluster, data_dir, cwd, timeout=600, extra_env=None):
     """scores.py to its end, forked from the worker's zygote (tests/zygote.py)."""
-    env = cluster.env(data_dir, **(extra_env or {}))
-    return zygote(cluster.env("")).run([sys.executable, SCRIPT, *argv], cwd=str(cwd), env=env, timeout=timeout)
+    env, argv = cluster.env(data_dir, **(extra_env or {})), [sys.executable, SCRIPT, *argv]
+    if ZYGOTE_HERE:
+        return zygote(cluster.env("")).run(argv, cwd=str(cwd), env=env, timeout=timeout)
+    return subprocess.run(argv, capture_output=True, text=True, cwd=str(cwd), env=env, timeout=timeout)
 
 
 def start_scores(*argv, cluster, data_dir, cwd):

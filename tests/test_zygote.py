@@ -7,7 +7,9 @@ import sys
 import textwrap
 
 import pytest
-from zygote import zygote
+from zygote import ZYGOTE_HERE, zygote
+
+pytestmark = pytest.mark.skipif(not ZYGOTE_HERE, reason="the zygote is Linux-only; the scripts start fresh here")
 
 
 def start(tmp_path, body, *args, timeout=60, name="script.py"):

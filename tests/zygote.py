@@ -146,6 +146,9 @@ class Zygote:
             return subprocess.CompletedProcess(argv, int(read["rc"] or -9), read["out"], read["err"])
 
 
+# Linux (fork without the macOS runtime's fork-safety aborts, and pidfd_open to wait for a child that is not ours);
+# elsewhere run_script starts a fresh interpreter each time, as before
+ZYGOTE_HERE = sys.platform == "linux" and hasattr(os, "pidfd_open")
 _zygote: Zygote | None = None
 _starting = threading.Lock()
 
