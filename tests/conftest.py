@@ -37,8 +37,9 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Two tiers on 2 cores: the default (the method files and plumbing.py, everything a planted bug in them trips;
-    CI's limit is 15 min) and `--slow`, which adds the harnesses' end-to-end runs (about 15 min more)."""
+    """Two tiers on 2 cores: the default (the method files, plumbing.py and the launcher on a one-node Slurm,
+    everything a planted bug in them trips; CI's limit is 15 min) and `--slow`, which adds the harnesses' end-to-end
+    runs (about 13 min more)."""
     items.sort(key=lambda item: "slurm_jobs" not in item.keywords)  # stable: the Slurm jobs first, the rest in order
     if config.getoption("--slow"):
         return

@@ -28,12 +28,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, load_module, slurm_here, write_random_dataset
-from zygote import ZYGOTE_HERE, zygote
+from conftest import ROOT, load_module, run_script, slurm_here, write_random_dataset
 
 # The jobs that run (an array, a time limit, scancel, a controller restart): first in the default tier's order
 # (conftest.py), so that their waits on the cluster overlap the other tests.
-LONG = pytest.mark.slurm_jobs
+JOBS = pytest.mark.slurm_jobs
 
 
 SCRIPT = os.path.join(ROOT, "benchmarks", "scores.py")
@@ -229,11 +228,9 @@ def own(slurm, tmp_path):
 
 
 def scores(*argv, cluster, data_dir, cwd, timeout=600, extra_env=None):
-    """scores.py to its end, forked from the worker's zygote (tests/zygote.py)."""
-    env, argv = cluster.env(data_dir, **(extra_env or {})), [sys.executable, SCRIPT, *argv]
-    if ZYGOTE_HERE:
-        return zygote(cluster.env("")).run(argv, cwd=str(cwd), env=env, timeout=timeout)
-    return subprocess.run(argv, capture_output=True, text=True, cwd=str(cwd), env=env, timeout=timeout)
+    """scores.py to its end, as conftest.run_script starts a script (forked from the worker's zygote)."""
+    env = cluster.env(data_dir, **(extra_env or {}))
+    return run_script("benchmarks/scores.py", *argv, cwd=str(cwd), timeout=timeout, extra_env=env)
 
 
 def start_scores(*argv, cluster, data_dir, cwd):
@@ -381,7 +378,7 @@ def array(tmp_path_factory, worker_id, slurm, data_dir, reference):
     return once(shared, "slurm_array", make)
 
 
-@LONG
+@JOBS
 def test_an_array_on_slurm_gives_the_local_launchers_table(array, reference):
     assert array["rc"] == 0, array["stdout"][-3000:] + array["stderr"][-3000:]
     jobs = re.findall(r"^submitted .* seed \d: job (\d+)_(\d)$", array["stdout"], re.MULTILINE)
@@ -398,7 +395,7 @@ def test_an_array_on_slurm_gives_the_local_launchers_table(array, reference):
     assert "| hopper-random-v2 | td3bc |" in Path(array["out"]).read_text()
 
 
-@LONG
+@JOBS
 def test_the_jobs_output_and_submitits_files_land_where_the_docs_say(array):
     """docs/grid.md: RUNS_DIR/_grid/submitit/ARRAYID_TASK/ holds the job's pickles and its output (stdout and stderr
     in one file), RUNS_DIR/_grid/submitit/ARRAYID/ the array's sbatch script, RUNS_DIR/_grid/logs/CELL.log the run's
@@ -424,7 +421,7 @@ def test_the_jobs_output_and_submitits_files_land_where_the_docs_say(array):
 
 
 # ------------------------------------------------------------------------------------------ time limit, scancel
-@LONG
+@JOBS
 def test_a_job_at_its_time_limit_checkpoints_is_requeued_and_resumes_to_the_same_metrics(
     slurm, data_dir, reference, tmp_path, own
 ):
@@ -469,7 +466,7 @@ def test_a_job_at_its_time_limit_checkpoints_is_requeued_and_resumes_to_the_same
     assert metrics_without_timings(run_dir(runs, "orpo", 1)) == metrics_without_timings(uninterrupted)
 
 
-@LONG
+@JOBS
 def test_scancel_of_one_job_is_named_unfinished_and_a_relaunch_resumes_only_it(
     slurm, data_dir, reference, tmp_path, own
 ):
@@ -511,7 +508,7 @@ def test_scancel_of_one_job_is_named_unfinished_and_a_relaunch_resumes_only_it(
         assert metrics_without_timings(ours) == metrics_without_timings(reference("td3bc", seed)), seed
 
 
-@LONG
+@JOBS
 def test_a_controller_that_loses_its_jobs_is_reported_and_a_relaunch_continues_them(
     slurm, data_dir, reference, tmp_path, own
 ):

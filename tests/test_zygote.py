@@ -7,6 +7,7 @@ import sys
 import textwrap
 
 import pytest
+from conftest import run_script
 from zygote import ZYGOTE_HERE, zygote
 
 pytestmark = pytest.mark.skipif(not ZYGOTE_HERE, reason="the zygote is Linux-only; the scripts start fresh here")
@@ -54,3 +55,11 @@ def test_torch_is_already_there_and_a_timeout_kills_the_child(tmp_path):
     assert out.stdout == "True\n"
     with pytest.raises(subprocess.TimeoutExpired):
         start(tmp_path, "import time; time.sleep(60)", timeout=1)
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--batch-size", "0"]], ids=["help", "bad flag"])
+def test_a_forked_start_reads_as_a_fresh_one(argv):
+    forked = run_script("algorithms/td3bc.py", *argv)
+    fresh = run_script("algorithms/td3bc.py", *argv, fresh=True)
+    assert (forked.returncode, forked.stdout, forked.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
+    assert forked.stdout or forked.stderr

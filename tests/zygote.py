@@ -8,7 +8,7 @@ environment, stdout and stderr (files), exit status, signals and children; it ru
 imports every project module (plumbing, toolbox, the method file) fresh from the script's folder, so a copied file
 runs its own copy. What it shares with the zygote is only the third-party modules already in memory; a test that
 checks an interpreter's own start (import-time side effects, what a bare `python` finds) passes fresh=True to
-run_script.
+run_script, as tests/test_zygote.py does to check that a forked start reads as a fresh one.
 """
 
 import json
