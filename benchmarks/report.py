@@ -1004,9 +1004,9 @@ def jump_page(results: str) -> str:
             f"**Not complete.** Rows with fewer than 3 finished seeds: {'; '.join(missing)}. On the 2-core CPU one "
             "ensemble fit on these 1M transitions takes hours (about 230 s per fit epoch on a free core, 500 s with "
             "other runs beside it; it had not converged after 60 epochs) and a 100-epoch run 1–2 h, and the machine "
-            "these runs are made on keeps nothing between working sessions of a few hours (the fit's checkpoints "
-            "included: seed 1's shared fit was lost at about epoch 60, the official code's own fit of it at epoch "
-            "18). The model-based rows need a GPU session (an H200 fitted 27 epochs in 323 s) or a machine that keeps "
+            "these runs are made on does not always keep its files between working sessions of a few hours (seed "
+            "1's shared fit was lost once at about epoch 60, the official code's own fit of it at epoch 18). The "
+            "model-based rows need a GPU session (an H200 fitted 27 epochs in 323 s) or a machine that keeps "
             "its files; the same compare.py command continues them, and this page fills in as they finish.",
         ]
     lines += ["", "Learning curves and each logged quantity, row by row: [jump_curves.md](jump_curves.md).", ""]
