@@ -1010,7 +1010,36 @@ def jump_page(results: str) -> str:
             "its files; the same compare.py command continues them, and this page fills in as they finish.",
         ]
     lines += ["", "Learning curves and each logged quantity, row by row: [jump_curves.md](jump_curves.md).", ""]
-    return "\n".join(lines)
+    return "\n".join(lines + jump_episodes(results))
+
+
+def jump_episodes(results: str) -> list[str]:
+    """docs/jump.md's "What the policies do": benchmarks/episodes.py's numbers and figure, where they exist."""
+    made = runinfo.read_json(os.path.join(results, "jump", JUMP, "episodes.json"))
+    if not made.get("policies"):
+        return []
+    m = made["made_by"]
+    lines = [
+        "## What the policies do",
+        "",
+        f"Made by `{m['command']}` ({m['time']}, {m['device']}): each policy's episodes (the runs' deterministic "
+        "actions; the random policy's uniform ones), "
+        f"reset seeds {', '.join(map(str, m['seeds']))}; means over them. z is the root's height above its start "
+        "(a jump lifts it), the flip share the steps paying jump-hard's −3 (root pitch above 1 rad: tipped over), the "
+        "speed the forward velocity, the control cost 0.1·‖a‖² a step.",
+        "",
+        "| policy | return | z mean | z max | flip share | speed | control cost |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for p in made["policies"]:
+        x = {k: minus(f"{v:.{1 if k == 'return' else 3 if k.endswith(('share', 'cost_mean')) else 2}f}")
+             for k, v in p["mean"].items()}  # fmt: skip
+        lines.append(f"| {p['label']} | {x['return']} | {x['z_mean']} | {x['z_max']} | {x['flip_share']} | "
+                     f"{x['speed_mean']} | {x['control_cost_mean']} |")  # fmt: skip
+    if os.path.isfile(os.path.join(ROOT, "docs", "jump_episodes.png")):
+        lines += ["", "Each policy's first episode, frames evenly spaced (drawn from MuJoCo's body positions):", "",
+                  "![episodes](jump_episodes.png)"]  # fmt: skip
+    return lines + [""]
 
 
 def wrap(text: str, width: int = 120) -> str:

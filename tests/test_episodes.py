@@ -1,0 +1,98 @@
+"""benchmarks/episodes.py: what a policy does on the jump task, checked against an episode replayed here with the
+reward function that made the jump data (datasets/common.py), not the one episodes.py calls (plumbing's)."""
+
+import json
+import os
+import sys
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from conftest import ROOT, run_script
+
+sys.path.insert(0, os.path.join(ROOT, "datasets"))
+from common import halfcheetah_jump_reward  # noqa: E402
+
+
+def replay(action_of, seed: int) -> dict:
+    """One HalfCheetah-v4 episode under jump-hard's reward: its return, flips, heights and speed."""
+    env = gym.make("HalfCheetah-v4")
+    obs, _ = env.reset(seed=seed)
+    ret, flips, z, speed, done = 0.0, 0, [], [], False
+    while not done:
+        a = action_of(obs)
+        obs, _, terminated, truncated, info = env.step(a)
+        ret += halfcheetah_jump_reward(obs[None], a[None], np.array([info["x_velocity"]]), hard=True)[0]
+        flips += obs[1] > 1.0
+        z.append(obs[0])
+        speed.append(info["x_velocity"])
+        done = terminated or truncated
+    return {
+        "return": ret,
+        "flip_share": flips / len(z),
+        "z_mean": np.mean(z),
+        "z_max": np.max(z),
+        "speed_mean": np.mean(speed),
+    }
+
+
+def test_random_policy_numbers_match_a_replay_with_the_datas_reward(tmp_path):
+    out = tmp_path / "episodes.json"
+    result = run_script(
+        "benchmarks/episodes.py", "--episodes", "2", "--seed", "3", "--out", str(out), cwd=str(tmp_path)
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    made = json.loads(out.read_text())
+    assert made["made_by"]["seeds"] == [3, 4] and made["made_by"]["task"] == "halfcheetah-jump-hard"
+    (row,) = made["policies"]
+    rng = np.random.default_rng(3)  # the random policy draws all its episodes from one generator, seeded --seed
+    space = gym.make("HalfCheetah-v4").action_space
+    for seed, got in zip((3, 4), row["episodes"]):
+        want = replay(lambda obs: rng.uniform(space.low, space.high, (1, 6))[0], seed)
+        assert got["steps"] == 1000
+        for k, v in want.items():
+            assert got[k] == pytest.approx(v, rel=1e-6, abs=1e-9), k
+    assert 0 < row["mean"]["flip_share"] < 1  # random actions tip the cheetah over now and then
+    assert row["mean"]["return"] == pytest.approx(np.mean([e["return"] for e in row["episodes"]]))
+
+
+def test_a_run_directorys_policy_with_its_label_and_the_figure(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"exp_name": "mine", "seed": 7}))
+    net = torch.nn.Sequential(torch.nn.Linear(17, 8), torch.nn.ReLU(), torch.nn.Linear(8, 6))
+    with torch.no_grad():
+        net[2].weight.zero_()
+        net[2].bias.fill_(0.5)  # tanh(0.5) on every joint, whatever the state
+    torch.save({"kind": "deterministic_mlp", "obs_dim": 17, "act_dim": 6, "hidden_dims": [8], "max_action": 1.0,
+                "obs_mean": torch.zeros(17), "obs_std": torch.ones(17), "state_dict": net.state_dict()}, run / "policy.pt")  # fmt: skip
+    out, figure = tmp_path / "e.json", tmp_path / "fig" / "strip.png"
+    args = ("--policies", str(run), "--episodes", "1", "--frames", "3", "--out", str(out), "--figure", str(figure))
+    result = run_script("benchmarks/episodes.py", *args, cwd=str(tmp_path))
+    assert result.returncode == 0, result.stderr[-2000:]
+    (row,) = json.loads(out.read_text())["policies"]
+    assert row["label"] == "mine seed 7"
+    want = replay(lambda obs: np.full(6, np.tanh(0.5)), 0)
+    for k, v in want.items():
+        assert row["episodes"][0][k] == pytest.approx(v, rel=1e-5, abs=1e-7), k
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    "args, code, words",
+    [
+        (("--policies", "{run}"), 1, "holds no policy.pt"),
+        (("--policies", "random", "random", "--labels", "a"), 2, "1 names for 2 policies"),
+        (("--task", "jump"), 2, "--task jump: use one of"),
+        (("--episodes", "0"), 2, "--episodes 0: must be at least 1"),
+        (("--policies", "{run}/nothing.pt"), 1, "cannot read the policy file"),
+    ],
+)
+def test_bad_input_is_one_line(tmp_path, args, code, words):
+    (tmp_path / "run").mkdir()
+    args = [a.format(run=tmp_path / "run") for a in args]
+    result = run_script("benchmarks/episodes.py", *args, "--out", str(tmp_path / "e.json"), cwd=str(tmp_path))
+    assert result.returncode == code, result.stderr
+    assert words in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert not (tmp_path / "e.json").exists()
