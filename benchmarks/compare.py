@@ -39,7 +39,6 @@ per-seed last-10 difference against the margin --delta (see `verdict`).
 
 import csv
 import glob
-import importlib.util
 import json
 import os
 import platform
@@ -274,13 +273,7 @@ def task_of(args: Args, dataset: str) -> str:
 
 def our_presets(script: str, task: str) -> object:
     """The Args that algorithms/SCRIPT.py fills from its presets for `task` (imported, as the tests do)."""
-    sys.path.insert(0, os.path.join(ROOT, "algorithms"))  # their shared plumbing
-    name = f"compare_{script}"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "algorithms", f"{script}.py"))
-        sys.modules[name] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sys.modules[name])
-    module = sys.modules[name]
+    module = toolbox.algorithm(script)
     if task not in module.PRESETS:
         raise UsageError(f"{script}.py has no preset for {task} (it has {', '.join(module.PRESETS)}): pass --task")
     return module.apply_presets(module.Args(), types.SimpleNamespace(name=task, domain=task.split("-")[0]))[0]

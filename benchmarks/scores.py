@@ -34,7 +34,6 @@ import ctypes
 import dataclasses
 import fcntl
 import glob
-import importlib.util
 import io
 import json
 import math
@@ -420,21 +419,6 @@ def check_writable(args: Args) -> None:
         raise UsageError("; ".join(problems) + " (give a path you can write to)")
 
 
-def algorithm_module(script: str):
-    """algorithms/SCRIPT.py as a module (plumbing.py beside it on sys.path, as `python algorithms/SCRIPT.py` has it),
-    loaded once: its Args, apply_presets and the plumbing it imports check a cell's flags as the run will."""
-    name = f"_grid_{script}"
-    if name not in sys.modules:
-        folder = os.path.join(ROOT, "algorithms")
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
-        spec = importlib.util.spec_from_file_location(name, os.path.join(folder, f"{script}.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
 def cell_task(plumbing, args):
     """The Task of the run's dataset, found as the run finds it (plumbing.resolve_task: an unknown name, a missing
     local/ or jump file, a file without an evaluation env fail here) but with nothing downloaded: a D4RL file missing
@@ -452,7 +436,7 @@ def check_cells(cells: list[Cell]) -> None:
     A problem here would fail its run at the start, and usually every cell alike: the first one, as one line."""
     parsed, tasks, problems = {}, {}, []
     for cell in cells:
-        module = algorithm_module(cell.script)
+        module = toolbox.algorithm(cell.script)
         plumbing = sys.modules[module.RunArgs.__module__]  # the plumbing.py the script imports
         try:
             if (cell.script, cell.flags) not in parsed:  # the same flags parse the same for every dataset and seed

@@ -1,7 +1,7 @@
 """What every script beside the algorithm files shares (benchmarks/, toy/, datasets/): the one error type, flags
 parsed with one-line errors, the command-line wrapper and JSON files.
 
-    from toolbox import UserError, UsageError, cli, write_json, read_json, replace_atomically
+    from toolbox import UserError, UsageError, algorithm, cli, write_json, read_json, replace_atomically
 
 One error type: algorithms/plumbing.py's UserError (a failure: exit 1) and its UsageError (bad flags or input: exit
 2), so an error raised by the algorithms' plumbing inside a script reads the same as the script's own. JSON files
@@ -10,8 +10,9 @@ replace_atomically.
 """
 
 import contextlib
-import re
+import importlib.util
 import io
+import re
 import os
 import signal
 import sys
@@ -24,8 +25,19 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "algorithms"))  # plumbing.py, as the algorithm files import it
 from plumbing import UsageError, UserError, _tmp_name, help_text, read_json, write_json  # noqa: E402
 
-__all__ = ["UserError", "UsageError", "cli", "parse_flags", "project_help", "read_json", "replace_atomically",
+__all__ = ["UserError", "UsageError", "algorithm", "cli", "parse_flags", "project_help", "read_json", "replace_atomically",
            "unwritable_folder", "write_json", "write_text", "one_line_tyro_error"]  # fmt: skip
+
+
+def algorithm(script: str):
+    """algorithms/SCRIPT.py as a module, loaded once per process, as `python algorithms/SCRIPT.py` has it (plumbing.py
+    beside it on sys.path; the files import without side effects): its Args, presets and method blocks."""
+    name = f"_algorithm_{script}"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "algorithms", f"{script}.py"))
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[name])
+    return sys.modules[name]
 
 
 def replace_atomically(path: str, write: Callable[[str], object], suffix: str = ".tmp") -> None:
@@ -63,8 +75,8 @@ def cli(
         return args
     try:
         return main(args)
-    except (UserError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
+    except (UserError, OSError) as e:  # one problem a line, each as plumbing.cli prints it
+        print("\n".join(f"error: {line}" for line in str(e).splitlines()), file=sys.stderr)
         return getattr(e, "code", 1)
     except KeyboardInterrupt as e:  # outside a run (a run's own Ctrl-C is handled where it runs)
         print(interrupted or "interrupted: run the same command again to resume", file=sys.stderr)

@@ -15,19 +15,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "algorithms"))  # the algorithm files import plumbing.py beside them
-import plumbing  # noqa: E402
-
-
-def load_orpo():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("orpo", os.path.join(ROOT, "algorithms", "orpo.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["orpo"] = module
-    spec.loader.exec_module(module)
-    return module
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # toolbox.py beside this file
+import toolbox  # noqa: E402  (the scripts' one error type, flags and command line; algorithms/orpo.py as a module)
+import plumbing  # noqa: E402  (on sys.path through toolbox)
 
 
 @dataclass
@@ -106,16 +96,12 @@ def main(args: Args) -> None:
         f"--{k} {getattr(args, k)}: must be at least 1" for k in ("rows", "steps", "threads") if getattr(args, k) < 1
     ]
     if problems:
-        print("\n".join(f"error: {p}" for p in problems), file=sys.stderr)
-        sys.exit(2)
+        raise toolbox.UsageError("\n".join(problems))
     torch.set_num_threads(args.threads)
-    orpo = load_orpo()
+    orpo = toolbox.algorithm("orpo")
     rows = []
     for env in args.envs:
-        try:
-            rows.append(measure(orpo, env, args))
-        except orpo.UserError as e:
-            sys.exit(f"error: {e}")
+        rows.append(measure(orpo, env, args))
         print(rows[-1], flush=True)
     kinds = orpo.UNCERTAINTIES
     lines = [
@@ -139,16 +125,10 @@ def main(args: Args) -> None:
         f"Ensemble as orpo.py fits it ({fits}).\n\n" + "\n".join(lines) + "\n"
     )
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    with open(args.out + ".tmp", "w") as f:
-        f.write(text)
-    os.replace(args.out + ".tmp", args.out)
+    toolbox.write_text(args.out, text)
     print(text)
+    return 0
 
 
 if __name__ == "__main__":
-    orpo = load_orpo()
-    try:  # orpo.py's parser: its --help layout and one-line parse errors (exit 2)
-        main(plumbing.parse_args(Args, sys.argv[1:]))
-    except orpo.UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(e.code)
+    sys.exit(toolbox.cli(main, Args, sys.argv[1:]))
