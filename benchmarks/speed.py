@@ -16,11 +16,9 @@ On a CPU use one thread (the default) when other processes run: with 2 threads O
 matmuls 8-60x slower whenever the other core is busy. The 1-minute load average is reported next to the table.
 """
 
-import contextlib
 import csv
 import functools
 import glob
-import io
 import json
 import os
 import platform
@@ -41,13 +39,12 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-import tyro
 from torch.utils.flop_counter import FlopCounterMode
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import toolbox  # noqa: E402  (the scripts' one-line parse errors and atomic writes)
-from toolbox import one_line_tyro_error, project_help, unwritable_folder  # noqa: E402
+from toolbox import UsageError, UserError, unwritable_folder  # noqa: E402
 
 PHASES = ("matmul", "ensemble", "epoch")
 UNCERTAINTIES = ("max_aleatoric", "ensemble_var", "ensemble_std", "mixture_var", "mixture_std")
@@ -142,13 +139,11 @@ def check(a: Args) -> None:
                 f"{flag} {' '.join(named)}: names columns; this run's are {', '.join(columns)} (see --labels)"
             )
     if problems:
-        print("\n".join(f"error: {p}" for p in problems), file=sys.stderr)
-        sys.exit(2)
+        raise UsageError("\n".join(problems))
 
 
 def fail(message: str) -> None:
-    print(f"error: {message}", file=sys.stderr)
-    sys.exit(1)
+    raise UserError(message)
 
 
 def median_time(fn: Callable, repeats: int, device: torch.device, loads: list) -> float:
@@ -553,23 +548,7 @@ def write_text(path: str, text: str) -> None:
     try:
         toolbox.write_text(path, text)
     except OSError as e:
-        fail(f"could not write {path} ({e.strerror}); the table is printed above")
-
-
-def parse(argv: list[str]) -> Args:
-    """tyro's flags; a parse error is one line and exit 2 (not tyro's box); --help in the project's layout."""
-    if "-h" in argv or "--help" in argv:
-        print(project_help(Args))
-        sys.exit(0)
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err):
-            return tyro.cli(Args, args=argv)
-    except SystemExit as e:
-        if e.code in (0, None):
-            raise
-        print(f"error: {one_line_tyro_error(err.getvalue())}", file=sys.stderr)
-        sys.exit(2)
+        raise UserError(f"could not write {path} ({e.strerror}); the table is printed above") from None
 
 
 def stop(signum, frame):
@@ -578,8 +557,5 @@ def stop(signum, frame):
 
 if __name__ == "__main__":
     signal.signal(signal.SIGTERM, stop)
-    try:
-        main(parse(sys.argv[1:]))
-    except KeyboardInterrupt as e:
-        print("interrupted: the runs stopped and the temporary folder removed; nothing written", file=sys.stderr)
-        sys.exit(128 + (e.args[0] if e.args else signal.SIGINT))
+    interrupted = "interrupted: the runs stopped and the temporary folder removed; nothing written"
+    sys.exit(toolbox.cli(lambda a: main(a) and 0, Args, sys.argv[1:], interrupted=interrupted))

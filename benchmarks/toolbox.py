@@ -87,7 +87,8 @@ def parse_flags(args_class: type, argv: list[str], description: str | None = Non
     """tyro's parse with its error as one line: the parsed Args, or the exit status (0 after --help, 2 on bad flags).
     scores.py, compare.py and budget.py parse their flags this way."""
     if "-h" in argv or "--help" in argv:  # the algorithm files' layout: the script's docstring, then its flags
-        print(project_help(args_class))
+        with contextlib.suppress(BrokenPipeError):  # `--help | head`
+            print(project_help(args_class), flush=True)
         return 0
     err = io.StringIO()
     try:

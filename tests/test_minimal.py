@@ -100,6 +100,20 @@ def test_every_scripts_help_exits_0_without_a_traceback(script):
     assert re.search(r"^  --[a-z0-9-]+", done.stdout, re.M), done.stdout[:500]
 
 
+# one script per way --help is printed: toolbox's (every benchmarks/ script but peers.py), plumbing's, the datasets',
+# the toy's
+@pytest.mark.parametrize(
+    "script", ["benchmarks/report.py", "algorithms/td3bc.py", "datasets/join.py", "toy/riskworld.py"]
+)
+def test_help_into_a_closed_pipe_is_quiet(script):
+    """`python benchmarks/speed.py --help | head` once ended in a BrokenPipeError traceback (toolbox's help)."""
+    read, write = os.pipe()
+    os.close(read)  # the reader has gone before the first line: every write fails
+    done = subprocess.run([sys.executable, os.path.join(ROOT, script), "--help"], stdout=write, stderr=subprocess.PIPE)
+    os.close(write)
+    assert done.returncode == 0 and not done.stderr, done.stderr[-800:]
+
+
 def test_two_copied_files_run_on_their_own(tmp_path, synthetic):
     """What the README's "Use one file in your own project" says: copy orpo.py and plumbing.py, nothing else, into an
     empty folder; --help and a one-epoch run work there."""
