@@ -928,8 +928,8 @@ def jump_page(results: str) -> str:
         fit = "; ".join(f"epochs {p['epochs']} on {p['device'].split(' (')[0]}" for p in e.get("fit", []))
         lines += [
             f"The shared ensemble of {seed.replace('seed', 'seed ')} (cache entry `{e.get('cache_key')}`): {fit} "
-            f"([ensembles.json](../results/jump/{JUMP}/ensembles.json) says how, and why the fit is one procedure "
-            "on two devices rather than one fit continued bit for bit).",
+            f"([ensembles.json](../results/jump/{JUMP}/ensembles.json) says how it was fitted, and what became of an "
+            "earlier fit).",
             "",
         ]
     configs = [r["config"] for runs in rows.values() for r in runs.values() if r["config"].get("lambda_p") is not None]
@@ -1002,8 +1002,8 @@ def jump_page(results: str) -> str:
         lines += [
             "",
             f"**Not complete.** Rows with fewer than 3 finished seeds: {'; '.join(missing)}. On the 2-core CPU one "
-            "ensemble fit on these 1M transitions takes hours (about 230 s per fit epoch on a free core, 500 s with "
-            "other runs beside it; it had not converged after 60 epochs) and a 100-epoch run 1–2 h, and the machine "
+            "ensemble fit on these 1M transitions takes hours (about 100 s per fit epoch with 2 threads on an idle "
+            "machine, 230 s on one free core, 500 s with other runs beside it; it had not converged after 60 epochs) and a 100-epoch run 1–2 h, and the machine "
             "these runs are made on does not always keep its files between working sessions of a few hours (seed "
             "1's shared fit was lost once at about epoch 60, the official code's own fit of it at epoch 18). The "
             "model-based rows need a GPU session (an H200 fitted 27 epochs in 323 s) or a machine that keeps "
