@@ -11,7 +11,11 @@ this one to use that method in your own project. A method's `main` reads:
         metrics = run.means()              # sets run.nonfinite: such a policy is never evaluated
         ... metrics |= run.evaluate(policy); run.log(metrics); run.checkpoint_due() and run.save_checkpoint()
     return run.finish(actor)               # policy.pt and summary.json
-and `cli(main, Args)` turns every error into one line and a non-zero exit.
+and `cli(main, Args)` turns every error into one line and a non-zero exit. That is the surface the method files use,
+`__all__`: Run (and the methods above), RunArgs, Task, UserError, check_memory, cli, gradient_steps, model_eval and
+safe_load. The scripts beside them (benchmarks/, datasets/, toy/) and the tests reach the parts below by name too: the
+data (resolve_task, load_transitions), evaluation, flags (parse_args, check_args, help_text) and files (write_json,
+atomic_save).
 
 A new flag is a field of the file's `Args` with a docstring under it (--help shows a field without one too, by its
 name, type and default). A numeric flag is range-checked before anything runs when it declares its interval beside
@@ -53,6 +57,8 @@ import torch.nn as nn
 import tyro
 from torch.utils.tensorboard import SummaryWriter
 from tqdm.auto import tqdm
+
+__all__ = ["Run", "RunArgs", "Task", "UserError", "check_memory", "cli", "gradient_steps", "model_eval", "safe_load"]
 
 
 class UserError(Exception):

@@ -99,3 +99,22 @@ def test_every_carried_block_is_used_outside_itself(name):
         defined = [a or b for a, b in re.findall(r"^(?:def|class) (\w+)|^([A-Z_]+) =", body, re.M)]
         unused = [d for d in defined if tokens.count(d) < 2]  # only its own definition
         assert not unused, f"{name}.py carries {', '.join(unused)} (shared block '{block}') but never uses it"
+
+
+def test_plumbings_public_surface_is_what_the_method_files_import():
+    """plumbing.__all__ (listed in its docstring) names exactly what the method files take from it: a new import must
+    be declared there, and a name no file uses any more leaves it."""
+    import ast
+
+    imported = set()
+    for name in CARRIES:
+        tree = ast.parse(open(os.path.join(ROOT, "algorithms", name + ".py")).read())
+        imported |= {
+            a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "plumbing" for a in n.names
+        }
+    tree = ast.parse(open(os.path.join(ROOT, "algorithms", "plumbing.py")).read())
+    (surface,) = [
+        ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "__all__"
+    ]
+    assert set(surface) == imported
+    assert all(name in ast.get_docstring(tree) for name in surface)
