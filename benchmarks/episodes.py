@@ -51,15 +51,17 @@ class Args:
 
 
 def load(spec: str, env, seed: int):
-    """`policy(obs [B, obs_dim]) -> actions` and its default label, from a run directory, a policy.pt or `random`."""
+    """`policy(obs [B, obs_dim]) -> actions`, its default label and its run's exp_name and seed (a run directory), from
+    a run directory, a policy.pt or `random`."""
     obs_dim, act_dim = env.observation_space.shape[0], env.action_space.shape[0]
     if spec == "random":
         rng = np.random.default_rng(seed)
         low, high = env.action_space.low, env.action_space.high
-        return lambda obs: rng.uniform(low, high, (len(obs), act_dim)), "random (the data's policy)"
-    path, label = spec, os.path.basename(spec.rstrip("/"))
+        return lambda obs: rng.uniform(low, high, (len(obs), act_dim)), "random (the data's policy)", {}
+    path, label, run = spec, os.path.basename(spec.rstrip("/")), {}
     if os.path.isdir(spec):
         path, config = os.path.join(spec, "policy.pt"), read_json(os.path.join(spec, "config.json"))
+        run = {k: config[k] for k in ("exp_name", "seed") if k in config}  # the row (compare.py's exp_name), the seed
         label = f"{config.get('exp_name', label)} seed {config.get('seed', '?')}" if config else label
         if not os.path.isfile(path):
             raise UserError(
@@ -68,7 +70,7 @@ def load(spec: str, env, seed: int):
     from collect import load_policy
 
     try:
-        return load_policy(path, obs_dim, act_dim), label
+        return load_policy(path, obs_dim, act_dim), label, run
     except (ValueError, OSError) as e:
         raise UserError(str(e)) from None
 
@@ -152,7 +154,7 @@ def main(args: Args) -> int:
     torch.set_num_threads(1)
     rows, strips = [], []
     for i, spec in enumerate(args.policies):
-        policy, label = load(spec, env, args.seed)
+        policy, label, run = load(spec, env, args.seed)
         label = args.labels[i] if args.labels else label
         episodes, frames = [], []
         for e in range(args.episodes):
@@ -160,7 +162,7 @@ def main(args: Args) -> int:
             episodes.append(numbers)
             frames = frames or drawn
         means = {k: float(np.mean([ep[k] for ep in episodes])) for k in episodes[0]}
-        rows.append({"label": label, "policy": spec, "episodes": episodes, "mean": means})
+        rows.append({"label": label, "policy": spec, **run, "episodes": episodes, "mean": means})
         strips.append((label, frames))
         print(f"{label}: return {means['return']:.1f}, z mean {means['z_mean']:.2f} max {means['z_max']:.2f}, flip "
               f"share {means['flip_share']:.3f}, speed {means['speed_mean']:.2f}")  # fmt: skip

@@ -72,7 +72,7 @@ def test_a_run_directorys_policy_with_its_label_and_the_figure(tmp_path):
     result = run_script("benchmarks/episodes.py", *args, cwd=str(tmp_path))
     assert result.returncode == 0, result.stderr[-2000:]
     (row,) = json.loads(out.read_text())["policies"]
-    assert row["label"] == "mine seed 7"
+    assert row["label"] == "mine seed 7" and (row["exp_name"], row["seed"]) == ("mine", 7)  # the page's row and seed
     want = replay(lambda obs: np.full(6, np.tanh(0.5)), 0)
     for k, v in want.items():
         assert row["episodes"][0][k] == pytest.approx(v, rel=1e-5, abs=1e-7), k
