@@ -62,6 +62,7 @@ def load(spec: str, env, seed: int):
     if os.path.isdir(spec):
         path, config = os.path.join(spec, "policy.pt"), read_json(os.path.join(spec, "config.json"))
         run = {k: config[k] for k in ("exp_name", "seed") if k in config}  # the row (compare.py's exp_name), the seed
+        run["last10_score"] = read_json(os.path.join(spec, "summary.json")).get("last10_score")  # which run it is
         label = f"{config.get('exp_name', label)} seed {config.get('seed', '?')}" if config else label
         if not os.path.isfile(path):
             raise UserError(

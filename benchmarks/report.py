@@ -1024,12 +1024,24 @@ def reading_checked(results: str, row: str) -> str:
     flips, cost = ([p["mean"][k] for p in ours] for k in ("flip_share", "control_cost_mean"))
     both = max(flips) < random["mean"]["flip_share"] and max(cost) < random["mean"]["control_cost_mean"]
     seeds = ", ".join(str(p.get("seed")) for p in ours)
+    stored = compare.load_results(os.path.join(results, "jump")).get(JUMP, {"rows": {}})["rows"].get(row, {})
+    same = all(  # the policy played is the stored run's: its own run's last-10 is the stored seed's
+        p.get("last10_score") is not None
+        and p.get("seed") in stored
+        and abs(p["last10_score"] - compare.last10(stored[p["seed"]]["curve"])) < 1e-6
+        for p in ours
+    )
     return (
         f' Checked against the final policies (seed{"s" * (len(ours) > 1)} {seeds}, "What the policies do" below): '
         f"tipped over on {', '.join(f'{x:.3f}' for x in flips)} of their steps against the random policy's "
         f"{random['mean']['flip_share']:.3f}, at a control cost of {', '.join(f'{x:.3f}' for x in cost)} a step against "
         f"{random['mean']['control_cost_mean']:.3f}: "
         + ("as the reading supposes." if both else "not what the reading supposes; it does not explain the gap.")
+        + (
+            " Each policy is its stored run's (the run's last-10 return is the stored seed's)."
+            if same
+            else " These policies come from other runs than the stored ones (their last-10 returns differ)."
+        )
     )
 
 

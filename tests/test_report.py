@@ -141,21 +141,27 @@ def test_the_jump_page_says_whether_a_row_of_three_seeds_reproduces_the_papers(t
 
 def test_the_td3bc_reading_is_checked_against_the_policies_either_way(tmp_path):
     """benchmarks/episodes.py's numbers decide the sentence: a TD3+BC policy tipped over less often than the random one
-    and at a lower control cost bears the reading out; one that tips over more does not, and the page says so."""
+    and at a lower control cost bears the reading out; one that tips over more does not, and the page says so; and
+    whether the policies played are the stored runs' (their run's last-10 return is the stored seed's)."""
     results = copy_results(tmp_path)
     path = results / "jump" / report.JUMP / "episodes.json"
+    stored = report.compare.load_results(str(results / "jump"))[report.JUMP]["rows"]["td3bc"]
 
-    def policies(flip, cost):
+    def policies(flip, cost, shift=0.0):
         rows = [{"policy": "random", "mean": {"flip_share": 0.4, "control_cost_mean": 0.2}}]
-        rows += [{"policy": f"run{s}", "exp_name": "td3bc", "seed": s, "mean": {"flip_share": flip, "control_cost_mean": cost}}
-                 for s in (1, 2)]  # fmt: skip
+        rows += [{"policy": f"run{s}", "exp_name": "td3bc", "seed": s, "mean": {"flip_share": flip, "control_cost_mean": cost},
+                  "last10_score": report.compare.last10(stored[s]["curve"]) + shift} for s in (1, 2)]  # fmt: skip
         path.write_text(json.dumps({"policies": rows}))
         return report.reading_checked(str(results), "td3bc")
 
-    assert policies(0.01, 0.05).endswith("as the reading supposes.") and "seeds 1, 2" in policies(0.01, 0.05)
+    same = " Each policy is its stored run's (the run's last-10 return is the stored seed's)."
+    assert policies(0.01, 0.05).endswith("as the reading supposes." + same) and "seeds 1, 2" in policies(0.01, 0.05)
     assert "0.010, 0.010 of their steps against the random policy's 0.400" in policies(0.01, 0.05)
-    assert policies(0.6, 0.05).endswith("not what the reading supposes; it does not explain the gap.")
-    assert policies(0.01, 0.3).endswith("not what the reading supposes; it does not explain the gap.")
+    assert "not what the reading supposes; it does not explain the gap." + same in policies(0.6, 0.05)
+    assert "not what the reading supposes; it does not explain the gap." + same in policies(0.01, 0.3)
+    assert policies(0.01, 0.05, shift=0.5).endswith(
+        "come from other runs than the stored ones (their last-10 returns differ)."
+    )
     path.write_text(json.dumps({"policies": [{"policy": "random", "mean": {}}]}))
     assert report.reading_checked(str(results), "td3bc") == " (Not yet checked against the policies.)"
     assert report.reading_checked(str(results), "mopo") == ""
