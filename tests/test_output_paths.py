@@ -18,12 +18,13 @@ def test_no_benchmarks_script_writes_under_docs_by_default(tmp_path, monkeypatch
         "benchmarks/compare.py": ("out", "results", "runs_dir"),
         "benchmarks/budget.py": ("out", "results", "runs_dir"),
         "benchmarks/speed.py": ("out",),
+        "benchmarks/episodes.py": ("out", "figure"),
     }
     for script, fields in outputs.items():
         args = load_module(script, "defaults_" + os.path.basename(script)[:-3]).Args()
         for name in fields:
             value = getattr(args, name)
-            if value is None:  # speed.py: no file unless --out is given
+            if not value:  # speed.py: no file unless --out is given; episodes.py: no figure unless --figure
                 continue
             path = os.path.abspath(value)
             assert not any(os.path.commonpath([path, c]) == c for c in committed), (script, name, value)
