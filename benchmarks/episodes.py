@@ -27,6 +27,8 @@ sys.path[:0] = [os.path.join(ROOT, "datasets")]  # collect.py's load_policy read
 from toolbox import UsageError, UserError, cli, read_json, replace_atomically, write_json  # noqa: E402
 import plumbing  # noqa: E402  (on sys.path through toolbox: the tasks' rewards and the device's name)
 
+JUMP = plumbing.Task("halfcheetah-jump", "HalfCheetah-v4", "halfcheetah", "halfcheetah-jump")  # no flip penalty
+
 
 @dataclass
 class Args:
@@ -98,8 +100,8 @@ def play(policy, env, task, seed: int, frames: int) -> tuple[dict, list[np.ndarr
         obs, reward, terminated, truncated, info = env.step(action[0])
         info = {k: np.atleast_1d(v) for k, v in info.items()}
         step = plumbing.task_reward(task, obs[None], action, np.atleast_1d(reward), info)[0]
-        unpenalised = plumbing.task_reward(plumbing.Task("", "", "", "halfcheetah-jump"), obs[None], action, [0], info)
-        flips += task.reward_fn == "halfcheetah-jump-hard" and step != unpenalised[0]  # the −3 replaced the reward
+        if task.reward_fn == "halfcheetah-jump-hard":  # a flip: the −3 replaced jump's own reward
+            flips += step != plumbing.task_reward(JUMP, obs[None], action, [0], info)[0]
         ret += step
         z.append(obs[0])
         speed.append(float(info["x_velocity"][0]))
