@@ -1010,6 +1010,19 @@ def jump_page(results: str) -> str:
             "its files; the same compare.py command continues them, and this page fills in as they finish.",
         ]
     lines += ["", "Learning curves and each logged quantity, row by row: [jump_curves.md](jump_curves.md).", ""]
+    lines += [
+        "How the runs are made (each command continues where it stopped; a finished run is never run again):",
+        "",
+        "```bash",
+        "python datasets/halfcheetah_jump.py --task halfcheetah-jump-hard      # the 1M-step data, about a minute",
+        f"python benchmarks/compare.py --env {JUMP} --settings ours --rows td3bc orpo mopo orpo_untrained official_orpo \\",
+        "    --seeds 1 2 3 --epochs 100 --runs-dir runs/jump --results results/jump --dynamics-cache runs/dynamics_cache",
+        f"python benchmarks/episodes.py --policies random runs/jump/{JUMP}/td3bc/seed1/*/ ... \\",
+        f"    --out results/jump/{JUMP}/episodes.json --figure docs/jump_episodes.png",
+        f"{COMMAND}                                  # this page",
+        "```",
+        "",
+    ]
     return "\n".join(lines + jump_episodes(results))
 
 
