@@ -91,7 +91,8 @@ def capsules(env) -> np.ndarray:
 
 
 def play(policy, env, task, seed: int, frames: int) -> tuple[dict, list[np.ndarray]]:
-    """One episode: its numbers, and `frames` drawings spaced evenly over it (every step's capsules kept until then)."""
+    """One episode: its numbers, and `frames` drawings spaced evenly over it (none for frames=0; every step's capsules
+    are kept until the episode's length is known)."""
     obs, _ = env.reset(seed=seed)
     ret, z, flips, speed, cost, drawn = 0.0, [], 0, [], [], []
     done = False
@@ -106,9 +107,9 @@ def play(policy, env, task, seed: int, frames: int) -> tuple[dict, list[np.ndarr
         z.append(obs[0])
         speed.append(float(info["x_velocity"][0]))
         cost.append(0.1 * float((action**2).sum()))
-        drawn.append(capsules(env))
+        drawn += [capsules(env)] if frames else []
         done = terminated or truncated
-    keep = np.linspace(0, len(drawn) - 1, frames).round().astype(int)
+    keep = np.linspace(0, len(drawn) - 1, frames).round().astype(int) if frames else []
     numbers = {"return": ret, "steps": len(z), "z_mean": float(np.mean(z)), "z_max": float(np.max(z)),
                "flip_share": flips / len(z), "speed_mean": float(np.mean(speed)), "control_cost_mean": float(np.mean(cost))}  # fmt: skip
     return numbers, [(int(i), drawn[i]) for i in keep]
@@ -161,7 +162,7 @@ def main(args: Args) -> int:
         label = args.labels[i] if args.labels else label
         episodes, frames = [], []
         for e in range(args.episodes):
-            numbers, drawn = play(policy, env, task, args.seed + e, args.frames)
+            numbers, drawn = play(policy, env, task, args.seed + e, args.frames if e == 0 else 0)  # the first drawn
             episodes.append(numbers)
             frames = frames or drawn
         means = {k: float(np.mean([ep[k] for ep in episodes])) for k in episodes[0]}

@@ -1076,9 +1076,9 @@ def jump_episodes(results: str) -> list[str]:
         "| policy | return | z mean | z max | flip share | speed | control cost |",
         "|---|---|---|---|---|---|---|",
     ]
+    digits = {"return": 1, "flip_share": 3, "control_cost_mean": 3}
     for p in made["policies"]:
-        x = {k: minus(f"{v:.{1 if k == 'return' else 3 if k.endswith(('share', 'cost_mean')) else 2}f}")
-             for k, v in p["mean"].items()}  # fmt: skip
+        x = {k: minus(f"{v:.{digits.get(k, 2)}f}") for k, v in p["mean"].items()}
         lines.append(f"| {p['label']} | {x['return']} | {x['z_mean']} | {x['z_max']} | {x['flip_share']} | "
                      f"{x['speed_mean']} | {x['control_cost_mean']} |")  # fmt: skip
     if os.path.isfile(os.path.join(ROOT, "docs", "jump_episodes.png")):

@@ -558,4 +558,6 @@ def stop(signum, frame):
 if __name__ == "__main__":
     signal.signal(signal.SIGTERM, stop)
     interrupted = "interrupted: the runs stopped and the temporary folder removed; nothing written"
-    sys.exit(toolbox.cli(lambda a: main(a) and 0, Args, sys.argv[1:], interrupted=interrupted))
+    sys.exit(
+        toolbox.cli(lambda a: [main(a), 0][1], Args, sys.argv[1:], interrupted=interrupted)
+    )  # main returns the table

@@ -12,8 +12,8 @@ replace_atomically.
 import contextlib
 import importlib.util
 import io
-import re
 import os
+import re
 import signal
 import sys
 import tempfile
