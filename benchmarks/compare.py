@@ -25,7 +25,8 @@ same dataset settings (λp, u, h; ORPO's λo, h^o and batch shares too), as flag
 (benchmarks/peers.py), never copied here. Our model-based rows of one seed share the ensemble that
 fits first, through the algorithms' --dynamics-cache (one entry per data file, dynamics flags and seed, fitted
 once and loaded by every later run, of this or any later comparison; --dynamics-cache '' lets each fit its own); the
-peers fit their own.
+peers fit their own, or with --peer-ensemble shared load that same ensemble (peers.py --load-dynamics converts it to
+their format), so every model-based row of a seed rolls out in one model.
 
 Runs go to --runs-dir/<dataset>/<row>/seed<S>/; a finished one is never run again, an unfinished one of ours continues
 with its script's --resume, an unfinished peer run starts over (the peers cannot resume). --jobs runs at once, each
@@ -160,6 +161,10 @@ class Args:
     algo_flags: str = ""
     """more flags for our rows' new runs, written with '=' (tests: --algo-flags='--hidden-dims 32 32'), but none of
     the pair settings (--settings gives those)"""
+    peer_ensemble: Literal["own", "shared"] = "own"
+    """the peer rows' ensemble: `own`, each fits its own with its own code; `shared`, each loads the one our
+    model-based rows of its (dataset, seed) fitted into --dynamics-cache (peers.py --load-dynamics) and waits until
+    it exists, so all the model-based rows of a seed differ only in their policy phase"""
     dynamics_cache: str = os.path.join("runs", "dynamics_cache")
     """our model-based rows' --dynamics-cache: the first run of a (dataset, seed) fits the ensemble there and the others
     load it ('' : every run fits its own)"""
@@ -351,6 +356,25 @@ def fitting(args: Args, t: Task, running: list[Task]) -> bool:
     return False
 
 
+def shared_ensemble(args: Args, t: Task) -> Optional[str]:
+    """--peer-ensemble shared: the dynamics.pt of one of our model-based runs of the peer task's (dataset, seed) (with
+    the cache, every such run holds the same ensemble), or None while none has one."""
+    for row in args.rows:
+        if model_based(args, Task(t.dataset, row, t.seed)):
+            run = run_dir_of(args, Task(t.dataset, row, t.seed))
+            if run and os.path.isfile(os.path.join(run, "dynamics.pt")):
+                return os.path.join(run, "dynamics.pt")
+    return None
+
+
+def waits(args: Args, t: Task, running: list[Task]) -> bool:
+    """The task must not start yet: its seed's ensemble is being fitted by another of our rows, or it is a peer row
+    that loads that ensemble (--peer-ensemble shared) and it does not exist yet."""
+    if ROWS[t.row][0] == "peer":
+        return args.peer_ensemble == "shared" and shared_ensemble(args, t) is None
+    return fitting(args, t, running)
+
+
 def command(args: Args, t: Task, plan: tuple[str, dict]) -> list[str]:
     """The task's command line; plan: the dataset's pair_settings."""
     kind, name, extra, _ = ROWS[t.row]
@@ -363,6 +387,8 @@ def command(args: Args, t: Task, plan: tuple[str, dict]) -> list[str]:
         flags = [tok for k, f in PAIR_SETTINGS[t.row].items() if f for tok in (f, str(settings[k]))]
         u = PEER_U.get(settings["uncertainty"], settings["uncertainty"])
         same = ["--task", task, f"--peer-flags={shlex.join(flags)}", "--uncertainty-mode", u]
+        if args.peer_ensemble == "shared":  # no fit of its own, so no cap either
+            cap = ["--load-dynamics", os.path.abspath(shared_ensemble(args, t))]
         return (
             [
                 sys.executable,
@@ -541,8 +567,8 @@ def run_all(args: Args) -> int:
             for t in list(todo):
                 if len(running) >= args.jobs:
                     break
-                if fitting(args, t, [r[0] for r in running.values()]):
-                    continue  # waits for its seed's ensemble, being fitted by another row
+                if waits(args, t, [r[0] for r in running.values()]):
+                    continue  # waits for its seed's ensemble
                 d = task_dir(args, t)  # an unfinished peer run: peers.py starts it over, unless its run.lock is held
                 os.makedirs(d, exist_ok=True)
                 cmd = command(args, t, plans[t.dataset])
@@ -557,6 +583,11 @@ def run_all(args: Args) -> int:
                 )
                 todo.remove(t)
                 print(f"  start  {t.key}", flush=True)
+            if todo and not running:  # every task left waits for an ensemble that no run is making
+                failed += [
+                    (t, "its seed's ensemble was never fitted (no model-based row of ours has one)") for t in todo
+                ]
+                todo = []
             time.sleep(2)
             for key, (t, p, t0, log) in list(running.items()):
                 if p.poll() is None:
@@ -1041,6 +1072,11 @@ def check(args: Args) -> None:
         raise UsageError(
             f"--delta must be positive and finite and --min-relative at least 0, not {args.delta}, {args.min_relative}"
         )
+    if args.peer_ensemble == "shared" and any(ROWS[r][0] == "peer" for r in args.rows):
+        ours = [r for r in args.rows if model_based(args, Task("", r, 0))]
+        if not (args.dynamics_cache and ours):
+            raise UsageError("--peer-ensemble shared: the peer rows load the ensemble our model-based rows (orpo, "
+                             "orpo_untrained, mopo) fit into --dynamics-cache: add one to --rows and keep a cache")  # fmt: skip
     try:
         tokens = shlex.split(args.algo_flags)
     except ValueError as e:

@@ -140,7 +140,8 @@ JUMP_FLAGS = [
     "--final-policy-rollout-ratio-final",
     "0",
 ]
-OUTPUTS = ("config.json", "metrics.csv", "summary.json", "error.txt", "peer_log")  # what a fresh start removes
+# what a fresh start removes
+OUTPUTS = ("config.json", "metrics.csv", "summary.json", "error.txt", "peer_log", "peer_dynamics")
 
 
 def cache_root() -> str:
@@ -193,6 +194,10 @@ class Args:
     """torch.set_num_threads"""
     dynamics_max_epochs: Optional[int] = None
     """cap the ensemble fit (NOT the peer's setting: its run scripts fit until early stopping); for timing only"""
+    load_dynamics: Optional[str] = None
+    """an ensemble fitted by algorithms/*.py (a run's dynamics.pt or a --dynamics-cache entry) for the peer to roll out
+    in instead of fitting its own: written in its format to <run-dir>/peer_dynamics and given to its run script as
+    --load-dynamics-path, which skips its fit (the sizes must be its ensemble's: 7 models, 5 elites, 4×200)"""
 
 
 def parse_args(argv=None) -> Args:
@@ -221,6 +226,12 @@ def parse_args(argv=None) -> Args:
         args.peer_flags = shlex.split(args.peer_flags or "")
     except ValueError as e:
         raise UsageError(f"--peer-flags: {e}") from None
+    if args.load_dynamics is not None:
+        if args.dynamics_max_epochs is not None:
+            raise UsageError("--load-dynamics skips the peer's fit, so --dynamics-max-epochs caps nothing: pass one")
+        if not os.path.isfile(args.load_dynamics):
+            raise UsageError(f"--load-dynamics {args.load_dynamics}: no such file; pass a run's dynamics.pt")
+        args.load_dynamics = os.path.abspath(args.load_dynamics)
     args.source = args.source or PEERS[args.peer]["source"]
     args.commit = args.commit or PEERS[args.peer]["commit"]
     return args
@@ -521,6 +532,64 @@ def peer_command(peer: str, root: str, task: str, args: argparse.Namespace, devi
 
 
 # ----------------------------------------------------------------------------------------------------------------------
+# --load-dynamics: an ensemble of ours, in the peer's format
+# ----------------------------------------------------------------------------------------------------------------------
+def save_npy(path: str, value: np.ndarray) -> None:
+    with open(path, "wb") as f:  # np.save(name) would add .npy to the temporary name
+        np.save(f, value)
+
+
+def peer_dynamics(path: str, out_dir: str, peer_args: argparse.Namespace, obs_dim: int, scale: float) -> dict:
+    """Write `path`'s ensemble (algorithms/*.py's EnsembleDynamics) as the peers' EnsembleDynamics.load reads it:
+    dynamics.pth (EnsembleDynamicsModel's state dict) and the StandardScaler's mu.npy and std.npy. Both models compute
+    the same function: inputs standardised by a mean and std, Swish (= SiLU) hidden layers as batched [E, in, out]
+    matmuls, the mean and log-variance of (Δs, r) under the same soft bounds, a random elite per row. Where the peer's
+    actions are the env's ×scale (the jump task), the scaler's action entries are ours ×scale: (scale·a − scale·m) /
+    (scale·s) = (a − m) / s. Returns what config.json records of it (its fit's metrics among them)."""
+    import torch
+    import plumbing
+
+    what = "ensemble (a run's dynamics.pt or a --dynamics-cache entry)"
+    saved = plumbing.safe_load(path, what)
+    state = saved.get("model") if isinstance(saved, dict) else None
+    hidden, n_models = list(peer_args.dynamics_hidden_dims), peer_args.n_ensemble
+    try:
+        layers = [state[f"layers.{i}.weight"] for i in range(len([k for k in state if k.endswith(".bias")]))]
+        dims, models = [layers[0].shape[1]] + [w.shape[2] for w in layers[:-1]], layers[0].shape[0]
+        elites, mean, std = state["elites"], state["in_mean"], state["in_std"]
+        fits = layers[-1].shape[2] == 2 * (obs_dim + 1) and len(mean) == dims[0] and state["max_logvar"].numel() > 0
+    except (KeyError, TypeError, AttributeError, IndexError):
+        raise UsageError(
+            f"--load-dynamics {path} holds no ensemble of algorithms/*.py; pass a run's dynamics.pt"
+        ) from None
+    if not fits or dims[1:] != hidden or models != n_models or len(elites) != peer_args.n_elites:
+        raise UsageError(
+            f"--load-dynamics {path}: {models} models ({len(elites)} elites) of hidden sizes {dims[1:]} (input "
+            f"{dims[0]}), but the peer builds {n_models} ({peer_args.n_elites} elites) of {hidden} for this data; "
+            "load an ensemble of the peer's sizes, or give it these in --peer-flags (--n-ensemble, --n-elites, "
+            "--dynamics-hidden-dims)"
+        )
+    theirs = {}
+    for i, w in enumerate(layers):
+        name = f"backbones.{i}" if i < len(layers) - 1 else "output_layer"
+        for k, v in (("weight", w), ("bias", state[f"layers.{i}.bias"])):
+            theirs[f"{name}.{k}"] = theirs[f"{name}.saved_{k}"] = v.float().clone()  # saved_*: load_save's copy
+    theirs |= {k: state[k].reshape(-1).float().clone() for k in ("max_logvar", "min_logvar")}
+    theirs["elites"] = elites.long().clone()
+    mu, sigma = (v.float().numpy().reshape(1, -1).copy() for v in (mean, std))
+    mu[:, obs_dim:] *= scale
+    sigma[:, obs_dim:] *= scale
+    os.makedirs(out_dir, exist_ok=True)
+    replace_atomically(os.path.join(out_dir, "dynamics.pth"), lambda tmp: torch.save(theirs, tmp))
+    for name, value in (("mu.npy", mu), ("std.npy", sigma)):
+        replace_atomically(os.path.join(out_dir, name), lambda tmp, v=value: save_npy(tmp, v))
+    metrics = {k: float(v) for k, v in saved.get("metrics", {}).items() if isinstance(v, (int, float))}
+    origin = plumbing.read_json(os.path.join(os.path.dirname(path), "config.json")).get("_dynamics")  # a run's file
+    return {"path": path, "fingerprint": plumbing.file_fingerprint(path), "metrics": metrics, "format_dir": out_dir,
+            "fitted_by": saved.get("fitted_by"), "run_dynamics": origin, "action_scale": scale}  # fmt: skip
+
+
+# ----------------------------------------------------------------------------------------------------------------------
 # Evaluation: the protocol of algorithms/*.py (`make_eval_envs`, `evaluate`, `eval_metrics`, reset seed + 1000·epoch)
 # ----------------------------------------------------------------------------------------------------------------------
 def make_eval_envs(env_id: str, n: int):
@@ -637,6 +706,7 @@ class Recorder:
         self.last_sample, self.epoch_start, self.rollout_seconds, self.steps = None, None, 0.0, 1000
         self.uncertainty_mode = None  # the ensemble's, once built
         self.task, self.action_scale = None, 1.0  # the peer's actions are the env's times action_scale (jump: 3)
+        self.loaded = None  # --load-dynamics: row 0 is the loaded ensemble's fit (its metrics), as our runs log it
 
     def add(self, key: str, values) -> None:
         values = np.asarray(values, dtype=np.float64).reshape(-1)
@@ -661,6 +731,12 @@ class Recorder:
         row = {"dynamics/holdout_mse": self.dyn.get("holdout_mse"), "dynamics/epochs": self.dyn.get("epochs", 0)}
         row.update({"dynamics/train_loss": self.dyn.get("train_loss"), "dynamics/fit_seconds": seconds})
         self.log(0, row)
+        self.epoch_start = time.time()
+
+    def training_starts(self) -> None:
+        if self.loaded is not None and not self.rows:
+            keys = ("holdout_mse", "epochs", "train_nll", "fit_seconds")
+            self.log(0, {f"dynamics/{k}": self.loaded.get(f"dynamics/{k}") for k in keys})
         self.epoch_start = time.time()
 
     # one policy epoch ends with the trainer's dumpkvs, after our evaluation
@@ -812,6 +888,16 @@ def instrument(peer: str, rec: Recorder, envs, cap, uncertainty_mode: str | None
 
         cls.learn = learn_recorded
 
+    from offlinerlkit import policy_trainer
+
+    trainer = getattr(policy_trainer, "MBPolicyTrainer" if peer == "kit-mopo" else "MBPolicyOOMITrainer")
+    train_policy = trainer.train
+
+    def train_recorded(self, *a, **kw):  # the policy epochs' clock starts here (after a fit, or after a load)
+        rec.training_starts()
+        return train_policy(self, *a, **kw)
+
+    trainer.train = train_recorded
     if peer == "kit-mopo":
         from offlinerlkit.policy import MOPOPolicy
 
@@ -854,8 +940,9 @@ def prepare_run_dir(args: argparse.Namespace, cli: dict):
                 summary = json.load(f)
             if summary.get("finished"):
                 with open(os.path.join(args.run_dir, "config.json")) as f:
-                    if json.load(f).get("cli") == cli:
-                        return lock, summary
+                    saved = json.load(f).get("cli") or {}
+                if saved == {k: v for k, v in cli.items() if k in saved or v is not None}:  # flags added since: unset
+                    return lock, summary
                 raise UsageError(f"--run-dir {args.run_dir} holds a finished run of another command; use another")
     for name in OUTPUTS:
         target = os.path.join(args.run_dir, name)
@@ -900,12 +987,15 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     device = "cuda" if args.cuda and torch.cuda.is_available() else "cpu"
     command = peer_command(args.peer, source["root"], task, args, device)
+    converted = os.path.join(os.path.abspath(args.run_dir), "peer_dynamics")
+    command += ["--load-dynamics-path", converted] if args.load_dynamics else []
     peer_args = script_args(source["root"], PEERS[args.peer]["script"], command)
     if peer_args.task != task:
         raise UsageError(f"--peer-flags sets --task {peer_args.task}; pass it as peers.py's --task instead")
     dataset_arg = getattr(peer_args, "dataset", None)  # run_orpo.py's --dataset: read (by us) on the jump task only
     if task == JUMP_TASK and os.path.realpath(dataset_arg or "") != os.path.realpath(args.dataset_path):
         raise UsageError(f"--peer-flags sets --dataset {dataset_arg}; the data is --dataset-path's")
+    loaded = args.load_dynamics and peer_dynamics(args.load_dynamics, converted, peer_args, obs_dim, scale)
     stand_in = StandInEnv(task, handed, envs.single_observation_space, envs.single_action_space, ref)
     made = []
 
@@ -941,6 +1031,7 @@ def main(argv=None) -> int:
     peer_logger.ROOT_DIR = os.path.join(os.path.abspath(args.run_dir), "peer_log")  # make_log_dirs' root
     rec = Recorder(args.run_dir, ref, args.seed, peer_args.rollout_batch_size)
     rec.steps, rec.task, rec.action_scale = peer_args.step_per_epoch, task, scale
+    rec.loaded = loaded["metrics"] if loaded else None
     instrument(args.peer, rec, envs, args.dynamics_max_epochs, args.uncertainty_mode)
 
     from offlinerlkit.utils.load_dataset import qlearning_dataset
@@ -995,8 +1086,16 @@ def main(argv=None) -> int:
             [f"the ensemble fit is capped at {args.dynamics_max_epochs} epochs (not the peer's setting)"]
             if args.dynamics_max_epochs
             else []
+        )
+        + (
+            [
+                f"no ensemble fit: it loads {args.load_dynamics} (fitted by algorithms/*.py), in its format in peer_dynamics/"
+            ]
+            if loaded
+            else []
         ),
         "dynamics_max_epochs": args.dynamics_max_epochs,
+        "dynamics": {"source": "loaded", **loaded} if loaded else {"source": "fitted by the peer's code"},
         "device": device,
         "device_name": torch.cuda.get_device_name()
         if device == "cuda"
@@ -1025,6 +1124,7 @@ def main(argv=None) -> int:
             **{k: last.get(f"eval/{k}") for k in ("normalized_score", "normalized_score_std", "return", "return_std")},
             "last10_score": float(np.mean(rec.scores[-10:])) if rec.scores else None,
             "ensemble_uncertainty_mode": rec.uncertainty_mode,  # the u its ensemble computed
+            "dynamics_source": config["dynamics"]["source"],
             "wall_seconds": time.time() - t_start,
             "device": device,
             "device_name": config["device_name"],

@@ -968,6 +968,15 @@ def jump_page(results: str) -> str:
             f"| {label} | {minus(f'{mean:.1f} ± {std:.1f}')} | {len(x)} | {per} | {minus(f'{x.mean():.1f}')}{spread} "
             f"| {hours:.2f} |"
         )
+    sources = sorted(
+        {r["config"].get("dynamics", {}).get("source", "?") for r in rows.get("official_orpo", {}).values()}
+    )
+    if sources:
+        how = {
+            "loaded": "the seed's shared ensemble (--peer-ensemble shared)",
+            "fitted by the peer's code": "its own fit",
+        }
+        lines += ["", "The official code's runs roll out in: " + "; ".join(how.get(x, x) for x in sources) + "."]
     lines += [""]
     for a, b in (
         ("orpo", "mopo"),
@@ -1005,9 +1014,11 @@ def jump_page(results: str) -> str:
             "ensemble fit on these 1M transitions takes hours (about 100 s per fit epoch with 2 threads on an idle "
             "machine, 230 s on one free core, 500 s with other runs beside it; it had not converged after 60 epochs) and a 100-epoch run 1–2 h, and the machine "
             "these runs are made on does not always keep its files between working sessions of a few hours (seed "
-            "1's shared fit was lost once at about epoch 60, the official code's own fit of it at epoch 18). The "
-            "model-based rows need a GPU session (an H200 fitted 27 epochs in 323 s) or a machine that keeps "
-            "its files; the same compare.py command continues them, and this page fills in as they finish.",
+            "1's shared fit was lost once at about epoch 60, the official code's own fit of it at epoch 18). Our "
+            "rows resume; the official code cannot, so its row loads the seed's shared ensemble (compare.py "
+            "--peer-ensemble shared, peers.py --load-dynamics: its fit skipped, about an hour of policy epochs "
+            "left). The model-based rows need a GPU session (an H200 fitted 27 epochs in 323 s) or a machine that "
+            "keeps its files; the same compare.py command continues them, and this page fills in as they finish.",
         ]
     lines += ["", "Learning curves and each logged quantity, row by row: [jump_curves.md](jump_curves.md).", ""]
     lines += [
@@ -1016,7 +1027,8 @@ def jump_page(results: str) -> str:
         "```bash",
         "python datasets/halfcheetah_jump.py --task halfcheetah-jump-hard      # the 1M-step data, about a minute",
         f"python benchmarks/compare.py --env {JUMP} --settings ours --rows td3bc orpo mopo orpo_untrained official_orpo \\",
-        "    --seeds 1 2 3 --epochs 100 --runs-dir runs/jump --results results/jump --dynamics-cache runs/dynamics_cache",
+        "    --seeds 1 2 3 --epochs 100 --runs-dir runs/jump --results results/jump --dynamics-cache runs/dynamics_cache \\",
+        "    --peer-ensemble shared   # the official code's row rolls out in the seed's shared ensemble too",
         f"python benchmarks/episodes.py --policies random runs/jump/{JUMP}/td3bc/seed1/*/ ... \\",
         f"    --out results/jump/{JUMP}/episodes.json --figure docs/jump_episodes.png",
         f"{COMMAND}                                  # this page",

@@ -162,6 +162,8 @@ def test_bad_input_is_one_line(tmp_path):
         # the Kit's ensemble has no ensemble_var u, which mopo.py's halfcheetah-medium preset takes
         (["--env", str(cheetah), "--settings", "ours", "--rows", "mopo", "kit_mopo"], "use --settings theirs"),
         (other + ["--rows", "td3bc"], "holds runs made with --settings ours --task hopper-medium-v2"),
+        (["--rows", "td3bc", "official_orpo", "--peer-ensemble", "shared"], "add one to --rows"),
+        (["--rows", "orpo", "kit_mopo", "--peer-ensemble", "shared", "--dynamics-cache", ""], "keep a cache"),
     ):
         r = run_script("benchmarks/compare.py", *argv, "--runs-dir", str(tmp_path / "runs"))
         assert r.returncode == 2 and r.stderr.count("\n") == 1 and needle in r.stderr, (argv, r.stderr)
@@ -517,3 +519,44 @@ def test_the_paper_contrast_orpo_untrained_minus_mopo_is_reported(tmp_path):
     compare = load_compare()
     md = compare.report(compare.Args(results=str(tmp_path / "results"), out=str(tmp_path / "r")), figure=False)
     assert "- ORPO, π^o untrained (ours) − MOPO (ours), last-10, paired by seed: +1.0" in md, md
+
+
+def test_shared_peer_rows_wait_for_the_seeds_ensemble_then_load_it(tmp_path):
+    """--peer-ensemble shared: a peer row does not start while no model-based row of ours of its (dataset, seed) has a
+    dynamics.pt, then gets that file as peers.py's --load-dynamics (and no fit cap: it fits nothing)."""
+    compare = load_compare()
+    path = str(tmp_path / "halfcheetah_random-v2.hdf5")
+    rows = ("td3bc", "orpo", "official_orpo")
+    args = compare.Args(env=(path,), settings="ours", rows=rows, runs_dir=str(tmp_path / "runs"), dynamics_max_epochs=3)
+    plan, peer = compare.pair_settings(args, path), compare.Task(path, "official_orpo", 2)
+    assert "--dynamics-max-epochs" in compare.command(args, peer, plan)  # own: it fits, capped like ours
+    args.peer_ensemble = "shared"
+    assert compare.waits(args, peer, [])
+    other_seed = tmp_path / "runs" / "halfcheetah_random-v2" / "orpo" / "seed1" / "run"
+    run = tmp_path / "runs" / "halfcheetah_random-v2" / "orpo" / "seed2" / "run"
+    for d in (other_seed, run):
+        os.makedirs(d)
+        (d / "config.json").write_text("{}")
+    (other_seed / "dynamics.pt").write_bytes(b"")
+    assert compare.waits(args, peer, [])  # seed 1's ensemble is not seed 2's; the run without dynamics.pt is fitting
+    (run / "dynamics.pt").write_bytes(b"")
+    assert not compare.waits(args, peer, [])
+    cmd = compare.command(args, peer, plan)
+    assert cmd[cmd.index("--load-dynamics") + 1] == str(run / "dynamics.pt") and "--dynamics-max-epochs" not in cmd
+    peers = load_module("benchmarks/peers.py", "peers_for_shared")
+    assert peers.parse_args(cmd[2:]).load_dynamics == str(run / "dynamics.pt")  # peers.py takes it
+
+
+@pytest.mark.slow  # the slow tier: compare.py end to end
+def test_a_shared_peer_row_whose_ensemble_never_comes_fails_in_one_line(tmp_path):
+    """Our model-based row of the seed fails before its fit: the waiting peer row is not left waiting forever."""
+    os.makedirs(tmp_path / "local")
+    write_random_dataset(str(tmp_path / "local" / "hopper-medium.hdf5"), steps=200)
+    argv = ["--env", "local/hopper-medium", "--data-dir", str(tmp_path), "--runs-dir", str(tmp_path / "runs")]
+    argv += ["--results", str(tmp_path / "results"), "--out", str(tmp_path / "report"), "--settings", "ours"]
+    argv += ["--rows", "orpo", "official_orpo", "--seeds", "1", "--peer-ensemble", "shared"]
+    argv += ["--algo-flags=--hidden-dims 0"]  # orpo.py refuses it at once
+    r = run_script("benchmarks/compare.py", *argv, timeout=300)
+    assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "official_orpo/seed1: its seed's ensemble was never fitted" in r.stderr
+    assert not os.path.exists(tmp_path / "runs" / "local_hopper-medium" / "official_orpo" / "seed1")

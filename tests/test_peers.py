@@ -538,3 +538,140 @@ def test_official_orpo_runs_jump_hard_with_their_action_scale(peers, jump_file, 
         0,
     )
     assert settings["dataset"] == os.path.abspath(jump_file)
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# --load-dynamics: our ensemble in the peers' format
+# ----------------------------------------------------------------------------------------------------------------------
+def an_ensemble_of_ours(orpo, path, obs_dim=5, act_dim=2, hidden=(16, 16), models=4, elites=(2, 0, 3)):
+    """A small EnsembleDynamics moved off its init (biases, bounds and the input scaling all matter), saved as a run's
+    dynamics.pt."""
+    torch.manual_seed(0)
+    model = orpo.EnsembleDynamics(obs_dim, act_dim, hidden, models, len(elites))
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.3)
+        model.in_mean.copy_(torch.randn(obs_dim + act_dim))
+        model.in_std.copy_(torch.rand(obs_dim + act_dim) + 0.5)
+        model.elites.copy_(torch.tensor(elites))
+    torch.save({"model": model.state_dict(), "metrics": {"dynamics/holdout_mse": 0.25, "dynamics/epochs": 7}}, path)
+    return model
+
+
+def peer_sizes(hidden=(16, 16), models=4, elites=3):
+    import argparse
+
+    return argparse.Namespace(dynamics_hidden_dims=list(hidden), n_ensemble=models, n_elites=elites)
+
+
+def test_our_ensemble_in_the_peers_format_computes_our_function(peers, orpo, tmp_path):
+    """The converted weights, run the way OfflineRL-Kit's EnsembleDynamicsModel runs them (scaler, einsum layers,
+    Swish, soft-clamped log-variance) on the peer's ×3 actions, give our model's mean and log-variance."""
+    obs_dim, act_dim = 5, 2
+    ours = an_ensemble_of_ours(orpo, tmp_path / "dynamics.pt")
+    info = peers.peer_dynamics(str(tmp_path / "dynamics.pt"), str(tmp_path / "theirs"), peer_sizes(), obs_dim, 3.0)
+    theirs = torch.load(tmp_path / "theirs" / "dynamics.pth", weights_only=True)
+    mu, std = (np.load(tmp_path / "theirs" / f"{k}.npy") for k in ("mu", "std"))
+    assert mu.shape == std.shape == (1, obs_dim + act_dim) and mu.dtype == np.float32
+    x = torch.randn(64, obs_dim + act_dim, generator=torch.Generator().manual_seed(1))
+    x[:, obs_dim:] = x[:, obs_dim:].clamp(-1, 1)  # the env's actions; the peer sees them ×3
+    h = torch.as_tensor((x.numpy() * np.r_[np.ones(obs_dim), np.full(act_dim, 3.0)] - mu) / std, dtype=torch.float32)
+    for name in ("backbones.0", "backbones.1", "output_layer"):
+        h = torch.einsum("ij,bjk->bik" if h.dim() == 2 else "bij,bjk->bik", h, theirs[f"{name}.weight"])
+        h = h + theirs[f"{name}.bias"]
+        h = h * torch.sigmoid(h) if name != "output_layer" else h
+    mean, logvar = h.chunk(2, dim=-1)
+    logvar = theirs["max_logvar"] - torch.nn.functional.softplus(theirs["max_logvar"] - logvar)
+    logvar = theirs["min_logvar"] + torch.nn.functional.softplus(logvar - theirs["min_logvar"])
+    with torch.no_grad():
+        our_mean, our_logvar = ours(x)
+    torch.testing.assert_close(mean, our_mean, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(logvar, our_logvar, rtol=1e-4, atol=1e-5)
+    assert theirs["elites"].tolist() == [2, 0, 3] and theirs["elites"].dtype == torch.int64
+    assert all(torch.equal(theirs[f"backbones.1.saved_{k}"], theirs[f"backbones.1.{k}"]) for k in ("weight", "bias"))
+    assert info["metrics"] == {"dynamics/holdout_mse": 0.25, "dynamics/epochs": 7.0}
+
+
+@pytest.mark.parametrize("case", ["sizes", "elites", "not an ensemble"])
+def test_load_dynamics_of_other_sizes_is_one_line(peers, orpo, tmp_path, case):
+    path = str(tmp_path / "dynamics.pt")
+    if case == "not an ensemble":
+        torch.save({"epoch": 3, "parts": {}}, path)  # a checkpoint, say
+    else:
+        an_ensemble_of_ours(orpo, path)
+    sizes = peer_sizes(hidden=(200, 200, 200, 200), models=7, elites=5) if case == "sizes" else peer_sizes(elites=5)
+    match = "holds no ensemble" if case == "not an ensemble" else r"4 models \(3 elites\) of hidden sizes \[16, 16\]"
+    with pytest.raises(peers.UsageError, match=match):
+        peers.peer_dynamics(path, str(tmp_path / "theirs"), sizes, 5, 1.0)
+    assert not os.path.exists(tmp_path / "theirs" / "dynamics.pth")
+
+
+THEIR_MODEL = """
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+import peers
+peers.install_stubs(lambda *a, **kw: None)  # offlinerlkit.dynamics imports gym
+sys.path.insert(0, sys.argv[2])
+from offlinerlkit.dynamics import EnsembleDynamics
+from offlinerlkit.modules import EnsembleDynamicsModel
+from offlinerlkit.utils.scaler import StandardScaler
+
+model = EnsembleDynamicsModel(5, 2, [16, 16], num_ensemble=4, num_elites=3, weight_decays=[0.0] * 3)
+dynamics = EnsembleDynamics(model, None, StandardScaler(), lambda obs, act, next_obs: np.zeros((len(obs), 1), bool))
+dynamics.load(sys.argv[3])  # their own loader: a strict load_state_dict and the scaler's mu.npy / std.npy
+mean, logvar = model(dynamics.scaler.transform(np.load(sys.argv[4])))
+np.savez(sys.argv[5], mean=mean.detach().numpy(), logvar=logvar.detach().numpy(), elites=model.elites.numpy())
+"""
+
+
+@pytest.mark.parametrize("peer", ["kit-mopo", "official-orpo"])
+def test_the_peers_own_loader_takes_our_ensemble_and_computes_our_function(peers, orpo, tmp_path, peer):
+    if not os.path.isdir(SOURCES[peer]):
+        pytest.skip(f"needs the peer's git snapshot at {SOURCES[peer]}: set ORPO_PEERS_MIRROR")
+    root = peers.extract(peer, SOURCES[peer], peers.PEERS[peer]["commit"])["root"]
+    ours = an_ensemble_of_ours(orpo, tmp_path / "dynamics.pt")
+    peers.peer_dynamics(str(tmp_path / "dynamics.pt"), str(tmp_path / "theirs"), peer_sizes(), 5, 3.0)
+    x = torch.randn(64, 7, generator=torch.Generator().manual_seed(1))
+    np.save(tmp_path / "x.npy", (x * torch.tensor([1.0] * 5 + [3.0] * 2)).numpy())  # the peer's actions: ×3
+    (tmp_path / "theirs.py").write_text(THEIR_MODEL)
+    cmd = [sys.executable, str(tmp_path / "theirs.py"), os.path.join(ROOT, "benchmarks"), root]
+    cmd += [str(tmp_path / "theirs"), str(tmp_path / "x.npy"), str(tmp_path / "out.npz")]
+    result = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=120, env=dict(os.environ, TMPDIR=str(tmp_path))
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = np.load(tmp_path / "out.npz")
+    with torch.no_grad():
+        mean, logvar = ours(x)
+    np.testing.assert_allclose(out["mean"], mean.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(out["logvar"], logvar.numpy(), rtol=1e-4, atol=1e-5)
+    assert out["elites"].tolist() == [2, 0, 3]
+
+
+def test_official_orpo_on_our_ensemble_skips_its_fit(peers, orpo, jump_file, tmp_path):
+    """--load-dynamics: run_orpo.py gets --load-dynamics-path and fits nothing; row 0 is the loaded ensemble's fit, as
+    our runs that load one log it; config.json and summary.json say where the ensemble came from."""
+    if not os.path.isdir(SOURCES["official-orpo"]):
+        pytest.skip(f"needs the peer's git snapshot at {SOURCES['official-orpo']}: set ORPO_PEERS_MIRROR")
+    an_ensemble_of_ours(orpo, tmp_path / "dynamics.pt", obs_dim=17, act_dim=6)
+    run_dir = tmp_path / "run"
+    argv = ["--peer", "official-orpo", "--source", SOURCES["official-orpo"], "--dataset-path", jump_file]
+    argv += ["--seed", str(SEED), "--epochs", "2", "--steps-per-epoch", "5", "--rollout-batch-size", "20"]
+    argv += ["--eval-episodes", "1", "--run-dir", str(run_dir), "--no-cuda", "--threads", "1"]
+    argv += ["--load-dynamics", str(tmp_path / "dynamics.pt")]
+    argv += ["--peer-flags", "--n-ensemble 4 --n-elites 3 --dynamics-hidden-dims 16 16 --dynamics-weight-decay 0 0 0"]
+    made = run_script("benchmarks/peers.py", *argv, extra_env={"TMPDIR": str(tmp_path)}, timeout=300)
+    assert made.returncode == 0, made.stderr[-3000:]
+    with open(run_dir / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["epoch"]) for r in rows] == [0, 1, 2]
+    assert float(rows[0]["dynamics/holdout_mse"]) == 0.25 and float(rows[0]["dynamics/epochs"]) == 7
+    assert math.isfinite(float(rows[1]["rollout/u_pessimistic"]))  # the one rollout of 2 × 5 steps
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["dynamics"]["source"] == "loaded" and config["dynamics"]["action_scale"] == 3.0
+    assert config["peer_settings"]["load_dynamics_path"] == str(run_dir / "peer_dynamics")
+    assert json.loads((run_dir / "summary.json").read_text())["dynamics_source"] == "loaded"
+    progress = [os.path.join(d, f) for d, _, fs in os.walk(run_dir / "peer_log") for f in fs if f.startswith("dyn")]
+    progress = [p for p in progress if p.endswith("dynamics_training_progress.csv")]
+    assert len(progress) == 1 and os.path.getsize(progress[0]) == 0  # their fit's log is empty: it never ran

@@ -165,3 +165,20 @@ def test_the_td3bc_reading_is_checked_against_the_policies_either_way(tmp_path):
     path.write_text(json.dumps({"policies": [{"policy": "random", "mean": {}}]}))
     assert report.reading_checked(str(results), "td3bc") == " (Not yet checked against the policies.)"
     assert report.reading_checked(str(results), "mopo") == ""
+
+
+def test_the_jump_page_says_which_ensemble_the_official_codes_runs_rolled_out_in(tmp_path):
+    """An official-code run's config.json decides the sentence (a peer run loads the shared ensemble, or fits its own)."""
+    results = copy_results(tmp_path)
+    src = results / "jump" / report.JUMP / "td3bc" / "seed1"
+    if not src.is_dir():
+        pytest.skip("no stored TD3+BC seed 1 on halfcheetah-jump-hard to dress as an official-code run")
+    assert "The official code's runs roll out in" not in report.jump_page(str(results))
+    for seed, source in ((1, "loaded"), (2, "fitted by the peer's code")):
+        dst = results / "jump" / report.JUMP / "official_orpo" / f"seed{seed}"
+        shutil.copytree(src, dst)
+        (dst / "config.json").write_text(json.dumps({"peer": "official-orpo", "dynamics": {"source": source}}))
+        page = report.jump_page(str(results))
+        if seed == 1:
+            assert "The official code's runs roll out in: the seed's shared ensemble (--peer-ensemble shared)." in page
+    assert "roll out in: its own fit; the seed's shared ensemble (--peer-ensemble shared)." in page
