@@ -1008,11 +1008,20 @@ def jump_page(results: str) -> str:
         ]
     missing = [lbl for r, lbl, _ in JUMP_ROWS if len(rows.get(r, {})) < 3]
     if missing:
+        # how far the fits under way have come (ensembles.json: each fit's best-member holdout MSE by epoch)
+        under_way = [
+            f"{seed.replace('seed', 'seed ')}'s had not converged after {max(map(int, p['best_member_holdout_mse']))} "
+            "epochs"
+            for seed, e in sorted((k, v) for k, v in ensembles.items() if k.startswith("seed"))
+            for p in e.get("fit", [])[-1:]
+            if p.get("best_member_holdout_mse") and "not converged" in p.get("status", "")
+        ]
         lines += [
             "",
             f"**Not complete.** Rows with fewer than 3 finished seeds: {'; '.join(missing)}. On the 2-core CPU one "
             "ensemble fit on these 1M transitions takes hours (about 100 s per fit epoch with 2 threads on an idle "
-            "machine, 230 s on one free core, 500 s with other runs beside it; it had not converged after 60 epochs) and a 100-epoch run 1–2 h, and the machine "
+            f"machine, 230 s on one free core, 500 s with other runs beside it{'; ' if under_way else ''}"
+            f"{', '.join(under_way)}) and a 100-epoch run 1–2 h, and the machine "
             "these runs are made on does not always keep its files between working sessions of a few hours (seed "
             "1's shared fit was lost once at about epoch 60, the official code's own fit of it at epoch 18). Our "
             "rows resume; the official code cannot, so its row loads the seed's shared ensemble (compare.py "

@@ -182,3 +182,13 @@ def test_the_jump_page_says_which_ensemble_the_official_codes_runs_rolled_out_in
         if seed == 1:
             assert "The official code's runs roll out in: the seed's shared ensemble (--peer-ensemble shared)." in page
     assert "roll out in: its own fit; the seed's shared ensemble (--peer-ensemble shared)." in page
+
+
+def test_the_jump_page_says_how_far_an_unfinished_fit_has_come_from_ensembles_json(tmp_path):
+    results = copy_results(tmp_path)
+    path = results / "jump" / report.JUMP / "ensembles.json"
+    fit = {"epochs": "0-", "device": "a CPU", "best_member_holdout_mse": {"1": 0.5, "80": 0.1, "9": 0.2}}
+    path.write_text(json.dumps({"seed1": {"cache_key": "k", "fit": [fit | {"status": "not converged yet"}]}}))
+    assert "seed 1's had not converged after 80 epochs)" in report.jump_page(str(results))
+    path.write_text(json.dumps({"seed1": {"cache_key": "k", "fit": [fit | {"status": "converged at epoch 80"}]}}))
+    assert "had not converged" not in report.jump_page(str(results))
