@@ -1025,8 +1025,8 @@ def jump_page(results: str) -> str:
             "these runs are made on does not always keep its files between working sessions of a few hours (seed "
             "1's shared fit was lost once at about epoch 60, the official code's own fit of it at epoch 18). Our "
             "rows resume; the official code cannot, so its row loads the seed's shared ensemble (compare.py "
-            "--peer-ensemble shared, peers.py --load-dynamics: its fit skipped, about an hour of policy epochs "
-            "left). The model-based rows need a GPU session (an H200 fitted 27 epochs in 323 s) or a machine that "
+            "--peer-ensemble shared, peers.py --load-dynamics: its fit skipped, about an hour of policy epochs per seed "
+            "on this CPU). The model-based rows need a GPU session (an H200 fitted 27 epochs in 323 s) or a machine that "
             "keeps its files; the same compare.py command continues them, and this page fills in as they finish.",
         ]
     lines += ["", "Learning curves and each logged quantity, row by row: [jump_curves.md](jump_curves.md).", ""]
