@@ -563,7 +563,9 @@ def parse_args(args_class: type, argv: list[str]):
         box = [line.strip() for line in printed.getvalue().splitlines() if line.strip()]
         rules = [i for i, line in enumerate(box) if set(line) == {"-"}] + [len(box)] * 2
         message = " ".join(box[rules[0] + 1 : rules[1]]).replace(" .", ".")
-        raise UsageError(f"{message or 'cannot parse the flags'} (see python {sys.argv[0]} --help)") from None
+        near = [box[i + 1].split()[0] for i, line in enumerate(box[:-1]) if line.startswith("Perhaps you meant")]
+        hint = f"did you mean {near[0]}?" if near else f"see python {sys.argv[0]} --help"
+        raise UsageError(f"{message or 'cannot parse the flags'} ({hint})") from None
     names = {f.name for f in dataclasses.fields(args_class)}
     typed = {w[2:].split("=")[0].replace("-", "_") for w in words if w.startswith("--")}
     args.typed = {n for n in typed if n in names} | {n[3:] for n in typed if n.startswith("no_") and n[3:] in names}

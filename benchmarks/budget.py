@@ -274,13 +274,8 @@ def check(args: Args) -> None:
         raise UsageError(f"--seed {args.seed}: must lie in [0, 2**32)")
 
 
-def stop(signum, frame):
-    raise KeyboardInterrupt(signum)  # SIGTERM stops the running run as Ctrl-C does: it checkpoints first
-
-
 def main(args: Args) -> int:
     check(args)
-    signal.signal(signal.SIGTERM, stop)
     picked = tasks(args)
     if not args.report_only:
         os.makedirs(args.runs_dir, exist_ok=True)
@@ -291,8 +286,8 @@ def main(args: Args) -> int:
 
 
 def cli(argv: list[str]) -> int:
-    return toolbox.cli(main, Args, argv, __doc__, "interrupted: the running run saved a checkpoint; run the same "
-                       "command again to resume")  # fmt: skip
+    return toolbox.cli(main, Args, argv, "interrupted: the running run saved a checkpoint; run the same command again "
+                       "to resume", sigterm=True)  # fmt: skip
 
 
 if __name__ == "__main__":

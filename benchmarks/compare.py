@@ -1098,13 +1098,8 @@ def check(args: Args) -> None:
             raise UsageError(f"{flag}: cannot write in {folder}: {why}")
 
 
-def stop(signum, frame):
-    raise KeyboardInterrupt(signum)  # SIGTERM (and SIGINT where a shell ignored it) stops the runs as Ctrl-C does
-
-
 def main(args: Args) -> int:
     check(args)
-    signal.signal(signal.SIGTERM, stop)
     rc = 0 if args.report_only else run_all(args)
     if rc in (130, 143) or (rc and not load_results(args.results)):
         return rc  # the failed runs are named above; there is nothing to report
@@ -1115,7 +1110,7 @@ def main(args: Args) -> int:
 
 
 def cli(argv: list[str]) -> int:
-    return toolbox.cli(main, Args, argv, __doc__)
+    return toolbox.cli(main, Args, argv, sigterm=True)
 
 
 if __name__ == "__main__":

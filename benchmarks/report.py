@@ -1200,7 +1200,7 @@ def main(args: Args) -> int:
 
 
 def cli(argv: list[str]) -> int:
-    return toolbox.cli(main, Args, argv, __doc__)
+    return toolbox.cli(main, Args, argv)
 
 
 if __name__ == "__main__":

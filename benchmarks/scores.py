@@ -59,7 +59,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))  # toolbox.py, also in a Slurm or submitit job that unpickles us
 import toolbox  # noqa: E402  (the scripts' one error type, flags and command line)
-from toolbox import UsageError, one_line_tyro_error, replace_atomically, write_json, write_text  # noqa: E402
+from toolbox import UsageError, replace_atomically, write_json, write_text  # noqa: E402
 
 PAPER_SCORES = os.path.join(ROOT, "benchmarks", "paper_scores.csv")  # the paper's numbers, from its LaTeX
 PAPER_ORDER = ("lambda", "1", "4", "jump")  # which table's number a cell is shown with, first match
@@ -644,8 +644,6 @@ def collect(runs_dir: str, cells: Optional[list[Cell]] = None) -> dict[tuple, di
 
 
 def last_error_line(text: str) -> str:
-    if "╭─" in text:  # a tyro parse error box
-        return one_line_tyro_error(text[text.rindex("╭─") :])
     lines = [ln.rsplit("\r", 1)[-1].strip() for ln in text.splitlines()]
     lines = [ln for ln in lines if ln]
     for ln in reversed(lines):

@@ -25,7 +25,6 @@ import platform
 import re
 import shlex
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -196,28 +195,13 @@ def last_line(text: str) -> str:
     return (text.strip().splitlines() or ["no output"])[-1]
 
 
-def reason(stderr: str) -> str:
-    """A failed run's reason in one line: the first section of tyro's error box (drawn with box characters, whose last
-    line is only its border), else the last line (the files' own `error: ...` lines, a traceback's exception)."""
-    lines = stderr.strip().splitlines()
-    tops = [i for i, line in enumerate(lines) if line.lstrip().startswith("╭")]
-    section = []
-    for line in lines[tops[-1] + 1 :] if tops else []:
-        text = line.strip().strip("│┃").strip()
-        if text.startswith(("╰", "┗")) or (section and not text.strip("─━")):  # the border, or the section's rule
-            break
-        if text.strip("─━"):
-            section.append(text)
-    return " ".join(section) if section else last_line(stderr)
-
-
 @functools.cache
 def file_flags(path: str) -> set[str]:
     """The flags a file takes, read from its --help (older and newer files, and other algorithms, all work)."""
     env = {**os.environ, "COLUMNS": "200"}
     result = subprocess.run([sys.executable, path, "--help"], capture_output=True, text=True, env=env)
     if result.returncode != 0:
-        fail(f"{path} --help failed: {reason(result.stderr)}")
+        fail(f"{path} --help failed: {last_line(result.stderr)}")
     pairs = re.findall(r"^\W*--([a-z0-9-]+)(?:, --([a-z0-9-]+))?", result.stdout, re.M)  # --x or --x, --no-x
     return {f for pair in pairs for f in pair if f}
 
@@ -239,7 +223,9 @@ def run_file(path: str, flags: set[str], settings: dict, a: Args, work: str) -> 
     t0 = time.time()
     result = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=work)
     if result.returncode != 0:
-        fail(f"{os.path.basename(path)} exited with {result.returncode}: {reason(result.stderr)} ({shlex.join(cmd)})")
+        fail(
+            f"{os.path.basename(path)} exited with {result.returncode}: {last_line(result.stderr)} ({shlex.join(cmd)})"
+        )
     # progress on stderr, so a step cut by a timeout (benchmarks/gpu_check.sh) still says where its time went
     print(f"speed.py: {os.path.basename(path)} {shlex.join(cmd[3:])}: {time.time() - t0:.1f} s", file=sys.stderr)
     run_dir = os.path.dirname(glob.glob(os.path.join(runs_dir, "*", "metrics.csv"))[0])
@@ -551,13 +537,6 @@ def write_text(path: str, text: str) -> None:
         raise UserError(f"could not write {path} ({e.strerror}); the table is printed above") from None
 
 
-def stop(signum, frame):
-    raise KeyboardInterrupt(signum)  # SIGTERM as Ctrl-C: subprocess.run kills the run, `finally` removes the folder
-
-
-if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, stop)
+if __name__ == "__main__":  # SIGTERM as Ctrl-C: subprocess.run kills the run, `finally` removes the folder
     interrupted = "interrupted: the runs stopped and the temporary folder removed; nothing written"
-    sys.exit(
-        toolbox.cli(lambda a: [main(a), 0][1], Args, sys.argv[1:], interrupted=interrupted)
-    )  # main returns the table
+    sys.exit(toolbox.cli(lambda a: [main(a), 0][1], Args, sys.argv[1:], interrupted, sigterm=True))  # main: the table

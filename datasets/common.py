@@ -19,7 +19,6 @@ import math
 import os
 import pickle
 import re
-import signal
 import sys
 import tempfile
 import warnings
@@ -31,8 +30,9 @@ import h5py
 import numpy as np
 from tqdm import tqdm
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "algorithms"))
-from plumbing import UsageError, UserError, parse_args  # noqa: E402  (the one error type; the algorithms' parser)
+sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
+import toolbox  # noqa: E402  (the scripts' one command line; it puts algorithms/ on the path)
+from plumbing import UsageError  # noqa: E402  (the one error type)
 
 DATA_KEYS = ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts")
 REWARD_FNS = ("env", "halfcheetah-jump", "halfcheetah-jump-hard")
@@ -320,46 +320,25 @@ def load_torch_file(path, what: str, fix: str):
 
 
 # ---------------------------------------------------------------------------- command line
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where the program is, as Ctrl-C's KeyboardInterrupt is: the same clean-up runs."""
-
-    signum = signal.SIGTERM
-
-
-def _terminated(signum, frame):
-    raise Terminated
-
-
 def run_cli(
     main: Callable,
     args_type: type,
     check_flags: Callable | None = None,
     on_interrupt: str = "interrupted; no dataset was written",
 ) -> None:
-    """Parse the flags, check them all before any work (one line per problem, exit 2), and run; bad input ends in
-    one line naming the problem, not a traceback (exit 2 for a flag whose value cannot work, else 1); Ctrl-C and
-    SIGTERM end in the `on_interrupt` line (exit 130, 143)."""
+    """benchmarks/toolbox.py's command line: the flags parsed as the algorithm files parse theirs, then all checked
+    before any work (one line per problem, exit 2); bad input ends in one line naming the problem, not a traceback
+    (exit 2 for a flag whose value cannot work, else 1); Ctrl-C and SIGTERM end in the `on_interrupt` line (exit
+    130, 143)."""
     # the *-v4 envs are the closest to D4RL's v2 data: Gymnasium's "out of date" warning would only add two lines
     warnings.filterwarnings("ignore", message=".*is out of date.*")
 
-    try:  # the algorithm files' parser: the same --help layout and one-line parse errors (exit 2)
-        args = parse_args(args_type, sys.argv[1:])
-    except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        raise SystemExit(e.code) from None
-    problems = check_flags(args) if check_flags else []
-    if problems:
-        for problem in problems:
-            print(f"error: {problem}", file=sys.stderr)
-        raise SystemExit(2)
-    signal.signal(signal.SIGTERM, _terminated)  # what Slurm or `kill` sends: stop as Ctrl-C does (files cleaned up)
-    try:
+    def checked(args) -> int:
+        problems = check_flags(args) if check_flags else []
+        if problems:
+            raise UsageError("\n".join(problems))
         main(args)
-    except UserError as e:  # UsageError: a flag's value cannot work (exit 2)
-        print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
-        raise SystemExit(e.code) from None
-    except (ValueError, OSError, gym.error.Error) as e:
-        raise SystemExit(f"error: {str(e).splitlines()[0]}") from None
-    except KeyboardInterrupt as e:
-        print(f"\n{on_interrupt}", file=sys.stderr)
-        raise SystemExit(128 + getattr(e, "signum", signal.SIGINT)) from None
+        return 0
+
+    errors = (ValueError, gym.error.Error)  # a damaged file, an env that cannot be made
+    sys.exit(toolbox.cli(checked, args_type, sys.argv[1:], "\n" + on_interrupt, sigterm=True, errors=errors))

@@ -124,7 +124,7 @@ def test_speed_benchmark_rejects_bad_flags_in_one_line(tmp_path, flags, says):
 )
 def test_speed_benchmark_names_a_failing_run_in_one_line(tmp_path, flags, says):
     """A run of the file that exits non-zero (here: a flag it rejects) ends the benchmark with the run's reason in one
-    line: the file's own error line, or the message inside tyro's error box (not the box's border)."""
+    line: the file's own error line (a flag it cannot parse, too: the algorithm files print no box)."""
     result = run_script(
         "benchmarks/speed.py", *SPEED_TINY, "--only", "ensemble", f"--algo-flags={flags}", cwd=str(tmp_path)
     )

@@ -57,7 +57,8 @@ def tiny_run(script, data_dir, tmp_path, *extra, epochs="2"):
         (["--dataset-path", "."], "--dataset-path .: is a directory"),
         (["--epochs", "nan"], "error: Error parsing --epochs: invalid literal for int()"),
         (["--uncertainty", "foo"], "invalid choice 'foo' for argument '--uncertainty'"),
-        (["--bogus", "3"], "Unrecognized options: --bogus, 3"),
+        (["--bogus", "3"], "Unrecognized options: --bogus, 3 (see python "),
+        (["--lambda-pp", "3"], "Unrecognized options: --lambda-pp, 3 (did you mean --lambda-p?)"),  # tyro's guess
     ],
 )
 def test_conflicting_and_unparsable_flags_are_one_line_exit_2(flags, expected, tmp_path):

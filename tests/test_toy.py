@@ -224,7 +224,7 @@ def test_a_bad_ensemble_file_is_one_line_naming_it(kind, tmp_path, monkeypatch, 
     elif kind == "foreign":  # a torch file, but not this ensemble's layers
         torch.save({**good, "model": {"w": torch.zeros(3)}}, path)
     else:  # a real ensemble of this fit rule, but seed 2's
-        orpo = rw.load_module("orpo")
+        orpo = rw.toolbox.algorithm("orpo")
         model = orpo.EnsembleDynamics(2, 2, setting.dynamics_hidden_dims, setting.num_ensemble, setting.num_elites)
         torch.save({"model": model.state_dict(), "metrics": {**good["metrics"], "seed": 2}}, path)
     argv = ["--setting", "quick", "--out-dir", args.out_dir, "--ensembles-dir", args.ensembles_dir]

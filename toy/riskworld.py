@@ -19,7 +19,6 @@
 #   python toy/riskworld.py --setting paper --write-docs  # resume/regenerate results/toy_paper/ (without it: runs/toy/<setting>)
 #   python toy/riskworld.py --setting phase --write-docs --report-only   # redraw from the finished runs only
 import dataclasses
-import importlib.util
 import json
 import math
 import os
@@ -39,7 +38,8 @@ import numpy as np
 from gymnasium import spaces
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "algorithms"))  # the algorithm files import plumbing.py beside them
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))  # the scripts' toolbox; it puts algorithms/ on the path
+import toolbox  # noqa: E402
 import plumbing  # noqa: E402
 
 ENV_ID = "RiskWorld-v0"
@@ -294,11 +294,12 @@ def resolve(args: ToyArgs) -> tuple[Setting, str]:
     return setting, os.path.abspath(out)
 
 
-class Interrupted(Exception):
-    """SIGINT or SIGTERM arrived: the workers are stopped, the finished runs kept; exit status 128 + the signal."""
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived: the workers are stopped, the finished runs kept; exit status 128 + the signal (its
+    number the first argument, as toolbox.cli reads it)."""
 
     def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
+        super().__init__(signum)
         self.signum, self.detail = signum, ""
 
 
@@ -318,20 +319,6 @@ def cell_list(setting: Setting) -> list[tuple[str, str, float, int]]:
 
 def cell_key(algo: str, u: str, lambda_p: float, seed: int) -> str:
     return f"{algo}__{u}__lp{lambda_p:g}__s{seed}"
-
-
-def load_module(name: str, folder: str = "algorithms"):
-    """An algorithm file imported by path, as tests/conftest.py does (the files have no import side effects)."""
-    key = f"toy_{name}"
-    if key in sys.modules:
-        return sys.modules[key]
-    if folder == "datasets":  # collect.py imports its neighbour common.py
-        sys.path.insert(0, os.path.join(ROOT, "datasets"))
-    spec = importlib.util.spec_from_file_location(key, os.path.join(ROOT, folder, f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def algo_args(
@@ -443,7 +430,7 @@ def fit_ensemble(setting: Setting, args: ToyArgs, dataset_path: str, path: str, 
     Runs in a worker (its output goes to the fit's log); written under a temporary name, renamed when complete."""
     import torch
 
-    orpo = load_module("orpo")
+    orpo = toolbox.algorithm("orpo")
     fit_args = algo_args(orpo, setting, args, "max_aleatoric", 0.0, seed, dataset_path, "unused")
     data = {k: torch.as_tensor(v) for k, v in plumbing.load_transitions(dataset_path).items()}
     torch.manual_seed(seed)
@@ -482,7 +469,7 @@ def read_ensemble(path: str, setting: Setting, seed: int):
     that is not an ensemble of this fit rule and seed is one line naming it (delete it: the fit is redone)."""
     import torch
 
-    orpo = load_module("orpo")
+    orpo = toolbox.algorithm("orpo")
     try:
         saved = torch.load(path, map_location="cpu", weights_only=True)
         if not isinstance(saved, dict) or not isinstance(saved.get("metrics"), dict):
@@ -583,7 +570,7 @@ def train_cell(setting: Setting, args: ToyArgs, dataset_path: str, dynamics_path
 
     algo, u, lambda_p, seed = cell
     key = cell_key(algo, u, lambda_p, seed)
-    module = load_module(algo)
+    module = toolbox.algorithm(algo)
     runs_dir = os.path.join(run_root, key)  # the algorithm's run directory, removed with run_root
     extra = orpo_extra(args) if algo == "orpo" else dict(policy="sac")
     algo_arg = algo_args(
@@ -592,7 +579,7 @@ def train_cell(setting: Setting, args: ToyArgs, dataset_path: str, dynamics_path
     t0, c0 = time.time(), time.process_time()
     summary = module.main(algo_arg)
     train_seconds, cpu_seconds = time.time() - t0, time.process_time() - c0
-    policy = load_module("collect", "datasets").load_policy(os.path.join(summary["run_dir"], "policy.pt"), 2, 2)
+    policy = toolbox.algorithm("collect", "datasets").load_policy(os.path.join(summary["run_dir"], "policy.pt"), 2, 2)
     states, returns = roll(policy, setting.eval_steps, seed=10_000 * seed)
     trajectories = roll(policy, 5 * EPISODE_STEPS, seed=123)[0]
     with open(os.path.join(summary["run_dir"], "config.json")) as f:
@@ -687,7 +674,7 @@ def worker(spec: str) -> int:
 
     torch.set_num_threads(1)  # 2 shared cores: a busy second core makes 2-thread OpenMP matmuls very slow
     for name in ("orpo", "mopo"):  # their progress bars report to the parent instead of drawing in the log
-        module = load_module(name)
+        module = toolbox.algorithm(name)
         module.tqdm = reporting_bar(module.tqdm, report)
     setting = Setting(**{k: tuple(v) if isinstance(v, list) else v for k, v in job["setting"].items()})
     args = ToyArgs(**{k: tuple(v) if isinstance(v, list) else v for k, v in job["args"].items()})
@@ -1044,7 +1031,7 @@ def run(args: ToyArgs, command: Optional[str] = None) -> dict:
     ens_paths = {seed: ensemble_path(ensembles_dir, config, seed) for seed in setting.seeds}
     cells, size = cell_list(setting), cell_size(setting, args)
     for algo in ("orpo", "mopo"):  # the algorithms' own flag checks on the Args the toy builds, before any work
-        module = load_module(algo)
+        module = toolbox.algorithm(algo)
         extra = orpo_extra(args) if algo == "orpo" else dict(policy="sac")
         for lp in setting.lambda_ps:
             try:
@@ -1269,37 +1256,31 @@ def on_signal(signum, frame):
 
 
 def cli(argv=None) -> int:
-    """The command line: bad input is one line and exit 2, a failed run one line and exit 1, Ctrl-C/SIGTERM one line
-    and exit 130/143 (the workers stopped, finished runs kept: the same command resumes)."""
-    try:  # orpo.py's parser: its --help layout (sections from ToyArgs' comments) and one-line parse errors
-        args = plumbing.parse_args(ToyArgs, sys.argv[1:] if argv is None else argv)
-    except plumbing.UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return e.code
+    """The command line (benchmarks/toolbox.py's): bad input is one line and exit 2, a failed run one line and exit 1,
+    Ctrl-C/SIGTERM one line and exit 130/143 (the workers stopped, finished runs kept: the same command resumes)."""
+    argv = sys.argv[1:] if argv is None else argv
+
+    def main(args: ToyArgs) -> int:
+        try:
+            run(args, command=" ".join(["python toy/riskworld.py", *argv]))
+        except BrokenPipeError:
+            raise
+        except OSError as e:  # a folder that became unwritable or full during the run
+            raise plumbing.UserError(
+                f"{e}; free disk space or pass a writable --out-dir (the same command resumes)"
+            ) from None
+        return 0
+
+    def said(e: KeyboardInterrupt) -> str:
+        name, detail = signal.Signals(getattr(e, "signum", signal.SIGINT)).name, getattr(e, "detail", "")
+        return f"interrupted by {name}: workers stopped; {detail or 'finished runs are kept'}; the same command resumes"
+
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        run(args, command=" ".join(["python toy/riskworld.py", *(sys.argv[1:] if argv is None else argv)]))
-    except plumbing.UserError as e:  # bad input: exit 2 (UsageError); a failed fit or run: exit 1
-        print(f"error: {e}", file=sys.stderr)
-        return e.code
-    except BrokenPipeError:  # e.g. `| head`: the reader is gone, so is the output
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
-    except OSError as e:  # a folder that became unwritable or full during the run
-        print(f"error: {e}; free disk space or pass a writable --out-dir (the same command resumes)", file=sys.stderr)
-        return 1
-    except (Interrupted, KeyboardInterrupt) as e:
-        signum = getattr(e, "signum", signal.SIGINT)
-        detail = getattr(e, "detail", "") or "finished runs are kept"
-        print(
-            f"interrupted by {signal.Signals(signum).name}: workers stopped; {detail}; the same command resumes",
-            file=sys.stderr,
-        )
-        return 128 + signum
+        return toolbox.cli(main, ToyArgs, argv, said)
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-    return 0
 
 
 if __name__ == "__main__":
