@@ -7,7 +7,6 @@ with graphs, after each replay (from the first replay on: the warm-up steps and 
 device time (kernels; on a CPU the aten ops) and with the most host time (self CPU time), and the share of the
 recorded window's wall time in which the device is busy (the union of its kernels' intervals)."""
 
-import importlib.util
 import json
 import os
 import sys
@@ -18,11 +17,10 @@ import torch
 STEPS = 20  # the update steps recorded (each: one SAC and one TD3+BC update)
 prefix, flags = sys.argv[1], sys.argv[3:]
 assert sys.argv[2] == "--", "usage: profile_steps.py OUT_PREFIX -- ORPO_FLAGS..."
-sys.path.insert(0, "algorithms")  # as `python algorithms/orpo.py` does: plumbing.py sits beside the file
-spec = importlib.util.spec_from_file_location("orpo", "algorithms/orpo.py")
-orpo = importlib.util.module_from_spec(spec)
-sys.modules["orpo"] = orpo
-spec.loader.exec_module(orpo)
+sys.path.insert(0, "benchmarks")
+import toolbox  # noqa: E402  (the scripts' loader: plumbing.py beside the file, as `python algorithms/orpo.py` has it)
+
+orpo = toolbox.algorithm("orpo")
 plumbing = sys.modules["plumbing"]
 driver, graph_class = orpo.gradient_steps, torch.cuda.CUDAGraph
 work = tempfile.mkdtemp(prefix="profile_")
