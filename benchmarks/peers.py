@@ -62,7 +62,7 @@ import warnings
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # toolbox.py beside this file
-from toolbox import UsageError, UserError, replace_atomically, write_json  # noqa: E402  (the scripts' errors, writes)
+from toolbox import UsageError, UserError, algorithm, replace_atomically, write_json  # noqa: E402
 
 PEERS = {
     "kit-mopo": {
@@ -87,25 +87,16 @@ DOMAINS = {
     "walker2d": ("Walker2d-v4", 1.629008, 4592.3),
 }
 KINDS = ("medium-replay", "medium-expert", "full-replay", "medium", "random", "expert")  # longest match first
-# official-orpo: the paper's "Tuned hyper-parameters" table (the same numbers as algorithms/orpo.py's PRESETS):
-# (penalty-coef λp, uncertainty type, rollout-length h^p, bonus-coef λo, rollout-length-rollout-policy h^o). The
-# repository's README gives commands for two datasets only (halfcheetah-random, walker2d-medium-replay); both agree
-# with the table, and both pass --real-ratio-rollout 0.05 --real-ratio-final 0.05 --final-policy-rollout-ratio-final
-# 0.45, which is used for every dataset. run_orpo.py parses --uncertainty_mode but never hands it to the ensemble, so
-# the ensemble's default ("aleatoric") is what runs whatever the table says.
+# official-orpo: the paper's "Tuned hyper-parameters" table, as algorithms/orpo.py's PRESETS hold it (the LaTeX checks
+# them): (penalty-coef λp, uncertainty type, rollout-length h^p, bonus-coef λo, rollout-length-rollout-policy h^o), u
+# in the official code's names. The repository's README gives commands for two datasets only (halfcheetah-random,
+# walker2d-medium-replay); both agree with the table, and both pass --real-ratio-rollout 0.05 --real-ratio-final 0.05
+# --final-policy-rollout-ratio-final 0.45, which is used for every dataset. run_orpo.py parses --uncertainty_mode but
+# never hands it to the ensemble, so the ensemble's default ("aleatoric") is what runs whatever the table says.
 ORPO_TABLE = {
-    "halfcheetah-random-v2": (6.64, "ensemble_std", 5, 0.015, 5),
-    "hopper-random-v2": (5.9, "aleatoric", 5, 0.015, 5),
-    "walker2d-random-v2": (0.21, "ensemble_var", 1, 0.002, 5),
-    "halfcheetah-medium-v2": (5.92, "ensemble_var", 5, 0.015, 1),
-    "hopper-medium-v2": (5.0, "aleatoric", 5, 0.015, 1),
-    "walker2d-medium-v2": (5.28, "ensemble_std", 1, 0.015, 1),
-    "halfcheetah-medium-replay-v2": (0.96, "ensemble_var", 5, 0.002, 5),
-    "hopper-medium-replay-v2": (2.5, "aleatoric", 5, 0.005, 5),
-    "walker2d-medium-replay-v2": (2.48, "ensemble_std", 1, 0.015, 1),
-    "halfcheetah-medium-expert-v2": (4.56, "aleatoric", 5, 0.015, 1),
-    "hopper-medium-expert-v2": (10.0, "aleatoric", 5, 0.015, 5),
-    "walker2d-medium-expert-v2": (2.5, "aleatoric", 1, 0.015, 1),
+    task: (lp, "aleatoric" if u == "max_aleatoric" else u, h, lo, h_o)
+    for task, (lp, u, h, lo, h_o) in algorithm("orpo").PRESETS.items()
+    if task.endswith("-v2")
 }
 ORPO_SHARES = [
     "--real-ratio-rollout",

@@ -442,6 +442,23 @@ def test_jump_settings_are_the_readmes_and_peer_flags_override_them(peers, jump_
         peers.dataset_flags("kit-mopo", root, JUMP)
 
 
+def test_official_orpo_runs_the_papers_table_in_its_own_names(peers):
+    """Each D4RL dataset's flags: the paper's tuned row (λp, u, h^p, λo, h^o; orpo.py's PRESETS, which the LaTeX
+    checks), u in run_orpo.py's names (max_aleatoric is its "aleatoric"), the README's batch shares."""
+    shares = "--real-ratio-rollout 0.05 --real-ratio-final 0.05 --final-policy-rollout-ratio-final 0.45".split()
+    for task, (lp, u, h, lo, h_o) in {
+        "hopper-medium-v2": ("5.0", "aleatoric", "5", "0.015", "1"),
+        "walker2d-random-v2": ("0.21", "ensemble_var", "1", "0.002", "5"),
+    }.items():
+        assert peers.dataset_flags("official-orpo", "unused", task) == [
+            "--task", task, "--penalty-coef", lp, "--bonus-coef", lo, "--uncertainty_mode", u, *shares,
+            "--rollout-length", h, "--rollout-length-rollout-policy", h_o,
+        ]  # fmt: skip
+    assert len(peers.ORPO_TABLE) == 12  # the table's twelve datasets, not the jump tasks (their own flags)
+    with pytest.raises(peers.UsageError, match="and halfcheetah-jump-hard; not for halfcheetah-jump$"):
+        peers.dataset_flags("official-orpo", "unused", "halfcheetah-jump")
+
+
 SPY = """
 import json, sys
 import numpy as np
