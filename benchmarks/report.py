@@ -892,6 +892,36 @@ def jump_bullet(results: str) -> str:
     )
 
 
+def jump_ensemble(rows: dict, seed: int) -> str:
+    """What the seed's finished model-based runs say of the ensemble they rolled out in: our runs' config.json
+    `_dynamics` (the cache file each fitted or loaded), the official code's `dynamics` (the run file it converted, and
+    the cache file behind that); the fit's epochs, time and elites' holdout MSE from metrics.csv's row 0, which every
+    run that fits or loads an ensemble logs. "" before any such run is stored."""
+    files, fits = {}, []
+    for row, label, _ in JUMP_ROWS:
+        run = rows.get(row, {}).get(seed)
+        d = run and (run["config"].get("_dynamics") or run["config"].get("dynamics"))
+        if not d:
+            continue
+        path = (d.get("run_dynamics") or d).get("path") or f"{label.split(' (')[0]}'s own fit"
+        files.setdefault(path, []).append(label.split(" (")[0])
+        if run["metrics"][0].get("dynamics/epochs"):
+            fits.append((run["config"].get("dynamics_max_epochs"), run["metrics"][0]))
+    if not files:
+        return ""
+    said = ""
+    if fits:
+        cap, m = fits[0]
+        said = (
+            f"{'converged' if cap is None else f'stopped at its cap of {cap} epochs'} after "
+            f"{float(m['dynamics/epochs']):.0f} epochs, {float(m['dynamics/fit_seconds']) / 3600:.2f} h of fitting, "
+            f"elites' mean holdout MSE {float(m['dynamics/holdout_mse']):.4f}; "
+        )
+    if len(files) == 1:
+        return f"{said}every model-based row's run rolled out in it ({'; '.join(next(iter(files.values())))})"
+    return f"{said}**not shared**: " + "; ".join(f"{' and '.join(v)} in `{k}`" for k, v in files.items())
+
+
 def jump_page(results: str) -> str:
     """docs/jump.md: the paper's generalisation table on halfcheetah-jump-hard, from results/jump/."""
     data = compare.load_results(os.path.join(results, "jump")).get(JUMP, {"rows": {}, "dataset": {}})
@@ -925,11 +955,12 @@ def jump_page(results: str) -> str:
     ]
     ensembles = runinfo.read_json(os.path.join(results, "jump", JUMP, "ensembles.json"))
     for seed, e in sorted((k, v) for k, v in ensembles.items() if k.startswith("seed")):
+        used = jump_ensemble(rows, int(seed[4:]))
         fit = "; ".join(f"epochs {p['epochs']} on {p['device'].split(' (')[0]}" for p in e.get("fit", []))
         lines += [
-            f"The shared ensemble of {seed.replace('seed', 'seed ')} (cache entry `{e.get('cache_key')}`): {fit} "
-            f"([ensembles.json](../results/jump/{JUMP}/ensembles.json) says how it was fitted, and what became of an "
-            "earlier fit).",
+            f"The shared ensemble of {seed.replace('seed', 'seed ')} (cache entry `{e.get('cache_key')}`): "
+            f"{used or fit} ([ensembles.json](../results/jump/{JUMP}/ensembles.json) says how it was fitted, and what "
+            "became of an earlier fit).",
             "",
         ]
     configs = [r["config"] for runs in rows.values() for r in runs.values() if r["config"].get("lambda_p") is not None]

@@ -192,3 +192,41 @@ def test_the_jump_page_says_how_far_an_unfinished_fit_has_come_from_ensembles_js
     assert "seed 1's had not converged after 80 epochs)" in report.jump_page(str(results))
     path.write_text(json.dumps({"seed1": {"cache_key": "k", "fit": [fit | {"status": "converged at epoch 80"}]}}))
     assert "had not converged" not in report.jump_page(str(results))
+
+
+def test_the_jump_page_names_the_seeds_ensemble_from_the_runs_that_rolled_out_in_it(tmp_path):
+    """Each model-based run's config.json names the ensemble file (ours: `_dynamics`, the cache file; the official
+    code's: `dynamics.run_dynamics`, the cache file behind the run file it converted) and its metrics.csv row 0 the fit:
+    one file for every row reads "every model-based row's run rolled out in it", another file "not shared"."""
+    results = copy_results(tmp_path)
+    src = results / "jump" / report.JUMP / "td3bc" / "seed1"
+    if not src.is_dir():
+        pytest.skip("no stored TD3+BC seed 1 on halfcheetah-jump-hard to dress as model-based runs")
+    fit = {"dynamics/epochs": "156.0", "dynamics/fit_seconds": "31140.2", "dynamics/holdout_mse": "0.08047"}
+    cache = "/runs/dynamics_cache/k.pt"
+    configs = {
+        "orpo": {"_dynamics": {"source": "fitted into the cache", "path": cache}, "dynamics_max_epochs": None},
+        "official_orpo": {"dynamics": {"source": "loaded", "path": "/runs/orpo/dynamics.pt", "run_dynamics": {"path": cache}}},
+        "mopo": {"_dynamics": {"source": "loaded from the cache", "path": cache}, "dynamics_max_epochs": None},
+    }  # fmt: skip
+    for row, config in configs.items():
+        dst = results / "jump" / report.JUMP / row / "seed1"
+        shutil.copytree(src, dst)
+        with open(dst / "metrics.csv") as f:
+            rows = list(csv.DictReader(f))
+        with open(dst / "metrics.csv", "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]) + list(fit))
+            writer.writeheader()
+            writer.writerows([{"epoch": "0", **fit}, *rows])
+        (dst / "config.json").write_text(json.dumps(config))
+    page = report.jump_page(str(results))
+    said = "converged after 156 epochs, 8.65 h of fitting, elites' mean holdout MSE 0.0805; "
+    assert (
+        said + "every model-based row's run rolled out in it (MOPO; ORPO, π^o trained; ORPO, the official code)" in page
+    )
+    configs["mopo"]["_dynamics"]["path"] = "/elsewhere/other.pt"
+    (results / "jump" / report.JUMP / "mopo" / "seed1" / "config.json").write_text(json.dumps(configs["mopo"]))
+    page = report.jump_page(str(results))
+    assert (
+        said + "**not shared**: MOPO in `/elsewhere/other.pt`; ORPO, π^o trained and ORPO, the official code in" in page
+    )
