@@ -63,9 +63,16 @@ def load(spec: str, env, seed: int):
     path, label, run = spec, os.path.basename(spec.rstrip("/")), {}
     if os.path.isdir(spec):
         path, config = os.path.join(spec, "policy.pt"), read_json(os.path.join(spec, "config.json"))
-        run = {k: config[k] for k in ("exp_name", "seed") if k in config}  # the row (compare.py's exp_name), the seed
-        run["last10_score"] = read_json(os.path.join(spec, "summary.json")).get("last10_score")  # which run it is
-        label = f"{config.get('exp_name', label)} seed {config.get('seed', '?')}" if config else label
+        summary = read_json(os.path.join(spec, "summary.json"))
+        # the row (compare.py's exp_name; a peers.py run: its peer's row, official-orpo -> official_orpo), the seed,
+        # and which run it is (its last-10 score)
+        name = config.get("exp_name") or config.get("peer", "").replace("-", "_") or None
+        run = {
+            "exp_name": name,
+            "seed": config.get("seed", summary.get("seed")),
+            "last10_score": summary.get("last10_score"),
+        }
+        label = f"{name or label} seed {run['seed'] if run['seed'] is not None else '?'}" if config else label
         if not os.path.isfile(path):
             raise UserError(
                 f"{spec} holds no policy.pt (a run writes it when it finishes); finish the run or pass another"

@@ -645,6 +645,43 @@ def eval_policy(policy, task: str):
     return (lambda obs: to_env_action(act(obs), JUMP_ACTIONS, env_range).astype(np.float32)), jump_hard_reward
 
 
+def export_policy(policy, task: str, obs: np.ndarray, path: str) -> str:
+    """The peer's final policy as our policy.pt (datasets/collect.py's load_policy reads it, benchmarks/episodes.py
+    plays it), where its actor is a deterministic MLP as ours (the official code's TD3+BC-style Actor: Linear-ReLU
+    layers, then max·tanh) on observations standardised by its scaler, if it has one. Checked before it is written:
+    on `obs`, the file's actions must equal the peer's evaluation actions in the env's units (eval_policy). Returns
+    what was done, in words."""
+    import torch
+
+    actor, scaler = getattr(policy, "actor", None), getattr(policy, "scaler", None)
+    is_module = isinstance(actor, torch.nn.Module)
+    linears = [m for m in actor.modules() if isinstance(m, torch.nn.Linear)] if is_module else []
+    if not linears or not hasattr(actor, "_max"):
+        return "no policy.pt: the peer's actor is not a deterministic MLP"
+    obs_dim = int(linears[0].in_features)  # their MLP's sizes are numpy ints (np.prod): plain ints in the file
+    mean, std = (np.zeros(obs_dim), np.ones(obs_dim)) if scaler is None else (scaler.mu, scaler.std)
+    saved = {
+        "kind": "deterministic_mlp", "obs_dim": obs_dim, "act_dim": int(linears[-1].out_features),
+        "hidden_dims": [int(m.out_features) for m in linears[:-1]], "max_action": float(actor._max),
+        "obs_mean": torch.as_tensor(np.reshape(mean, -1), dtype=torch.float32),
+        "obs_std": torch.as_tensor(np.reshape(std, -1), dtype=torch.float32),
+        "state_dict": {f"{2 * i}.{k}": v.detach().cpu() for i, m in enumerate(linears) for k, v in m.state_dict().items()},
+    }  # fmt: skip
+    tmp = path + ".check.pt"
+    torch.save(saved, tmp)
+    try:
+        ours = algorithm("collect", "datasets").load_policy(tmp, obs_dim, saved["act_dim"])(obs)
+        theirs = eval_policy(policy, task)[0](obs)
+        gap = float(np.abs(np.asarray(ours, dtype=np.float64) - theirs).max())
+        if not gap < 1e-4:
+            return f"no policy.pt: its actions differ from the peer's by up to {gap:.2g} on {len(obs)} states"
+        os.replace(tmp, path)
+        return f"policy.pt written (its actions equal the peer's on {len(obs)} states, within {gap:.1g})"
+    finally:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+
+
 def eval_metrics(returns: np.ndarray, ref: tuple[float, float] | None) -> dict[str, float]:
     """The return, and D4RL's normalised score where there are reference returns (none on halfcheetah-jump-hard)."""
     metrics = {"eval/return": float(returns.mean()), "eval/return_std": float(returns.std())}
@@ -698,6 +735,7 @@ class Recorder:
         self.uncertainty_mode = None  # the ensemble's, once built
         self.task, self.action_scale = None, 1.0  # the peer's actions are the env's times action_scale (jump: 3)
         self.loaded = None  # --load-dynamics: row 0 is the loaded ensemble's fit (its metrics), as our runs log it
+        self.policy = None  # the peer's policy at its last evaluation
 
     def add(self, key: str, values) -> None:
         values = np.asarray(values, dtype=np.float64).reshape(-1)
@@ -769,6 +807,7 @@ def instrument(peer: str, rec: Recorder, envs, cap, uncertainty_mode: str | None
         self.policy.eval()  # as the peer's own _evaluate does; its trainer calls policy.train() at each epoch start
         reset_seed = rec.seed + 1000 * rec.epoch
         act, reward_fn = eval_policy(self.policy, rec.task)
+        rec.policy = self.policy  # the last one evaluated: the final policy, exported when the run finishes
         returns, lengths, _ = evaluate(act, envs, reset_seed, reward_fn)
         metrics = eval_metrics(returns, rec.ref)
         rec.scores.append(metrics.get("eval/normalized_score", metrics["eval/return"]))  # the raw return without ref
@@ -1152,6 +1191,10 @@ def main(argv=None) -> int:
         for s, handler in previous.items():
             signal.signal(s, handler)
         envs.close()
+    if rec.epoch == peer_args.epoch and rec.policy is not None:
+        with torch.no_grad():
+            print(export_policy(rec.policy, task, raw["observations"][:: max(1, len(raw["observations"]) // 256)],
+                                os.path.join(args.run_dir, "policy.pt")))  # fmt: skip
     out = summary("finished" if rec.epoch == peer_args.epoch else "failed")
     print(json.dumps(out, indent=2))
     lock.close()

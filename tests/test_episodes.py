@@ -77,6 +77,18 @@ def test_a_run_directorys_policy_with_its_label_and_the_figure(tmp_path):
     for k, v in want.items():
         assert row["episodes"][0][k] == pytest.approx(v, rel=1e-5, abs=1e-7), k
     assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # a peers.py run (the official code's row): no exp_name in its config; its row from the peer, its seed from summary
+    (run / "config.json").write_text(json.dumps({"peer": "official-orpo"}))
+    (run / "summary.json").write_text(json.dumps({"seed": 2, "last10_score": 12.5}))
+    result = run_script("benchmarks/episodes.py", *args[:8], cwd=str(tmp_path))
+    assert result.returncode == 0, result.stderr[-2000:]
+    (row,) = json.loads(out.read_text())["policies"]
+    assert (row["label"], row["exp_name"], row["seed"], row["last10_score"]) == (
+        "official_orpo seed 2",
+        "official_orpo",
+        2,
+        12.5,
+    )
 
 
 @pytest.mark.parametrize(

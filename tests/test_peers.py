@@ -459,6 +459,43 @@ def test_official_orpo_runs_the_papers_table_in_its_own_names(peers):
         peers.dataset_flags("official-orpo", "unused", "halfcheetah-jump")
 
 
+class TD3BCStandIn:
+    """The official code's final policy as its run_orpo.py builds it on the jump task (OOMITD3BCPolicy: an Actor of
+    MLP(obs → hidden, ReLU) and `last`, max·tanh; select_action: scaler.transform, actor, × action_scale)."""
+
+    def __init__(self, obs_dim, act_dim, activation=torch.nn.ReLU):
+        torch.manual_seed(0)
+        self.actor = torch.nn.Module()
+        self.actor.backbone = torch.nn.Sequential(
+            torch.nn.Linear(obs_dim, 8), activation(), torch.nn.Linear(8, 8), activation()
+        )
+        self.actor.last, self.actor._max = torch.nn.Linear(8, act_dim), 1.0
+        self.scaler = type("Scaler", (), {"mu": np.full((1, obs_dim), 0.5), "std": np.full((1, obs_dim), 2.0)})()
+        self.action_scale = 3.0
+
+    def select_action(self, obs, deterministic=False):
+        obs = (obs - self.scaler.mu) / self.scaler.std
+        with torch.no_grad():
+            x = self.actor.backbone(torch.as_tensor(obs, dtype=torch.float32))
+            return (self.actor._max * torch.tanh(self.actor.last(x))).numpy() * self.action_scale
+
+
+def test_the_official_codes_final_policy_is_exported_as_ours_and_checked(peers, tmp_path):
+    """At a finished run's end its final policy becomes our policy.pt (benchmarks/episodes.py plays it): on the jump
+    task the file's actions are the peer's evaluation actions in the env's units; a policy the file cannot express
+    (here: tanh hidden layers) is refused by the check and nothing is written."""
+    obs = np.random.default_rng(0).normal(size=(64, 17)).astype(np.float32)
+    path = str(tmp_path / "policy.pt")
+    said = peers.export_policy(TD3BCStandIn(17, 6), peers.JUMP_TASK, obs, path)
+    assert said.startswith("policy.pt written") and os.path.isfile(path), said
+    act = load_module("datasets/collect.py", "collect_for_peers").load_policy(path, 17, 6)
+    expected = peers.eval_policy(TD3BCStandIn(17, 6), peers.JUMP_TASK)[0](obs)
+    assert np.abs(act(obs) - expected).max() < 1e-5 and np.abs(expected).max() <= 1.0
+    os.remove(path)
+    said = peers.export_policy(TD3BCStandIn(17, 6, torch.nn.Tanh), peers.JUMP_TASK, obs, path)
+    assert said.startswith("no policy.pt: its actions differ") and os.listdir(tmp_path) == [], said
+
+
 SPY = """
 import json, sys
 import numpy as np
@@ -524,8 +561,9 @@ def test_official_orpo_runs_jump_hard_with_their_action_scale(peers, jump_file, 
     np.testing.assert_array_equal(seen["loaded"], actions[keep] * np.float32(3))
     assert np.abs(seen["loaded"]).max() > 2.9 and np.abs(actions).max() <= 1
     # our eval envs are stepped with their policy's actions ÷3, in HalfCheetah-v4's [-1, 1]
-    assert len(seen["env"]) == len(seen["peer"]) == 2 * 1000 * EVAL_EPISODES  # 2 evaluations of 1000 steps
-    np.testing.assert_allclose(seen["env"], seen["peer"] / 3, rtol=1e-6, atol=1e-7)
+    assert len(seen["env"]) == 2 * 1000 * EVAL_EPISODES  # 2 evaluations of 1000 steps; then the policy export's check
+    assert 256 <= len(seen["peer"]) - len(seen["env"]) < 512  # (its states: every N // 256-th of the file's)
+    np.testing.assert_allclose(seen["env"], seen["peer"][: len(seen["env"])] / 3, rtol=1e-6, atol=1e-7)
     assert np.abs(seen["env"]).max() <= 1
 
     with open(run_dir / "metrics.csv") as f:
@@ -555,6 +593,8 @@ def test_official_orpo_runs_jump_hard_with_their_action_scale(peers, jump_file, 
         0,
     )
     assert settings["dataset"] == os.path.abspath(jump_file)
+    assert "policy.pt written (its actions equal the peer's on " in result.stdout, result.stdout[-2000:]
+    assert (run_dir / "policy.pt").is_file()  # what benchmarks/episodes.py plays
 
 
 # ----------------------------------------------------------------------------------------------------------------------
