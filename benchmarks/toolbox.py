@@ -98,7 +98,7 @@ def cli(
               "to resume", file=sys.stderr)  # fmt: skip
         return 128 + (e.args[0] if e.args and isinstance(e.args[0], int) else signal.SIGINT)
     finally:
-        if sigterm:
+        if previous is not None:  # None also where the handler before was not set from Python
             signal.signal(signal.SIGTERM, previous)
 
 
