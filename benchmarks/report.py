@@ -892,6 +892,22 @@ def jump_bullet(results: str) -> str:
     )
 
 
+def run_machine(summary: dict) -> str:
+    """Where a run's hours were spent: its machine and its torch threads, invocation by invocation (a resumed run
+    may have changed threads; the official code's runs record one invocation)."""
+    invocations = summary.get("invocations") or [summary]
+    threads = []
+    for inv in invocations:
+        n = (
+            inv.get("torch_threads")
+            or re.search(r"(\d+) torch threads", inv.get("device_name", "") + " 0 torch threads")[1]
+        )
+        if not threads or threads[-1] != str(n):
+            threads.append(str(n))
+    machine = re.sub(r",? \d+ torch threads", "", invocations[-1].get("device_name") or summary.get("device_name", "?"))
+    return f"{machine}, {'→'.join(threads)} thread{'s' if threads != ['1'] else ''}"
+
+
 def jump_ensemble(rows: dict, seed: int) -> str:
     """What the seed's finished model-based runs say of the ensemble they rolled out in: our runs' config.json
     `_dynamics` (the cache file each fitted or loaded), the official code's `dynamics` (the run file it converted, and
@@ -980,7 +996,7 @@ def jump_page(results: str) -> str:
         ]
     lines += [
         "| row | the paper (5 seeds, mean ± std) | ours: seeds finished | last-10 return per seed | mean [range over seeds] "
-        "| hours per run |",
+        "| hours per run (machine, torch threads) |",
         "|---|---|---|---|---|---|",
     ]
     stats = {}
@@ -994,11 +1010,22 @@ def jump_page(results: str) -> str:
         stats[row] = dict(zip(runs, x))
         per = ", ".join(f"{seed}: {minus(f'{v:.1f}')}" for seed, v in zip(runs, x))
         spread = f" {rng(x.min(), x.max())}" if len(x) >= 2 else " (1 seed)"
-        hours = np.mean([r["summary"].get("wall_seconds", float("nan")) for r in runs.values()]) / 3600
+        hours = "; ".join(
+            f"{seed}: {r['summary'].get('wall_seconds', float('nan')) / 3600:.2f} ({run_machine(r['summary'])})"
+            for seed, r in runs.items()
+        )
         lines.append(
             f"| {label} | {minus(f'{mean:.1f} ± {std:.1f}')} | {len(x)} | {per} | {minus(f'{x.mean():.1f}')}{spread} "
-            f"| {hours:.2f} |"
+            f"| {hours} |"
         )
+    if stats:
+        lines += [
+            "",
+            "The hours are wall time on a shared machine, not speed: compare.py runs two rows at once (`--jobs 2`), so "
+            "each run shared the 2 cores with another run and at times with the developers' test runs; a resumed run "
+            "lists its threads invocation by invocation (arrows). [speed.md](speed.md) holds the timings made for "
+            "comparison.",
+        ]
     sources = sorted(
         {r["config"].get("dynamics", {}).get("source", "?") for r in rows.get("official_orpo", {}).values()}
     )

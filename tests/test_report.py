@@ -232,3 +232,25 @@ def test_the_jump_page_names_the_seeds_ensemble_from_the_runs_that_rolled_out_in
     assert (
         said + "**not shared**: MOPO in `/elsewhere/other.pt`; ORPO, π^o trained and ORPO, the official code in" in page
     )
+
+
+def test_the_jump_page_gives_each_runs_hours_with_its_machine_and_threads():
+    """The hours column names each run's machine and its torch threads invocation by invocation (a run resumed on
+    another thread count shows both), and says the rows ran beside each other."""
+    one = {"wall_seconds": 3600, "device_name": "AMD EPYC (2 cores, 1 torch threads)"}
+    assert report.run_machine(one) == "AMD EPYC (2 cores), 1 thread"
+    resumed = {
+        "wall_seconds": 7200,
+        "invocations": [
+            {"torch_threads": 2, "device_name": "AMD EPYC (2 cores, 2 torch threads)"},
+            {"torch_threads": 1, "device_name": "AMD EPYC (2 cores, 1 torch threads)"},
+            {"torch_threads": 1, "device_name": "AMD EPYC (2 cores, 1 torch threads)"},
+            {"torch_threads": 2, "device_name": "Intel Xeon (2 cores, 2 torch threads)"},
+        ],
+    }
+    assert report.run_machine(resumed) == "Intel Xeon (2 cores), 2→1→2 threads"
+    page = report.jump_page(os.path.join(ROOT, "results"))
+    if "| 0 | not finished yet |" in page and page.count("not finished yet") == len(report.JUMP_ROWS):
+        pytest.skip("no stored run on halfcheetah-jump-hard")
+    assert re.search(r"\| 1: \d+\.\d\d \(AMD EPYC \(2 cores\), [\d→]+ threads?\)", page)
+    assert "compare.py runs two rows at once (`--jobs 2`)" in page
