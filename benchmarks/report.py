@@ -898,12 +898,9 @@ def run_machine(summary: dict) -> str:
     invocations = summary.get("invocations") or [summary]
     threads = []
     for inv in invocations:
-        n = (
-            inv.get("torch_threads")
-            or re.search(r"(\d+) torch threads", inv.get("device_name", "") + " 0 torch threads")[1]
-        )
-        if not threads or threads[-1] != str(n):
-            threads.append(str(n))
+        n = str(runinfo.threads_of(inv, {}))
+        if not threads or threads[-1] != n:
+            threads.append(n)
     machine = re.sub(r",? \d+ torch threads", "", invocations[-1].get("device_name") or summary.get("device_name", "?"))
     return f"{machine}, {'→'.join(threads)} thread{'s' if threads != ['1'] else ''}"
 
