@@ -209,6 +209,7 @@ def test_the_jump_page_names_the_seeds_ensemble_from_the_runs_that_rolled_out_in
         "orpo": {"_dynamics": {"source": "fitted into the cache", "path": cache}, "dynamics_max_epochs": None},
         "official_orpo": {"dynamics": {"source": "loaded", "path": "/runs/orpo/dynamics.pt", "run_dynamics": {"path": cache}}},
         "mopo": {"_dynamics": {"source": "loaded from the cache", "path": cache}, "dynamics_max_epochs": None},
+        "orpo_untrained": {"_dynamics": {"source": "loaded from the cache", "path": cache}, "dynamics_max_epochs": None},
     }  # fmt: skip
     for row, config in configs.items():
         dst = results / "jump" / report.JUMP / row / "seed1"
@@ -224,13 +225,15 @@ def test_the_jump_page_names_the_seeds_ensemble_from_the_runs_that_rolled_out_in
     page = report.jump_page(str(results))
     said = "converged after 156 epochs, 8.65 h of fitting, elites' mean holdout MSE 0.0805; "
     assert (
-        said + "every model-based row's run rolled out in it (MOPO; ORPO, π^o trained; ORPO, the official code)" in page
+        said + "every model-based row's run rolled out in it (MOPO; ORPO, π^o trained; ORPO, π^o untrained; ORPO, the "
+        "official code)" in page
     )
     configs["mopo"]["_dynamics"]["path"] = "/elsewhere/other.pt"
     (results / "jump" / report.JUMP / "mopo" / "seed1" / "config.json").write_text(json.dumps(configs["mopo"]))
     page = report.jump_page(str(results))
     assert (
-        said + "**not shared**: MOPO in `/elsewhere/other.pt`; ORPO, π^o trained and ORPO, the official code in" in page
+        said + "**not shared**: MOPO in `/elsewhere/other.pt`; ORPO, π^o trained and ORPO, π^o untrained and ORPO, "
+        "the official code in" in page
     )
 
 
