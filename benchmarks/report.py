@@ -1157,10 +1157,38 @@ def jump_episodes(results: str) -> list[str]:
         x = {k: minus(f"{v:.{digits.get(k, 2)}f}") for k, v in p["mean"].items()}
         lines.append(f"| {p['label']} | {x['return']} | {x['z_mean']} | {x['z_max']} | {x['flip_share']} | "
                      f"{x['speed_mean']} | {x['control_cost_mean']} |")  # fmt: skip
+    lines += ["", *episodes_reading(made["policies"])]
     if os.path.isfile(os.path.join(ROOT, "docs", "jump_episodes.png")):
         lines += ["", "Each policy's first episode, frames evenly spaced (drawn from MuJoCo's body positions):", "",
                   "![episodes](jump_episodes.png)"]  # fmt: skip
     return lines + [""]
+
+
+def episodes_reading(policies: list[dict]) -> list[str]:
+    """The issue's three questions, answered from the table: does a policy jump (its root higher than the random
+    policy's highest point), is MOPO "too conservative to run", how often does each tip over (jump-hard's −3)."""
+    base = next((p["mean"] for p in policies if p["policy"] == "random"), None)
+    learned = [p for p in policies if p["policy"] != "random"]
+    if base is None or not learned:
+        return []
+
+    def named(ps: list[dict], key: str) -> str:
+        return ", ".join(f"{p['label']} ({minus(format(p['mean'][key], '.2f'))})" for p in ps) or "none"
+
+    lifted = sorted((p for p in learned if p["mean"]["z_max"] > base["z_max"]), key=lambda p: -p["mean"]["z_max"])
+    runs = [p for p in learned if p["mean"]["speed_mean"] >= 0.5]
+    still = [p for p in learned if abs(p["mean"]["speed_mean"]) < 0.1]
+    mopo = [p for p in learned if p["label"].startswith("mopo")]
+    verdicts = [f"{p['label']} {'runs' if p in runs else 'does not run'}" for p in mopo]
+    mopo_line = f' MOPO, "too conservative to run" in the paper: {"; ".join(verdicts)}.' if mopo else ""
+    flips = max(p["mean"]["flip_share"] for p in learned)
+    return [
+        "Read from the table (speed ≥ 0.5 counts as running, |speed| < 0.1 as standing still). Root higher than the "
+        f"random policy's (z max {base['z_max']:.2f}, its episodes' mean): {named(lifted, 'z_max')}. Running (speed): "
+        f"{named(runs, 'speed_mean')}; standing still: {named(still, 'speed_mean')}.{mopo_line} Tipped over (the −3 "
+        f"penalty): at most {flips:.3f} of a learned policy's steps, against the random policy's "
+        f"{base['flip_share']:.3f}."
+    ]
 
 
 def wrap(text: str, width: int = 120) -> str:

@@ -257,3 +257,28 @@ def test_the_jump_page_gives_each_runs_hours_with_its_machine_and_threads():
         pytest.skip("no stored run on halfcheetah-jump-hard")
     assert re.search(r"\| 1: \d+\.\d\d \(AMD EPYC \(2 cores\), [\d→]+ threads?\)", page)
     assert "compare.py runs two rows at once (`--jobs 2`)" in page
+
+
+def test_the_jump_page_reads_the_policies_table():
+    """Which policies lift their root above the random policy's, which run, which stand still, and MOPO's verdict
+    come from each policy's means (plants: a threshold turned round, MOPO's verdict from another row)."""
+    pol = lambda label, z_max, speed, flips: {  # noqa: E731
+        "label": label,
+        "policy": "random" if label == "random" else "run",
+        "mean": {"z_max": z_max, "speed_mean": speed, "flip_share": flips},
+    }
+    reading = report.episodes_reading(
+        [
+            pol("random", 0.23, -0.06, 0.408),
+            pol("mopo seed 1", 0.1, 0.05, 0.0),
+            pol("mopo seed 2", 0.3, 1.5, 0.02),
+            pol("orpo seed 1", 0.67, 2.37, 0.004),
+            pol("official seed 1", -0.02, -0.0, 0.0),
+        ]  # fmt: skip
+    )[0]
+    assert "(z max 0.23, its episodes' mean): orpo seed 1 (0.67), mopo seed 2 (0.30). " in reading
+    assert "Running (speed): mopo seed 2 (1.50), orpo seed 1 (2.37); standing still: mopo seed 1 (0.05), " in reading
+    assert "official seed 1 (−0.00)." in reading
+    assert "in the paper: mopo seed 1 does not run; mopo seed 2 runs. " in reading
+    assert "at most 0.020 of a learned policy's steps, against the random policy's 0.408." in reading
+    assert report.episodes_reading([pol("random", 0.23, -0.06, 0.408)]) == []
