@@ -580,6 +580,35 @@ def peer_dynamics(path: str, out_dir: str, peer_args: argparse.Namespace, obs_di
             "fitted_by": saved.get("fitted_by"), "run_dynamics": origin, "action_scale": scale}  # fmt: skip
 
 
+def fold_obs_normalization(state: dict, mu, std, obs_mean, obs_std) -> tuple[dict, np.ndarray, np.ndarray]:
+    """Where the peer standardises its buffer's observations before its ensemble sees them (run_orpo.py L127-130 and
+    L240-242: every task but hopper and walker2d; ReplayBuffer.normalize_obs, σ = std + 1e-3), its own fit maps
+    s_n = (s − m)/σ to (Δs/σ, r), and its rollouts hand it s_n. A converted ensemble of ours maps raw s, so it is folded
+    into those units once the peer has normalised: the scaler's obs entries become ((μ − m)/σ, σ_in/σ), the mean head's
+    Δs columns are divided by σ, and the log-variance head's Δs entries (its bias and both soft bounds, which commute
+    with a shift) move by −2·log σ. Exact: the folded model is ours written in the peer's units."""
+    import torch
+
+    m, sigma = (np.asarray(v, dtype=np.float64).reshape(-1) for v in (obs_mean, obs_std))
+    n = len(m)
+    mu, std = np.array(mu, dtype=np.float32, copy=True), np.array(std, dtype=np.float32, copy=True)
+    mu[:, :n] = (mu[:, :n] - m) / sigma
+    std[:, :n] = std[:, :n] / sigma
+    state = dict(state)
+    for key, value in state.items():
+        value = value.clone()
+        scale, shift = (torch.as_tensor(x, dtype=value.dtype, device=value.device) for x in (sigma, -2 * np.log(sigma)))
+        if key.startswith("output_layer.") and key.endswith("weight"):  # weight, saved_weight: [E, in, 2(n + 1)]
+            value[..., :n] /= scale
+        elif key.startswith("output_layer.") and key.endswith("bias"):
+            value[..., :n] /= scale
+            value[..., n + 1 : 2 * n + 1] += shift
+        elif key in ("max_logvar", "min_logvar"):
+            value[..., :n] += shift
+        state[key] = value
+    return state, mu, std
+
+
 # ----------------------------------------------------------------------------------------------------------------------
 # Evaluation: the protocol of algorithms/*.py (`make_eval_envs`, `evaluate`, `eval_metrics`, reset seed + 1000·epoch)
 # ----------------------------------------------------------------------------------------------------------------------
@@ -736,6 +765,7 @@ class Recorder:
         self.task, self.action_scale = None, 1.0  # the peer's actions are the env's times action_scale (jump: 3)
         self.loaded = None  # --load-dynamics: row 0 is the loaded ensemble's fit (its metrics), as our runs log it
         self.policy = None  # the peer's policy at its last evaluation
+        self.loaded_dynamics = self.obs_folded = None  # a loaded ensemble; whether the peer's obs scaling was folded in
 
     def add(self, key: str, values) -> None:
         values = np.asarray(values, dtype=np.float64).reshape(-1)
@@ -872,6 +902,24 @@ def instrument(peer: str, rec: Recorder, envs, cap, uncertainty_mode: str | None
 
     EnsembleDynamics.__init__ = init_recorded
     EnsembleDynamics.step = step_recorded
+    load, normalize_obs = EnsembleDynamics.load, ReplayBuffer.normalize_obs
+
+    def load_recorded(self, load_path):
+        load(self, load_path)
+        rec.loaded_dynamics = self  # --load-dynamics: ours, in raw observations
+
+    def normalize_obs_recorded(self, *a, **kw):  # the buffer now holds s_n: the loaded ensemble must take s_n too
+        obs_mean, obs_std = normalize_obs(self, *a, **kw)
+        d = rec.loaded_dynamics
+        if d is not None and rec.obs_folded is None:
+            state, d.scaler.mu, d.scaler.std = fold_obs_normalization(
+                d.model.state_dict(), d.scaler.mu, d.scaler.std, obs_mean, obs_std
+            )
+            d.model.load_state_dict(state)
+            rec.obs_folded = "the loaded ensemble was folded into the peer's standardised observations"
+        return obs_mean, obs_std
+
+    EnsembleDynamics.load, ReplayBuffer.normalize_obs = load_recorded, normalize_obs_recorded
 
     sample = ReplayBuffer.sample
 
@@ -1155,6 +1203,7 @@ def main(argv=None) -> int:
             "last10_score": float(np.mean(rec.scores[-10:])) if rec.scores else None,
             "ensemble_uncertainty_mode": rec.uncertainty_mode,  # the u its ensemble computed
             "dynamics_source": config["dynamics"]["source"],
+            "dynamics_observations": rec.obs_folded or "as the ensemble was fitted (raw, or the peer's own fit)",
             "wall_seconds": time.time() - t_start,
             "device": device,
             "device_name": config["device_name"],

@@ -650,6 +650,51 @@ def test_our_ensemble_in_the_peers_format_computes_our_function(peers, orpo, tmp
 
 
 @pytest.mark.parametrize("case", ["sizes", "elites", "not an ensemble"])
+def their_forward(theirs: dict, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """OfflineRL-Kit's EnsembleDynamicsModel on standardised inputs: einsum layers, Swish, soft-clamped log-variance."""
+    for name in ("backbones.0", "backbones.1", "output_layer"):
+        h = torch.einsum("ij,bjk->bik" if h.dim() == 2 else "bij,bjk->bik", h, theirs[f"{name}.weight"])
+        h = h + theirs[f"{name}.bias"]
+        h = h * torch.sigmoid(h) if name != "output_layer" else h
+    mean, logvar = h.chunk(2, dim=-1)
+    logvar = theirs["max_logvar"] - torch.nn.functional.softplus(theirs["max_logvar"] - logvar)
+    return mean, theirs["min_logvar"] + torch.nn.functional.softplus(logvar - theirs["min_logvar"])
+
+
+def test_a_loaded_ensemble_takes_the_peers_standardised_observations(peers, orpo, tmp_path):
+    """run_orpo.py standardises its buffer's observations (halfcheetah, not hopper/walker2d) before the ensemble sees
+    them: folded in, the converted ensemble maps s_n = (s − m)/σ to (Δs/σ, r) with variances /σ², exactly ours.
+    (Found when the official code's jump-hard rollouts in our unfolded ensemble drew rewards of +14 a step where the
+    data's are −2.) Plants: the mean head left in raw units, the soft bounds not shifted: both fail."""
+    obs_dim, act_dim = 5, 2
+    ours = an_ensemble_of_ours(orpo, tmp_path / "dynamics.pt")
+    with torch.no_grad():  # bounds near the outputs, so that a bound left unshifted shows
+        ours.max_logvar.fill_(0.0)
+    torch.save({"model": ours.state_dict()}, tmp_path / "dynamics.pt")
+    peers.peer_dynamics(str(tmp_path / "dynamics.pt"), str(tmp_path / "theirs"), peer_sizes(), obs_dim, 3.0)
+    theirs = torch.load(tmp_path / "theirs" / "dynamics.pth", weights_only=True)
+    mu, std = (np.load(tmp_path / "theirs" / f"{k}.npy") for k in ("mu", "std"))
+    rng = np.random.default_rng(2)
+    m, sigma = rng.normal(size=(1, obs_dim)).astype(np.float32), rng.uniform(0.2, 3, (1, obs_dim)).astype(np.float32)
+    folded, mu_n, std_n = peers.fold_obs_normalization(theirs, mu, std, m, sigma)
+    assert not np.allclose(mu_n, mu) and np.allclose(mu_n[:, obs_dim:], mu[:, obs_dim:])
+    x = torch.randn(64, obs_dim + act_dim, generator=torch.Generator().manual_seed(1))
+    x[:, obs_dim:] = x[:, obs_dim:].clamp(-1, 1)
+    s_n = (x[:, :obs_dim].numpy() - m) / sigma  # what the peer's buffer and rollouts hold
+    peer_x = np.concatenate([s_n, x[:, obs_dim:].numpy() * 3.0], 1)
+    mean, logvar = their_forward(folded, torch.as_tensor((peer_x - mu_n) / std_n, dtype=torch.float32))
+    with torch.no_grad():
+        our_mean, our_logvar = ours(x)
+    s = torch.as_tensor(sigma)
+    torch.testing.assert_close(mean[..., :obs_dim], our_mean[..., :obs_dim] / s, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(mean[..., obs_dim:], our_mean[..., obs_dim:], rtol=1e-4, atol=1e-4)  # r: raw units
+    torch.testing.assert_close(logvar[..., :obs_dim], our_logvar[..., :obs_dim] - 2 * s.log(), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(logvar[..., obs_dim:], our_logvar[..., obs_dim:], rtol=1e-4, atol=1e-4)
+    assert torch.equal(
+        theirs["output_layer.weight"], torch.load(tmp_path / "theirs" / "dynamics.pth")["output_layer.weight"]
+    )
+
+
 def test_load_dynamics_of_other_sizes_is_one_line(peers, orpo, tmp_path, case):
     path = str(tmp_path / "dynamics.pt")
     if case == "not an ensemble":
@@ -728,7 +773,10 @@ def test_official_orpo_on_our_ensemble_skips_its_fit(peers, orpo, jump_file, tmp
     config = json.loads((run_dir / "config.json").read_text())
     assert config["dynamics"]["source"] == "loaded" and config["dynamics"]["action_scale"] == 3.0
     assert config["peer_settings"]["load_dynamics_path"] == str(run_dir / "peer_dynamics")
-    assert json.loads((run_dir / "summary.json").read_text())["dynamics_source"] == "loaded"
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["dynamics_source"] == "loaded"
+    # halfcheetah: run_orpo.py standardises the buffer's observations, so the loaded ensemble is folded into them
+    assert summary["dynamics_observations"].startswith("the loaded ensemble was folded")
     progress = [os.path.join(d, f) for d, _, fs in os.walk(run_dir / "peer_log") for f in fs if f.startswith("dyn")]
     progress = [p for p in progress if p.endswith("dynamics_training_progress.csv")]
     assert len(progress) == 1 and os.path.getsize(progress[0]) == 0  # their fit's log is empty: it never ran
