@@ -649,7 +649,6 @@ def test_our_ensemble_in_the_peers_format_computes_our_function(peers, orpo, tmp
     assert info["metrics"] == {"dynamics/holdout_mse": 0.25, "dynamics/epochs": 7.0}
 
 
-@pytest.mark.parametrize("case", ["sizes", "elites", "not an ensemble"])
 def their_forward(theirs: dict, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """OfflineRL-Kit's EnsembleDynamicsModel on standardised inputs: einsum layers, Swish, soft-clamped log-variance."""
     for name in ("backbones.0", "backbones.1", "output_layer"):
@@ -695,6 +694,7 @@ def test_a_loaded_ensemble_takes_the_peers_standardised_observations(peers, orpo
     )
 
 
+@pytest.mark.parametrize("case", ["sizes", "elites", "not an ensemble"])
 def test_load_dynamics_of_other_sizes_is_one_line(peers, orpo, tmp_path, case):
     path = str(tmp_path / "dynamics.pt")
     if case == "not an ensemble":
