@@ -1018,10 +1018,9 @@ def jump_page(results: str) -> str:
     if stats:
         lines += [
             "",
-            "The hours are wall time on a shared machine, not speed: compare.py runs two rows at once (`--jobs 2`), so "
-            "each run shared the 2 cores with another run and at times with the developers' test runs; a resumed run "
-            "lists its threads invocation by invocation (arrows). [speed.md](speed.md) holds the timings made for "
-            "comparison.",
+            "The hours are wall time on a shared machine, not speed: every run shared the 2 cores with another run "
+            "(compare.py `--jobs 2` runs two rows at once) or with the developers' test runs; a resumed run lists its "
+            "threads invocation by invocation (arrows). [speed.md](speed.md) holds the timings made for comparison.",
         ]
     sources = sorted(
         {r["config"].get("dynamics", {}).get("source", "?") for r in rows.get("official_orpo", {}).values()}
@@ -1031,7 +1030,13 @@ def jump_page(results: str) -> str:
             "loaded": "the seed's shared ensemble (--peer-ensemble shared)",
             "fitted by the peer's code": "its own fit",
         }
-        lines += ["", "The official code's runs roll out in: " + "; ".join(how.get(x, x) for x in sources) + "."]
+        folded = any("folded" in r["summary"].get("dynamics_observations", "") for r in rows["official_orpo"].values())
+        lines += [
+            "",
+            "The official code's runs roll out in: " + "; ".join(how.get(x, x) for x in sources) + "."
+            + (" It standardises its observations on this task, so peers.py folds that scaling into the loaded "
+               "ensemble ([peers.md](peers.md), \"Standardised observations\")." if folded else ""),
+        ]  # fmt: skip
     lines += [""]
     for a, b in (
         ("orpo", "mopo"),

@@ -621,6 +621,17 @@ def peer_sizes(hidden=(16, 16), models=4, elites=3):
     return argparse.Namespace(dynamics_hidden_dims=list(hidden), n_ensemble=models, n_elites=elites)
 
 
+def their_forward(theirs: dict, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """OfflineRL-Kit's EnsembleDynamicsModel on standardised inputs: einsum layers, Swish, soft-clamped log-variance."""
+    for name in ("backbones.0", "backbones.1", "output_layer"):
+        h = torch.einsum("ij,bjk->bik" if h.dim() == 2 else "bij,bjk->bik", h, theirs[f"{name}.weight"])
+        h = h + theirs[f"{name}.bias"]
+        h = h * torch.sigmoid(h) if name != "output_layer" else h
+    mean, logvar = h.chunk(2, dim=-1)
+    logvar = theirs["max_logvar"] - torch.nn.functional.softplus(theirs["max_logvar"] - logvar)
+    return mean, theirs["min_logvar"] + torch.nn.functional.softplus(logvar - theirs["min_logvar"])
+
+
 def test_our_ensemble_in_the_peers_format_computes_our_function(peers, orpo, tmp_path):
     """The converted weights, run the way OfflineRL-Kit's EnsembleDynamicsModel runs them (scaler, einsum layers,
     Swish, soft-clamped log-variance) on the peer's ×3 actions, give our model's mean and log-variance."""
@@ -633,13 +644,7 @@ def test_our_ensemble_in_the_peers_format_computes_our_function(peers, orpo, tmp
     x = torch.randn(64, obs_dim + act_dim, generator=torch.Generator().manual_seed(1))
     x[:, obs_dim:] = x[:, obs_dim:].clamp(-1, 1)  # the env's actions; the peer sees them ×3
     h = torch.as_tensor((x.numpy() * np.r_[np.ones(obs_dim), np.full(act_dim, 3.0)] - mu) / std, dtype=torch.float32)
-    for name in ("backbones.0", "backbones.1", "output_layer"):
-        h = torch.einsum("ij,bjk->bik" if h.dim() == 2 else "bij,bjk->bik", h, theirs[f"{name}.weight"])
-        h = h + theirs[f"{name}.bias"]
-        h = h * torch.sigmoid(h) if name != "output_layer" else h
-    mean, logvar = h.chunk(2, dim=-1)
-    logvar = theirs["max_logvar"] - torch.nn.functional.softplus(theirs["max_logvar"] - logvar)
-    logvar = theirs["min_logvar"] + torch.nn.functional.softplus(logvar - theirs["min_logvar"])
+    mean, logvar = their_forward(theirs, h)
     with torch.no_grad():
         our_mean, our_logvar = ours(x)
     torch.testing.assert_close(mean, our_mean, rtol=1e-4, atol=1e-5)
@@ -647,17 +652,6 @@ def test_our_ensemble_in_the_peers_format_computes_our_function(peers, orpo, tmp
     assert theirs["elites"].tolist() == [2, 0, 3] and theirs["elites"].dtype == torch.int64
     assert all(torch.equal(theirs[f"backbones.1.saved_{k}"], theirs[f"backbones.1.{k}"]) for k in ("weight", "bias"))
     assert info["metrics"] == {"dynamics/holdout_mse": 0.25, "dynamics/epochs": 7.0}
-
-
-def their_forward(theirs: dict, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """OfflineRL-Kit's EnsembleDynamicsModel on standardised inputs: einsum layers, Swish, soft-clamped log-variance."""
-    for name in ("backbones.0", "backbones.1", "output_layer"):
-        h = torch.einsum("ij,bjk->bik" if h.dim() == 2 else "bij,bjk->bik", h, theirs[f"{name}.weight"])
-        h = h + theirs[f"{name}.bias"]
-        h = h * torch.sigmoid(h) if name != "output_layer" else h
-    mean, logvar = h.chunk(2, dim=-1)
-    logvar = theirs["max_logvar"] - torch.nn.functional.softplus(theirs["max_logvar"] - logvar)
-    return mean, theirs["min_logvar"] + torch.nn.functional.softplus(logvar - theirs["min_logvar"])
 
 
 def test_a_loaded_ensemble_takes_the_peers_standardised_observations(peers, orpo, tmp_path):

@@ -256,7 +256,10 @@ def test_the_jump_page_gives_each_runs_hours_with_its_machine_and_threads():
     if "| 0 | not finished yet |" in page and page.count("not finished yet") == len(report.JUMP_ROWS):
         pytest.skip("no stored run on halfcheetah-jump-hard")
     assert re.search(r"\| 1: \d+\.\d\d \(AMD EPYC \(2 cores\), [\d→]+ threads?\)", page)
-    assert "compare.py runs two rows at once (`--jobs 2`)" in page
+    assert "every run shared the 2 cores with another run (compare.py `--jobs 2`" in page
+    official = os.path.join(ROOT, "results", "jump", report.JUMP, "official_orpo", "seed1", "summary.json")
+    if os.path.isfile(official) and "folded" in runinfo.read_json(official).get("dynamics_observations", ""):
+        assert "peers.py folds that scaling into the loaded ensemble" in page  # the official row's units, said
 
 
 def test_the_jump_page_reads_the_policies_table():
