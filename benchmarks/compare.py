@@ -15,6 +15,8 @@ Rows (--rows picks some):
   td3bc           algorithms/td3bc.py
   kit_mopo        OfflineRL-Kit's MOPO, its run_mopo.py settings (benchmarks/peers.py)
   official_orpo   the official ORPO code, its hopper-medium settings (benchmarks/peers.py)
+  official_orpo_units  the same with its TD3+BC update's actions in one unit (halfcheetah-jump-hard only: a diagnostic
+                  of a finding in docs/peers.md, not the official code as written)
 
 Every row gets the same data file, seed, --epochs × --steps-per-epoch gradient steps, --rollout-batch-size start
 states, --eval-episodes episodes after every epoch (in the same Gymnasium env, from the same start states) and the
@@ -77,6 +79,9 @@ ROWS = {
     "td3bc": ("ours", "td3bc", [], "TD3+BC (ours)"),
     "kit_mopo": ("peer", "kit-mopo", [], "MOPO (OfflineRL-Kit)"),
     "official_orpo": ("peer", "official-orpo", [], "ORPO (official code)"),
+    # a diagnostic on halfcheetah-jump-hard, not a row of the comparison: the official code with its TD3+BC update's
+    # action units made one (peers.py --one-action-unit)
+    "official_orpo_units": ("peer", "official-orpo", ["--one-action-unit"], "ORPO (official code, one action unit)"),
 }
 PAIRS = [("mopo", "kit_mopo"), ("orpo_untrained", "official_orpo")]  # ours vs theirs: should agree
 # the paper's claim, stated as it comes out; orpo_untrained − mopo is what the paper's ORPO − MOPO measured (the
@@ -100,7 +105,7 @@ PAIR_SETTINGS = {
     },
 }
 PEER_OF = {"mopo": "kit_mopo", "kit_mopo": "kit_mopo"} | dict.fromkeys(
-    ("orpo", "orpo_untrained", "official_orpo"), "official_orpo"
+    ("orpo", "orpo_untrained", "official_orpo", "official_orpo_units"), "official_orpo"
 )  # orpo (π^o trained) takes its pair's settings too, so that its contrast with orpo_untrained is like with like
 # runs made before --dynamics-cache loaded the seed's `orpo` run's dynamics.pt and logged no fit of their own: their
 # dynamics/* diagnostics come from that run
@@ -122,8 +127,8 @@ class Args:
     """datasets (--env of the algorithm files; local/NAME is DATA_DIR/local/NAME.hdf5, made by datasets/)"""
     data_dir: Optional[str] = None
     """where the datasets live (the algorithm files' --data-dir) (default: $D4RL_DATASET_DIR or ~/.d4rl/datasets)"""
-    rows: tuple[str, ...] = tuple(ROWS)
-    """rows to run and report, from: orpo orpo_untrained mopo td3bc kit_mopo official_orpo"""
+    rows: tuple[str, ...] = tuple(r for r in ROWS if r != "official_orpo_units")
+    """rows to run and report, from: orpo orpo_untrained mopo td3bc kit_mopo official_orpo official_orpo_units"""
     seeds: tuple[int, ...] = (1, 2, 3)
     """seeds; each row runs each seed"""
     epochs: int = 50
@@ -384,7 +389,7 @@ def command(args: Args, t: Task, plan: tuple[str, dict]) -> list[str]:
     task, settings = plan[0], plan[1].get(PEER_OF.get(t.row), {})
     if kind == "peer":
         source = args.kit_source if name == "kit-mopo" else args.orpo_source
-        flags = [tok for k, f in PAIR_SETTINGS[t.row].items() if f for tok in (f, str(settings[k]))]
+        flags = [tok for k, f in PAIR_SETTINGS[PEER_OF[t.row]].items() if f for tok in (f, str(settings[k]))]
         u = PEER_U.get(settings["uncertainty"], settings["uncertainty"])
         same = ["--task", task, f"--peer-flags={shlex.join(flags)}", "--uncertainty-mode", u]
         if args.peer_ensemble == "shared":  # no fit of its own, so no cap either
@@ -419,6 +424,7 @@ def command(args: Args, t: Task, plan: tuple[str, dict]) -> list[str]:
             + cuda
             + cap
             + same
+            + extra
         )
     script = os.path.join(ROOT, "algorithms", f"{name}.py")
     run = run_dir_of(args, t)
@@ -1051,6 +1057,9 @@ def check(args: Args) -> None:
     bad = [r for r in args.rows if r not in ROWS]
     if bad:
         raise UsageError(f"unknown row {bad[0]!r}: choose from {' '.join(ROWS)}")
+    if "official_orpo_units" in args.rows and set(args.env) != {peers.JUMP_TASK}:
+        raise UsageError(f"--rows official_orpo_units runs on --env {peers.JUMP_TASK} only (elsewhere the official "
+                         "code's actions are the env's): drop it or the other --env")  # fmt: skip
     for name, v, lo in (
         ("--epochs", args.epochs, 1),
         ("--steps-per-epoch", args.steps_per_epoch, 1),

@@ -189,6 +189,10 @@ class Args:
     """an ensemble fitted by algorithms/*.py (a run's dynamics.pt or a --dynamics-cache entry) for the peer to roll out
     in instead of fitting its own: written in its format to <run-dir>/peer_dynamics and given to its run script as
     --load-dynamics-path, which skips its fit (the sizes must be its ensemble's: 7 models, 5 elites, 4×200)"""
+    one_action_unit: bool = False
+    """official-orpo on halfcheetah-jump-hard, a diagnostic and NOT the peer's code as written: its TD3+BC update gets
+    the batch's actions ÷3, so that its critic, target actions, actor and BC term all work in the actor's [-1, 1]
+    (docs/peers.md, "their TD3+BC mixes action units")"""
 
 
 def parse_args(argv=None) -> Args:
@@ -223,6 +227,8 @@ def parse_args(argv=None) -> Args:
         if not os.path.isfile(args.load_dynamics):
             raise UsageError(f"--load-dynamics {args.load_dynamics}: no such file; pass a run's dynamics.pt")
         args.load_dynamics = os.path.abspath(args.load_dynamics)
+    if args.one_action_unit and args.peer != "official-orpo":
+        raise UsageError(f"--one-action-unit changes official-orpo's TD3+BC update; {args.peer} has none: drop it")
     args.source = args.source or PEERS[args.peer]["source"]
     args.commit = args.commit or PEERS[args.peer]["commit"]
     return args
@@ -823,9 +829,9 @@ class Recorder:
         self.epoch_start = time.time()
 
 
-def instrument(peer: str, rec: Recorder, envs, cap, uncertainty_mode: str | None) -> None:
+def instrument(peer: str, rec: Recorder, envs, cap, uncertainty_mode: str | None, one_unit: bool = False) -> None:
     """Wrap the peer's classes (one peer per process): our evaluation replaces theirs; --uncertainty-mode sets the
-    ensemble's; the rest only records."""
+    ensemble's; --one-action-unit divides the actions its TD3+BC update sees by action_scale; the rest only records."""
     from offlinerlkit.buffer import ReplayBuffer
     from offlinerlkit.dynamics import EnsembleDynamics
     from offlinerlkit.policy_trainer import MBPolicyTrainer
@@ -959,6 +965,8 @@ def instrument(peer: str, rec: Recorder, envs, cap, uncertainty_mode: str | None
         learn = cls.learn
 
         def learn_recorded(self, batch):
+            if one_unit:  # D's and both rollouts' actions (actor·3) in the units of the actor that is trained on them
+                batch = {part: dict(b, actions=b["actions"] / self.action_scale) for part, b in batch.items()}
             result = learn(self, batch)
             for k, v in result.items():
                 rec.add(f"learn/{k}", np.array([v]))
@@ -1038,6 +1046,10 @@ def main(argv=None) -> int:
     raw, attrs = read_dataset(args.dataset_path)
     task, eval_env_id, ref = infer_task(args, attrs)
     scale = JUMP_ACTIONS[1] if task == JUMP_TASK else 1.0  # the peer's actions = the env's (in [-1, 1]) × scale
+    if args.one_action_unit and scale == 1.0:
+        raise UsageError(
+            f"--one-action-unit: on {task} the peer's actions are the env's (×1), so it changes nothing; drop it"
+        )
     if task == JUMP_TASK and np.abs(raw["actions"]).max() > 1.0:
         lo, hi = raw["actions"].min(), raw["actions"].max()
         raise UsageError(
@@ -1110,7 +1122,7 @@ def main(argv=None) -> int:
     rec = Recorder(args.run_dir, ref, args.seed, peer_args.rollout_batch_size)
     rec.steps, rec.task, rec.action_scale = peer_args.step_per_epoch, task, scale
     rec.loaded = loaded["metrics"] if loaded else None
-    instrument(args.peer, rec, envs, args.dynamics_max_epochs, args.uncertainty_mode)
+    instrument(args.peer, rec, envs, args.dynamics_max_epochs, args.uncertainty_mode, args.one_action_unit)
 
     from offlinerlkit.utils.load_dataset import qlearning_dataset
 
@@ -1153,6 +1165,13 @@ def main(argv=None) -> int:
                 f"(their {task} data's convention)"
             ]
             if task == JUMP_TASK
+            else []
+        )
+        + (
+            [
+                f"a diagnostic (--one-action-unit): its TD3+BC update (oomi_td3bc.py learn) gets the batch's actions ÷{scale:g}"
+            ]
+            if args.one_action_unit
             else []
         )
         + (

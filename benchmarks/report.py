@@ -1089,6 +1089,7 @@ def jump_page(results: str) -> str:
             "on this CPU). The model-based rows need a GPU session (an H200 fitted 27 epochs in 323 s) or a machine that "
             "keeps its files; the same compare.py command continues them, and this page fills in as they finish.",
         ]
+    lines += jump_units(rows, results)
     lines += ["", "Learning curves and each logged quantity, row by row: [jump_curves.md](jump_curves.md).", ""]
     lines += [
         "How the runs are made (each command continues where it stopped; a finished run is never run again):",
@@ -1105,6 +1106,63 @@ def jump_page(results: str) -> str:
         "",
     ]
     return "\n".join(lines + jump_episodes(results))
+
+
+def jump_units(rows: dict, results: str) -> list[str]:
+    """The official row beside compare.py's official_orpo_units diagnostic (peers.py --one-action-unit: its TD3+BC
+    update's actions ÷3, nothing else changed), with our untrained ORPO, paired by seed; [] before that row has runs."""
+    if not rows.get("official_orpo_units"):
+        return []
+    last10 = {r: {k: compare.last10(v["curve"]) for k, v in rows.get(r, {}).items()} for r in rows}
+    made = runinfo.read_json(os.path.join(results, "jump", JUMP, "episodes.json")).get("policies", [])
+    cost = {p["label"].split(" seed")[0]: p["mean"]["control_cost_mean"] for p in made if p["label"].endswith("seed 1")}
+    names = {
+        "official_orpo": "the official code, as written",
+        "official_orpo_units": "the official code, one action unit (the diagnostic)",
+        "orpo_untrained": "ours, π^o untrained (what the official code runs)",
+    }
+    lines = [
+        "",
+        "## A diagnostic: the official code's action units",
+        "",
+        "On this task the official code's TD3+BC update mixes action units ([peers.md](peers.md), \"their TD3+BC mixes "
+        "action units\"): its batches hold actions in [−3, 3] (the data's ×3 and its rollouts' actor·3), while its "
+        "tanh actor, its target actions and the actor's Q term work in [−1, 1]. One reading of the official row: the "
+        "actor maximises Q(s, a) over a third of the range the critic was fitted on, so wherever the critic prefers "
+        "an action beyond ±1/3 of the env's range the actor is pushed to its bound"
+        + (
+            f"; its seed-1 policy pays a control cost of {cost['official_orpo']:.3f} a step"
+            + (", the most there is (0.1·6: every action component at ±1)" if cost["official_orpo"] > 0.59 else "")
+            if "official_orpo" in cost
+            else ""
+        )
+        + ". The diagnostic row (compare.py `--rows official_orpo_units`, peers.py `--one-action-unit`: **not the "
+        "official code as written**) divides the batch's actions by 3 before that update and changes nothing else: "
+        "the same ensemble, settings, seeds and evaluation:",
+        "",
+        "```bash",
+        f"python benchmarks/compare.py --env {JUMP} --settings ours --rows orpo official_orpo_units --seeds 1 \\",
+        "    --epochs 100 --runs-dir runs/jump --results results/jump --dynamics-cache runs/dynamics_cache \\",
+        "    --peer-ensemble shared   # orpo: the seed's finished run whose ensemble it loads (not run again)",
+        "```",
+        "",
+        "| run | seeds | last-10 return per seed |" + (" policy's control cost a step (seed 1) |" if cost else ""),
+        "|---|---|---|" + ("---|" if cost else ""),
+    ]
+    for row, name in names.items():
+        x = last10.get(row, {})
+        per = ", ".join(f"{seed}: {minus(f'{v:.1f}')}" for seed, v in x.items()) or "—"
+        c = f" {cost[row]:.3f} |" if row in cost else " — |" if cost else ""
+        lines.append(f"| {name} | {len(x)} | {per} |{c}")
+    lines.append("")
+    for a, b in (("official_orpo_units", "official_orpo"), ("orpo_untrained", "official_orpo_units")):
+        common = sorted(set(last10.get(a, {})) & set(last10.get(b, {})))
+        if common:
+            diff = np.array([last10[a][k] - last10[b][k] for k in common])
+            _, lo, hi = compare.verdict(diff, 500.0)
+            ci = f"[{signed(lo)}, {signed(hi)}] (95 % Student-t, {len(diff)} seeds)" if len(diff) >= 2 else "(1 seed)"
+            lines.append(f"- {names[a]} − {names[b]}, last-10 return paired by seed: {signed(diff.mean())} {ci}.")
+    return lines
 
 
 def reading_checked(results: str, row: str) -> str:

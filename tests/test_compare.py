@@ -163,6 +163,7 @@ def test_bad_input_is_one_line(tmp_path):
         (["--env", str(cheetah), "--settings", "ours", "--rows", "mopo", "kit_mopo"], "use --settings theirs"),
         (other + ["--rows", "td3bc"], "holds runs made with --settings ours --task hopper-medium-v2"),
         (["--rows", "td3bc", "official_orpo", "--peer-ensemble", "shared"], "add one to --rows"),
+        (["--rows", "official_orpo_units"], "runs on --env halfcheetah-jump-hard only"),
         (["--rows", "orpo", "kit_mopo", "--peer-ensemble", "shared", "--dynamics-cache", ""], "keep a cache"),
     ):
         r = run_script("benchmarks/compare.py", *argv, "--runs-dir", str(tmp_path / "runs"))
@@ -545,6 +546,22 @@ def test_shared_peer_rows_wait_for_the_seeds_ensemble_then_load_it(tmp_path):
     assert cmd[cmd.index("--load-dynamics") + 1] == str(run / "dynamics.pt") and "--dynamics-max-epochs" not in cmd
     peers = load_module("benchmarks/peers.py", "peers_for_shared")
     assert peers.parse_args(cmd[2:]).load_dynamics == str(run / "dynamics.pt")  # peers.py takes it
+
+
+def test_the_action_unit_diagnostic_is_the_official_row_plus_one_flag(tmp_path):
+    """official_orpo_units: the official row's command (its pair's settings, the shared ensemble) with peers.py's
+    --one-action-unit added, in a folder of its own; never one of the default rows."""
+    compare = load_compare()
+    path = str(tmp_path / "halfcheetah_random-v2.hdf5")
+    rows = ("orpo", "official_orpo", "official_orpo_units")
+    args = compare.Args(env=(path,), settings="ours", rows=rows, runs_dir=str(tmp_path / "runs"))
+    plan = compare.pair_settings(args, path)
+    official, units = (compare.command(args, compare.Task(path, r, 2), plan) for r in rows[1:])
+    d = units.index("--run-dir") + 1
+    assert units[d] == official[d].replace("official_orpo", "official_orpo_units") != official[d]
+    assert units[:d] + units[d + 1 :] == official[:d] + official[d + 1 :] + ["--one-action-unit"]
+    assert load_module("benchmarks/peers.py", "peers_for_units").parse_args(units[2:]).one_action_unit
+    assert "official_orpo_units" not in compare.Args().rows
 
 
 @pytest.mark.slow  # the slow tier: compare.py end to end

@@ -502,11 +502,21 @@ import numpy as np
 sys.path.insert(0, sys.argv[1])
 import peers
 
-out, argv, seen = sys.argv[2], sys.argv[3:], {"loaded": [], "peer": [], "env": []}
+out, argv, seen = sys.argv[2], sys.argv[3:], {"loaded": [], "peer": [], "env": [], "learned": []}
 instrument, deterministic_actions, evaluate = peers.instrument, peers.deterministic_actions, peers.evaluate
 
 
 def spying_instrument(*a, **kw):  # also record what the peer's real buffer is loaded with (its qlearning_dataset's)
+    from offlinerlkit.policy import OOMITD3BCPolicy
+
+    learn = OOMITD3BCPolicy.learn
+
+    def learn_spied(self, batch):  # the largest |action| of each dim that their own update is handed (wrapped below)
+        acts = np.concatenate([b["actions"].cpu().numpy() for b in batch.values()])
+        seen["learned"].append(np.abs(acts).max(0, keepdims=True))
+        return learn(self, batch)
+
+    OOMITD3BCPolicy.learn = learn_spied
     instrument(*a, **kw)
     from offlinerlkit.buffer import ReplayBuffer
 
@@ -560,6 +570,7 @@ def test_official_orpo_runs_jump_hard_with_their_action_scale(peers, jump_file, 
     keep = ~timeouts & (np.arange(len(actions)) < len(actions) - 1)  # their qlearning_dataset's rows
     np.testing.assert_array_equal(seen["loaded"], actions[keep] * np.float32(3))
     assert np.abs(seen["loaded"]).max() > 2.9 and np.abs(actions).max() <= 1
+    assert len(seen["learned"]) == 2 * 5 and seen["learned"].max() > 2  # their update, as written: actions ×3
     # our eval envs are stepped with their policy's actions ÷3, in HalfCheetah-v4's [-1, 1]
     assert len(seen["env"]) == 2 * 1000 * EVAL_EPISODES  # 2 evaluations of 1000 steps; then the policy export's check
     assert 256 <= len(seen["peer"]) - len(seen["env"]) < 512  # (its states: every N // 256-th of the file's)
@@ -595,6 +606,26 @@ def test_official_orpo_runs_jump_hard_with_their_action_scale(peers, jump_file, 
     assert settings["dataset"] == os.path.abspath(jump_file)
     assert "policy.pt written (its actions equal the peer's on " in result.stdout, result.stdout[-2000:]
     assert (run_dir / "policy.pt").is_file()  # what benchmarks/episodes.py plays
+
+
+def test_one_action_unit_hands_their_td3bc_update_the_actors_units(peers, jump_file, tmp_path):
+    """--one-action-unit (a diagnostic of docs/peers.md's finding): the batches their TD3+BC update gets hold D's and
+    both rollouts' actions ÷3, in the tanh actor's [-1, 1]; the run says so in config.json."""
+    if not os.path.isdir(SOURCES["official-orpo"]):
+        pytest.skip(f"needs the peer's git snapshot at {SOURCES['official-orpo']}: set ORPO_PEERS_MIRROR")
+    run_dir, spied = tmp_path / "run", str(tmp_path / "spied.npz")
+    (tmp_path / "spy.py").write_text(SPY)
+    argv = ["--peer", "official-orpo", "--source", SOURCES["official-orpo"], "--dataset-path", jump_file]
+    argv += ["--seed", str(SEED), "--epochs", "1", "--steps-per-epoch", "5", "--rollout-batch-size", "20"]
+    argv += ["--eval-episodes", "1", "--dynamics-max-epochs", "1", "--run-dir", str(run_dir), "--one-action-unit"]
+    env = dict(os.environ, OMP_NUM_THREADS="1", TMPDIR=str(tmp_path))
+    cmd = [sys.executable, str(tmp_path / "spy.py"), os.path.join(ROOT, "benchmarks"), spied, *argv, "--no-cuda"]
+    result = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    learned = np.load(spied)["learned"]
+    assert len(learned) == 5 and 2 / 3 < learned.max() <= 1 + 1e-6, learned  # D's ×3 actions reach it ÷3
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["cli"]["one_action_unit"] and any("--one-action-unit" in r for r in config["replaced"])
 
 
 # ----------------------------------------------------------------------------------------------------------------------

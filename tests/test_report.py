@@ -185,6 +185,44 @@ def test_the_jump_page_says_which_ensemble_the_official_codes_runs_rolled_out_in
     assert "roll out in: its own fit; the seed's shared ensemble (--peer-ensemble shared)." in page
 
 
+def test_the_jump_page_sets_the_action_unit_diagnostic_beside_the_official_row_paired_by_seed(tmp_path):
+    """compare.py's official_orpo_units runs: a section of their own (not a row of the table), the official row and
+    ours untrained beside them, differences paired by seed; the policies' control cost from episodes.json, called
+    the most there is only when it is."""
+    results = copy_results(tmp_path)
+    jump = results / "jump" / report.JUMP
+    if not (jump / "official_orpo" / "seed1").is_dir():
+        pytest.skip("no stored official-code seed 1 on halfcheetah-jump-hard to dress as the diagnostic")
+    assert "## A diagnostic" not in report.jump_page(str(results))  # no diagnostic run stored: no section
+    shutil.copytree(jump / "official_orpo" / "seed1", jump / "official_orpo_units" / "seed1")
+    path = jump / "official_orpo_units" / "seed1" / "metrics.csv"
+    with open(path) as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        r["eval/return"] = "1234.5" if r.get("eval/return") else r.get("eval/return")
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    official = report.compare.last10(
+        report.compare.load_results(str(results / "jump"))[report.JUMP]["rows"]["official_orpo"][1]["curve"]
+    )
+    episodes = json.loads((jump / "episodes.json").read_text())
+    (policy,) = [p for p in episodes["policies"] if p["label"] == "official_orpo seed 1"]
+    policy["mean"]["control_cost_mean"] = 0.6
+    (jump / "episodes.json").write_text(json.dumps(episodes))
+    page = report.jump_page(str(results))
+    section = page[page.index("## A diagnostic") :]
+    assert "| the official code, one action unit (the diagnostic) | 1 | 1: 1234.5 | — |" in section
+    assert f"| the official code, as written | 1 | 1: {report.minus(f'{official:.1f}')} | 0.600 |" in section
+    assert f"as written, last-10 return paired by seed: {report.signed(1234.5 - official)} (1 seed)." in section
+    assert "the most there is" in section and "official_orpo_units" not in page[: page.index("## A diagnostic")]
+    policy["mean"]["control_cost_mean"] = 0.3
+    (jump / "episodes.json").write_text(json.dumps(episodes))
+    page = report.jump_page(str(results))
+    assert "pays a control cost of 0.300 a step." in page and "the most there is" not in page
+
+
 def test_the_jump_page_says_how_far_an_unfinished_fit_has_come_from_ensembles_json(tmp_path):
     results = copy_results(tmp_path)
     path = results / "jump" / report.JUMP / "ensembles.json"
