@@ -64,9 +64,10 @@ def load(spec: str, env, seed: int):
     if os.path.isdir(spec):
         path, config = os.path.join(spec, "policy.pt"), read_json(os.path.join(spec, "config.json"))
         summary = read_json(os.path.join(spec, "summary.json"))
-        # the row (compare.py's exp_name; a peers.py run: its peer's row, official-orpo -> official_orpo), the seed,
-        # and which run it is (its last-10 score)
-        name = config.get("exp_name") or config.get("peer", "").replace("-", "_") or None
+        # the row (compare.py's exp_name; a peers.py run: its peer's row, official-orpo -> official_orpo, and
+        # official_orpo_units with --one-action-unit), the seed, and which run it is (its last-10 score)
+        units = "_units" if config.get("cli", {}).get("one_action_unit") else ""
+        name = config.get("exp_name") or config.get("peer", "").replace("-", "_") + units or None
         run = {
             "exp_name": name,
             "seed": config.get("seed", summary.get("seed")),

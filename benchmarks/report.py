@@ -1127,7 +1127,7 @@ def jump_units(rows: dict, results: str) -> list[str]:
         "",
         "On this task the official code's TD3+BC update mixes action units ([peers.md](peers.md), \"their TD3+BC mixes "
         "action units\"): its batches hold actions in [−3, 3] (the data's ×3 and its rollouts' actor·3), while its "
-        "tanh actor, its target actions and the actor's Q term work in [−1, 1]. One reading of the official row: the "
+        "tanh actor, its target actions and the actor's Q term work in [−1, 1]. A possible cause of the official row's result: the "
         "actor maximises Q(s, a) over a third of the range the critic was fitted on, so wherever the critic prefers "
         "an action beyond ±1/3 of the env's range the actor is pushed to its bound"
         + (
@@ -1146,14 +1146,19 @@ def jump_units(rows: dict, results: str) -> list[str]:
         "    --peer-ensemble shared   # orpo: the seed's finished run whose ensemble it loads (not run again)",
         "```",
         "",
-        "| run | seeds | last-10 return per seed |" + (" policy's control cost a step (seed 1) |" if cost else ""),
-        "|---|---|---|" + ("---|" if cost else ""),
+        "| run | seeds | last-10 return per seed | hours per run (machine, torch threads) |"
+        + (" policy's control cost a step (seed 1) |" if cost else ""),
+        "|---|---|---|---|" + ("---|" if cost else ""),
     ]
     for row, name in names.items():
-        x = last10.get(row, {})
+        x, runs = last10.get(row, {}), rows.get(row, {})
         per = ", ".join(f"{seed}: {minus(f'{v:.1f}')}" for seed, v in x.items()) or "—"
+        hours = "; ".join(
+            f"{seed}: {r['summary'].get('wall_seconds', float('nan')) / 3600:.2f} ({run_machine(r['summary'])})"
+            for seed, r in runs.items()
+        )
         c = f" {cost[row]:.3f} |" if row in cost else " — |" if cost else ""
-        lines.append(f"| {name} | {len(x)} | {per} |{c}")
+        lines.append(f"| {name} | {len(x)} | {per} | {hours or '—'} |{c}")
     lines.append("")
     for a, b in (("official_orpo_units", "official_orpo"), ("orpo_untrained", "official_orpo_units")):
         common = sorted(set(last10.get(a, {})) & set(last10.get(b, {})))

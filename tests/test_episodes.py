@@ -89,6 +89,12 @@ def test_a_run_directorys_policy_with_its_label_and_the_figure(tmp_path):
         2,
         12.5,
     )
+    # the diagnostic row (peers.py --one-action-unit): its own row, not the official code's
+    (run / "config.json").write_text(json.dumps({"peer": "official-orpo", "cli": {"one_action_unit": True}}))
+    result = run_script("benchmarks/episodes.py", *args[:8], cwd=str(tmp_path))
+    assert result.returncode == 0, result.stderr[-2000:]
+    (row,) = json.loads(out.read_text())["policies"]
+    assert (row["label"], row["exp_name"]) == ("official_orpo_units seed 2", "official_orpo_units")
 
 
 @pytest.mark.parametrize(
