@@ -905,6 +905,21 @@ def run_machine(summary: dict) -> str:
     return f"{machine}, {'→'.join(threads)} thread{'s' if threads != ['1'] else ''}"
 
 
+def run_hours(runs: dict) -> str:
+    """Each seed's wall hours with the machine and threads they were spent on."""
+    return "; ".join(
+        f"{seed}: {r['summary'].get('wall_seconds', float('nan')) / 3600:.2f} ({run_machine(r['summary'])})"
+        for seed, r in runs.items()
+    )
+
+
+def paired_line(a: str, b: str, diff: np.ndarray) -> str:
+    """A − B, last-10 returns paired by seed: the mean, with its 95 % Student-t interval from 2 seeds on."""
+    _, lo, hi = compare.verdict(diff, 500.0)
+    ci = f"[{signed(lo)}, {signed(hi)}] (95 % Student-t, {len(diff)} seeds)" if len(diff) >= 2 else "(1 seed)"
+    return f"- {a} − {b}, last-10 return paired by seed: {signed(diff.mean())} {ci}."
+
+
 def jump_ensemble(rows: dict, seed: int) -> str:
     """What the seed's finished model-based runs say of the ensemble they rolled out in: our runs' config.json
     `_dynamics` (the cache file each fitted or loaded), the official code's `dynamics` (the run file it converted, and
@@ -1007,10 +1022,7 @@ def jump_page(results: str) -> str:
         stats[row] = dict(zip(runs, x))
         per = ", ".join(f"{seed}: {minus(f'{v:.1f}')}" for seed, v in zip(runs, x))
         spread = f" {rng(x.min(), x.max())}" if len(x) >= 2 else " (1 seed)"
-        hours = "; ".join(
-            f"{seed}: {r['summary'].get('wall_seconds', float('nan')) / 3600:.2f} ({run_machine(r['summary'])})"
-            for seed, r in runs.items()
-        )
+        hours = run_hours(runs)
         lines.append(
             f"| {label} | {minus(f'{mean:.1f} ± {std:.1f}')} | {len(x)} | {per} | {minus(f'{x.mean():.1f}')}{spread} "
             f"| {hours} |"
@@ -1047,11 +1059,8 @@ def jump_page(results: str) -> str:
         common = sorted(set(stats.get(a, {})) & set(stats.get(b, {})))
         if not common:
             continue
-        diff = np.array([stats[a][k] - stats[b][k] for k in common])
-        verdict, lo, hi = compare.verdict(diff, 500.0)
-        ci = f"[{signed(lo)}, {signed(hi)}] (95 % Student-t, {len(diff)} seeds)" if len(diff) >= 2 else "(1 seed)"
         name = dict((r, lbl.split(" (")[0]) for r, lbl, _ in JUMP_ROWS)
-        lines.append(f"- {name[a]} − {name[b]}, last-10 return paired by seed: {signed(diff.mean())} {ci}.")
+        lines.append(paired_line(name[a], name[b], np.array([stats[a][k] - stats[b][k] for k in common])))
     for row, label, column_name in JUMP_ROWS:  # a row of ≥ 3 seeds against the paper's: reproduced or a finding
         x = np.array(list(stats.get(row, {}).values()))
         if len(x) < 3 or column_name not in paper:
@@ -1127,9 +1136,9 @@ def jump_units(rows: dict, results: str) -> list[str]:
         "",
         "On this task the official code's TD3+BC update mixes action units ([peers.md](peers.md), \"their TD3+BC mixes "
         "action units\"): its batches hold actions in [−3, 3] (the data's ×3 and its rollouts' actor·3), while its "
-        "tanh actor, its target actions and the actor's Q term work in [−1, 1]. A possible cause of the official row's result: the "
-        "actor maximises Q(s, a) over a third of the range the critic was fitted on, so wherever the critic prefers "
-        "an action beyond ±1/3 of the env's range the actor is pushed to its bound"
+        "tanh actor, its target actions and the actor's Q term work in [−1, 1]. A possible cause of the official "
+        "row's result: the actor maximises Q(s, a) over a third of the range the critic was fitted on, so wherever "
+        "the critic prefers an action beyond ±1/3 of the env's range the actor is pushed to its bound"
         + (
             f"; its seed-1 policy pays a control cost of {cost['official_orpo']:.3f} a step"
             + (", the most there is (0.1·6: every action component at ±1)" if cost["official_orpo"] > 0.59 else "")
@@ -1153,20 +1162,14 @@ def jump_units(rows: dict, results: str) -> list[str]:
     for row, name in names.items():
         x, runs = last10.get(row, {}), rows.get(row, {})
         per = ", ".join(f"{seed}: {minus(f'{v:.1f}')}" for seed, v in x.items()) or "—"
-        hours = "; ".join(
-            f"{seed}: {r['summary'].get('wall_seconds', float('nan')) / 3600:.2f} ({run_machine(r['summary'])})"
-            for seed, r in runs.items()
-        )
+        hours = run_hours(runs)
         c = f" {cost[row]:.3f} |" if row in cost else " — |" if cost else ""
         lines.append(f"| {name} | {len(x)} | {per} | {hours or '—'} |{c}")
     lines.append("")
     for a, b in (("official_orpo_units", "official_orpo"), ("orpo_untrained", "official_orpo_units")):
         common = sorted(set(last10.get(a, {})) & set(last10.get(b, {})))
         if common:
-            diff = np.array([last10[a][k] - last10[b][k] for k in common])
-            _, lo, hi = compare.verdict(diff, 500.0)
-            ci = f"[{signed(lo)}, {signed(hi)}] (95 % Student-t, {len(diff)} seeds)" if len(diff) >= 2 else "(1 seed)"
-            lines.append(f"- {names[a]} − {names[b]}, last-10 return paired by seed: {signed(diff.mean())} {ci}.")
+            lines.append(paired_line(names[a], names[b], np.array([last10[a][k] - last10[b][k] for k in common])))
     return lines
 
 

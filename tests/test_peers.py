@@ -547,24 +547,30 @@ sys.exit(code)
 """
 
 
-def test_official_orpo_runs_jump_hard_with_their_action_scale(peers, jump_file, tmp_path):
-    """A tiny run on a jump-hard file (task and eval env inferred from its attrs): run_orpo.py's buffer gets the file's
-    actions ×3, our eval envs get their policy's actions ÷3, and the score is the raw return of the jump-hard reward."""
+def spied_jump_run(jump_file, tmp_path, epochs: int, eval_episodes: int, *extra: str):
+    """The official code's tiny run on the jump-hard file into tmp_path/run, under SPY: (its process, what SPY saw)."""
     if not os.path.isdir(SOURCES["official-orpo"]):
         pytest.skip(f"needs the peer's git snapshot at {SOURCES['official-orpo']}: set ORPO_PEERS_MIRROR")
-    run_dir, spied = tmp_path / "run", str(tmp_path / "spied.npz")
+    spied = str(tmp_path / "spied.npz")
     (tmp_path / "spy.py").write_text(SPY)
     argv = ["--peer", "official-orpo", "--source", SOURCES["official-orpo"], "--dataset-path", jump_file]
-    argv += ["--seed", str(SEED), "--epochs", "2", "--steps-per-epoch", "5", "--rollout-batch-size", "20"]
-    argv += ["--eval-episodes", str(EVAL_EPISODES), "--dynamics-max-epochs", "1", "--run-dir", str(run_dir)]
-    argv += ["--no-cuda", "--threads", "1"]
+    argv += ["--seed", str(SEED), "--epochs", str(epochs), "--steps-per-epoch", "5", "--rollout-batch-size", "20"]
+    argv += ["--eval-episodes", str(eval_episodes), "--dynamics-max-epochs", "1", "--run-dir", str(tmp_path / "run")]
+    argv += ["--no-cuda", "--threads", "1", *extra]
     env = dict(os.environ, OMP_NUM_THREADS="1", TMPDIR=str(tmp_path))
     cmd = [sys.executable, str(tmp_path / "spy.py"), os.path.join(ROOT, "benchmarks"), spied, *argv]
     result = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
+    return result, np.load(spied)
+
+
+def test_official_orpo_runs_jump_hard_with_their_action_scale(peers, jump_file, tmp_path):
+    """A tiny run on a jump-hard file (task and eval env inferred from its attrs): run_orpo.py's buffer gets the file's
+    actions ×3, our eval envs get their policy's actions ÷3, and the score is the raw return of the jump-hard reward."""
+    run_dir = tmp_path / "run"
+    result, seen = spied_jump_run(jump_file, tmp_path, epochs=2, eval_episodes=EVAL_EPISODES)
 
     # the data handed to their code: the file's actions ×3 (what their collection recorded through RescaleAction(-3, 3))
-    seen = np.load(spied)
     with h5py.File(jump_file, "r") as f:
         actions, timeouts = f["actions"][()], f["timeouts"][()]
     keep = ~timeouts & (np.arange(len(actions)) < len(actions) - 1)  # their qlearning_dataset's rows
@@ -611,20 +617,9 @@ def test_official_orpo_runs_jump_hard_with_their_action_scale(peers, jump_file, 
 def test_one_action_unit_hands_their_td3bc_update_the_actors_units(peers, jump_file, tmp_path):
     """--one-action-unit (a diagnostic of docs/peers.md's finding): the batches their TD3+BC update gets hold D's and
     both rollouts' actions ÷3, in the tanh actor's [-1, 1]; the run says so in config.json."""
-    if not os.path.isdir(SOURCES["official-orpo"]):
-        pytest.skip(f"needs the peer's git snapshot at {SOURCES['official-orpo']}: set ORPO_PEERS_MIRROR")
-    run_dir, spied = tmp_path / "run", str(tmp_path / "spied.npz")
-    (tmp_path / "spy.py").write_text(SPY)
-    argv = ["--peer", "official-orpo", "--source", SOURCES["official-orpo"], "--dataset-path", jump_file]
-    argv += ["--seed", str(SEED), "--epochs", "1", "--steps-per-epoch", "5", "--rollout-batch-size", "20"]
-    argv += ["--eval-episodes", "1", "--dynamics-max-epochs", "1", "--run-dir", str(run_dir), "--one-action-unit"]
-    env = dict(os.environ, OMP_NUM_THREADS="1", TMPDIR=str(tmp_path))
-    cmd = [sys.executable, str(tmp_path / "spy.py"), os.path.join(ROOT, "benchmarks"), spied, *argv, "--no-cuda"]
-    result = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    learned = np.load(spied)["learned"]
+    learned = spied_jump_run(jump_file, tmp_path, 1, 1, "--one-action-unit")[1]["learned"]
     assert len(learned) == 5 and 2 / 3 < learned.max() <= 1 + 1e-6, learned  # D's ×3 actions reach it ÷3
-    config = json.loads((run_dir / "config.json").read_text())
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["cli"]["one_action_unit"] and any("--one-action-unit" in r for r in config["replaced"])
 
 
