@@ -67,6 +67,9 @@ from toolbox import UsageError, replace_atomically, unwritable_folder, write_jso
 import runinfo  # noqa: E402  (intervals over seeds and the runs' provenance, as budget.py and report.py show them)
 
 # row: (kind, script or peer name, extra flags, label)
+# a diagnostic on halfcheetah-jump-hard, not a row of the comparison: the official code with its TD3+BC update's action
+# units made one (peers.py --one-action-unit)
+UNITS_ROW = "official_orpo_units"
 ROWS = {
     "orpo": ("ours", "orpo", [], "ORPO, π^o trained (ours)"),
     "orpo_untrained": (
@@ -79,9 +82,7 @@ ROWS = {
     "td3bc": ("ours", "td3bc", [], "TD3+BC (ours)"),
     "kit_mopo": ("peer", "kit-mopo", [], "MOPO (OfflineRL-Kit)"),
     "official_orpo": ("peer", "official-orpo", [], "ORPO (official code)"),
-    # a diagnostic on halfcheetah-jump-hard, not a row of the comparison: the official code with its TD3+BC update's
-    # action units made one (peers.py --one-action-unit)
-    "official_orpo_units": ("peer", "official-orpo", ["--one-action-unit"], "ORPO (official code, one action unit)"),
+    UNITS_ROW: ("peer", "official-orpo", ["--one-action-unit"], "ORPO (official code, one action unit)"),
 }
 PAIRS = [("mopo", "kit_mopo"), ("orpo_untrained", "official_orpo")]  # ours vs theirs: should agree
 # the paper's claim, stated as it comes out; orpo_untrained − mopo is what the paper's ORPO − MOPO measured (the
@@ -105,7 +106,7 @@ PAIR_SETTINGS = {
     },
 }
 PEER_OF = {"mopo": "kit_mopo", "kit_mopo": "kit_mopo"} | dict.fromkeys(
-    ("orpo", "orpo_untrained", "official_orpo", "official_orpo_units"), "official_orpo"
+    ("orpo", "orpo_untrained", "official_orpo", UNITS_ROW), "official_orpo"
 )  # orpo (π^o trained) takes its pair's settings too, so that its contrast with orpo_untrained is like with like
 # runs made before --dynamics-cache loaded the seed's `orpo` run's dynamics.pt and logged no fit of their own: their
 # dynamics/* diagnostics come from that run
@@ -127,7 +128,7 @@ class Args:
     """datasets (--env of the algorithm files; local/NAME is DATA_DIR/local/NAME.hdf5, made by datasets/)"""
     data_dir: Optional[str] = None
     """where the datasets live (the algorithm files' --data-dir) (default: $D4RL_DATASET_DIR or ~/.d4rl/datasets)"""
-    rows: tuple[str, ...] = tuple(r for r in ROWS if r != "official_orpo_units")
+    rows: tuple[str, ...] = tuple(r for r in ROWS if r != UNITS_ROW)
     """rows to run and report, from: orpo orpo_untrained mopo td3bc kit_mopo official_orpo official_orpo_units"""
     seeds: tuple[int, ...] = (1, 2, 3)
     """seeds; each row runs each seed"""
@@ -1057,8 +1058,8 @@ def check(args: Args) -> None:
     bad = [r for r in args.rows if r not in ROWS]
     if bad:
         raise UsageError(f"unknown row {bad[0]!r}: choose from {' '.join(ROWS)}")
-    if "official_orpo_units" in args.rows and set(args.env) != {peers.JUMP_TASK}:
-        raise UsageError(f"--rows official_orpo_units runs on --env {peers.JUMP_TASK} only (elsewhere the official "
+    if UNITS_ROW in args.rows and set(args.env) != {peers.JUMP_TASK}:
+        raise UsageError(f"--rows {UNITS_ROW} runs on --env {peers.JUMP_TASK} only (elsewhere the official "
                          "code's actions are the env's): drop it or the other --env")  # fmt: skip
     for name, v, lo in (
         ("--epochs", args.epochs, 1),

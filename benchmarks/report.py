@@ -1120,14 +1120,15 @@ def jump_page(results: str) -> str:
 def jump_units(rows: dict, results: str) -> list[str]:
     """The official row beside compare.py's official_orpo_units diagnostic (peers.py --one-action-unit: its TD3+BC
     update's actions ÷3, nothing else changed), with our untrained ORPO, paired by seed; [] before that row has runs."""
-    if not rows.get("official_orpo_units"):
+    units = compare.UNITS_ROW
+    if not rows.get(units):
         return []
     last10 = {r: {k: compare.last10(v["curve"]) for k, v in rows.get(r, {}).items()} for r in rows}
     made = runinfo.read_json(os.path.join(results, "jump", JUMP, "episodes.json")).get("policies", [])
     cost = {p["label"].split(" seed")[0]: p["mean"]["control_cost_mean"] for p in made if p["label"].endswith("seed 1")}
     names = {
         "official_orpo": "the official code, as written",
-        "official_orpo_units": "the official code, one action unit (the diagnostic)",
+        units: "the official code, one action unit (the diagnostic)",
         "orpo_untrained": "ours, π^o untrained (what the official code runs)",
     }
     lines = [
@@ -1145,12 +1146,12 @@ def jump_units(rows: dict, results: str) -> list[str]:
             if "official_orpo" in cost
             else ""
         )
-        + ". The diagnostic row (compare.py `--rows official_orpo_units`, peers.py `--one-action-unit`: **not the "
+        + f". The diagnostic row (compare.py `--rows {units}`, peers.py `--one-action-unit`: **not the "
         "official code as written**) divides the batch's actions by 3 before that update and changes nothing else: "
         "the same ensemble, settings, seeds and evaluation:",
         "",
         "```bash",
-        f"python benchmarks/compare.py --env {JUMP} --settings ours --rows orpo official_orpo_units --seeds 1 \\",
+        f"python benchmarks/compare.py --env {JUMP} --settings ours --rows orpo {units} --seeds 1 \\",
         "    --epochs 100 --runs-dir runs/jump --results results/jump --dynamics-cache runs/dynamics_cache \\",
         "    --peer-ensemble shared   # orpo: the seed's finished run whose ensemble it loads (not run again)",
         "```",
@@ -1166,7 +1167,7 @@ def jump_units(rows: dict, results: str) -> list[str]:
         c = f" {cost[row]:.3f} |" if row in cost else " — |" if cost else ""
         lines.append(f"| {name} | {len(x)} | {per} | {hours or '—'} |{c}")
     lines.append("")
-    for a, b in (("official_orpo_units", "official_orpo"), ("orpo_untrained", "official_orpo_units")):
+    for a, b in ((units, "official_orpo"), ("orpo_untrained", units)):
         common = sorted(set(last10.get(a, {})) & set(last10.get(b, {})))
         if common:
             lines.append(paired_line(names[a], names[b], np.array([last10[a][k] - last10[b][k] for k in common])))

@@ -74,3 +74,23 @@ def test_the_readmes_first_try_times_are_the_stored_runs():
     assert said in readme, said
     loads = [x for v in timing["load_average_1_5_15"].values() for x in v[:1]]
     assert f"load {min(loads):.0f}–{max(loads):.1f}" in readme
+
+
+TOP_LEVEL = {"algorithms", "benchmarks", "datasets", "docs", "results", "tests", "toy", "README.md", "requirements.txt"}
+
+
+def top_level(root: str) -> set[str]:
+    """The names a checkout shows at its top level: hidden ones (.ci, .gitignore, .ruff.toml) and what .gitignore
+    ignores (runs/, wandb/, caches) are not the repository's layout."""
+    ignored = {line.strip().rstrip("/") for line in open(os.path.join(root, ".gitignore")) if line.strip()}
+    return {n for n in os.listdir(root) if not n.startswith(".") and n not in ignored and n != "__pycache__"}
+
+
+def test_the_top_level_holds_the_layout_and_nothing_else(tmp_path):
+    """The repository's layout (development.md, "Formatting"): seven folders, README.md and requirements.txt; tool
+    configuration is hidden (.ci/run, .ruff.toml)."""
+    assert top_level(ROOT) == TOP_LEVEL
+    for name in (".gitignore", "README.md", "runs"):
+        (tmp_path / name).write_text("runs/\n" if name == ".gitignore" else "")
+    (tmp_path / "pyproject.toml").write_text("")
+    assert top_level(str(tmp_path)) == {"README.md", "pyproject.toml"}  # a stray file is seen, runs/ is not
