@@ -26,6 +26,7 @@ not), or when its name is in RANGES below; any other number is only checked to b
 from __future__ import annotations
 
 import contextlib
+import copy
 import csv
 import dataclasses
 import errno
@@ -815,9 +816,10 @@ DYNAMICS_KEY = (
 
 
 def _checked_fit(fit: Callable[..., dict], state_path: str, minutes: float, key=None) -> dict:
-    """fit(resume=..., progress=...), saving the fit's state to state_path every `minutes` (and continuing from it
-    when it is there and was saved for the same `key`), then removing it; a diverged fit is one line."""
-    resume, t0, last = None, time.time(), [time.time()]
+    """fit(resume=..., progress=...), saving the fit's state to state_path every `minutes` and when a signal stops it
+    (the last finished epoch's), continuing from it when it is there and was saved for the same `key`, then removing
+    it; a diverged fit is one line."""
+    resume, t0, last, latest = None, time.time(), [time.time()], [None]
     if os.path.isfile(state_path):
         saved = safe_load(state_path, "part-way ensemble fit")
         if isinstance(saved, dict) and saved.get("key") == key and "state" in saved:
@@ -825,12 +827,21 @@ def _checked_fit(fit: Callable[..., dict], state_path: str, minutes: float, key=
             print(f"dynamics: continuing the ensemble fit saved at epoch {resume['epoch']} ({state_path})")
             t0 -= saved.get("seconds", 0.0)
 
-    def progress(state: Callable[[], dict]) -> None:  # the fit's state, at most every `minutes`
+    def progress(state: Callable[[], dict]) -> None:  # after every epoch
+        saved = {"state": state(), "key": key, "seconds": time.time() - t0}
         if time.time() - last[0] >= 60 * minutes:
-            atomic_save({"state": state(), "key": key, "seconds": time.time() - t0}, state_path)
-            last[0] = time.time()
+            atomic_save(saved, state_path)
+            last[0], latest[0] = time.time(), None
+        else:  # a copy: the next epoch trains the same tensors in place (a few MB, a few ms)
+            latest[0] = copy.deepcopy(saved)
 
-    metrics = fit(resume=resume, progress=progress)
+    try:
+        metrics = fit(resume=resume, progress=progress)
+    except KeyboardInterrupt:  # SIGINT/SIGTERM: keep the epochs since the last timed save
+        if latest[0] is not None:
+            atomic_save(latest[0], state_path)
+            print(f"dynamics: the fit's state after epoch {latest[0]['state']['epoch']} saved to {state_path}")
+        raise
     with contextlib.suppress(OSError):
         os.remove(state_path)
     metrics["dynamics/fit_seconds"] = time.time() - t0
@@ -953,7 +964,7 @@ class _RunData:
         resuming = args.resume is not None and os.path.isfile(run_path)
         if args.resume is not None and not resuming and args.load_dynamics_path is None:
             print(f"{self.dir} has no dynamics.pt (stopped during the ensemble fit): fitting the ensemble from its last "
-                  "saved state (every --checkpoint-minutes), or again")  # fmt: skip
+                  "saved state (every --checkpoint-minutes and at a signal), or again")  # fmt: skip
         load_path = args.load_dynamics_path or (run_path if resuming else None)
         metrics: dict[str, float] = {}
         if load_path is not None:

@@ -192,9 +192,8 @@ class Stop(Exception):
     pass
 
 
-def test_a_fit_stopped_part_way_continues_to_the_same_ensemble(orpo, tmp_path):
-    """plumbing saves the fit's state (every --checkpoint-minutes; here every epoch); a fit killed after its third
-    epoch and started again from that file ends with the ensemble, elites and metrics of the fit never stopped."""
+def small_fit(orpo):
+    """A small data set, 8-epoch fit settings and a seeded ensemble maker."""
     from conftest import fit_settings
 
     g = torch.Generator().manual_seed(0)
@@ -206,6 +205,13 @@ def test_a_fit_stopped_part_way_continues_to_the_same_ensemble(orpo, tmp_path):
         torch.manual_seed(7)
         return orpo.EnsembleDynamics(3, 2, (16, 16), 3, 2)
 
+    return data, settings, model
+
+
+def test_a_fit_stopped_part_way_continues_to_the_same_ensemble(orpo, tmp_path):
+    """plumbing saves the fit's state (every --checkpoint-minutes; here every epoch); a fit killed after its third
+    epoch and started again from that file ends with the ensemble, elites and metrics of the fit never stopped."""
+    data, settings, model = small_fit(orpo)
     whole = model()
     expected = orpo.fit_dynamics(whole, data, **settings)
     path = str(tmp_path / "fit.pt")
@@ -239,3 +245,30 @@ def test_a_fit_stopped_part_way_continues_to_the_same_ensemble(orpo, tmp_path):
         lambda **kw: orpo.fit_dynamics(other, data, **settings, **kw), path, minutes=0, key={"seed": 2}
     )
     assert all(torch.equal(v, other.state_dict()[k]) for k, v in whole.state_dict().items())  # fitted from scratch
+
+
+def test_a_signal_during_the_fit_saves_its_last_finished_epoch(orpo, tmp_path):
+    """No timed save yet (--checkpoint-minutes 60): a SIGINT/SIGTERM (KeyboardInterrupt) in the fifth epoch saves the
+    state after the fourth, not the weights the fifth had half trained, and the fit started again from it ends as the
+    fit never stopped."""
+    data, settings, model = small_fit(orpo)
+    whole = model()
+    orpo.fit_dynamics(whole, data, **settings)
+    path, stopped, epochs = str(tmp_path / "fit.pt"), model(), []
+
+    def fit_then_signal(**kw):
+        def progress(state):
+            epochs.append(1)
+            if len(epochs) == 5:  # the fifth epoch has trained: the signal lands before it is recorded
+                raise KeyboardInterrupt
+            kw["progress"](state)
+
+        return orpo.fit_dynamics(stopped, data, **settings, resume=kw["resume"], progress=progress)
+
+    with pytest.raises(KeyboardInterrupt):
+        plumbing._checked_fit(fit_then_signal, path, minutes=60)
+    assert torch.load(path, weights_only=True)["state"]["epoch"] == 4
+    again = model()
+    plumbing._checked_fit(lambda **kw: orpo.fit_dynamics(again, data, **settings, **kw), path, minutes=60)
+    for k, v in whole.state_dict().items():
+        assert torch.equal(v, again.state_dict()[k]), k

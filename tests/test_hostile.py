@@ -200,7 +200,10 @@ def test_a_signal_during_the_ensemble_fit_is_status_interrupted(signum, hopper_d
     )
     while "lambda_p" not in proc.stdout.readline():  # the config is printed once D is loaded, right before the fit
         assert proc.poll() is None, proc.stderr.read()[-2000:]
-    time.sleep(2)
+    seen = ""
+    while seen.count("best_member_holdout_mse") < 2:  # the fit's second epoch ends: the first has been recorded
+        seen += proc.stderr.read(1)
+        assert proc.poll() is None, seen[-2000:]
     proc.send_signal(signum)
     out, err = proc.communicate(timeout=240)
     assert proc.returncode == 128 + signum, err[-2000:]
@@ -211,6 +214,9 @@ def test_a_signal_during_the_ensemble_fit_is_status_interrupted(signum, hopper_d
     assert "continue with: python " in last and last.endswith(f"orpo.py --resume runs/{run_dir.name}")
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "interrupted" and summary["epochs"] == 0
+    # the fit's epochs so far are kept (the last finished one's state), for --resume to continue from
+    fitted = torch.load(run_dir / "dynamics_fit.pt", weights_only=True)["state"]["epoch"]
+    assert fitted >= 1
 
 
 # ------------------------------------------------------------------------------------------------ files
