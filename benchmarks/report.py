@@ -885,10 +885,18 @@ def jump_bullet(results: str) -> str:
             seeds = runinfo.count_word(len(x))
             done.append(f"{label.split(' (')[0]} {minus(f'{np.mean(x):.1f}')} ({seeds})")
     status = "; ".join(done) if done else "nothing finished yet"
+    units = [compare.last10(r["curve"]) for r in rows.get(compare.UNITS_ROW, {}).values()]
+    diagnostic = (
+        " A diagnostic of the official code's row, its TD3+BC update given the batch's actions in the actor's unit "
+        f"(not the code as written), returns {minus(f'{np.mean(units):.1f}')} ({runinfo.count_word(len(units))}) "
+        "([docs/jump.md](docs/jump.md#a-diagnostic-the-official-codes-action-units))."
+        if units
+        else ""
+    )
     return (
         "- **halfcheetah-jump-hard, the paper's generalisation task (in progress, [docs/jump.md](docs/jump.md))**: "
         f"1M transitions, 100 epochs, raw last-10 return so far: {status}. The paper (5 seeds): TD3+BC −2484.4, MOPO "
-        "−1881.8, ORPO 4867.9."
+        f"−1881.8, ORPO 4867.9.{diagnostic}"
     )
 
 

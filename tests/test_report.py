@@ -223,6 +223,13 @@ def test_the_jump_page_sets_the_action_unit_diagnostic_beside_the_official_row_p
     (jump / "episodes.json").write_text(json.dumps(episodes))
     page = report.jump_page(str(results))
     assert "pays a control cost of 0.300 a step." in page and "the most there is" not in page
+    # the README's line names the diagnostic's own runs, after the rows of the comparison
+    bullet = report.jump_bullet(str(results))
+    assert "the official code −" in bullet and bullet.endswith(
+        "returns 1234.5 (1 seed) ([docs/jump.md](docs/jump.md#a-diagnostic-the-official-codes-action-units))."
+    )
+    shutil.rmtree(jump / "official_orpo_units")
+    assert "diagnostic" not in report.jump_bullet(str(results))
 
 
 def test_the_jump_page_says_how_far_an_unfinished_fit_has_come_from_ensembles_json(tmp_path):
