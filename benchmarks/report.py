@@ -1093,14 +1093,20 @@ def jump_page(results: str) -> str:
             for p in e.get("fit", [])[-1:]
             if p.get("best_member_holdout_mse") and "not converged" in p.get("status", "")
         ]
+        # the fits lost with a machine's files (ensembles.json: each seed's "lost" list)
+        lost = [
+            f"{seed.replace('seed', 'seed ')}'s at {gone['at']}"
+            for seed, e in sorted((k, v) for k, v in ensembles.items() if k.startswith("seed"))
+            for gone in e.get("lost", [])
+        ]
         lines += [
             "",
-            f"**Not complete.** Rows with fewer than 3 finished seeds: {'; '.join(missing)}. On the 2-core CPU one "
-            "ensemble fit on these 1M transitions takes hours (about 100 s per fit epoch with 2 threads on an idle "
-            f"machine, 230 s on one free core, 500 s with other runs beside it{'; ' if under_way else ''}"
-            f"{', '.join(under_way)}) and a 100-epoch run 1–2 h, and the machine "
-            "these runs are made on does not always keep its files between working sessions of a few hours (seed "
-            "1's shared fit was lost once at about epoch 60, the official code's own fit of it at epoch 18). Our "
+            f"**Not complete.** Rows with fewer than 3 finished seeds: {'; '.join(missing)}. On a 2-core CPU one "
+            "ensemble fit on these 1M transitions takes hours (45–100 s per fit epoch with 2 threads on an idle "
+            "machine, by the machine; 230 s on one free core, 500 s with other runs beside it"
+            f"{'; ' if under_way else ''}{', '.join(under_way)}) and a 100-epoch run 1–2 h, and the machine "
+            "these runs are made on does not always keep its files between working sessions of a few hours (shared "
+            f"fits lost so far: {', '.join(lost) or 'none'}; the official code's own fit of seed 1 at epoch 18). Our "
             "rows resume; the official code cannot, so its row loads the seed's shared ensemble (compare.py "
             "--peer-ensemble shared, peers.py --load-dynamics: its fit skipped, about an hour of policy epochs per seed "
             "on this CPU). The model-based rows need a GPU session (an H200 fitted 27 epochs in 323 s) or a machine that "

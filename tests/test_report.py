@@ -239,7 +239,13 @@ def test_the_jump_page_says_how_far_an_unfinished_fit_has_come_from_ensembles_js
     path.write_text(json.dumps({"seed1": {"cache_key": "k", "fit": [fit | {"status": "not converged yet"}]}}))
     assert "seed 1's had not converged after 80 epochs)" in report.jump_page(str(results))
     path.write_text(json.dumps({"seed1": {"cache_key": "k", "fit": [fit | {"status": "converged at epoch 80"}]}}))
-    assert "had not converged" not in report.jump_page(str(results))
+    page = report.jump_page(str(results))
+    assert "had not converged" not in page and "shared fits lost so far: none;" in page
+    # fits lost with a machine's files: each seed's "lost" list, in seed order
+    lost = {"seed2": {"lost": [{"at": "epoch 156"}]}, "seed1": {"lost": [{"at": "about epoch 60"}], "fit": [fit]}}
+    path.write_text(json.dumps(lost))
+    said = "shared fits lost so far: seed 1's at about epoch 60, seed 2's at epoch 156;"
+    assert said in report.jump_page(str(results))
 
 
 def test_the_jump_page_names_the_seeds_ensemble_from_the_runs_that_rolled_out_in_it(tmp_path):
