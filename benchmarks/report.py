@@ -913,10 +913,16 @@ def run_machine(summary: dict) -> str:
     return f"{machine}, {'→'.join(threads)} thread{'s' if threads != ['1'] else ''}"
 
 
+def fitted(run: dict) -> bool:
+    """The run fitted its ensemble (or the last part of a shared one) itself, in its own hours."""
+    return str(((run.get("config") or {}).get("_dynamics") or {}).get("source", "")).startswith("fitted")
+
+
 def run_hours(runs: dict) -> str:
     """Each seed's wall hours with the machine and threads they were spent on."""
     return "; ".join(
-        f"{seed}: {r['summary'].get('wall_seconds', float('nan')) / 3600:.2f} ({run_machine(r['summary'])})"
+        f"{seed}: {r['summary'].get('wall_seconds', float('nan')) / 3600:.2f}{' incl. fit' if fitted(r) else ''} "
+        f"({run_machine(r['summary'])})"
         for seed, r in runs.items()
     )
 
@@ -1038,7 +1044,8 @@ def jump_page(results: str) -> str:
     if stats:
         lines += [
             "",
-            "The hours are wall time on a shared machine, not speed: every run shared the 2 cores with another run "
+            'The hours are wall time on a shared machine, not speed ("incl. fit": the run also fitted its seed\'s shared '
+            "ensemble, or its last part, in them): most runs shared the 2 cores with another run "
             "(compare.py `--jobs 2` runs two rows at once) or with the developers' test runs; a resumed run lists its "
             "threads invocation by invocation (arrows). [speed.md](speed.md) holds the timings made for comparison.",
         ]
@@ -1104,7 +1111,7 @@ def jump_page(results: str) -> str:
             f"**Not complete.** Rows with fewer than 3 finished seeds: {'; '.join(missing)}. On a 2-core CPU one "
             "ensemble fit on these 1M transitions takes hours (45–100 s per fit epoch with 2 threads on an idle "
             "machine, by the machine; 230 s on one free core, 500 s with other runs beside it"
-            f"{'; ' if under_way else ''}{', '.join(under_way)}) and a 100-epoch run 1–2 h, and the machine "
+            f"{'; ' if under_way else ''}{', '.join(under_way)}) and a 100-epoch run 0.2–2 h by the row and the machine, and the machine "
             "these runs are made on does not always keep its files between working sessions of a few hours (shared "
             f"fits lost so far: {', '.join(lost) or 'none'}; the official code's own fit of seed 1 at epoch 18). Our "
             "rows resume; the official code cannot, so its row loads the seed's shared ensemble (compare.py "
