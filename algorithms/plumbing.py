@@ -815,10 +815,11 @@ DYNAMICS_KEY = (
 )  # fmt: skip
 
 
-def _checked_fit(fit: Callable[..., dict], state_path: str, minutes: float, key=None) -> dict:
+def _checked_fit(fit: Callable[..., dict], state_path: str, minutes: float, key=None, signalled=lambda: False) -> dict:
     """fit(resume=..., progress=...), saving the fit's state to state_path every `minutes` and when a signal stops it
     (the last finished epoch's), continuing from it when it is there and was saved for the same `key`, then removing
-    it; a diverged fit is one line."""
+    it; a diverged fit is one line. `signalled()` is checked after every epoch: the handler's KeyboardInterrupt is
+    lost when it lands in a finalizer (CPython prints "Exception ignored" and goes on), the flag it set is not."""
     resume, t0, last, latest = None, time.time(), [time.time()], [None]
     if os.path.isfile(state_path):
         saved = safe_load(state_path, "part-way ensemble fit")
@@ -834,6 +835,8 @@ def _checked_fit(fit: Callable[..., dict], state_path: str, minutes: float, key=
             last[0], latest[0] = time.time(), None
         else:  # a copy: the next epoch trains the same tensors in place (1M rows: ~80 MB, 0.075 s an epoch)
             latest[0] = copy.deepcopy(saved)
+        if signalled():
+            raise KeyboardInterrupt
 
     try:
         metrics = fit(resume=resume, progress=progress)
@@ -977,7 +980,8 @@ class _RunData:
         elif getattr(args, "dynamics_cache", None) is not None:
             metrics = self._cached_fit(model, fit)
         else:
-            metrics = _checked_fit(fit, os.path.join(self.dir, "dynamics_fit.pt"), args.checkpoint_minutes)
+            metrics = _checked_fit(fit, os.path.join(self.dir, "dynamics_fit.pt"), args.checkpoint_minutes,
+                                   signalled=lambda: self.signal is not None)  # fmt: skip
             self.dynamics = {"source": "fitted"}
         if load_path != run_path:
             self.dynamics["holdout_mse"] = metrics.get("dynamics/holdout_mse")
@@ -1017,7 +1021,8 @@ class _RunData:
                 self.dynamics = {"source": "cache", "path": os.path.abspath(path), "fitted_by": saved.get("fitted_by")}
                 print(f"dynamics: loaded from the cache {path} (fitted by {saved.get('fitted_by')})")
                 return metrics
-            metrics = _checked_fit(fit, path[: -len(".pt")] + ".fit.pt", args.checkpoint_minutes, key)
+            metrics = _checked_fit(fit, path[: -len(".pt")] + ".fit.pt", args.checkpoint_minutes, key,
+                                   lambda: self.signal is not None)  # fmt: skip
             made = {"run_dir": os.path.abspath(self.dir), "device": device_name(self.device)}
             entry = {"model": model.state_dict(), "metrics": metrics, "rng": rng_state(), "key": key, "fitted_by": made}
             atomic_save(entry, path)
