@@ -1040,6 +1040,8 @@ def prepare_run_dir(args: argparse.Namespace, cli: dict):
 
 
 def main(argv=None) -> int:
+    import plumbing  # beside toolbox, on its path
+
     t_start = time.time()
     args = parse_args(argv)
     cli = {k: v for k, v in vars(args).items() if k != "typed"}  # the flags, not what plumbing noted of them
@@ -1201,6 +1203,8 @@ def main(argv=None) -> int:
         "torch": torch.__version__,
         "python": platform.python_version(),
         "cli": cli,
+        "_command": sys.argv,  # as our runs record them, so the results pages name the code that ran
+        "_git_revision": plumbing.git_revision(os.path.abspath(__file__)),
     }
     write_json(config, os.path.join(args.run_dir, "config.json"), default=str)
     print(f"{args.peer} @ {source['commit'][:12]} on {task} -> eval {eval_env_id}; {args.run_dir}")

@@ -253,6 +253,9 @@ def test_peer_runs_with_our_evaluation(peers, orpo, hopper_file, request, tmp_pa
     assert config["peer_settings"]["penalty_coef"] == 5.0 and config["peer_settings"]["rollout_length"] == 5
     assert config["peer_settings"]["eval_episodes"] == EVAL_EPISODES and any("gym" in s for s in config["stubs"])
     assert config["extracted_to"].startswith(str(tmp_path)) and not config["extracted_to"].startswith(ROOT)
+    # the code that drove it, as our runs record theirs (the results pages name the revisions)
+    assert config["_git_revision"] == plumbing.git_revision(os.path.join(ROOT, "benchmarks", "peers.py"))
+    assert config["_git_revision"] and config["_command"][0].endswith("peers.py")
 
     # the same command again: a finished run is left alone; another command on it is refused
     again = run_script("benchmarks/peers.py", *argv, extra_env={"TMPDIR": str(tmp_path)})
