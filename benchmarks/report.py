@@ -875,6 +875,12 @@ JUMP_READING = {
 }
 
 
+def mean_and_range(x: list) -> str:
+    """'3492.3 [3335.7, 3649.0] (range, 2 seeds)', or '5105.0 (1 seed)'."""
+    lo, hi = (f" [{min(x):.1f}, {max(x):.1f}] (range, " if len(x) > 1 else " ("), ")"
+    return minus(f"{np.mean(x):.1f}{lo}{runinfo.count_word(len(x))}{hi}")
+
+
 def jump_bullet(results: str) -> str:
     """The README's line on the generalisation task: what has finished, beside the paper's row."""
     rows = compare.load_results(os.path.join(results, "jump")).get(JUMP, {"rows": {}})["rows"]
@@ -882,13 +888,12 @@ def jump_bullet(results: str) -> str:
     for row, label, _ in JUMP_ROWS:
         if rows.get(row):
             x = [compare.last10(r["curve"]) for r in rows[row].values()]
-            seeds = runinfo.count_word(len(x))
-            done.append(f"{label.split(' (')[0]} {minus(f'{np.mean(x):.1f}')} ({seeds})")
+            done.append(f"{label.split(' (')[0]} {mean_and_range(x)}")
     status = "; ".join(done) if done else "nothing finished yet"
     units = [compare.last10(r["curve"]) for r in rows.get(compare.UNITS_ROW, {}).values()]
     diagnostic = (
         " A diagnostic of the official code's row, its TD3+BC update given the batch's actions in the actor's unit "
-        f"(not the code as written), returns {minus(f'{np.mean(units):.1f}')} ({runinfo.count_word(len(units))}) "
+        f"(not the code as written), returns {mean_and_range(units)} "
         "([docs/jump.md](docs/jump.md#a-diagnostic-the-official-codes-action-units))."
         if units
         else ""

@@ -228,6 +228,11 @@ def test_the_jump_page_sets_the_action_unit_diagnostic_beside_the_official_row_p
     assert "the official code −" in bullet and bullet.endswith(
         "returns 1234.5 (1 seed) ([docs/jump.md](docs/jump.md#a-diagnostic-the-official-codes-action-units))."
     )
+    # with 2 seeds: the mean and the range, named as one
+    shutil.copytree(jump / "official_orpo_units" / "seed1", jump / "official_orpo_units" / "seed2")
+    path = jump / "official_orpo_units" / "seed2" / "metrics.csv"
+    path.write_text(path.read_text().replace("1234.5", "2000.5"))
+    assert "returns 1617.5 [1234.5, 2000.5] (range, 2 seeds) (" in report.jump_bullet(str(results))
     shutil.rmtree(jump / "official_orpo_units")
     assert "diagnostic" not in report.jump_bullet(str(results))
 
