@@ -194,6 +194,9 @@ def test_the_jump_page_sets_the_action_unit_diagnostic_beside_the_official_row_p
     if not (jump / "official_orpo" / "seed1").is_dir():
         pytest.skip("no stored official-code seed 1 on halfcheetah-jump-hard to dress as the diagnostic")
     shutil.rmtree(jump / "official_orpo_units", ignore_errors=True)  # only the dressed one
+    for other in (jump / "official_orpo").glob("seed*"):  # and the official row's seed 1 alone beside it
+        if other.name != "seed1":
+            shutil.rmtree(other)
     assert "## A diagnostic" not in report.jump_page(str(results))  # no diagnostic run stored: no section
     shutil.copytree(jump / "official_orpo" / "seed1", jump / "official_orpo_units" / "seed1")
     path = jump / "official_orpo_units" / "seed1" / "metrics.csv"
