@@ -1177,7 +1177,8 @@ def jump_units(rows: dict, results: str) -> list[str]:
         "the same ensemble, settings, seeds and evaluation:",
         "",
         "```bash",
-        f"python benchmarks/compare.py --env {JUMP} --settings ours --rows orpo {units} --seeds 1 \\",
+        f"python benchmarks/compare.py --env {JUMP} --settings ours --rows orpo {units} --seeds "
+        f"{' '.join(map(str, sorted(rows[units])))} \\",
         "    --epochs 100 --runs-dir runs/jump --results results/jump --dynamics-cache runs/dynamics_cache \\",
         "    --peer-ensemble shared   # orpo: the seed's finished run whose ensemble it loads (not run again)",
         "```",

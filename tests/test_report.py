@@ -236,6 +236,7 @@ def test_the_jump_page_sets_the_action_unit_diagnostic_beside_the_official_row_p
     path = jump / "official_orpo_units" / "seed2" / "metrics.csv"
     path.write_text(path.read_text().replace("1234.5", "2000.5"))
     assert "returns 1617.5 [1234.5, 2000.5] (range, 2 seeds) (" in report.jump_bullet(str(results))
+    assert "--rows orpo official_orpo_units --seeds 1 2 \\\n" in report.jump_page(str(results))  # the seeds stored
     shutil.rmtree(jump / "official_orpo_units")
     assert "diagnostic" not in report.jump_bullet(str(results))
 
