@@ -9,7 +9,8 @@ the jump data's own policy). Each plays --episodes episodes with deterministic a
 seeds --seed, --seed + 1, ...; per episode: the return under the task's reward, the root height z (mean, max), the
 share of steps paying jump-hard's flip penalty (root angle > 1: −3 in place of the step's reward), the forward speed,
 and the control cost 0.1·‖a‖². The JSON is what docs/jump.md's "What the policies do" reads (benchmarks/report.py);
-the figure shows each policy's first episode, one row of frames per policy.
+the figure shows each policy's first episode, one row of frames per policy. --add plays more policies into an
+existing JSON (the runs of a later seed, say) and keeps what it held.
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ class Args:
     """the per-episode numbers (JSON)"""
     figure: str = ""
     """where to draw the strips (PNG); none when empty"""
+    add: bool = False
+    """keep the policies already in --out that are not played now (by label): a run whose policy.pt is gone keeps
+    its numbers; the JSON lists every invocation in `made_by`, each policy its own (`made_by`: the index)"""
 
 
 def load(spec: str, env, seed: int):
@@ -181,8 +185,15 @@ def main(args: Args) -> int:
     made = {"command": "python benchmarks/episodes.py " + " ".join(sys.argv[1:]), "time": time.strftime("%Y-%m-%d"),
             "device": plumbing.device_name(torch.device("cpu")), "task": args.task, "eval_env": args.eval_env,
             "seeds": [args.seed + e for e in range(args.episodes)]}  # fmt: skip
+    made["figure"] = args.figure or None
+    stored = read_json(args.out) if args.add and os.path.isfile(args.out) else {}
+    earlier = stored.get("made_by", [])
+    earlier = [earlier] if isinstance(earlier, dict) else earlier  # a file written before --add: one invocation
+    now = {r["label"] for r in rows}
+    kept = [{"made_by": 0, **p} for p in stored.get("policies", []) if p["label"] not in now]
+    rows = kept + [{**r, "made_by": len(earlier)} for r in rows]
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    write_json({"made_by": made, "policies": rows}, args.out)
+    write_json({"made_by": [*earlier, made], "policies": rows}, args.out)
     if args.figure:
         os.makedirs(os.path.dirname(os.path.abspath(args.figure)), exist_ok=True)
         draw(strips, args.figure)

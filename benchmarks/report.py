@@ -1136,6 +1136,8 @@ def jump_page(results: str) -> str:
         "    --peer-ensemble shared   # the official code's row rolls out in the seed's shared ensemble too",
         f"python benchmarks/episodes.py --policies random runs/jump/{JUMP}/td3bc/seed1/*/ ... \\",
         f"    --out results/jump/{JUMP}/episodes.json --figure docs/jump_episodes.png",
+        f"python benchmarks/episodes.py --add --policies runs/jump/{JUMP}/mopo/seed2/*/ ... \\",
+        f"    --out results/jump/{JUMP}/episodes.json   # a later seed's policies beside the stored ones",
         f"{COMMAND}                                  # this page",
         "```",
         "",
@@ -1238,13 +1240,14 @@ def jump_episodes(results: str) -> list[str]:
     made = runinfo.read_json(os.path.join(results, "jump", JUMP, "episodes.json"))
     if not made.get("policies"):
         return []
-    m = made["made_by"]
+    runs = made["made_by"] if isinstance(made["made_by"], list) else [made["made_by"]]  # episodes.py --add: several
+    by = "; then by ".join(f"`{m['command']}` ({m['time']}, {m['device']})" for m in runs)
+    seeds = " or ".join(", ".join(map(str, x)) for x in sorted({tuple(m["seeds"]) for m in runs}))
     lines = [
         "## What the policies do",
         "",
-        f"Made by `{m['command']}` ({m['time']}, {m['device']}): each policy's episodes (the runs' deterministic "
-        "actions; the random policy's uniform ones), "
-        f"reset seeds {', '.join(map(str, m['seeds']))}; means over them. z is the root's height above its start "
+        f"Made by {by}: each policy's episodes (the runs' deterministic actions; the random policy's uniform ones), "
+        f"reset seeds {seeds}; means over them. z is the root's height above its start "
         "(a jump lifts it), the flip share the steps paying jump-hard's −3 (root pitch above 1 rad: tipped over), the "
         "speed the forward velocity, the control cost 0.1·‖a‖² a step.",
         "",
@@ -1257,8 +1260,15 @@ def jump_episodes(results: str) -> list[str]:
         lines.append(f"| {p['label']} | {x['return']} | {x['z_mean']} | {x['z_max']} | {x['flip_share']} | "
                      f"{x['speed_mean']} | {x['control_cost_mean']} |")  # fmt: skip
     lines += ["", *episodes_reading(made["policies"])]
-    if os.path.isfile(os.path.join(ROOT, "docs", "jump_episodes.png")):
-        lines += ["", "Each policy's first episode, frames evenly spaced (drawn from MuJoCo's body positions):", "",
+    drew = [bool(m.get("figure") or "--figure" in m["command"]) for m in runs]
+    drawn = [p["label"] for p in made["policies"] if drew[p.get("made_by", 0)]]
+    which = (
+        "Each policy's first episode"
+        if len(drawn) == len(made["policies"])
+        else f"The first episode of {', '.join(drawn)} (the policies the figure's command played)"
+    )
+    if os.path.isfile(os.path.join(ROOT, "docs", "jump_episodes.png")) and drawn:
+        lines += ["", f"{which}, frames evenly spaced (drawn from MuJoCo's body positions):", "",
                   "![episodes](jump_episodes.png)"]  # fmt: skip
     return lines + [""]
 

@@ -44,7 +44,8 @@ def test_random_policy_numbers_match_a_replay_with_the_datas_reward(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-2000:]
     made = json.loads(out.read_text())
-    assert made["made_by"]["seeds"] == [3, 4] and made["made_by"]["task"] == "halfcheetah-jump-hard"
+    (inv,) = made["made_by"]  # one invocation
+    assert inv["seeds"] == [3, 4] and inv["task"] == "halfcheetah-jump-hard" and inv["figure"] is None
     (row,) = made["policies"]
     rng = np.random.default_rng(3)  # the random policy draws all its episodes from one generator, seeded --seed
     space = gym.make("HalfCheetah-v4").action_space
@@ -114,3 +115,26 @@ def test_bad_input_is_one_line(tmp_path, args, code, words):
     assert result.returncode == code, result.stderr
     assert words in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert not (tmp_path / "e.json").exists()
+
+
+def test_add_keeps_the_stored_policies_and_records_each_invocation(tmp_path):
+    """--add: a later seed's policies join the file; the ones stored before (whose policy.pt may be gone) stay, each
+    tagged with the invocation that played it; a file written before --add (one made_by) reads as one invocation."""
+    out = tmp_path / "e.json"
+    first = run_script("benchmarks/episodes.py", "--episodes", "1", "--out", str(out), cwd=str(tmp_path))
+    assert first.returncode == 0, first.stderr[-2000:]
+    made = json.loads(out.read_text())
+    made["made_by"] = made["made_by"][0]  # the format before --add: one invocation, policies untagged
+    del made["policies"][0]["made_by"]
+    out.write_text(json.dumps(made))
+    args = ("--episodes", "1", "--seed", "5", "--labels", "another", "--out", str(out))
+    again = run_script("benchmarks/episodes.py", "--add", *args, cwd=str(tmp_path))
+    assert again.returncode == 0, again.stderr[-2000:]
+    made = json.loads(out.read_text())
+    assert [(p["label"], p["made_by"]) for p in made["policies"]] == [("random (the data's policy)", 0), ("another", 1)]
+    assert [m["seeds"] for m in made["made_by"]] == [[0], [5]] and "--add" in made["made_by"][1]["command"]
+    # played again under the same label: replaced, not doubled; without --add the file holds this invocation alone
+    again = run_script("benchmarks/episodes.py", "--add", *args, cwd=str(tmp_path))
+    assert [p["label"] for p in json.loads(out.read_text())["policies"]] == ["random (the data's policy)", "another"]
+    alone = run_script("benchmarks/episodes.py", *args, cwd=str(tmp_path))
+    assert alone.returncode == 0 and [p["label"] for p in json.loads(out.read_text())["policies"]] == ["another"]

@@ -353,3 +353,24 @@ def test_the_jump_page_reads_the_policies_table():
     assert "in the paper: mopo seed 1 does not run; mopo seed 2 runs. " in reading
     assert "at most 0.020 of a learned policy's steps, against the random policy's 0.408." in reading
     assert report.episodes_reading([pol("random", 0.23, -0.06, 0.408)]) == []
+
+
+def test_the_policies_section_names_every_episodes_invocation_and_the_figures_policies(tmp_path):
+    """episodes.py --add: the section says each command that played policies, and the figure's caption names the
+    policies it shows when a later command added others (it drew none); an old one-invocation file reads as before."""
+    results = copy_results(tmp_path)
+    path = results / "jump" / report.JUMP / "episodes.json"
+    mean = {"return": 1.0, "z_mean": 0.1, "z_max": 0.2, "flip_share": 0.0, "speed_mean": 1.0, "control_cost_mean": 0.1}
+    inv = {"time": "t", "device": "d", "seeds": [0, 1]}
+    first, later = {**inv, "command": "cmd one --figure f.png"}, {**inv, "command": "cmd two --add", "figure": None}
+    rows = [{"label": "random", "policy": "random", "mean": mean}, {"label": "a seed 2", "policy": "x", "mean": mean}]
+    path.write_text(json.dumps({"made_by": first, "policies": rows[:1]}))
+    section = "\n".join(report.jump_episodes(str(results)))
+    assert (
+        "Made by `cmd one --figure f.png` (t, d): each" in section and "Each policy's first episode, frames" in section
+    )
+    path.write_text(json.dumps({"made_by": [first, later], "policies": [rows[0], {**rows[1], "made_by": 1}]}))
+    section = "\n".join(report.jump_episodes(str(results)))
+    assert "Made by `cmd one --figure f.png` (t, d); then by `cmd two --add` (t, d): each" in section
+    assert "| a seed 2 |" in section
+    assert "The first episode of random (the policies the figure's command played), frames" in section
