@@ -1115,13 +1115,13 @@ def jump_page(results: str) -> str:
             "",
             f"**Not complete.** Rows with fewer than 3 finished seeds: {'; '.join(missing)}. On a 2-core CPU one "
             "ensemble fit on these 1M transitions takes hours (45–100 s per fit epoch with 2 threads on an idle "
-            "machine, by the machine; 230 s on one free core, 500 s with other runs beside it"
+            "machine, by the machine; 75–230 s with 1 thread beside another run, 500 s with more beside it"
             f"{'; ' if under_way else ''}{', '.join(under_way)}) and a 100-epoch run 0.2–2 h by the row and the machine, and the machine "
             "these runs are made on does not always keep its files between working sessions of a few hours (shared "
             f"fits lost so far: {', '.join(lost) or 'none'}; the official code's own fit of seed 1 at epoch 18). Our "
             "rows resume; the official code cannot, so its row loads the seed's shared ensemble (compare.py "
-            "--peer-ensemble shared, peers.py --load-dynamics: its fit skipped, about an hour of policy epochs per seed "
-            "on this CPU). The model-based rows need a GPU session (an H200 fitted 27 epochs in 323 s) or a machine that "
+            "--peer-ensemble shared, peers.py --load-dynamics: its fit skipped, 0.4–1.1 h of policy epochs per seed "
+            "on these CPUs). The model-based rows need a GPU session (an H200 fitted 27 epochs in 323 s) or a machine that "
             "keeps its files; the same compare.py command continues them, and this page fills in as they finish.",
         ]
     lines += jump_units(rows, results)
