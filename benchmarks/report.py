@@ -1260,8 +1260,8 @@ def jump_episodes(results: str) -> list[str]:
         lines.append(f"| {p['label']} | {x['return']} | {x['z_mean']} | {x['z_max']} | {x['flip_share']} | "
                      f"{x['speed_mean']} | {x['control_cost_mean']} |")  # fmt: skip
     lines += ["", *episodes_reading(made["policies"])]
-    drew = [bool(m.get("figure") or "--figure" in m["command"]) for m in runs]
-    drawn = [p["label"] for p in made["policies"] if drew[p.get("made_by", 0)]]
+    drew = [i for i, m in enumerate(runs) if m.get("figure") or "--figure" in m["command"]]
+    drawn = [p["label"] for p in made["policies"] if drew and p.get("made_by", 0) == drew[-1]]  # the last drawing
     which = (
         "Each policy's first episode"
         if len(drawn) == len(made["policies"])

@@ -374,3 +374,7 @@ def test_the_policies_section_names_every_episodes_invocation_and_the_figures_po
     assert "Made by `cmd one --figure f.png` (t, d); then by `cmd two --add` (t, d): each" in section
     assert "| a seed 2 |" in section
     assert "The first episode of random (the policies the figure's command played), frames" in section
+    # a later command that draws the figure again replaces the drawing: the caption names its policies
+    later["figure"] = "docs/jump_episodes.png"
+    path.write_text(json.dumps({"made_by": [first, later], "policies": [rows[0], {**rows[1], "made_by": 1}]}))
+    assert "The first episode of a seed 2 (the policies" in "\n".join(report.jump_episodes(str(results)))
