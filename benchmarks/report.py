@@ -1003,11 +1003,15 @@ def jump_page(results: str) -> str:
     ensembles = runinfo.read_json(os.path.join(results, "jump", JUMP, "ensembles.json"))
     for seed, e in sorted((k, v) for k, v in ensembles.items() if k.startswith("seed")):
         used = jump_ensemble(rows, int(seed[4:]))
-        fit = "; ".join(f"epochs {p['epochs']} on {p['device'].split(' (')[0]}" for p in e.get("fit", []))
+        fit = "; ".join(
+            f"epochs {p['epochs']} on {p['device'].split(' (')[0]}"
+            + (", not converged yet (the fit continues from its saved state)" if "not converged" in p.get("status", "") else "")
+            for p in e.get("fit", [])
+        )
+        earlier = ", and what became of an earlier fit" if e.get("lost") else ""
         lines += [
             f"The shared ensemble of {seed.replace('seed', 'seed ')} (cache entry `{e.get('cache_key')}`): "
-            f"{used or fit} ([ensembles.json](../results/jump/{JUMP}/ensembles.json) says how it was fitted, and what "
-            "became of an earlier fit).",
+            f"{used or fit} ([ensembles.json](../results/jump/{JUMP}/ensembles.json) says how it was fitted{earlier}).",
             "",
         ]
     configs = [r["config"] for runs in rows.values() for r in runs.values() if r["config"].get("lambda_p") is not None]

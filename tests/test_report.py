@@ -255,6 +255,16 @@ def test_the_jump_page_says_how_far_an_unfinished_fit_has_come_from_ensembles_js
     path.write_text(json.dumps(lost))
     said = "shared fits lost so far: seed 1's at about epoch 60, seed 2's at epoch 156;"
     assert said in report.jump_page(str(results))
+    # a seed whose fit is under way and has no runs yet: the ensemble's line says so; "an earlier fit" only if one was lost
+    path.write_text(json.dumps({"seed9": {"cache_key": "k9", "fit": [fit | {"status": "not converged yet"}]}}))
+    page = " ".join(report.jump_page(str(results)).split())
+    line = page[page.index("The shared ensemble of seed 9") :].split(").", 1)[0]
+    assert "(cache entry `k9`): epochs 0- on a CPU, not converged yet (the fit continues from its saved state)" in line
+    assert "says how it was fitted" in line and "earlier fit" not in line
+    path.write_text(json.dumps({"seed9": {"cache_key": "k9", "fit": [fit | {"status": "x"}], "lost": [{"at": "1"}]}}))
+    page = " ".join(report.jump_page(str(results)).split())
+    line = page[page.index("The shared ensemble of seed 9") :].split(").", 1)[0]
+    assert "not converged" not in line and "says how it was fitted, and what became of an earlier fit" in line
 
 
 def test_the_jump_page_names_the_seeds_ensemble_from_the_runs_that_rolled_out_in_it(tmp_path):
