@@ -1005,7 +1005,11 @@ def jump_page(results: str) -> str:
         used = jump_ensemble(rows, int(seed[4:]))
         fit = "; ".join(
             f"epochs {p['epochs']} on {p['device'].split(' (')[0]}"
-            + (", not converged yet (the fit continues from its saved state)" if "not converged" in p.get("status", "") else "")
+            + (
+                ", not converged yet (the fit continues from its saved state)"
+                if "not converged" in p.get("status", "")
+                else ""
+            )
             for p in e.get("fit", [])
         )
         earlier = ", and what became of an earlier fit" if e.get("lost") else ""
