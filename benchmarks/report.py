@@ -932,11 +932,16 @@ def run_hours(runs: dict) -> str:
     )
 
 
+JUMP_DELTA = 500.0  # the equivalence margin of the jump contrasts, in raw return (the data's episodes: sd 440)
+
+
 def paired_line(a: str, b: str, diff: np.ndarray) -> str:
-    """A − B, last-10 returns paired by seed: the mean, with its 95 % Student-t interval from 2 seeds on."""
-    _, lo, hi = compare.verdict(diff, 500.0)
+    """A − B, last-10 returns paired by seed: the mean, its 95 % Student-t interval from 2 seeds on, and compare.py's
+    verdict against ±JUMP_DELTA (undecided below compare.MIN_SEEDS seeds)."""
+    v, lo, hi = compare.verdict(diff, JUMP_DELTA)
     ci = f"[{signed(lo)}, {signed(hi)}] (95 % Student-t, {len(diff)} seeds)" if len(diff) >= 2 else "(1 seed)"
-    return f"- {a} − {b}, last-10 return paired by seed: {signed(diff.mean())} {ci}."
+    few = f" (fewer than {compare.MIN_SEEDS} seeds)" if len(diff) < compare.MIN_SEEDS else ""
+    return f"- {a} − {b}, last-10 return paired by seed: {signed(diff.mean())} {ci}: **{v}**{few}."
 
 
 def jump_ensemble(rows: dict, seed: int) -> str:
@@ -1077,7 +1082,14 @@ def jump_page(results: str) -> str:
             + (" It standardises its observations on this task, so peers.py folds that scaling into the loaded "
                "ensemble ([peers.md](peers.md), \"Standardised observations\")." if folded else ""),
         ]  # fmt: skip
-    lines += [""]
+    lines += [
+        "",
+        f"Contrasts, with compare.py's verdict (an equivalence test with δ = {JUMP_DELTA:.0f} raw return, about one "
+        "standard deviation of the data's own episode returns): **agree** when the 95 % Student-t interval of the paired "
+        "difference lies within ±δ, **differ** when it excludes 0 and the mean exceeds δ, **undecided** otherwise or "
+        f"with fewer than {compare.MIN_SEEDS} seeds.",
+        "",
+    ]
     for a, b in (
         ("orpo", "mopo"),
         ("orpo_untrained", "mopo"),

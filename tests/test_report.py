@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 
+import numpy as np
 import pytest
 from conftest import ROOT, load_module
 
@@ -220,7 +221,10 @@ def test_the_jump_page_sets_the_action_unit_diagnostic_beside_the_official_row_p
     assert "| the official code, one action unit (the diagnostic) | 1 | 1: 1234.5 | 1: " in section
     assert f"| the official code, as written | 1 | 1: {report.minus(f'{official:.1f}')} | 1: " in section
     assert "threads) | 0.600 |" in section
-    assert f"as written, last-10 return paired by seed: {report.signed(1234.5 - official)} (1 seed)." in section
+    assert (
+        f"as written, last-10 return paired by seed: {report.signed(1234.5 - official)} (1 seed): **undecided** (fewer than 3 seeds)."
+        in section
+    )
     assert "the most there is" in section and "official_orpo_units" not in page[: page.index("## A diagnostic")]
     policy["mean"]["control_cost_mean"] = 0.3
     (jump / "episodes.json").write_text(json.dumps(episodes))
@@ -388,3 +392,15 @@ def test_the_policies_section_names_every_episodes_invocation_and_the_figures_po
     later["figure"] = "docs/jump_episodes.png"
     path.write_text(json.dumps({"made_by": [first, later], "policies": [rows[0], {**rows[1], "made_by": 1}]}))
     assert "The first episode of a seed 2 (the policies" in "\n".join(report.jump_episodes(str(results)))
+
+
+def test_a_jump_contrast_carries_compare_pys_verdict_from_3_seeds_on():
+    """The page's contrasts: compare.py's equivalence test against ±500 raw return, undecided below 3 seeds."""
+    line = report.paired_line("A", "B", np.array([1000.0, 1100.0, 1200.0]))
+    assert (
+        line
+        == "- A − B, last-10 return paired by seed: +1100.0 [+851.6, +1348.4] (95 % Student-t, 3 seeds): **differ**."
+    )
+    assert report.paired_line("A", "B", np.array([10.0, -10.0, 0.0])).endswith("3 seeds): **agree**.")
+    assert report.paired_line("A", "B", np.array([0.0, 900.0, 300.0])).endswith("3 seeds): **undecided**.")
+    assert report.paired_line("A", "B", np.array([1000.0, 1100.0])).endswith("**undecided** (fewer than 3 seeds).")
