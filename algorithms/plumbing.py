@@ -1022,7 +1022,7 @@ class _RunData:
                 print(f"dynamics: loaded from the cache {path} (fitted by {saved.get('fitted_by')})")
                 return metrics
             metrics = _checked_fit(fit, path[: -len(".pt")] + ".fit.pt", args.checkpoint_minutes, key,
-                                   lambda: self.signal is not None)  # fmt: skip
+                                   signalled=lambda: self.signal is not None)  # fmt: skip
             made = {"run_dir": os.path.abspath(self.dir), "device": device_name(self.device)}
             entry = {"model": model.state_dict(), "metrics": metrics, "rng": rng_state(), "key": key, "fitted_by": made}
             atomic_save(entry, path)

@@ -877,8 +877,8 @@ JUMP_READING = {
 
 def mean_and_range(x: list) -> str:
     """'3492.3 [3335.7, 3649.0] (range, 2 seeds)', or '5105.0 (1 seed)'."""
-    lo, hi = (f" [{min(x):.1f}, {max(x):.1f}] (range, " if len(x) > 1 else " ("), ")"
-    return minus(f"{np.mean(x):.1f}{lo}{runinfo.count_word(len(x))}{hi}")
+    spread = f" [{min(x):.1f}, {max(x):.1f}] (range, " if len(x) > 1 else " ("
+    return minus(f"{np.mean(x):.1f}{spread}{runinfo.count_word(len(x))})")
 
 
 def jump_bullet(results: str) -> str:
@@ -1086,7 +1086,7 @@ def jump_page(results: str) -> str:
         "",
         f"Contrasts, with compare.py's verdict (an equivalence test with δ = {JUMP_DELTA:.0f} raw return, about one "
         "standard deviation of the data's own episode returns): **agree** when the 95 % Student-t interval of the paired "
-        "difference lies within ±δ, **differ** when it excludes 0 and the mean exceeds δ, **undecided** otherwise or "
+        "difference lies within ±δ, **differ** when it excludes 0 and |mean| exceeds δ, **undecided** otherwise or "
         f"with fewer than {compare.MIN_SEEDS} seeds.",
         "",
     ]

@@ -135,6 +135,9 @@ def test_add_keeps_the_stored_policies_and_records_each_invocation(tmp_path):
     assert [m["seeds"] for m in made["made_by"]] == [[0], [5]] and "--add" in made["made_by"][1]["command"]
     # played again under the same label: replaced, not doubled; without --add the file holds this invocation alone
     again = run_script("benchmarks/episodes.py", "--add", *args, cwd=str(tmp_path))
-    assert [p["label"] for p in json.loads(out.read_text())["policies"]] == ["random (the data's policy)", "another"]
+    assert again.returncode == 0, again.stderr[-2000:]
+    made = json.loads(out.read_text())
+    assert [p["label"] for p in made["policies"]] == ["random (the data's policy)", "another"]
+    assert [p["made_by"] for p in made["policies"]] == [0, 2] and len(made["made_by"]) == 3
     alone = run_script("benchmarks/episodes.py", *args, cwd=str(tmp_path))
     assert alone.returncode == 0 and [p["label"] for p in json.loads(out.read_text())["policies"]] == ["another"]
