@@ -220,7 +220,7 @@ def test_the_jump_page_sets_the_action_unit_diagnostic_beside_the_official_row_p
     section = page[page.index("## A diagnostic") :]
     assert "| the official code, one action unit (the diagnostic) | 1 | 1: 1234.5 | 1: " in section
     assert f"| the official code, as written | 1 | 1: {report.minus(f'{official:.1f}')} | 1: " in section
-    assert "threads) | 0.600 |" in section
+    assert "threads) | 1: 0.600 |" in section and "one action unit (the diagnostic) | 1 | 1: 1234.5 | 1: " in section
     assert (
         f"as written, last-10 return paired by seed: {report.signed(1234.5 - official)} (1 seed): **undecided** (fewer than 3 seeds)."
         in section
@@ -229,7 +229,7 @@ def test_the_jump_page_sets_the_action_unit_diagnostic_beside_the_official_row_p
     policy["mean"]["control_cost_mean"] = 0.3
     (jump / "episodes.json").write_text(json.dumps(episodes))
     page = report.jump_page(str(results))
-    assert "pays a control cost of 0.300 a step." in page and "the most there is" not in page
+    assert "pay a control cost of 0.300 (seed 1) a step." in page and "the most there is" not in page
     # the README's line names the diagnostic's own runs, after the rows of the comparison
     bullet = report.jump_bullet(str(results))
     assert "the official code −" in bullet and bullet.endswith(
@@ -240,7 +240,17 @@ def test_the_jump_page_sets_the_action_unit_diagnostic_beside_the_official_row_p
     path = jump / "official_orpo_units" / "seed2" / "metrics.csv"
     path.write_text(path.read_text().replace("1234.5", "2000.5"))
     assert "returns 1617.5 [1234.5, 2000.5] (range, 2 seeds) (" in report.jump_bullet(str(results))
-    assert "--rows orpo official_orpo_units --seeds 1 2 \\\n" in report.jump_page(str(results))  # the seeds stored
+    page = report.jump_page(str(results))
+    assert "--rows orpo official_orpo_units --seeds 1 2 \\\n" in page  # the seeds stored
+    # each seed's policy's control cost, for the seeds whose runs the table shows (episodes.json may hold more)
+    episodes["policies"] = [p for p in episodes["policies"] if not p["label"].startswith("official_orpo_units")]
+    for seed, c in ((1, 0.08), (2, 0.125), (7, 0.9)):
+        episodes["policies"].append(
+            {**policy, "label": f"official_orpo_units seed {seed}", "mean": {**policy["mean"], "control_cost_mean": c}}
+        )
+    (jump / "episodes.json").write_text(json.dumps(episodes))
+    page = report.jump_page(str(results))
+    assert "(the diagnostic) | 2 | 1: 1234.5, 2: 2000.5 |" in page and "| 1: 0.080, 2: 0.125 |" in page
     shutil.rmtree(jump / "official_orpo_units")
     assert "diagnostic" not in report.jump_bullet(str(results))
 
