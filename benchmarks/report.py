@@ -890,6 +890,24 @@ def jump_bullet(results: str) -> str:
             x = [compare.last10(r["curve"]) for r in rows[row].values()]
             done.append(f"{label.split(' (')[0]} {mean_and_range(x)}")
     status = "; ".join(done) if done else "nothing finished yet"
+    complete = all(len(rows.get(row, {})) >= compare.MIN_SEEDS for row, _, _ in JUMP_ROWS)
+    contrasts = ""
+    if complete:  # the method's two contrasts, paired by seed, with compare.py's verdict
+        last10 = {r: {k: compare.last10(v["curve"]) for k, v in rows[r].items()} for r, _, _ in JUMP_ROWS}
+        said = []
+        for a, b, name in (
+            ("orpo", "mopo", "ORPO (π^o trained) − MOPO"),
+            ("orpo", "orpo_untrained", "π^o trained − untrained"),
+        ):
+            common = sorted(set(last10[a]) & set(last10[b]))
+            diff = np.array([last10[a][k] - last10[b][k] for k in common])
+            v, lo, hi = compare.verdict(diff, JUMP_DELTA)
+            said.append(f"{name} {signed(diff.mean())} [{signed(lo)}, {signed(hi)}]: **{v}**")
+        contrasts = (
+            f" Paired by seed (95 % Student-t, {len(common)} seeds, verdict at δ = {JUMP_DELTA:.0f}): "
+            + "; ".join(said)
+            + "."
+        )
     units = [compare.last10(r["curve"]) for r in rows.get(compare.UNITS_ROW, {}).values()]
     diagnostic = (
         " A diagnostic of the official code's row, its TD3+BC update given the batch's actions in the actor's unit "
@@ -899,9 +917,11 @@ def jump_bullet(results: str) -> str:
         else ""
     )
     return (
-        "- **halfcheetah-jump-hard, the paper's generalisation task (in progress, [docs/jump.md](docs/jump.md))**: "
-        f"1M transitions, 100 epochs, raw last-10 return so far: {status}. The paper (5 seeds): TD3+BC −2484.4, MOPO "
-        f"−1881.8, ORPO 4867.9.{diagnostic}"
+        "- **halfcheetah-jump-hard, the paper's generalisation task ("
+        + ("" if complete else "in progress, ")
+        + "[docs/jump.md](docs/jump.md))**: "
+        f"1M transitions, 100 epochs, raw last-10 return{'' if complete else ' so far'}: {status}. The paper (5 "
+        f"seeds): TD3+BC −2484.4, MOPO −1881.8, ORPO 4867.9.{contrasts}{diagnostic}"
     )
 
 

@@ -414,3 +414,34 @@ def test_a_jump_contrast_carries_compare_pys_verdict_from_3_seeds_on():
     assert report.paired_line("A", "B", np.array([10.0, -10.0, 0.0])).endswith("3 seeds): **agree**.")
     assert report.paired_line("A", "B", np.array([0.0, 900.0, 300.0])).endswith("3 seeds): **undecided**.")
     assert report.paired_line("A", "B", np.array([1000.0, 1100.0])).endswith("**undecided** (fewer than 3 seeds).")
+
+
+def test_the_readme_jump_line_gives_the_methods_contrasts_once_every_row_has_3_seeds(tmp_path):
+    """Before every row has 3 seeds the line says "in progress" and gives no contrast; after, it drops that and gives
+    ORPO − MOPO and π^o trained − untrained paired by seed, with compare.py's verdict."""
+    results = copy_results(tmp_path)
+    jump = results / "jump" / report.JUMP
+    levels = {"orpo": (5000, 5100, 5200), "mopo": (3500, 3550, 3650), "orpo_untrained": (5000, 5110, 5190)}
+    for row, _, _ in report.JUMP_ROWS:
+        stored = sorted(jump.glob(f"{row}/seed*"))
+        for seed in (1, 2, 3):
+            if not (jump / row / f"seed{seed}").is_dir():
+                shutil.copytree(stored[0], jump / row / f"seed{seed}")
+        if row in levels:
+            for seed, level in zip((1, 2, 3), levels[row]):
+                path = jump / row / f"seed{seed}" / "metrics.csv"
+                with open(path) as f:
+                    rows = list(csv.DictReader(f))
+                for r in rows:
+                    r["eval/return"] = str(float(level)) if r.get("eval/return") else r.get("eval/return")
+                with open(path, "w", newline="") as f:
+                    writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+                    writer.writeheader()
+                    writer.writerows(rows)
+    bullet = report.jump_bullet(str(results))
+    assert "in progress" not in bullet and "so far" not in bullet
+    assert "Paired by seed (95 % Student-t, 3 seeds, verdict at δ = 500): ORPO (π^o trained) − MOPO +1533.3 [" in bullet
+    assert "]: **differ**; π^o trained − untrained +0.0 [" in bullet and bullet.count("**agree**") == 1
+    shutil.rmtree(jump / "official_orpo" / "seed3")  # one row short of 3 seeds: in progress again, no contrast
+    bullet = report.jump_bullet(str(results))
+    assert "(in progress, " in bullet and "so far" in bullet and "Paired by seed" not in bullet
