@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
+from scipy.stats import t as student_t
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
@@ -955,6 +956,17 @@ def run_hours(runs: dict) -> str:
 JUMP_DELTA = 500.0  # the equivalence margin of the jump contrasts, in raw return (the data's episodes: sd 440)
 
 
+def welch_interval(x: np.ndarray, mean: float, std: float, n: int) -> tuple[float, float]:
+    """95 % Welch interval of mean(x) − a published mean ± std over n seeds: both rows are estimates, so the paper's
+    spread widens the interval as much as ours does (Welch–Satterthwaite degrees of freedom)."""
+    a, b = x.var(ddof=1) / len(x), std**2 / n
+    if a + b == 0:
+        return float(x.mean() - mean), float(x.mean() - mean)
+    df = (a + b) ** 2 / (a**2 / (len(x) - 1) + b**2 / (n - 1))
+    half = student_t.ppf(0.975, df) * np.sqrt(a + b)
+    return float(x.mean() - mean - half), float(x.mean() - mean + half)
+
+
 def paired_line(a: str, b: str, diff: np.ndarray) -> str:
     """A − B, last-10 returns paired by seed: the mean, its 95 % Student-t interval from 2 seeds on, and compare.py's
     verdict against ±JUMP_DELTA (undecided below compare.MIN_SEEDS seeds)."""
@@ -1127,12 +1139,15 @@ def jump_page(results: str) -> str:
             continue
         mean, std = paper[column_name]
         lo, hi = runinfo.t_interval(x)
-        inside = lo <= mean <= hi
+        d, (dlo, dhi) = x.mean() - mean, welch_interval(x, mean, std, 5)
+        inside = dlo <= 0 <= dhi
         lines += [
             "",
             f"**{label}: {'consistent with' if inside else 'does not reproduce'} the paper's row.** Ours "
-            f"{minus(f'{x.mean():.1f}')}, 95 % Student-t {rng(lo, hi)} over {len(x)} seeds; the paper's mean "
-            f"{minus(f'{mean:.1f}')} (± {std:.1f}, 5 seeds) lies {'inside' if inside else 'outside'} it."
+            f"{minus(f'{x.mean():.1f}')}, 95 % Student-t {rng(lo, hi)} over {len(x)} seeds; the paper's "
+            f"{minus(f'{mean:.1f}')} ± {std:.1f} (5 seeds). Ours − the paper's: {signed(d)}, 95 % Welch interval "
+            f"[{signed(dlo)}, {signed(dhi)}] (the paper's ± read as the standard deviation of its 5 seeds), which "
+            f"{'contains' if inside else 'excludes'} 0."
             + (JUMP_READING.get(row, "") + reading_checked(results, row) if not inside else ""),
         ]
     missing = [lbl for r, lbl, _ in JUMP_ROWS if len(rows.get(r, {})) < 3]

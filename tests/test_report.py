@@ -9,6 +9,7 @@ import shutil
 
 import numpy as np
 import pytest
+from scipy import stats
 from conftest import ROOT, load_module
 
 report = load_module("benchmarks/report.py", "report_under_test")
@@ -445,3 +446,34 @@ def test_the_readme_jump_line_gives_the_methods_contrasts_once_every_row_has_3_s
     shutil.rmtree(jump / "official_orpo" / "seed3")  # one row short of 3 seeds: in progress again, no contrast
     bullet = report.jump_bullet(str(results))
     assert "(in progress, " in bullet and "so far" in bullet and "Paired by seed" not in bullet
+
+
+def test_a_jump_row_is_held_against_the_papers_row_by_welchs_interval(tmp_path):
+    """Both rows are estimates: ours − the paper's 95 % Welch interval, the paper's ± read as the sd of 5 seeds
+    (scipy's Welch test on a 5-value sample with that mean and sd gives the same interval). A row whose seeds sit
+    tightly near the paper's mean is consistent with it even where the paper's mean falls outside our own interval."""
+    x = np.array([5100.0, 5150.0, 5200.0])
+    paper = np.array([-1.0, -0.5, 0.0, 0.5, 1.0])
+    paper = 4867.9 + 381.6 * paper / paper.std(ddof=1)
+    ci = stats.ttest_ind(x, paper, equal_var=False).confidence_interval()
+    assert np.allclose(report.welch_interval(x, 4867.9, 381.6, 5), (ci.low, ci.high))
+    results = copy_results(tmp_path)
+    jump = results / "jump" / report.JUMP
+    stored = sorted(jump.glob("orpo/seed*"))
+    for seed, level in zip((1, 2, 3), x):
+        if not (jump / "orpo" / f"seed{seed}").is_dir():
+            shutil.copytree(stored[0], jump / "orpo" / f"seed{seed}")
+        path = jump / "orpo" / f"seed{seed}" / "metrics.csv"
+        with open(path) as f:
+            rows = list(csv.DictReader(f))
+        for r in rows:
+            r["eval/return"] = str(level) if r.get("eval/return") else r.get("eval/return")
+        with open(path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    page = " ".join(report.jump_page(str(results)).split())
+    lo, hi = report.runinfo.t_interval(x)
+    assert lo > 4867.9  # the paper's mean lies outside our own interval, yet:
+    assert "**ORPO, π^o trained (ours: the paper's method): consistent with the paper's row.** Ours 5150.0" in page
+    assert "Ours − the paper's: +282.1, 95 % Welch interval [" in page and "which contains 0." in page
