@@ -1006,6 +1006,33 @@ def jump_ensemble(rows: dict, seed: int) -> str:
     return f"{said}**not shared**: " + "; ".join(f"{' and '.join(v)} in `{k}`" for k, v in files.items())
 
 
+def jump_dips(rows: dict, attrs: dict, after: int = 10) -> list[str]:
+    """Our runs whose evaluation fell below the data's own mean episode return (a random policy's) after epoch
+    `after`, when the early epochs are past: a last-10 score does not show a run that collapsed and came back."""
+    floor = attrs.get("episode_return_mean")
+    if floor is None:
+        return []
+    said = []
+    for row, label, _ in JUMP_ROWS:
+        if row.startswith("official"):  # the official code's row stays below the data throughout
+            continue
+        for seed, run in sorted(rows.get(row, {}).items()):
+            low = [(e, r) for e, r in run["curve"] if e > after and r < floor]
+            if low:
+                e_min, r_min = min(low, key=lambda x: x[1])
+                last = compare.last10(run["curve"])
+                said.append(
+                    f"{label.split(' (')[0]} seed {seed}: {len(low)} evaluations in epochs {low[0][0]}–{low[-1][0]}, "
+                    f"the lowest {minus(f'{r_min:.1f}')} at epoch {e_min}; its last-10 "
+                    f"{minus(f'{last:.1f}')}"
+                )
+    head = f"Runs of ours whose evaluation fell below the data's own mean return ({minus(f'{floor:.1f}')}) after epoch {after}"
+    return [
+        "",
+        head + (": " + "; ".join(said) + " (the curves: [jump_curves.md](jump_curves.md))." if said else ": none."),
+    ]
+
+
 def jump_page(results: str) -> str:
     """docs/jump.md: the paper's generalisation table on halfcheetah-jump-hard, from results/jump/."""
     data = compare.load_results(os.path.join(results, "jump")).get(JUMP, {"rows": {}, "dataset": {}})
@@ -1150,6 +1177,7 @@ def jump_page(results: str) -> str:
             f"{'contains' if inside else 'excludes'} 0."
             + (JUMP_READING.get(row, "") + reading_checked(results, row) if not inside else ""),
         ]
+    lines += jump_dips(rows, attrs)
     missing = [lbl for r, lbl, _ in JUMP_ROWS if len(rows.get(r, {})) < 3]
     if missing:
         # how far the fits under way have come (ensembles.json: each fit's best-member holdout MSE by epoch)

@@ -258,6 +258,9 @@ def test_the_jump_page_sets_the_action_unit_diagnostic_beside_the_official_row_p
 
 def test_the_jump_page_says_how_far_an_unfinished_fit_has_come_from_ensembles_json(tmp_path):
     results = copy_results(tmp_path)
+    for seed_dir in (results / "jump" / report.JUMP / "official_orpo").glob("seed*"):  # a row short of 3 seeds
+        if seed_dir.name != "seed1":
+            shutil.rmtree(seed_dir)
     path = results / "jump" / report.JUMP / "ensembles.json"
     fit = {"epochs": "0-", "device": "a CPU", "best_member_holdout_mse": {"1": 0.5, "80": 0.1, "9": 0.2}}
     path.write_text(json.dumps({"seed1": {"cache_key": "k", "fit": [fit | {"status": "not converged yet"}]}}))
@@ -477,3 +480,19 @@ def test_a_jump_row_is_held_against_the_papers_row_by_welchs_interval(tmp_path):
     assert lo > 4867.9  # the paper's mean lies outside our own interval, yet:
     assert "**ORPO, π^o trained (ours: the paper's method): consistent with the paper's row.** Ours 5150.0" in page
     assert "Ours − the paper's: +282.1, 95 % Welch interval [" in page and "which contains 0." in page
+
+
+def test_the_jump_page_names_our_runs_that_fell_below_the_data_after_the_early_epochs():
+    """A last-10 score hides a run that collapsed mid-way and came back: the page lists our runs' evaluations below the
+    data's mean return after epoch 10 (not the early ones, not the official code's row, which stays below)."""
+    curve = [(1, -5000.0), (5, 100.0), (11, -3000.0), (12, -2500.0), (20, 100.0)]
+    rows = {"orpo": {1: {"curve": curve}}, "mopo": {1: {"curve": [(1, -9000.0), (11, 50.0)]}}}
+    rows["official_orpo"] = {1: {"curve": [(11, -9000.0)]}}
+    lines = report.jump_dips(rows, {"episode_return_mean": -2000.0})
+    assert lines[-1] == (
+        "Runs of ours whose evaluation fell below the data's own mean return (−2000.0) after epoch 10: ORPO, π^o "
+        "trained seed 1: 2 evaluations in epochs 11–12, the lowest −3000.0 at epoch 11; its last-10 −2060.0 (the "
+        "curves: [jump_curves.md](jump_curves.md))."
+    )
+    assert report.jump_dips({"mopo": rows["mopo"]}, {"episode_return_mean": -2000.0})[-1].endswith("epoch 10: none.")
+    assert report.jump_dips(rows, {}) == []
