@@ -900,15 +900,10 @@ def jump_bullet(results: str) -> str:
             ("orpo", "mopo", "ORPO (π^o trained) − MOPO"),
             ("orpo", "orpo_untrained", "π^o trained − untrained"),
         ):
-            common = sorted(set(last10[a]) & set(last10[b]))
-            diff = np.array([last10[a][k] - last10[b][k] for k in common])
+            diff = paired_diff(last10, a, b)
             v, lo, hi = compare.verdict(diff, JUMP_DELTA)
-            said.append(f"{name} {signed(diff.mean())} [{signed(lo)}, {signed(hi)}]: **{v}**")
-        contrasts = (
-            f" Paired by seed (95 % Student-t, {len(common)} seeds, verdict at δ = {JUMP_DELTA:.0f}): "
-            + "; ".join(said)
-            + "."
-        )
+            said.append(f"{name} {signed(diff.mean())} [{signed(lo)}, {signed(hi)}] ({len(diff)} seeds): **{v}**")
+        contrasts = f" Paired by seed (95 % Student-t, verdict at δ = {JUMP_DELTA:.0f}): " + "; ".join(said) + "."
     units = [compare.last10(r["curve"]) for r in rows.get(compare.UNITS_ROW, {}).values()]
     diagnostic = (
         " A diagnostic of the official code's row, its TD3+BC update given the batch's actions in the actor's unit "
@@ -965,6 +960,12 @@ def welch_interval(x: np.ndarray, mean: float, std: float, n: int) -> tuple[floa
     df = (a + b) ** 2 / (a**2 / (len(x) - 1) + b**2 / (n - 1))
     half = student_t.ppf(0.975, df) * np.sqrt(a + b)
     return float(x.mean() - mean - half), float(x.mean() - mean + half)
+
+
+def paired_diff(last10: dict, a: str, b: str) -> np.ndarray:
+    """Row a's last-10 return minus row b's, seed by seed, over the seeds both have ({row: {seed: last-10}})."""
+    common = sorted(set(last10.get(a, {})) & set(last10.get(b, {})))
+    return np.array([last10[a][k] - last10[b][k] for k in common])
 
 
 def paired_line(a: str, b: str, diff: np.ndarray) -> str:
@@ -1155,11 +1156,10 @@ def jump_page(results: str) -> str:
         ("orpo", "orpo_untrained"),
         ("orpo_untrained", "official_orpo"),
     ):
-        common = sorted(set(stats.get(a, {})) & set(stats.get(b, {})))
-        if not common:
-            continue
-        name = dict((r, lbl.split(" (")[0]) for r, lbl, _ in JUMP_ROWS)
-        lines.append(paired_line(name[a], name[b], np.array([stats[a][k] - stats[b][k] for k in common])))
+        diff = paired_diff(stats, a, b)
+        if len(diff):
+            name = dict((r, lbl.split(" (")[0]) for r, lbl, _ in JUMP_ROWS)
+            lines.append(paired_line(name[a], name[b], diff))
     for row, label, column_name in JUMP_ROWS:  # a row of ≥ 3 seeds against the paper's: reproduced or a finding
         x = np.array(list(stats.get(row, {}).values()))
         if len(x) < 3 or column_name not in paper:
@@ -1241,7 +1241,7 @@ def jump_units(rows: dict, results: str) -> list[str]:
         row, _, seed = p["label"].rpartition(" seed ")
         if seed.isdigit() and int(seed) in rows.get(row, {}):  # the seeds whose runs the table shows
             cost.setdefault(row, {})[int(seed)] = p["mean"]["control_cost_mean"]
-    costs = lambda row: ", ".join(f"{c:.3f} (seed {s})" for s, c in sorted(cost[row].items()))  # noqa: E731
+    cells = {row: ", ".join(f"{s}: {c:.3f}" for s, c in sorted(by.items())) for row, by in cost.items()}
     names = {
         "official_orpo": "the official code, as written",
         units: "the official code, one action unit (the diagnostic)",
@@ -1257,7 +1257,7 @@ def jump_units(rows: dict, results: str) -> list[str]:
         "row's result: the actor maximises Q(s, a) over a third of the range the critic was fitted on, so wherever "
         "the critic prefers an action beyond ±1/3 of the env's range the actor is pushed to its bound"
         + (
-            f"; its policies pay a control cost of {costs('official_orpo')} a step"
+            f"; its policies pay a control cost a step of {cells['official_orpo']} (by seed)"
             + (
                 ", near the most there is (0.1·6: every action component at ±1)"
                 if min(cost["official_orpo"].values()) > 0.55
@@ -1285,19 +1285,13 @@ def jump_units(rows: dict, results: str) -> list[str]:
         x, runs = last10.get(row, {}), rows.get(row, {})
         per = ", ".join(f"{seed}: {minus(f'{v:.1f}')}" for seed, v in x.items()) or "—"
         hours = run_hours(runs)
-        c = (
-            f" {', '.join(f'{s}: {v:.3f}' for s, v in sorted(cost[row].items()))} |"
-            if row in cost
-            else " — |"
-            if cost
-            else ""
-        )
+        c = f" {cells.get(row, '—')} |" if cost else ""
         lines.append(f"| {name} | {len(x)} | {per} | {hours or '—'} |{c}")
     lines.append("")
     for a, b in ((units, "official_orpo"), ("orpo_untrained", units)):
-        common = sorted(set(last10.get(a, {})) & set(last10.get(b, {})))
-        if common:
-            lines.append(paired_line(names[a], names[b], np.array([last10[a][k] - last10[b][k] for k in common])))
+        diff = paired_diff(last10, a, b)
+        if len(diff):
+            lines.append(paired_line(names[a], names[b], diff))
     return lines
 
 

@@ -230,7 +230,7 @@ def test_the_jump_page_sets_the_action_unit_diagnostic_beside_the_official_row_p
     policy["mean"]["control_cost_mean"] = 0.3
     (jump / "episodes.json").write_text(json.dumps(episodes))
     page = report.jump_page(str(results))
-    assert "pay a control cost of 0.300 (seed 1) a step." in page and "the most there is" not in page
+    assert "pay a control cost a step of 1: 0.300 (by seed)." in page and "the most there is" not in page
     # the README's line names the diagnostic's own runs, after the rows of the comparison
     bullet = report.jump_bullet(str(results))
     assert "the official code −" in bullet and bullet.endswith(
@@ -444,8 +444,9 @@ def test_the_readme_jump_line_gives_the_methods_contrasts_once_every_row_has_3_s
                     writer.writerows(rows)
     bullet = report.jump_bullet(str(results))
     assert "in progress" not in bullet and "so far" not in bullet
-    assert "Paired by seed (95 % Student-t, 3 seeds, verdict at δ = 500): ORPO (π^o trained) − MOPO +1533.3 [" in bullet
-    assert "]: **differ**; π^o trained − untrained +0.0 [" in bullet and bullet.count("**agree**") == 1
+    assert "Paired by seed (95 % Student-t, verdict at δ = 500): ORPO (π^o trained) − MOPO +1533.3 [" in bullet
+    assert "] (3 seeds): **differ**; π^o trained − untrained +0.0 [" in bullet
+    assert bullet.count("] (3 seeds): **agree**") == 1
     shutil.rmtree(jump / "official_orpo" / "seed3")  # one row short of 3 seeds: in progress again, no contrast
     bullet = report.jump_bullet(str(results))
     assert "(in progress, " in bullet and "so far" in bullet and "Paired by seed" not in bullet
