@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 
 sys.path[:0] = [os.path.dirname(os.path.abspath(__file__))] if __package__ else []  # python -m algorithms.mopo
 try:
-    from plumbing import Run, RunArgs, Task, UserError, check_memory, cli, gradient_steps, model_eval
+    from plumbing import Run, RunArgs, Task, UserError, check_memory, cli, gradient_steps
 except ImportError as e:  # this file's run plumbing: copy both files
     sys.exit(f"error: {e}; copy this project's algorithms/plumbing.py beside {os.path.basename(__file__)}")
 
@@ -165,9 +165,9 @@ def apply_presets(args: Args, task: "Task") -> tuple[Args, str]:
         rollout_length=h_p,
         normalize_obs=args.policy == "td3bc" and task.domain not in ("hopper", "walker2d"),
     )
-    for field, value in defaults.items():
-        if getattr(args, field) is None:
-            setattr(args, field, value)
+    for name, value in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     return args, source + (" (paper literal)" if args.paper_literal else "")
 
 
@@ -434,6 +434,26 @@ def rollout(dynamics, policy: Callable, start_obs: torch.Tensor, horizon: int, t
     out = {k: torch.cat([s[k] for s in steps]) for k in steps[0]}
     out["first_act"], out["nonfinite"] = torch.cat(first_act), nonfinite
     return out
+
+
+@torch.no_grad()
+def model_eval(
+    dynamics, terminal: Callable, uncertainty: str, gamma: float, device, actor: Callable, first_obs: np.ndarray, envs
+) -> dict:
+    """η_M̂(π) and ε_u(π) (Fig. 6): the deterministic policy's discounted return and mean u in the model MDP, from the
+    real evaluation episodes' first states (main binds its model with partial)."""
+    horizon = envs.envs[0].spec.max_episode_steps or 1000
+    obs = torch.as_tensor(first_obs, dtype=torch.float32, device=device)
+    alive = torch.ones(len(obs), dtype=torch.bool, device=device)
+    ret = torch.zeros(len(obs), device=device)
+    u_sum, steps = torch.zeros((), device=device), torch.zeros((), device=device)
+    for t in range(horizon):
+        obs, rew, u = dynamics.step(obs, actor(obs), uncertainty)
+        ret += torch.where(alive, gamma**t * rew, 0.0)
+        u_sum, steps = u_sum + torch.where(alive, u, 0.0).sum(), steps + alive.sum()
+        alive &= ~terminal(obs)
+        obs = torch.nan_to_num(obs)  # an ended, diverged row must not poison the batch
+    return {"eval/model_return": ret.mean().item(), "eval/model_uncertainty": (u_sum / steps.clamp(min=1)).item()}
 
 
 # --- end ---

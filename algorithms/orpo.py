@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Callable, Literal, Optional
 
@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 
 sys.path[:0] = [os.path.dirname(os.path.abspath(__file__))] if __package__ else []  # python -m algorithms.orpo
 try:
-    from plumbing import Run, RunArgs, Task, UserError, check_memory, cli, gradient_steps, model_eval, safe_load
+    from plumbing import Run, RunArgs, Task, UserError, check_memory, cli, gradient_steps, safe_load
 except ImportError as e:  # this file's run plumbing: copy both files
     sys.exit(f"error: {e}; copy this project's algorithms/plumbing.py beside {os.path.basename(__file__)}")
 
@@ -41,7 +41,7 @@ class Args(RunArgs):  # the data and run flags (--env, --seed, --runs-dir, ...) 
     members' next-state means (what the authors' runs used), mixture_var/std the appendix's mixture formula"""
     rollout_length: Optional[int] = None
     """h^p, rollout horizon of the output policy π^p (default: the dataset preset)"""
-    rollout_length_o: Optional[int] = None
+    rollout_length_o: Optional[int] = field(default=None, metadata={"range": "[1, inf)"})
     """h^o, rollout horizon of the rollout policy π^o (default: the dataset preset)"""
     rollout_batch_size: int = 50000
     """start states drawn from D for each epoch's rollouts (b in Algorithm 2)"""
@@ -49,10 +49,10 @@ class Args(RunArgs):  # the data and run flags (--env, --seed, --runs-dir, ...) 
     """model buffers keep this many epochs of rollouts (ring buffers)"""
     real_ratio: Optional[float] = None
     """share of real transitions D in π^p's batch (default: the dataset preset; the official --real-ratio-final)"""
-    output_rollout_ratio: Optional[float] = None
+    output_rollout_ratio: Optional[float] = field(default=None, metadata={"range": "[0, 1]"})
     """share of π^p's own rollouts D^p_πp in π^p's batch; π^o's relabelled rollouts D^p_πo get the rest (default: the
     dataset preset; the official --final-policy-rollout-ratio-final)"""
-    real_ratio_o: float = 0.05
+    real_ratio_o: float = field(default=0.05, metadata={"range": "[0, 1]"})
     """fraction of real transitions in π^o's batches (the rest from D^o)"""
     paper_literal: bool = False
     """the presets read the paper's text literally where the authors' code differs: u is the table's type
@@ -64,9 +64,11 @@ class Args(RunArgs):  # the data and run flags (--env, --seed, --runs-dir, ...) 
     """π^o: trained optimistic SAC (ORPO as written); `untrained`: the same SAC actor at its random initialisation,
     sampled, never updated (what the official code ran); RQ2's uniform random actions, a CVAE of D's actions, or a
     fixed SAC"""
-    rollout_policy_path: Optional[str] = None
+    rollout_policy_path: Optional[str] = field(
+        default=None, metadata={"path": "an ORPO run directory or its checkpoint.pt", "directory": True}
+    )
     """for `--rollout-policy fixed`: an earlier ORPO run directory (or its checkpoint.pt) whose π^o is used"""
-    cvae_steps: int = 20000
+    cvae_steps: int = field(default=20000, metadata={"range": "[0, inf)"})
     """for `--rollout-policy cvae`: gradient steps of the conditional VAE, trained on D at the start"""
     output_algo: Literal["td3bc", "sac"] = "td3bc"
     """optimiser of the output policy π^p; `sac` is the paper's "ORPO (SAC)" baseline"""
@@ -150,6 +152,17 @@ class Args(RunArgs):  # the data and run flags (--env, --seed, --runs-dir, ...) 
     eval_episodes: int = 10
     """episodes per evaluation, run as one vectorised environment"""
 
+    def problems(self) -> list[str]:  # ORPO's flags that act only together, checked with all flags (plumbing)
+        rules = [
+            ((self.rollout_policy == "fixed") == (self.rollout_policy_path is None), "--rollout-policy fixed and "
+             "--rollout-policy-path RUN_DIR (an earlier ORPO run) go together"),
+            (not self.pessimism and self.lambda_p not in (None, 0), "--no-pessimism labels π^p's data with λp = 0: "
+             f"drop --lambda-p {self.lambda_p} or --no-pessimism"),
+            ((self.real_ratio or 0) + (self.output_rollout_ratio or 0) > 1 + 1e-9, f"--real-ratio {self.real_ratio} + "
+             f"--output-rollout-ratio {self.output_rollout_ratio} exceed 1 (π^o's rollouts get the rest)"),
+        ]  # fmt: skip
+        return [why for broken, why in rules if broken]
+
 
 # Per-dataset presets, the paper's "Tuned hyper-parameters" table (MOPO columns give λp, the
 # uncertainty type and h^p; ORPO's give λo and h^o). The authors' ORPO runner never passes its uncertainty flag, so
@@ -204,9 +217,9 @@ def apply_presets(args: Args, task: "Task") -> tuple[Args, str]:
         output_rollout_ratio=output_share,
         normalize_obs=task.domain not in ("hopper", "walker2d"),
     )
-    for field, value in defaults.items():
-        if getattr(args, field) is None:
-            setattr(args, field, value)
+    for name, value in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     return args, source + (" (paper literal)" if args.paper_literal else "")
 
 
@@ -537,6 +550,26 @@ def rollout(dynamics, policy: Callable, start_obs: torch.Tensor, horizon: int, t
     out = {k: torch.cat([s[k] for s in steps]) for k in steps[0]}
     out["first_act"], out["nonfinite"] = torch.cat(first_act), nonfinite
     return out
+
+
+@torch.no_grad()
+def model_eval(
+    dynamics, terminal: Callable, uncertainty: str, gamma: float, device, actor: Callable, first_obs: np.ndarray, envs
+) -> dict:
+    """η_M̂(π) and ε_u(π) (Fig. 6): the deterministic policy's discounted return and mean u in the model MDP, from the
+    real evaluation episodes' first states (main binds its model with partial)."""
+    horizon = envs.envs[0].spec.max_episode_steps or 1000
+    obs = torch.as_tensor(first_obs, dtype=torch.float32, device=device)
+    alive = torch.ones(len(obs), dtype=torch.bool, device=device)
+    ret = torch.zeros(len(obs), device=device)
+    u_sum, steps = torch.zeros((), device=device), torch.zeros((), device=device)
+    for t in range(horizon):
+        obs, rew, u = dynamics.step(obs, actor(obs), uncertainty)
+        ret += torch.where(alive, gamma**t * rew, 0.0)
+        u_sum, steps = u_sum + torch.where(alive, u, 0.0).sum(), steps + alive.sum()
+        alive &= ~terminal(obs)
+        obs = torch.nan_to_num(obs)  # an ended, diverged row must not poison the batch
+    return {"eval/model_return": ret.mean().item(), "eval/model_uncertainty": (u_sum / steps.clamp(min=1)).item()}
 
 
 # --- end ---

@@ -12,15 +12,17 @@ this one to use that method in your own project. A method's `main` reads:
         ... metrics |= run.evaluate(policy); run.log(metrics); run.checkpoint_due() and run.save_checkpoint()
     return run.finish(actor)               # policy.pt and summary.json
 and `cli(main, Args)` turns every error into one line and a non-zero exit. That is the surface the method files use,
-`__all__`: Run (and the methods above), RunArgs, Task, UserError, check_memory, cli, gradient_steps, model_eval and
-safe_load. The scripts beside them (benchmarks/, datasets/, toy/) and the tests reach the parts below by name too: the
+`__all__`: Run (and the methods above), RunArgs, Task, UserError, check_memory, cli, gradient_steps and safe_load
+(what is method, such as the model's evaluation η_M̂(π), stays in the method files' shared blocks). The scripts beside them (benchmarks/, datasets/, toy/) and the tests reach the parts below by name too: the
 data (resolve_task, load_transitions), evaluation, flags (parse_args, check_args, help_text) and files (write_json,
 atomic_save).
 
 A new flag is a field of the file's `Args` with a docstring under it (--help shows a field without one too, by its
 name, type and default). A numeric flag is range-checked before anything runs when it declares its interval beside
 it, `x: float = field(default=0.5, metadata={"range": "[0, 1]"})` ("[" and "]" include the bound, "(" and ")" do
-not), or when its name is in RANGES below; any other number is only checked to be finite.
+not), or when its name is in RANGES below; any other number is only checked to be finite. A flag naming a file says
+what to pass, metadata={"path": "a run's policy.pt"} (and "directory": True where a folder will do), and the rules
+that tie a method's flags together are its `Args.problems()`, a list of one-line problems (orpo.py has one).
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ import tyro
 from torch.utils.tensorboard import SummaryWriter
 from tqdm.auto import tqdm
 
-__all__ = ["Run", "RunArgs", "Task", "UserError", "check_memory", "cli", "gradient_steps", "model_eval", "safe_load"]
+__all__ = ["Run", "RunArgs", "Task", "UserError", "check_memory", "cli", "gradient_steps", "safe_load"]
 
 
 class UserError(Exception):
@@ -336,26 +338,6 @@ def eval_metrics(task: Task, returns: np.ndarray) -> dict[str, float]:
     return metrics
 
 
-@torch.no_grad()
-def model_eval(
-    dynamics, terminal: Callable, uncertainty: str, gamma: float, device, actor: Callable, first_obs: np.ndarray, envs
-) -> dict:
-    """η_M̂(π) and ε_u(π) (Fig. 6): the deterministic policy's discounted return and mean u in the model MDP, from the
-    real evaluation episodes' first states. A file binds its model with partial(model_eval, dynamics, ...)."""
-    horizon = envs.envs[0].spec.max_episode_steps or 1000
-    obs = torch.as_tensor(first_obs, dtype=torch.float32, device=device)
-    alive = torch.ones(len(obs), dtype=torch.bool, device=device)
-    ret = torch.zeros(len(obs), device=device)
-    u_sum, steps = torch.zeros((), device=device), torch.zeros((), device=device)
-    for t in range(horizon):
-        obs, rew, u = dynamics.step(obs, actor(obs), uncertainty)
-        ret += torch.where(alive, gamma**t * rew, 0.0)
-        u_sum, steps = u_sum + torch.where(alive, u, 0.0).sum(), steps + alive.sum()
-        alive &= ~terminal(obs)
-        obs = torch.nan_to_num(obs)  # an ended, diverged row must not poison the batch
-    return {"eval/model_return": ret.mean().item(), "eval/model_uncertainty": (u_sum / steps.clamp(min=1)).item()}
-
-
 # --------------------------------------------------------------------------------------------------------------- flags
 @dataclass
 class RunArgs:
@@ -408,11 +390,11 @@ class RunArgs:
 RANGES = (
     "[1, inf) threads epochs sac_lr_horizon steps_per_epoch batch_size eval_every eval_episodes checkpoint_every num_ensemble num_elites "
     "dynamics_batch_size dynamics_max_epochs dynamics_patience dynamics_max_holdout rollout_batch_size "
-    "model_retain_epochs rollout_length rollout_length_o policy_freq stop_after_epochs",
+    "model_retain_epochs rollout_length policy_freq stop_after_epochs",
     "(0, inf) actor_lr critic_lr dynamics_lr sac_actor_lr sac_critic_lr sac_alpha_lr checkpoint_minutes",
-    "[0, inf) lambda_p lambda_o exploration_noise policy_noise noise_clip alpha cvae_steps",
+    "[0, inf) lambda_p lambda_o exploration_noise policy_noise noise_clip alpha",
     "[0, 4294967296) seed",  # numpy's seed range
-    "[0, 1] real_ratio real_ratio_o output_rollout_ratio gamma tau",
+    "[0, 1] real_ratio gamma tau",
     "(0, 1) dynamics_holdout_ratio",
 )
 
@@ -423,27 +405,17 @@ def outside(value: float, interval: str) -> bool:
     return not above or not (value <= high if interval[-1] == "]" else value < high)
 
 
-# flags that act only together: (a flag only the files with the rule have, broken(args), the problem)
+# flags of the model-based files that act only together: (a flag only those files have, broken(args), the problem)
 CONFLICTS = (
     ("num_elites", lambda a: a.num_elites > a.num_ensemble, "--num-elites {a.num_elites} exceeds --num-ensemble"),
     ("uncertainty", lambda a: a.num_ensemble == 1 and a.uncertainty in ("ensemble_var", "ensemble_std"), "--uncertainty "
      "{a.uncertainty} is the members' disagreement, 0 with --num-ensemble 1 (λ would do nothing): use 2+ members or "
      "max_aleatoric"),
-    ("rollout_policy_path", lambda a: (a.rollout_policy == "fixed") == (a.rollout_policy_path is None), "--rollout-"
-     "policy fixed and --rollout-policy-path RUN_DIR (an earlier ORPO run) go together"),
     ("dynamics_cache", lambda a: a.dynamics_cache is not None and a.load_dynamics_path is not None, "--load-dynamics-"
      "path and --dynamics-cache both name the ensemble to use: pass one"),
-    ("pessimism", lambda a: not a.pessimism and a.lambda_p not in (None, 0), "--no-pessimism labels π^p's data with "
-     "λp = 0: drop --lambda-p {a.lambda_p} or --no-pessimism"),
-    ("output_rollout_ratio", lambda a: (a.real_ratio or 0) + (a.output_rollout_ratio or 0) > 1 + 1e-9, "--real-ratio "
-     "{a.real_ratio} + --output-rollout-ratio {a.output_rollout_ratio} exceed 1 (π^o's rollouts get the rest)"),
 )  # fmt: skip
-# flags naming a file (or a run directory): (flag, what to pass, a directory will do)
-PATHS = (
-    ("dataset_path", "a D4RL-layout HDF5 file", False),
-    ("load_dynamics_path", "a run's dynamics.pt", False),
-    ("rollout_policy_path", "an ORPO run directory or its checkpoint.pt", True),
-)
+# flags naming a file: (flag, what to pass); a method's own say so beside them (module docstring)
+PATHS = (("dataset_path", "a D4RL-layout HDF5 file"), ("load_dynamics_path", "a run's dynamics.pt"))
 
 
 def check_args(args) -> None:
@@ -463,7 +435,13 @@ def check_args(args) -> None:
                 if (declared or name in names) and outside(value, f"{low} {high}"):
                     problems.append(f"{flag} {value}: must lie in {low} {high}")
     problems += [why.format(a=args) for guard, broken, why in CONFLICTS if hasattr(args, guard) and broken(args)]
-    for name, what, dir_ok in PATHS:
+    problems += args.problems() if hasattr(args, "problems") else []  # the method's own rules, beside its flags
+    own = [
+        (f.name, f.metadata["path"], f.metadata.get("directory", False))
+        for f in fields.values()
+        if "path" in f.metadata
+    ]
+    for name, what, dir_ok in [(name, what, False) for name, what in PATHS] + own:
         path = getattr(args, name, None)
         if path is not None and not (os.path.isfile(path) or dir_ok and os.path.isdir(path)):
             found = "is a directory" if os.path.isdir(path) else "no such file or directory"

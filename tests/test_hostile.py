@@ -52,6 +52,10 @@ def tiny_run(script, data_dir, tmp_path, *extra, epochs="2"):
         (["--no-pessimism", "--lambda-p", "5"], "--no-pessimism labels π^p's data with λp = 0"),
         (["--rollout-policy-path", "."], "--rollout-policy fixed and --rollout-policy-path"),
         (["--rollout-policy", "fixed"], "--rollout-policy fixed and --rollout-policy-path"),
+        (
+            ["--rollout-policy", "fixed", "--rollout-policy-path", "nowhere"],
+            "--rollout-policy-path nowhere: no such file",
+        ),
         (["--seed", "-1"], "--seed -1: must lie in [0, 4294967296)"),
         (["--exp-name", "../../escape"], "--exp-name '../../escape': must be a plain name"),
         (["--dataset-path", "."], "--dataset-path .: is a directory"),
@@ -65,6 +69,14 @@ def test_conflicting_and_unparsable_flags_are_one_line_exit_2(flags, expected, t
     line = one_line(run_script("algorithms/orpo.py", *flags, cwd=str(tmp_path)), 2)
     assert expected in line, line
     assert not (tmp_path / "runs").exists() and not (tmp_path.parent / "escape").exists()
+
+
+def test_a_fixed_rollout_policy_may_name_a_run_directory(orpo, tmp_path):
+    import plumbing
+
+    plumbing.check_args(orpo.Args(rollout_policy="fixed", rollout_policy_path=str(tmp_path)))  # the field says so
+    with pytest.raises(plumbing.UsageError, match="is a directory; pass a D4RL-layout HDF5 file"):
+        plumbing.check_args(orpo.Args(dataset_path=str(tmp_path)))  # a plain PATHS entry does not
 
 
 def test_the_config_records_what_ran_without_pessimism(orpo):

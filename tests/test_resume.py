@@ -241,10 +241,21 @@ MODEL_FLAGS = [
     "0",
 ]
 
+ORPO_FLAGS = [
+    "--rollout-length-o",
+    "0",
+    "--real-ratio-o",
+    "1.5",
+    "--output-rollout-ratio",
+    "-0.1",
+    "--cvae-steps",
+    "-1",
+]
+
 
 @pytest.mark.parametrize("script", ["orpo", "mopo", "oroo", "mbpo", "td3bc"])
 def test_bad_flags_are_one_line_each_exit_2_and_leave_nothing(script, tmp_path):
-    flags = BAD_FLAGS + (MODEL_FLAGS if script != "td3bc" else [])
+    flags = BAD_FLAGS + (MODEL_FLAGS if script != "td3bc" else []) + (ORPO_FLAGS if script == "orpo" else [])
     if script in ("mbpo", "oroo", "td3bc"):
         flags = [f for i, f in enumerate(flags) if "--lambda-p" not in flags[max(0, i - 1) : i + 1]]
     result = run_script(f"algorithms/{script}.py", "--env", "nope-v9", *flags, cwd=str(tmp_path))
