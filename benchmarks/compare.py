@@ -57,14 +57,14 @@ from dataclasses import dataclass
 from typing import Literal, Optional
 
 import numpy as np
-from scipy.stats import t as student_t
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import peers  # noqa: E402  (the peers' settings and sources)
 import toolbox  # noqa: E402  (the scripts' one error type, flags and command line)
 from toolbox import UsageError, replace_atomically, unwritable_folder, write_json, write_text  # noqa: E402
-import runinfo  # noqa: E402  (intervals over seeds and the runs' provenance, as budget.py and report.py show them)
+import runinfo  # noqa: E402  (the runs' provenance, as budget.py and report.py show them)
+import stats  # noqa: E402  (every interval and verdict, on scipy)
 
 # row: (kind, script or peer name, extra flags, label)
 # a diagnostic on halfcheetah-jump-hard, not a row of the comparison: the official code with its TD3+BC update's action
@@ -89,7 +89,7 @@ PAIRS = [("mopo", "kit_mopo"), ("orpo_untrained", "official_orpo")]  # ours vs t
 # official code never trains π^o)
 CONTRASTS = [("orpo", "orpo_untrained"), ("orpo", "mopo"), ("orpo_untrained", "mopo")]
 # a pair's verdict needs this many common seeds (the comparison's minimum): over 2, a t interval is 12.7 standard errors wide
-MIN_SEEDS = 3
+MIN_SEEDS = stats.MIN_SEEDS
 # The dataset settings both sides of a pair take (--settings), by the pair's peer row: our flag -> the peer's run-script
 # flag. u (None) goes through peers.py --uncertainty-mode: neither run script hands one to its ensemble.
 PAIR_SETTINGS = {
@@ -747,25 +747,7 @@ def diagnostics(ours: dict, theirs: dict, fitted: dict, min_relative: float) -> 
     return [f"In the pipeline's order ({', '.join(DIAGNOSTIC_ORDER)}), {found}.", "", *lines, ""]
 
 
-def verdict(diff: np.ndarray, delta: float) -> tuple[str, float, float]:
-    """(verdict, lo, hi) of a pair from d = ours − theirs, the last-10 scores paired by seed: an equivalence test of
-    mean d's 95 % Student-t interval [lo, hi] against the margin δ. `agree`: inside ±δ; `differ`: excludes 0 and
-    |mean d| > δ (a difference, and one larger than δ); `undecided`: neither, or fewer than MIN_SEEDS seeds. A t
-    interval, not the bootstrap: over 3 seeds a percentile bootstrap lies within the seeds' range and covers far less
-    than 95 %, which would call too much agreement."""
-    n = len(diff)
-    if n < 2:
-        return "undecided", float("nan"), float("nan")
-    mean = float(diff.mean())
-    half = student_t.ppf(0.975, n - 1) * diff.std(ddof=1) / np.sqrt(n)
-    lo, hi = mean - half, mean + half
-    if n < MIN_SEEDS:
-        return "undecided", lo, hi
-    if -delta <= lo and hi <= delta:
-        return "agree", lo, hi
-    if (lo > 0 or hi < 0) and abs(mean) > delta:
-        return "differ", lo, hi
-    return "undecided", lo, hi
+verdict = stats.verdict  # the equivalence test of a pair (stats.py): agree, differ or undecided at ±δ
 
 
 def settings_of(peer_row: str, run: dict, side: str) -> dict:
@@ -813,7 +795,7 @@ def row_stats(runs: dict) -> dict:
         "x": x,
         "mean": float(x.mean()),
         "range": tuple(float(v) for v in runinfo.seed_range(x)),
-        "t": runinfo.t_interval(x),
+        "t": stats.t_interval(x),
         "epochs": epochs,
         "ys": ys,
         "final": float(np.mean([r["curve"][-1][1] for r in runs.values()])),
@@ -880,7 +862,7 @@ def report(args: Args, made_by: Optional[str] = None, figure: bool = True) -> st
     made_by = made_by or (
         f"Made by `python benchmarks/compare.py --report-only --results {os.path.relpath(args.results)}`."
     )
-    t3 = student_t.ppf(0.975, MIN_SEEDS - 1) / np.sqrt(MIN_SEEDS)
+    t3 = stats.t_half_width(MIN_SEEDS)
     lines = [
         "# Learning curves beside the authors' code",
         "",

@@ -27,13 +27,13 @@ from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
-from scipy.stats import t as student_t
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import budget  # noqa: E402
 import compare  # noqa: E402
 import runinfo  # noqa: E402
+import stats  # noqa: E402
 from runinfo import minus, sci, signed  # noqa: E402
 import toolbox  # noqa: E402  (the scripts' one error type, flags and command line)
 
@@ -951,17 +951,6 @@ def run_hours(runs: dict) -> str:
 JUMP_DELTA = 500.0  # the equivalence margin of the jump contrasts, in raw return (the data's episodes: sd 440)
 
 
-def welch_interval(x: np.ndarray, mean: float, std: float, n: int) -> tuple[float, float]:
-    """95 % Welch interval of mean(x) − a published mean ± std over n seeds: both rows are estimates, so the paper's
-    spread widens the interval as much as ours does (Welch–Satterthwaite degrees of freedom)."""
-    a, b = x.var(ddof=1) / len(x), std**2 / n
-    if a + b == 0:
-        return float(x.mean() - mean), float(x.mean() - mean)
-    df = (a + b) ** 2 / (a**2 / (len(x) - 1) + b**2 / (n - 1))
-    half = student_t.ppf(0.975, df) * np.sqrt(a + b)
-    return float(x.mean() - mean - half), float(x.mean() - mean + half)
-
-
 def paired_diff(last10: dict, a: str, b: str) -> np.ndarray:
     """Row a's last-10 return minus row b's, seed by seed, over the seeds both have ({row: {seed: last-10}})."""
     common = sorted(set(last10.get(a, {})) & set(last10.get(b, {})))
@@ -1103,7 +1092,7 @@ def jump_page(results: str) -> str:
         "| hours per run (machine, torch threads) |",
         "|---|---|---|---|---|---|",
     ]
-    stats = {}
+    per_row = {}
     for row, label, column_name in JUMP_ROWS:
         mean, std = paper.get(column_name, (float("nan"), float("nan")))
         runs = rows.get(row, {})
@@ -1111,7 +1100,7 @@ def jump_page(results: str) -> str:
             lines.append(f"| {label} | {minus(f'{mean:.1f} ± {std:.1f}')} | 0 | not finished yet | — | — |")
             continue
         x = np.array([compare.last10(r["curve"]) for r in runs.values()])
-        stats[row] = dict(zip(runs, x))
+        per_row[row] = dict(zip(runs, x))
         per = ", ".join(f"{seed}: {minus(f'{v:.1f}')}" for seed, v in zip(runs, x))
         spread = f" {rng(x.min(), x.max())}" if len(x) >= 2 else " (1 seed)"
         hours = run_hours(runs)
@@ -1119,7 +1108,7 @@ def jump_page(results: str) -> str:
             f"| {label} | {minus(f'{mean:.1f} ± {std:.1f}')} | {len(x)} | {per} | {minus(f'{x.mean():.1f}')}{spread} "
             f"| {hours} |"
         )
-    if stats:
+    if per_row:
         lines += [
             "",
             'The hours are wall time on a shared machine, not speed ("incl. fit": the run also fitted its seed\'s shared '
@@ -1156,17 +1145,17 @@ def jump_page(results: str) -> str:
         ("orpo", "orpo_untrained"),
         ("orpo_untrained", "official_orpo"),
     ):
-        diff = paired_diff(stats, a, b)
+        diff = paired_diff(per_row, a, b)
         if len(diff):
             name = dict((r, lbl.split(" (")[0]) for r, lbl, _ in JUMP_ROWS)
             lines.append(paired_line(name[a], name[b], diff))
     for row, label, column_name in JUMP_ROWS:  # a row of ≥ 3 seeds against the paper's: reproduced or a finding
-        x = np.array(list(stats.get(row, {}).values()))
+        x = np.array(list(per_row.get(row, {}).values()))
         if len(x) < 3 or column_name not in paper:
             continue
         mean, std = paper[column_name]
-        lo, hi = runinfo.t_interval(x)
-        d, (dlo, dhi) = x.mean() - mean, welch_interval(x, mean, std, 5)
+        lo, hi = stats.t_interval(x)
+        d, (dlo, dhi) = x.mean() - mean, stats.welch(x, mean, std, 5)
         inside = dlo <= 0 <= dhi
         lines += [
             "",

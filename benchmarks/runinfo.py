@@ -2,8 +2,8 @@
 
 Shared by the report parts of benchmarks/compare.py and benchmarks/budget.py and by benchmarks/report.py.
 
-Intervals. A row's spread over seeds is its range ([min, max] over n seeds) or a 95 % Student-t interval of the mean
-(mean ± t(0.975, n−1)·sd/√n); a percentile bootstrap over 3 seeds is exactly the range, so none is drawn.
+Spreads. A row's spread over seeds is its range ([min, max] over n seeds) or a 95 % Student-t interval of the mean
+(benchmarks/stats.py); a percentile bootstrap over 3 seeds is exactly the range, so none is drawn.
 
 Provenance. A run made by the algorithm files records, in config.json, `_command` (its argv) and `_git_revision`, and
 in summary.json `device_name`, `torch_threads` and `invocations` (one entry per start or resume: start_epoch,
@@ -19,21 +19,11 @@ import re
 from typing import Optional
 
 import numpy as np
-from scipy.stats import t as student_t
 
 PROVENANCE = "provenance.json"
 
 
-# ---------------------------------------------------------------- intervals
-def t_interval(x) -> tuple[float, float]:
-    """95 % Student-t interval of the mean of x (nan, nan with fewer than 2 values)."""
-    x = np.asarray(x, dtype=float)
-    if len(x) < 2:
-        return float("nan"), float("nan")
-    half = student_t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x))
-    return float(x.mean() - half), float(x.mean() + half)
-
-
+# ---------------------------------------------------------------- spreads and numbers in prose
 def seed_range(x) -> tuple:
     """[min, max] over seeds (axis 0)."""
     x = np.asarray(x, dtype=float)

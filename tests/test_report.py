@@ -462,7 +462,7 @@ def test_a_jump_row_is_held_against_the_papers_row_by_welchs_interval(tmp_path):
     paper = np.array([-1.0, -0.5, 0.0, 0.5, 1.0])
     paper = 4867.9 + 381.6 * paper / paper.std(ddof=1)
     ci = stats.ttest_ind(x, paper, equal_var=False).confidence_interval()
-    assert np.allclose(report.welch_interval(x, 4867.9, 381.6, 5), (ci.low, ci.high))
+    assert np.allclose(report.stats.welch(x, 4867.9, 381.6, 5), (ci.low, ci.high))
     results = copy_results(tmp_path)
     jump = results / "jump" / report.JUMP
     for extra in jump.glob("orpo/seed[4-9]"):  # the stored later seeds: this case is about seeds 1-3
@@ -481,7 +481,7 @@ def test_a_jump_row_is_held_against_the_papers_row_by_welchs_interval(tmp_path):
             writer.writeheader()
             writer.writerows(rows)
     page = " ".join(report.jump_page(str(results)).split())
-    lo, hi = report.runinfo.t_interval(x)
+    lo, hi = report.stats.t_interval(x)
     assert lo > 4867.9  # the paper's mean lies outside our own interval, yet:
     assert "**ORPO, π^o trained (ours: the paper's method): consistent with the paper's row.** Ours 5150.0" in page
     assert "Ours − the paper's: +282.1, 95 % Welch interval [" in page and "which contains 0." in page

@@ -108,16 +108,13 @@ def test_roll_returns_the_real_envs_episode_returns():
     assert rw.upper_right_share(states[:, 1:]) == pytest.approx(np.mean(states[:, 1:].reshape(-1, 2).min(1) > 1.5))
 
 
-def test_bootstrap_interval_is_the_percentile_interval_of_resampled_means():
-    assert rw.bootstrap_ci([4.0, 4.0, 4.0]) == (4.0, 4.0)
-    # one 10 among five 0s: a resample mean is 2·(number of 10s drawn); P(≥ 3 draws) = 5.8 %, P(≥ 4) = 0.7 %,
-    # so the 97.5th percentile is 6 and the 2.5th is 0
-    assert rw.bootstrap_ci([0.0, 0.0, 0.0, 0.0, 10.0]) == (0.0, 6.0)
-    # many seeds: the resampled mean is close to normal, so the interval is mean ± 1.96·σ/√n (90 % would be ± 1.64)
-    v = np.arange(20.0)
-    half = 1.96 * v.std() / np.sqrt(len(v))
-    lo, hi = rw.bootstrap_ci(v)
-    assert lo == pytest.approx(v.mean() - half, abs=0.2) and hi == pytest.approx(v.mean() + half, abs=0.2)
+def test_the_toys_interval_is_the_shared_bootstrap(monkeypatch):
+    """aggregate's ci95 is benchmarks/stats.py's bootstrap (tests/test_stats.py holds it against scipy's)."""
+    rows = [dict(algo="orpo", u="max_aleatoric", lambda_p=100.0, seed=s, avg_return=r, share_upper_right=0.0,
+                 train_seconds=1.0) for s, r in ((1, 0.0), (2, 0.0), (3, 0.0), (4, 0.0), (5, 10.0))]  # fmt: skip
+    entry = rw.aggregate(rows)["orpo|max_aleatoric|100"]
+    assert tuple(entry["ci95"]) == rw.stats.bootstrap([0.0, 0.0, 0.0, 0.0, 10.0]) == (0.0, 6.0)
+    assert entry["mean"] == 2.0 and entry["per_seed"] == [0.0, 0.0, 0.0, 0.0, 10.0]
 
 
 def test_orpo_beats_mopo_only_with_disjoint_intervals():

@@ -41,6 +41,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))  # the scripts' toolbox; it puts algorithms/ on the path
 import toolbox  # noqa: E402
 import plumbing  # noqa: E402
+import stats  # noqa: E402  (benchmarks/stats.py: the bootstrap interval)
 
 ENV_ID = "RiskWorld-v0"
 BOUND = 3.0  # the state space is [-BOUND, BOUND]²
@@ -809,15 +810,6 @@ def start_worker(job: Job) -> tuple[int, subprocess.Popen]:
 
 
 # ---------------------------------------------------------------------------------------------- statistics
-def bootstrap_ci(values, n_boot: int = 10_000, seed: int = 0) -> tuple[float, float]:
-    """95 % percentile bootstrap interval of the mean over seeds (resampling seeds with replacement)."""
-    v = np.asarray(values, dtype=np.float64)
-    if len(v) < 2:
-        return float(v.mean()), float(v.mean())
-    means = v[np.random.default_rng(seed).integers(len(v), size=(n_boot, len(v)))].mean(1)
-    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
-
-
 def aggregate(rows: list[dict]) -> dict:
     """Per (algorithm, u, λp): mean return over seeds, its 95 % bootstrap interval, per-seed values, corner shares."""
     groups: dict[tuple, list[dict]] = {}
@@ -827,7 +819,7 @@ def aggregate(rows: list[dict]) -> dict:
     for (algo, u, lp), rs in sorted(groups.items()):
         rs = sorted(rs, key=lambda r: r["seed"])
         returns = [r["avg_return"] for r in rs]
-        lo, hi = bootstrap_ci(returns)
+        lo, hi = stats.bootstrap(returns)  # benchmarks/stats.py: scipy's percentile bootstrap
         out[f"{algo}|{u}|{lp:g}"] = {
             "algo": algo,
             "u": u,
