@@ -4,18 +4,16 @@
     python benchmarks/report.py --check     # regenerate into a temporary folder; name the pages that differ (exit 1)
 
 Pages: docs/compare.md, docs/compare_shares.md and docs/jump_curves.md (benchmarks/compare.py's report), docs/budget.md
-(benchmarks/budget.py's), and from the Jinja2 templates in benchmarks/templates/: docs/claim.md, docs/jump.md,
-docs/results.md, the results block of README.md and the "Results" section of docs/toy.md, with the figures. This file
-computes every number once from the stored runs (the `*_numbers` functions) and checks every relation a template
-states between them (below, contains 0, in every seed): when the runs no longer bear a sentence out, it stops and names
-it. The prose lives in the templates: a template's paragraph may span lines (they are joined, then wrapped at 120);
-tables, headings and code blocks stay as written. No results page is edited by hand: add or change runs in results/
-(or a template), then run this.
+(benchmarks/budget.py's), and, from the Jinja2 templates in benchmarks/templates/, docs/claim.md, docs/jump.md,
+docs/results.md, the results block of README.md and the "Results" block of docs/toy.md; with their figures. This file
+computes every number once from the stored runs (numbers, budget_numbers, toy_numbers, jump_numbers); the templates
+hold the prose, one paragraph a line (wrapped here at 120), and check with holds() each relation a sentence states
+between numbers (below, contains 0, in every seed): when the runs no longer bear a sentence out, the report stops and
+names it. No results page is edited by hand: add runs to results/ (or edit a template), then run this.
 
-Reads: results/compare/, results/compare_shares/, results/jump/ (benchmarks/compare.py's --results), results/budget/
-(benchmarks/budget.py's), results/toy_{paper,reduced,phase}/results.json (toy/riskworld.py's), the paper's numbers
-from benchmarks/paper_scores.csv and the H100 checks in results/gpu/. tests/test_report.py regenerates every page into
-a temporary folder and compares it with the committed one.
+Reads results/compare/, compare_shares/, jump/ (benchmarks/compare.py's --results), budget/ (benchmarks/budget.py's),
+toy_{paper,reduced,phase}/results.json (toy/riskworld.py's), gpu/ (the H100 checks) and benchmarks/paper_scores.csv.
+tests/test_report.py regenerates every page into a temporary folder and compares it with the committed one.
 """
 
 import csv
@@ -173,9 +171,11 @@ def reflow(text: str, width: int | None = 120) -> str:
 
 
 def render(template: str, width: int | None = 120, **context) -> str:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined, extensions=["jinja2.ext.do"],
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)  # fmt: skip
     env.filters.update(FILTERS)
+    env.globals.update(holds=holds)
+    env.tests.update(startingwith=str.startswith)
     return reflow(env.get_template(template).render(COMMAND=COMMAND, MED=MED, REP=REP, **context), width)
 
 
@@ -221,156 +221,93 @@ def budget_of(data: dict) -> dict:
 
 
 def numbers(results: str) -> dict:
-    """Everything the claim page, docs/results.md and the README's block say, from the stored runs."""
-    C = compare.summarize(os.path.join(results, "compare"))
-    S = compare.summarize(os.path.join(results, "compare_shares"))
-    holds(MED in C and REP in C and REP in S, "results/compare holds both datasets, results/compare_shares "
-          "medium-replay")  # fmt: skip
-    bud = budget_of(C)
-    holds(bud["lr_annealed_over_run"], "every run of ours annealed its SAC actor LR over its own epochs")
-    lrs = {(runinfo.lr_at(r["metrics"], int(r["config"]["epochs"]) - 10), runinfo.lr_at(r["metrics"],
-           int(r["config"]["epochs"]))) for e in C.values() for r in e["runs"]["orpo"].values()}  # fmt: skip
+    """Everything the claim page, docs/results.md and the README's block say, from the stored runs (the templates
+    check the relations their sentences state)."""
+    C, S = (compare.summarize(os.path.join(results, name)) for name in ("compare", "compare_shares"))
+    holds(MED in C and REP in C and REP in S, "results/compare holds both datasets, compare_shares medium-replay")
+    orpo = [r for e in C.values() for r in e["runs"]["orpo"].values()]
+    lrs = {tuple(runinfo.lr_at(r["metrics"], int(r["config"]["epochs"]) - k) for k in (10, 0)) for r in orpo}
     holds(len(lrs) == 1, "every π^o-trained run has the same LR schedule")
-    per, c = C[REP]["rows"], {ds: C[ds]["contrasts"] for ds in (MED, REP)}
-    tu, tm, um = ("orpo", "orpo_untrained"), ("orpo", "mopo"), ("orpo_untrained", "mopo")
-    n = dict(C=C, S=S, per=per, bud=bud, nseeds=len(bud["seeds"]), paper=paper_scores(), results=results)
-    n["epochs"] = bud["epochs"]
-    n.update({k: {ds: c[ds][pair] for ds in (MED, REP)} for k, pair in (("tu", tu), ("tm", tm), ("um", um))})
-    n["lr40"], n["lr50"] = lrs.pop()
-    n["lr0"] = uniform([r["config"]["sac_actor_lr"] for e in C.values() for r in e["runs"]["orpo"].values()], "π^o LR")
+    bud, c, paper = budget_of(C), {ds: C[ds]["contrasts"] for ds in (MED, REP)}, paper_scores()
+    n = dict(C=C, S=S, bud=bud, epochs=bud["epochs"], nseeds=len(bud["seeds"]), results=results, seed1=budget.Args.seed)
+    for k, pair in (("tu", ("orpo", "orpo_untrained")), ("tm", ("orpo", "mopo")), ("um", ("orpo_untrained", "mopo"))):
+        n[k] = {ds: c[ds][pair] for ds in (MED, REP)}
+    (n["lr40"], n["lr50"]), n["lr0"] = lrs.pop(), uniform([r["config"]["sac_actor_lr"] for r in orpo], "π^o LR")
     n["beh"] = {ds: C[ds]["dataset"]["behavior_normalized_score"] for ds in (MED, REP)}
     n["q_o"] = {ds: column(C[ds]["runs"]["orpo"], "rollout_policy/q") for ds in (MED, REP)}
-    n["dataset_line"] = " and ".join(
-        f"{ds.replace('_', '/')} {int(C[ds]['dataset']['transitions']):,} transitions "
-        f"(D4RL's {D4RL_SIZES[ds][0]}: {D4RL_SIZES[ds][1]:,})"
-        for ds in (MED, REP)
-    )
+    n["dataset_line"] = " and ".join(f"{ds.replace('_', '/')} {int(C[ds]['dataset']['transitions']):,} transitions "
+                                     f"(D4RL's {D4RL_SIZES[ds][0]}: {D4RL_SIZES[ds][1]:,})" for ds in (MED, REP))  # fmt: skip
     # the shares: ORPO untrained with the appendix's shares (results/compare) − the official command's (compare_shares)
-    n["shares"] = compare.paired(per["orpo_untrained"], S[REP]["rows"]["orpo_untrained"], 5.0)
-    n["p"] = {k: v for (ds, k), v in n["paper"].items() if ds == "hopper-medium-v2"}
-    n["pr"] = {k: v for (ds, k), v in n["paper"].items() if ds == "hopper-medium-replay-v2"}
-    n["p_rep"], n["p_med"] = (n[k]["ORPO"][0] - n[k]["MOPO"][0] for k in ("pr", "p"))
-    holds(per["mopo"]["mean"] > n["beh"][REP] and per["orpo_untrained"]["mean"] > n["beh"][REP],
-          "on medium-replay MOPO and untrained ORPO beat the behaviour policy")  # fmt: skip
-    holds(contains_zero(n["tu"][REP]) and n["tu"][REP]["mean"] < 0, "trained − untrained on medium-replay: below 0, "
-          "its interval contains 0")  # fmt: skip
-    q, mr, med = n["q_o"][MED], n["q_o"][REP], C[MED]["rows"]
-    holds(all(v[max(v)] > 100 * v[10] for v in q.values()), "π^o's critic Q grows over 100-fold from epoch 10 in "
-          "every seed")  # fmt: skip
-    holds(all(v[max(v)] < 1.2 * v[30] for v in mr.values()), "π^o's critic Q levels off on medium-replay")
-    holds(max(med["orpo"]["mean"], med["orpo_untrained"]["mean"]) < n["beh"][MED] / 2, "both ORPO arms far below the "
-          "behaviour policy on hopper-medium")  # fmt: skip
-    holds(med["td3bc"]["mean"] > max(med[r]["mean"] for r in ("mopo", "orpo", "orpo_untrained"))
-          and n["p"]["TD3+BC"][0] > max(n["p"]["MOPO"][0], n["p"]["ORPO"][0]),
-          "TD3+BC above both model-based methods on hopper-medium, here and in the paper")  # fmt: skip
-    n["kit"] = {ds: C[ds]["pairs"][("mopo", "kit_mopo")] for ds in (MED, REP)}
-    n["off"] = {ds: C[ds]["pairs"][("orpo_untrained", "official_orpo")] for ds in (MED, REP)}
+    n["shares"] = compare.paired(C[REP]["rows"]["orpo_untrained"], S[REP]["rows"]["orpo_untrained"], 5.0)
+    n["p"], n["pr"] = (
+        {k: v for (d, k), v in paper.items() if d == ds} for ds in ("hopper-medium-v2", "hopper-medium-replay-v2")
+    )
+    n["p_med"], n["p_rep"] = (n[k]["ORPO"][0] - n[k]["MOPO"][0] for k in ("p", "pr"))
+    n["kit"], n["off"] = ({ds: C[ds]["pairs"][pair] for ds in (MED, REP)} for pair in (("mopo", "kit_mopo"),
+                                                                                   ("orpo_untrained", "official_orpo")))  # fmt: skip
     n["like"] = S[REP]["pairs"][("orpo_untrained", "official_orpo")]
-    holds(n["off"][MED]["same"] and n["like"]["same"] and not n["off"][REP]["same"], "the ORPO pair's settings: the "
-          "same on hopper-medium and in compare_shares, not in compare's medium-replay")  # fmt: skip
-    n["halves"] = [(p["hi"] - p["lo"]) / 2 for p in (n["kit"][MED], n["kit"][REP], n["off"][MED], n["like"])]
-    holds(min(n["halves"]) >= 4.5, "every like-with-like interval is about as wide as the margin or wider")
-    holds({p["verdict"] for p in (n["kit"][MED], n["kit"][REP], n["off"][MED], n["like"])} == {"undecided"},
-          "every like-with-like pair is undecided")  # fmt: skip
-    n["B"] = budget_numbers(n)
-    n["toy"] = runinfo.read_json(os.path.join(results, "toy_paper", "results.json"))
+    n["pairs"] = [n["kit"][MED], n["kit"][REP], n["off"][MED], n["like"]]
+    n["halves"] = [(p["hi"] - p["lo"]) / 2 for p in n["pairs"]]
+    n["B"], n["toy"] = budget_numbers(n), runinfo.read_json(os.path.join(results, "toy_paper", "results.json"))
     holds(bool(n["toy"].get("table")), "results/toy_paper/results.json holds the toy's paper-setting table")
-    toy = n["toy"]["table"]
-    n["t_es"], n["t_ma"], n["t_o"] = (toy[f"{k}|100"] for k in ("mopo|ensemble_std", "mopo|max_aleatoric",
-                                                                   "orpo|max_aleatoric"))  # fmt: skip
-    holds(all(max(t["share_upper_right"]) == 0 for t in (n["t_es"], n["t_ma"], n["t_o"])), "no toy policy reaches "
-          "the corner")  # fmt: skip
+    n["t_es"], n["t_ma"], n["t_o"] = (n["toy"]["table"][f"{k}|100"] for k in ("mopo|ensemble_std", "mopo|max_aleatoric",
+                                                                             "orpo|max_aleatoric"))  # fmt: skip
     gpu = runinfo.read_json(os.path.join(results, GPU_CHECK)).get("phases", [])
     n["gpu"] = next((ph["seconds"] for ph in gpu if ph["phase"] == "epoch, all phases"), None)
     configs = runinfo.read_json(os.path.join(results, GPU_CONCURRENT)).get("concurrent", {}).get("configs", [])
     n["k"] = {f"{c['k']}{c['mode']}": c for c in configs if c.get("complete")}
     n["best"] = max(n["k"].values(), key=lambda c: c["run_epochs_per_hour"], default=None)
-    n.update(
-        GPU_CHECK=GPU_CHECK,
-        GPU_CONCURRENT=GPU_CONCURRENT,
-        jump=jump_summary(results),
-        seed1=budget.Args.seed,
-        DELTA=JUMP_DELTA,
-    )
-    return n
+    return dict(n, GPU_CHECK=GPU_CHECK, GPU_CONCURRENT=GPU_CONCURRENT, jump=jump_summary(results), DELTA=JUMP_DELTA)
 
 
 def budget_numbers(n: dict) -> dict:
     """The budget cut (benchmarks/budget.py's runs, seed 1): MOPO and ORPO at 5,000 and 50,000 starts and uncapped."""
-    runs = budget.load_all(budget.Args(results=os.path.join(n["results"], "budget"),
-                                       baseline=os.path.join(n["results"], "compare")))  # fmt: skip
-    holds(all(runs.get((r, c)) is not None for r in ("mopo", "orpo") for c in ("baseline", "starts50k", "uncapped")),
-          "every budget run is finished")  # fmt: skip
-    last = lambda r, key, k=10: float(np.nanmean(np.asarray(r[key])[~np.isnan(r[key])][-k:]))  # noqa: E731
+    folder = os.path.join(n["results"], "budget")
+    runs = budget.load_all(budget.Args(results=folder, baseline=os.path.join(n["results"], "compare")))
+    cuts = ("baseline", "starts50k", "uncapped")
+    holds(all(runs.get((r, c)) is not None for r in ("mopo", "orpo") for c in cuts), "every budget run is finished")
+    last = lambda r, key: float(np.nanmean(np.asarray(r[key])[~np.isnan(r[key])][-10:]))  # noqa: E731
     col = lambda r, key: [float(m[key]) for m in r["metrics"] if m.get(key) not in (None, "")]  # noqa: E731
-    B = {}
-    for (row, cut), r in runs.items():
-        B[f"{row}_{cut}"] = dict(l10=r["summary"]["last10_score"], best=float(np.nanmax(r["score"])), u10=last(r, "u"),
-                                 q10=last(r, "q"), model10=float(np.mean(col(r, "eval/model_return")[-10:])),
-                                 ret10=float(np.mean(col(r, "eval/return")[-10:])),
-                                 q_at=[float(r["q"][list(r["epoch"]).index(e)]) for e in (10, 20, n["epochs"])],
-                                 q_o=col(r, "rollout_policy/q"))  # fmt: skip
-    b = {k: B[f"mopo_{k}"] for k in ("baseline", "starts50k", "uncapped")}
-    o = {k: B[f"orpo_{k}"] for k in ("baseline", "starts50k", "uncapped")}
-    fit = runs[("mopo", "uncapped")]["fit"]
-    with open(os.path.join(n["results"], "budget", "uncapped", "fit_progress.csv")) as f:
+    B = {row: {cut: dict(l10=r["summary"]["last10_score"], best=float(np.nanmax(r["score"])), u10=last(r, "u"),
+                         q10=last(r, "q"), model10=float(np.mean(col(r, "eval/model_return")[-10:])),
+                         ret10=float(np.mean(col(r, "eval/return")[-10:])), q_o=col(r, "rollout_policy/q"),
+                         q_at=[float(r["q"][list(r["epoch"]).index(e)]) for e in (10, 20, n["epochs"])])
+                     for cut in cuts for r in [runs[(row, cut)]]} for row in ("mopo", "orpo")}  # fmt: skip
+    fit, ounc = runs[("mopo", "uncapped")]["fit"], runs[("orpo", "uncapped")]
+    with open(os.path.join(folder, "uncapped", "fit_progress.csv")) as f:
         progress = {int(r["epoch"]): float(r["best_member_holdout_mse"]) for r in csv.DictReader(f)}
-    ounc = runs[("orpo", "uncapped")]
-    inv = runinfo.invocations(ounc["config"], ounc["summary"], runinfo.load_provenance(
-        os.path.join(n["results"], "budget", "uncapped", "orpo")))  # fmt: skip
-    out = dict(mopo=b, orpo=o, capped=budget.holdout_mse(runs, "mopo", "baseline"), fit_epochs=int(float(
-               fit["dynamics/epochs"])), converged=budget.holdout_mse(runs, "mopo", "uncapped"),
-               fit_min=float(fit["dynamics/fit_seconds"]) / 60, progress=progress, inv=inv or [])  # fmt: skip
-    out["qbar"] = float(np.mean([r["q10"] for r in b.values()]))
-    out["ret"] = [min(r["ret10"] for r in b.values()), max(r["ret10"] for r in b.values())]
-    out["best"] = max(r["best"] for r in b.values())
-    beh = n["beh"][MED]
-    holds(out["qbar"] > 0.8 * out["ret"][0], "MOPO's critic values a state about as much as its policy's whole "
-          "episode returns")  # fmt: skip
-    holds(out["best"] < beh / 2, "no MOPO budget run comes near the behaviour policy")
-    holds(b["starts50k"]["l10"] < b["baseline"]["l10"] and b["uncapped"]["l10"] < b["baseline"]["l10"],
-          "neither cut lifts MOPO")  # fmt: skip
-    holds(o["uncapped"]["l10"] > o["baseline"]["l10"] and o["starts50k"]["l10"] <= o["baseline"]["l10"] + 0.5,
-          "the converged model lifts ORPO, more starts do not")  # fmt: skip
-    holds(ounc["summary"].get("status") == "finished", "ORPO's uncapped run finished")
-    return out
+    inv = runinfo.invocations(ounc["config"], ounc["summary"], runinfo.load_provenance(os.path.join(folder, "uncapped",
+                                                                                                    "orpo")))  # fmt: skip
+    ret = [r["ret10"] for r in B["mopo"].values()]
+    return dict(B, capped=budget.holdout_mse(runs, "mopo", "baseline"), converged=budget.holdout_mse(runs, "mopo",
+                "uncapped"), fit_epochs=int(float(fit["dynamics/epochs"])), fit_min=float(fit["dynamics/fit_seconds"])
+                / 60, progress=progress, inv=inv or [], ret=[min(ret), max(ret)], finished=ounc["summary"].get("status")
+                == "finished", qbar=float(np.mean([r["q10"] for r in B["mopo"].values()])),
+                best=max(r["best"] for r in B["mopo"].values()))  # fmt: skip
 
 
 def toy_numbers(results: str) -> dict:
-    """docs/toy.md's tables, from results/toy_*/results.json: {setting: results}, with the checks of its sentences."""
+    """docs/toy.md's tables, from results/toy_*/results.json, and the cells' wording (mean [range] (per seed), corner
+    share, which seeds lie above which)."""
     T = {s: runinfo.read_json(os.path.join(results, f"toy_{s}", "results.json")) for s in ("paper", "reduced", "phase")}
     for s, r in T.items():
         holds(bool(r.get("table")), f"results/toy_{s}/results.json holds a table")
     get = lambda s, algo, u, lp=100: T[s]["table"].get(f"{algo}|{u}|{lp:g}")  # noqa: E731
-    ma_m, es_m, ma_o = get("paper", "mopo", "max_aleatoric"), get("paper", "mopo", "ensemble_std"), get(
-        "paper", "orpo", "max_aleatoric")  # fmt: skip
-    holds(all(max(t["share_upper_right"]) == 0 for t in T["paper"]["table"].values()), "no paper-setting policy in "
-          "the corner")  # fmt: skip
-    holds(all(apart(ma_o, m).startswith("every ORPO") for m in (ma_m, es_m)), "ORPO above MOPO in each seed")
     lps = sorted({t["lambda_p"] for t in T["phase"]["table"].values()})
-    reach = lambda t: t is not None and min(t["share_upper_right"]) > 0.5  # noqa: E731
-    none = lambda t: t is not None and max(t["share_upper_right"]) == 0  # noqa: E731
-    ph = lambda algo, u, lp: get("phase", algo, u, lp)  # noqa: E731
-    holds(all(reach(ph("mopo", u, lp)) == reach(ph("orpo", u, lp)) and none(ph("mopo", u, lp)) == none(ph("orpo", u,
-          lp)) for u in ("max_aleatoric", "ensemble_std") for lp in lps), "with the same u, both methods reach the "
-          "corner or neither does, at every λp run")  # fmt: skip
-    a_m, a_o = ph("mopo", "ensemble_std", 10), ph("orpo", "max_aleatoric", 10)
-    holds(none(a_m) and reach(a_o) and apart(a_o, a_m).startswith("every ORPO"), "λp = 10 as the authors ran it "
-          "gives the paper's picture")  # fmt: skip
 
     def seconds(s, algo, key):
         v = [x for k, t in T[s]["table"].items() if k.startswith(algo) for x in t[key] if x is not None]
         return f"{min(v):.0f}–{max(v):.0f} s"
 
-    seeds = {s: sorted({x for t in T[s]["table"].values() for x in t["seeds"]}) for s in T}
-    runs = sum(len(t["seeds"]) for t in T["phase"]["table"].values())
-
     def phase_row(lp):
-        cells = [ph(algo, u, lp) for u in ("max_aleatoric", "ensemble_std") for algo in ("mopo", "orpo")]
+        cells = [get("phase", algo, u, lp) for u in ("max_aleatoric", "ensemble_std") for algo in ("mopo", "orpo")]
         return " | ".join(f"{toy_cell(t, False)}, {corner(t)}" if t else "not run" for t in cells)
 
-    return dict(T=T, get=get, seconds=seconds, phase_row=phase_row, seeds=seeds, lps=lps, runs=runs, ph=ph, cell=toy_cell, corner=corner,
-                apart=apart, band=lambda o, m: all(max(t["share_upper_right"]) == 0 for t in (o, m) if t),
+    return dict(T=T, get=get, seconds=seconds, phase_row=phase_row, lps=lps, cell=toy_cell, corner=corner, apart=apart,
+                runs=sum(len(t["seeds"]) for t in T["phase"]["table"].values()),
+                seeds={s: sorted({x for t in T[s]["table"].values() for x in t["seeds"]}) for s in T},
+                reach=lambda t: t is not None and min(t["share_upper_right"]) > 0.5,
+                in_band=lambda t: t is not None and max(t["share_upper_right"]) == 0,
                 missing=sorted(set(T["phase"]["setting"]["lambda_ps"]) - set(lps)))  # fmt: skip
 
 
@@ -383,37 +320,35 @@ def toy_cell(t, per_seed: bool = True) -> str:
 
 
 def corner(t) -> str:
-    if t is None:
-        return "–"
-    lo, hi = min(t["share_upper_right"]), max(t["share_upper_right"])
-    return f"{100 * lo:.0f} %" if round(100 * lo) == round(100 * hi) else f"{100 * lo:.0f}–{100 * hi:.0f} %"
+    lo, hi = (min(t["share_upper_right"]), max(t["share_upper_right"])) if t else (None, None)
+    return (
+        "–"
+        if t is None
+        else f"{100 * lo:.0f} %"
+        if round(100 * lo) == round(100 * hi)
+        else f"{100 * lo:.0f}–{100 * hi:.0f} %"
+    )
 
 
 def apart(o, m) -> str:
     if o is None or m is None:
         return ""
-    if min(o["per_seed"]) > max(m["per_seed"]):
-        return "every ORPO seed above every MOPO seed"
-    if min(m["per_seed"]) > max(o["per_seed"]):
-        return "every MOPO seed above every ORPO seed"
-    return "ranges overlap"
+    above = lambda a, b: min(a["per_seed"]) > max(b["per_seed"])  # noqa: E731
+    return "every ORPO seed above every MOPO seed" if above(o, m) else "every MOPO seed above every ORPO seed" if above(
+        m, o) else "ranges overlap"  # fmt: skip
 
 
 # ---------------------------------------------------------------- numbers: the generalisation task (docs/jump.md)
 def short(row: str) -> str:
     """A jump row's label without its parenthesis ('ORPO, π^o trained')."""
-    return dict((r, label.split(" (")[0]) for r, label, _ in JUMP_ROWS).get(row, row)
+    return {r: label.split(" (")[0] for r, label, _ in JUMP_ROWS}.get(row, row)
 
 
-def jump_rows(results: str) -> tuple[dict, dict]:
-    """compare.py's runs of the jump task ({row: {seed: run}}) and its dataset's attributes."""
+def jump_runs(results: str) -> tuple[dict, dict, dict]:
+    """compare.py's runs of the jump task ({row: {seed: run}}), their last-10 returns, the dataset's attributes."""
     data = compare.load_results(os.path.join(results, "jump")).get(JUMP, {"rows": {}, "dataset": {}})
-    return data["rows"], data["dataset"]
-
-
-def last10s(rows: dict) -> dict:
-    """{row: {seed: last-10 return}}."""
-    return {r: {k: compare.last10(v["curve"]) for k, v in runs.items()} for r, runs in rows.items()}
+    x = {r: {k: compare.last10(v["curve"]) for k, v in runs.items()} for r, runs in data["rows"].items()}
+    return data["rows"], x, data["dataset"]
 
 
 def contrast(last10: dict, a: str, b: str) -> dict:
@@ -427,23 +362,19 @@ def contrast(last10: dict, a: str, b: str) -> dict:
 def jump_summary(results: str) -> dict:
     """docs/results.md's line on the generalisation task: what has finished, the method's two contrasts once every row
     has compare.MIN_SEEDS seeds, the units diagnostic."""
-    rows, _ = jump_rows(results)
-    x = last10s(rows)
-    done = [(short(r), list(x[r].values())) for r, _, _ in JUMP_ROWS if rows.get(r)]
+    rows, x, _ = jump_runs(results)
     complete = all(len(rows.get(row, {})) >= compare.MIN_SEEDS for row, _, _ in JUMP_ROWS)
-    pairs = [contrast(x, "orpo", "mopo"), contrast(x, "orpo", "orpo_untrained")] if complete else []
-    return dict(done=done, complete=complete, pairs=pairs, units=list(x.get(compare.UNITS_ROW, {}).values()))
+    return dict(done=[(short(r), list(x[r].values())) for r, _, _ in JUMP_ROWS if rows.get(r)], complete=complete,
+                pairs=[contrast(x, "orpo", b) for b in ("mopo", "orpo_untrained")] if complete else [],
+                units=list(x.get(compare.UNITS_ROW, {}).values()))  # fmt: skip
 
 
 def run_machine(summary: dict) -> str:
     """Where a run's hours were spent: its machine and its torch threads, invocation by invocation (a resumed run
     may have changed threads; the official code's runs record one invocation)."""
-    invocations = summary.get("invocations") or [summary]
-    threads = []
-    for inv in invocations:
-        n = str(runinfo.threads_of(inv, {}))
-        if not threads or threads[-1] != n:
-            threads.append(n)
+    invocations, threads = summary.get("invocations") or [summary], []
+    for n in (str(runinfo.threads_of(inv, {})) for inv in invocations):
+        threads += [n] if not threads or threads[-1] != n else []
     machine = re.sub(r",? \d+ torch threads", "", invocations[-1].get("device_name") or summary.get("device_name", "?"))
     return f"{machine}, {'→'.join(threads)} thread{'s' if threads != ['1'] else ''}"
 
@@ -451,16 +382,15 @@ def run_machine(summary: dict) -> str:
 def run_hours(runs: dict) -> str:
     """Each seed's wall hours with the machine and threads they were spent on ("incl. fit": the run fitted its
     ensemble, or the last part of a shared one, itself)."""
-    fitted = lambda r: str(((r.get("config") or {}).get("_dynamics") or {}).get("source", "")).startswith("fitted")  # noqa: E731
-    return "; ".join(f"{seed}: {r['summary'].get('wall_seconds', float('nan')) / 3600:.2f}"
-                     f"{' incl. fit' if fitted(r) else ''} ({run_machine(r['summary'])})" for seed, r in runs.items())  # fmt: skip
+    fit = lambda r: str((r["config"].get("_dynamics") or {}).get("source", "")).startswith("fitted")  # noqa: E731
+    return "; ".join(f"{seed}: {r['summary'].get('wall_seconds', np.nan) / 3600:.2f}{' incl. fit' * fit(r)} "
+                     f"({run_machine(r['summary'])})" for seed, r in runs.items())  # fmt: skip
 
 
 def jump_ensemble(rows: dict, seed: int) -> dict:
-    """What the seed's finished model-based runs say of the ensemble they rolled out in: our runs' config.json
+    """The ensemble the seed's finished model-based runs rolled out in, {file: [rows]}: our runs' config.json
     `_dynamics` (the cache file each fitted or loaded), the official code's `dynamics` (the run file it converted, and
-    the cache file behind that), {file: [rows]}; the fit's epochs, time and elites' holdout MSE from metrics.csv's row
-    0, which every run that fits or loads an ensemble logs."""
+    the cache file behind that); the fit from metrics.csv's row 0, which every run that fits or loads one logs."""
     files, fits = {}, []
     for row, _, _ in JUMP_ROWS:
         run = rows.get(row, {}).get(seed)
@@ -469,116 +399,104 @@ def jump_ensemble(rows: dict, seed: int) -> dict:
             files.setdefault((d.get("run_dynamics") or d).get("path") or f"{short(row)}'s own fit", []).append(
                 short(row)
             )
-            if run["metrics"][0].get("dynamics/epochs"):
-                m = run["metrics"][0]
-                fits.append(dict(cap=run["config"].get("dynamics_max_epochs"), epochs=float(m["dynamics/epochs"]),
-                                 hours=float(m["dynamics/fit_seconds"]) / 3600, mse=float(m["dynamics/holdout_mse"])))  # fmt: skip
+            m = run["metrics"][0]
+            fits += [dict(cap=run["config"].get("dynamics_max_epochs"), epochs=float(m["dynamics/epochs"]),
+                          hours=float(m["dynamics/fit_seconds"]) / 3600, mse=float(m["dynamics/holdout_mse"]))
+                     ] if m.get("dynamics/epochs") else []  # fmt: skip
     return dict(files=files, fit=fits[0] if fits else None)
 
 
 def jump_dips(rows: dict, attrs: dict, after: int = 10) -> dict:
     """Our runs whose evaluation fell below the data's own mean episode return (a random policy's) after epoch
-    `after`, when the early epochs are past: a last-10 score does not show a run that collapsed and came back."""
-    said = []
-    for row, _, _ in JUMP_ROWS:
-        for seed, run in sorted(rows.get(row, {}).items()) if not row.startswith("official") else ():
-            low = [(e, r) for e, r in run["curve"] if e > after and r < attrs.get("episode_return_mean", -np.inf)]
-            if low:  # (the official code's row stays below the data throughout)
-                said.append(dict(row=short(row), seed=seed, n=len(low), first=low[0][0], last=low[-1][0],
-                                 low=min(low, key=lambda x: x[1]), last10=compare.last10(run["curve"])))  # fmt: skip
-    return dict(floor=attrs.get("episode_return_mean"), after=after, said=said)
+    `after` (the official code's row stays below it throughout): a last-10 score hides a collapse and a comeback."""
+    floor, said = attrs.get("episode_return_mean"), []
+    for row, seed, run in ((r, s, run) for r, _, _ in JUMP_ROWS for s, run in sorted(rows.get(r, {}).items())
+                           if floor is not None and not r.startswith("official")):  # fmt: skip
+        low = [(e, v) for e, v in run["curve"] if e > after and v < floor]
+        said += [dict(row=short(row), seed=seed, n=len(low), first=low[0][0], last=low[-1][0], last10=compare.last10(
+            run["curve"]), low=min(low, key=lambda x: x[1]))] if low else []  # fmt: skip
+    return dict(floor=floor, after=after, said=said)
 
 
 def jump_numbers(results: str) -> dict:
     """Everything docs/jump.md says, from results/jump/ (and benchmarks/paper_scores.csv's jump column)."""
-    rows, attrs = jump_rows(results)
+    rows, x, attrs = jump_runs(results)
     paper = {col: v for (ds, col), v in paper_scores("jump").items() if ds == JUMP}
-    x, folder = last10s(rows), os.path.join(results, "jump", JUMP)
-    ensembles = runinfo.read_json(os.path.join(folder, "ensembles.json"))
+    made = runinfo.read_json(os.path.join(results, "jump", JUMP, "episodes.json"))
+    ensembles = runinfo.read_json(os.path.join(results, "jump", JUMP, "ensembles.json"))
     seeds = sorted((int(k[4:]), v) for k, v in ensembles.items() if k.startswith("seed"))
     configs = [r["config"] for runs in rows.values() for r in runs.values() if r["config"].get("lambda_p") is not None]
-    sources = sorted(
-        {r["config"].get("dynamics", {}).get("source", "?") for r in rows.get("official_orpo", {}).values()}
-    )
     findings = []  # a row of ≥ 3 seeds against the paper's: reproduced or a finding
     for row, label, col in JUMP_ROWS:
         v = np.array(list(x.get(row, {}).values()))
         if len(v) >= 3 and col in paper:
             welch = stats.welch(v, *paper[col], 5)
             findings.append(dict(row=row, label=label, x=v, t=stats.t_interval(v), paper=paper[col], welch=welch,
-                                 inside=welch[0] <= 0 <= welch[1], checked=reading_checked(results, row)))  # fmt: skip
-    made = runinfo.read_json(os.path.join(folder, "episodes.json"))
-    under_way = [(s, max(map(int, p["best_member_holdout_mse"]))) for s, e in seeds for p in e.get("fit", [])[-1:]
-                 if p.get("best_member_holdout_mse") and "not converged" in p.get("status", "")]  # fmt: skip
-    return dict(rows=rows, under_way=under_way, lost=[(s, gone["at"]) for s, e in seeds for gone in e.get("lost", [])],
-                paper_cell={r: minus("%.1f ± %.1f" % paper.get(col, (np.nan, np.nan))) for r, _, col in JUMP_ROWS}, attrs=attrs, paper=paper, x=x, hours={r: run_hours(rows.get(r, {})) for r, _, _ in JUMP_ROWS},
-                seeds=seeds, ensemble=lambda s: jump_ensemble(rows, s), c=configs[0] if configs else None,
-                sources=sources, folded=any("folded" in r["summary"].get("dynamics_observations", "")
-                                            for r in rows.get("official_orpo", {}).values()),
-                contrasts=[dict(c, a=short(a), b=short(b)) for a, b in JUMP_CONTRASTS if (c := contrast(x, a, b))["n"]],
-                findings=findings, dips=jump_dips(rows, attrs), missing=[lb for r, lb, _ in JUMP_ROWS
-                                                                         if len(rows.get(r, {})) < 3],
-                units=jump_units(rows, made.get("policies", []), x), episodes=jump_episodes(made))  # fmt: skip
+                                 inside=welch[0] <= 0 <= welch[1], checked=reading_checked(results, row, made)))  # fmt: skip
+    official = rows.get("official_orpo", {}).values()
+    return dict(
+        rows=rows, attrs=attrs, paper=paper, x=x, seeds=seeds, c=configs[0] if configs else None, findings=findings,
+        paper_cell={r: minus("%.1f ± %.1f" % paper.get(col, (np.nan, np.nan))) for r, _, col in JUMP_ROWS},
+        hours={r: run_hours(rows.get(r, {})) for r, _, _ in JUMP_ROWS}, ensemble=lambda s: jump_ensemble(rows, s),
+        sources=sorted({r["config"].get("dynamics", {}).get("source", "?") for r in official}),
+        folded=any("folded" in r["summary"].get("dynamics_observations", "") for r in official),
+        contrasts=[dict(c, a=short(a), b=short(b)) for a, b in JUMP_CONTRASTS if (c := contrast(x, a, b))["n"]],
+        dips=jump_dips(rows, attrs), missing=[label for r, label, _ in JUMP_ROWS if len(rows.get(r, {})) < 3],
+        under_way=[(s, max(map(int, p["best_member_holdout_mse"]))) for s, e in seeds for p in e.get("fit", [])[-1:]
+                   if p.get("best_member_holdout_mse") and "not converged" in p.get("status", "")],
+        lost=[(s, gone["at"]) for s, e in seeds for gone in e.get("lost", [])],
+        units=jump_units(rows, made.get("policies", []), x), episodes=jump_episodes(made),
+    )  # fmt: skip
 
 
 def jump_units(rows: dict, made: list, x: dict) -> dict | None:
     """The official row beside compare.py's official_orpo_units diagnostic (peers.py --one-action-unit: its TD3+BC
     update's actions ÷3, nothing else changed), with our untrained ORPO, paired by seed; None before that row has
     runs. The final policies' control cost a step from episodes.json, for the seeds the table shows."""
-    units = compare.UNITS_ROW
+    units, cost = compare.UNITS_ROW, {}
     if not rows.get(units):
         return None
-    cost: dict[str, dict[int, float]] = {}
     for p in made:
         row, _, seed = p["label"].rpartition(" seed ")
         if seed.isdigit() and int(seed) in rows.get(row, {}):
             cost.setdefault(row, {})[int(seed)] = p["mean"]["control_cost_mean"]
-    names = {"official_orpo": "the official code, as written",
-             units: "the official code, one action unit (the diagnostic)",
-             "orpo_untrained": "ours, π^o untrained (what the official code runs)"}  # fmt: skip
+    names = {"official_orpo": "the official code, as written", units: "the official code, one action unit (the "
+             "diagnostic)", "orpo_untrained": "ours, π^o untrained (what the official code runs)"}  # fmt: skip
     pairs = [dict(contrast(x, a, b), a=names[a], b=names[b]) for a, b in ((units, "official_orpo"),
-             ("orpo_untrained", units))]  # fmt: skip
+                                                                          ("orpo_untrained", units))]  # fmt: skip
     return dict(row=units, names=names, cost=cost, x=x, seeds=sorted(rows[units]), pairs=[p for p in pairs if p["n"]],
                 cells={r: ", ".join(f"{s}: {c:.3f}" for s, c in sorted(by.items())) for r, by in cost.items()},
                 hours={r: run_hours(rows.get(r, {})) for r in names})  # fmt: skip
 
 
-def reading_checked(results: str, row: str) -> dict | None:
+def reading_checked(results: str, row: str, made: dict) -> dict | None:
     """What the policies' episodes (benchmarks/episodes.py) say of TD3+BC's reading: that its policy is tipped over
     less often than the random one and pays less control cost; whether each policy played is the stored run's."""
-    made = runinfo.read_json(os.path.join(results, "jump", JUMP, "episodes.json")).get("policies", [])
-    ours = [p for p in made if p.get("exp_name") == row]
-    random = next((p for p in made if p["policy"] == "random"), None)
+    ours = [p for p in made.get("policies", []) if p.get("exp_name") == row]
+    random = next((p["mean"] for p in made.get("policies", []) if p["policy"] == "random"), None)
     if row != "td3bc" or not ours or random is None:
         return None
-    stored = compare.load_results(os.path.join(results, "jump")).get(JUMP, {"rows": {}})["rows"].get(row, {})
+    stored = jump_runs(results)[1].get(row, {})
     flips, cost = ([p["mean"][k] for p in ours] for k in ("flip_share", "control_cost_mean"))
-    return dict(seeds=[p.get("seed") for p in ours], flips=flips, cost=cost, random=random["mean"],
-                both=max(flips) < random["mean"]["flip_share"] and max(cost) < random["mean"]["control_cost_mean"],
-                same=all(p.get("last10_score") is not None and p.get("seed") in stored and abs(
-                    p["last10_score"] - compare.last10(stored[p["seed"]]["curve"])) < 1e-6 for p in ours))  # fmt: skip
+    return dict(seeds=[p.get("seed") for p in ours], flips=flips, cost=cost, random=random,
+                both=max(flips) < random["flip_share"] and max(cost) < random["control_cost_mean"],
+                same=all(p.get("seed") in stored and abs(p.get("last10_score", np.inf) - stored[p["seed"]]) < 1e-6
+                         for p in ours))  # fmt: skip
 
 
 def jump_episodes(made: dict) -> dict | None:
-    """docs/jump.md's "What the policies do": benchmarks/episodes.py's numbers and figure, where they exist, and the
-    issue's three questions answered from them: does a policy jump (its root higher than the random policy's highest
-    point), is MOPO "too conservative to run", how often does each tip over (jump-hard's −3)."""
+    """docs/jump.md's "What the policies do": benchmarks/episodes.py's numbers and figure, where they exist (the
+    template answers from them whether a policy jumps, runs, stands still, tips over)."""
     if not made.get("policies"):
         return None
     runs = made["made_by"] if isinstance(made["made_by"], list) else [made["made_by"]]  # episodes.py --add: several
-    policies = made["policies"]
     drew = [i for i, m in enumerate(runs) if m.get("figure") or "--figure" in m["command"]]
-    drawn = [p["label"] for p in policies if drew and p.get("made_by", 0) == drew[-1]]  # the last drawing
-    base = next((p["mean"] for p in policies if p["policy"] == "random"), None)
-    learned = [p for p in policies if p["policy"] != "random"]
-    return dict(runs=runs, policies=policies, drawn=drawn, base=base, learned=learned, figure=os.path.isfile(
-                os.path.join(ROOT, "docs", "jump_episodes.png")) and bool(drawn),
-                seeds=" or ".join(", ".join(map(str, x)) for x in sorted({tuple(m["seeds"]) for m in runs})),
-                lifted=sorted((p for p in learned if base and p["mean"]["z_max"] > base["z_max"]),
-                              key=lambda p: -p["mean"]["z_max"]),
-                running=[p for p in learned if p["mean"]["speed_mean"] >= 0.5],
-                still=[p for p in learned if abs(p["mean"]["speed_mean"]) < 0.1],
-                mopo=[p for p in learned if p["label"].startswith("mopo")])  # fmt: skip
+    drawn = [p["label"] for p in made["policies"] if drew and p.get("made_by", 0) == drew[-1]]  # the last drawing
+    return dict(runs=runs, policies=made["policies"], drawn=drawn,
+                base=next((p["mean"] for p in made["policies"] if p["policy"] == "random"), None),
+                learned=[p for p in made["policies"] if p["policy"] != "random"],
+                figure=os.path.isfile(os.path.join(ROOT, "docs", "jump_episodes.png")) and bool(drawn),
+                seeds=" or ".join(", ".join(map(str, x)) for x in sorted({tuple(m["seeds"]) for m in runs})))  # fmt: skip
 
 
 # ---------------------------------------------------------------- the pages

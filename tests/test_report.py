@@ -187,7 +187,7 @@ def test_the_td3bc_reading_is_checked_against_the_policies_either_way(tmp_path, 
     assert td3bc_finding(results).endswith(
         "(ours are docs/td3bc.md's: CORL's, α 2.5). (Not yet checked against the policies.)"
     )
-    assert report.reading_checked(str(results), "mopo") is None
+    assert report.reading_checked(str(results), "mopo", json.loads(path.read_text())) is None
 
 
 def test_the_jump_page_says_which_ensemble_the_official_codes_runs_rolled_out_in(tmp_path):
