@@ -6,7 +6,7 @@
 #   sinfo; python benchmarks/scores.py ... --launcher slurm --gpus 0 --cpus 1 --mem 2 --wait
 #   benchmarks/slurm_local.sh status /tmp/orpo-slurm          # the node's state and the jobs
 #   benchmarks/slurm_local.sh down /tmp/orpo-slurm            # cancel its jobs, stop the daemons
-#   benchmarks/slurm_local.sh install                          # only install slurm-wlm and munge where missing
+#   benchmarks/slurm_local.sh install [DIR]                    # only install slurm-wlm and munge (apt's log in DIR)
 #
 # `up DIR` installs Debian's slurm-wlm and munge when they are missing (root and apt-get needed), writes a slurm.conf
 # for this machine's CPUs and memory (select/cons_tres, proctrack/linuxproc, task/none, no cgroups, no accounting,
@@ -29,10 +29,10 @@
 set -uo pipefail
 
 usage() {
-    echo "usage: $0 up|down|status DIR, or $0 install" >&2
+    echo "usage: $0 up|down|status|install DIR, or $0 install" >&2
     exit 2
 }
-[ $# -eq 2 ] || { [ $# -eq 1 ] && [ "$1" = install ]; } || usage
+[ $# -eq 2 ] || { [ $# -eq 1 ] && [ "$1" = install ]; } || usage  # install's DIR: where apt's log goes
 cmd=$1
 dir=$(realpath -m "${2:-${TMPDIR:-/tmp}/slurm_local_install}")
 port=${SLURM_LOCAL_PORT:-6817}

@@ -1,6 +1,7 @@
 """The algorithms' loader on the other data sources: Minari datasets and the datasets this repo makes."""
 
 import json
+import warnings
 
 import gymnasium as gym
 import numpy as np
@@ -37,14 +38,16 @@ def minari_dir(tmp_path_factory):
                 cols[k].append(v)
             done = terminated or truncated
         buffers.append(EpisodeBuffer(id=episode, seed=episode, **{k: np.asarray(v) for k, v in cols.items()}))
-    minari.create_dataset_from_buffers(
-        "test/hopper/random-v0",
-        buffers,
-        env="Hopper-v4",
-        algorithm_name="random",
-        ref_min_score=-20.272305,
-        ref_max_score=3234.3,
-    )
+    with warnings.catch_warnings():  # minari asks for an author, an email, a permalink...: none for a test's file
+        warnings.filterwarnings("ignore", message="`[a-z_]+` is set to None", category=UserWarning)
+        minari.create_dataset_from_buffers(
+            "test/hopper/random-v0",
+            buffers,
+            env="Hopper-v4",
+            algorithm_name="random",
+            ref_min_score=-20.272305,
+            ref_max_score=3234.3,
+        )
     yield str(root)
     mp.undo()
 
