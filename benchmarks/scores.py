@@ -17,14 +17,15 @@ a NaN score) is skipped and reported until `--retry-failed`. A run that holds RU
 never started twice, and a local launcher's runs die with it. A launch refuses a cell whose run was started with
 other flags, and a table row never averages runs of different configurations. `--launcher slurm` submits one job
 per cell through submitit (one job array); on a time limit or preemption the job stops its run (SIGTERM: the run
-saves), is requeued and resumes. `--launcher submitit-local` runs the same job code through submitit's
-LocalExecutor on this machine.
+saves), is requeued and resumes. `--launcher local` (the default) runs the same jobs through submitit's LocalExecutor
+on this machine, one after another or `--per-gpu K` at once per GPU; Ctrl-C or SIGTERM stops them (each run saves) and
+the same command resumes.
 
 The aggregate (docs/grid.md explains it): per cell mean ± std over seeds of `last10_score` and a 95 % bootstrap
 interval; per algorithm over the datasets the IQM and mean with stratified-bootstrap intervals, ORPO's probability
 of improvement over each baseline, and a performance profile (rliable). The paper's number for each cell is read
 from benchmarks/paper_scores.csv (transcribed from its LaTeX, one row per number). Exit status: 0 when every run is
-finished, 1 when a run failed, 130 when interrupted.
+finished, 1 when a run failed, 130 when stopped by Ctrl-C, 143 by SIGTERM.
 """
 
 import contextlib
@@ -33,6 +34,7 @@ import csv
 import ctypes
 import dataclasses
 import fcntl
+import functools
 import glob
 import io
 import json
@@ -48,7 +50,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Literal, Optional
@@ -114,6 +115,7 @@ RUN_ONLY = {
     "_dynamics",
 }
 PR_SET_PDEATHSIG = 1  # prctl's option: the signal a process gets when its parent ends (Linux)
+LOCAL = ("local", "submitit-local")  # both run the cells as submitit jobs on this machine (its LocalExecutor)
 
 
 @dataclass
@@ -139,9 +141,9 @@ class Args:
     extra_for: list[str] = field(default_factory=list)
     """extra flags for one algorithm only, as ALGO=FLAGS: --extra-for "orpo=--dynamics-max-epochs 30" """
     launcher: Literal["local", "slurm", "submitit-local"] = "local"
-    """local: one run after another in this process (--per-gpu: K at once per GPU); slurm: one job per run through
-    submitit (a job array);
-    submitit-local: the slurm job code through submitit's LocalExecutor on this machine"""
+    """local: the runs as submitit jobs on this machine (its LocalExecutor), one after another (--per-gpu: K at once
+    per GPU); slurm: one job per run through submitit (a job array); submitit-local: as local, up to
+    --array-parallelism at once, each seeing every GPU"""
     per_gpu: Optional[int] = None
     """local: run K cells at once on each GPU (CUDA_VISIBLE_DEVICES names each run's; without a GPU, K at once on the
     CPU); docs/grid.md says how to choose K (default: one run after another)"""
@@ -372,7 +374,7 @@ def validate(args: Args, argv: list[str]) -> None:
     for p in args.slurm_param:
         if "=" not in p or not p.split("=", 1)[0]:
             problems.append(f"--slurm-param {p!r}: use KEY=VALUE")
-    if args.launcher != "local" and args.per_gpu is not None:
+    if args.launcher not in LOCAL and args.per_gpu is not None:
         problems.append(f"--per-gpu only applies to --launcher local (this is --launcher {args.launcher})")
     if args.launcher != "slurm":
         for name in SLURM_FLAGS:
@@ -612,7 +614,7 @@ def cell_state(key: tuple, runs: list[dict], record: Optional[dict], live_jobs: 
     if state == "failed":
         return {**out, "state": "failed", "error": record.get("error")}
     if state in ("running", "queued"):
-        if record.get("host") == socket.gethostname() and record.get("launcher") == "local":
+        if record.get("host") == socket.gethostname() and record.get("launcher") in LOCAL:
             alive = state == "running" and pid_alive(record.get("pid"))
         elif record.get("job_id") and live_jobs is not None:
             alive = str(record["job_id"]) in live_jobs
@@ -685,57 +687,43 @@ def whereabouts(st: dict) -> str:
 
 
 # ----------------------------------------------------------------------------------------------- one cell
-def libc():
-    """The C library, for prctl (Linux only; None elsewhere). Loaded in the launcher, used in the run's process."""
-    return ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
-
-
-def child_setup(parent: int, libc) -> None:
-    """In a run's process before it starts: it dies with the launcher (SIGKILL when the launcher's process ends, on
-    Linux; the run keeps its last checkpoint, and its run.lock goes with it) and ignores Slurm's time-limit signal,
-    USR2, which Slurm sends to every process of the job."""
+def child_setup(parent: int) -> None:
+    """In a run's process before it starts: it dies with its job (SIGKILL when the job's process ends, on Linux; the
+    run keeps its last checkpoint, and its run.lock goes with it) and ignores Slurm's time-limit signal, USR2, which
+    Slurm sends to every process of the job."""
     signal.signal(signal.SIGUSR2, signal.SIG_IGN)
-    if libc is not None:
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent:  # the launcher died before prctl took effect
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the job died before prctl took effect
             os.kill(os.getpid(), signal.SIGKILL)
 
 
 class GridJob:
-    """Runs one cell to its end: the same code under the local launcher and inside a submitit job.
+    """Runs one cell to its end, as a submitit job (on Slurm, or on this machine through submitit's LocalExecutor).
 
     A finished run is left alone, a stopped one is resumed with the script's --resume, a failed one is skipped
-    unless retry_failed. Under submitit, `checkpoint()` (called on the time-limit/preemption signal) stops the
-    run with one SIGTERM (the run saves), waits for it, and returns the same job for the requeue, which resumes.
+    unless retry_failed. submitit calls `checkpoint()` on the time-limit/preemption signal: it stops the run with one
+    SIGTERM (the run saves), waits for it, and returns the same job for the requeue, which resumes. On this machine
+    (`local`) the run has its own session, so a terminal's Ctrl-C reaches the launcher alone, which stops the jobs
+    with SIGTERM (forwarded to the run once); `env` sets the run's CUDA_VISIBLE_DEVICES and OMP_NUM_THREADS (None:
+    unset), `watch` is the launcher's pid (the job stops its run when the launcher is gone), and `echo` copies the
+    run's output to the job's stdout (which the launcher shows) besides its log.
     """
 
-    def __init__(
-        self,
-        cell: Cell,
-        runs_dir: str,
-        launcher: str,
-        retry_failed: bool = False,
-        commit: str = "unknown",
-        grace_s: int = 150,
-        device: Optional[str] = None,
-        threads: Optional[int] = None,
-        echo: bool = True,
-    ):
+    def __init__(self, cell: Cell, runs_dir: str, launcher: str, retry_failed: bool = False, commit: str = "unknown",
+                 grace_s: int = 150, env: Optional[dict] = None, echo: bool = True, watch: Optional[int] = None):  # fmt: skip
         self.cell, self.runs_dir, self.launcher = cell, os.path.abspath(runs_dir), launcher
         self.retry_failed, self.commit, self.grace_s = retry_failed, commit, grace_s
-        # --per-gpu: the run's CUDA_VISIBLE_DEVICES and OMP_NUM_THREADS (None: inherited), and whether its output is
-        # copied to this process's stdout too (not when several runs share it: each has its log)
-        self.device, self.threads, self.echo = device, threads, echo
+        self.local, self.env, self.echo, self.watch = launcher in LOCAL, env or {}, echo, watch
         self._reset()
 
     def _reset(self) -> None:
         self._child, self._stopping, self._term_seen, self._log, self._tail = None, False, False, None, bytearray()
 
     def __getstate__(self):
-        state = dict(self.__dict__)
-        for k in ("_child", "_stopping", "_term_seen", "_log", "_tail"):
-            state.pop(k, None)
-        return state
+        return {
+            k: v for k, v in self.__dict__.items() if k not in ("_child", "_stopping", "_term_seen", "_log", "_tail")
+        }
 
     def __setstate__(self, state):
         self.__dict__.update(state)
@@ -753,12 +741,18 @@ class GridJob:
         del self._tail[:-65536]
 
     def _pump(self, deadline: Optional[float] = None) -> bool:
-        """Copy the child's output until it closes (True) or the deadline passes (False)."""
+        """Copy the child's output until it closes (True) or the deadline passes (False); a child whose launcher is
+        gone (`watch`) is killed, as one of a killed launcher (its last checkpoint is kept)."""
         fd = self._child.stdout.fileno()
         while True:
-            timeout = None if deadline is None else max(0.0, deadline - time.time())
+            timeout = 1.0 if deadline is None else max(0.0, min(1.0, deadline - time.time()))
             if not select.select([fd], [], [], timeout)[0]:
-                return False
+                if self.watch and not pid_alive(self.watch) and self._child.poll() is None:
+                    self._stopping = True
+                    self._child.kill()
+                if deadline is not None and time.time() >= deadline:
+                    return False
+                continue
             chunk = os.read(fd, 65536)
             if not chunk:
                 return True
@@ -769,69 +763,37 @@ class GridJob:
         if (
             run is not None
         ):  # from its last checkpoint; one killed before its first (in the ensemble fit) refits in place
-            cmd = [sys.executable, script, "--resume", run["run_dir"]]
-            if run["config"].get("cuda") is False:  # --resume takes the device flag from its own command line
-                cmd.append("--no-cuda")
-            return cmd
-        return [
-            sys.executable,
-            script,
-            "--env",
-            self.cell.env,
-            "--seed",
-            str(self.cell.seed),
-            "--runs-dir",
-            self.runs_dir,
-            *self.cell.flags,
-        ]
+            return [sys.executable, script, "--resume", run["run_dir"]] + ["--no-cuda"] * (
+                run["config"].get("cuda") is False
+            )
+        return [sys.executable, script, "--env", self.cell.env, "--seed", str(self.cell.seed), "--runs-dir",
+                self.runs_dir, *self.cell.flags]  # fmt: skip
 
     def _run_child(self, cmd: list[str]) -> int:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        shown = {k: v for k, v in (("CUDA_VISIBLE_DEVICES", self.device), ("OMP_NUM_THREADS", self.threads)) if v}
-        env.update({k: str(v) for k, v in shown.items()})
-        print("$", *[f"{k}={v}" for k, v in shown.items()], shlex.join(cmd), flush=True)
+        for k, v in self.env.items():
+            env.pop(k) if v is None else env.update({k: str(v)})
+        shown = [f"{k}={v}" for k, v in self.env.items() if v is not None]
+        print("$", *shown, shlex.join(cmd), flush=True)
         os.makedirs(os.path.join(grid_dir(self.runs_dir), "logs"), exist_ok=True)
         self._tail = bytearray()
         with open(os.path.join(grid_dir(self.runs_dir), "logs", f"{self.cell.id}.log"), "ab") as log:
             self._log = log
-            log.write(
-                f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {socket.gethostname()} $ {shlex.join(cmd)}\n".encode()
-            )
-            # Locally the run gets its own session, so a signal to the launcher's process group reaches it once,
-            # forwarded; child_setup makes it die with the launcher and ignore Slurm's time-limit signal.
-            self._child = subprocess.Popen(
-                cmd,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=self.launcher == "local",
-                preexec_fn=lambda parent=os.getpid(), libc=libc(): child_setup(parent, libc),
-            )
+            when = f"{time.strftime('%Y-%m-%d %H:%M:%S')} {socket.gethostname()}"
+            log.write(f"\n=== {when} $ {shlex.join(cmd)}\n".encode())
+            self._child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                                           start_new_session=self.local, preexec_fn=functools.partial(child_setup,
+                                                                                                      os.getpid()))  # fmt: skip
             update_record(self.runs_dir, self.cell, child_pid=self._child.pid)
-            if self._stopping and self.launcher == "local":  # stop() came while it started (--per-gpu)
-                self._child.send_signal(signal.SIGTERM)
-            while True:
-                try:
-                    self._pump()
-                    break
-                except KeyboardInterrupt:  # Ctrl-C: the run (its own session when local) gets it once and saves
-                    if self.launcher == "local" and self._child.poll() is None:
-                        self._child.send_signal(signal.SIGINT)  # a second Ctrl-C is forwarded too: it stops at once
-                    if not self._stopping:
-                        print(
-                            "\ninterrupted: waiting for the run to save (Ctrl-C again stops it at once)",
-                            file=sys.stderr,
-                            flush=True,
-                        )
-                    self._stopping = True
+            self._pump()
             rc = self._child.wait()
             self._child, self._log = None, None
         return rc
 
     def _on_sigterm(self, previous):
         def handler(signum, frame):
-            self._term_seen = self.launcher != "local"  # under Slurm the run got it too: do not send a second one
-            if self.launcher == "local" and not self._stopping and self._child is not None:
+            self._term_seen = not self.local  # under Slurm the run got it too: do not send a second one
+            if self.local and not self._stopping and self._child is not None:
                 self._child.send_signal(signal.SIGTERM)  # locally the run has its own session: forward it once
             self._stopping = True
             if callable(previous):
@@ -854,9 +816,7 @@ class GridJob:
         print(f"{self.cell.label}: stopped for a requeue; the requeued job resumes it", flush=True)
         requeues = (read_json(record_path(self.runs_dir, self.cell.id)) or {}).get("requeues", 0) + 1
         update_record(self.runs_dir, self.cell, state="queued", requeues=requeues, child_pid=None)
-        return submitit.helpers.DelayedSubmission(
-            GridJob(self.cell, self.runs_dir, self.launcher, self.retry_failed, self.commit, self.grace_s)
-        )
+        return submitit.helpers.DelayedSubmission(copy.copy(self))
 
     def __call__(self) -> dict:
         previous = signal.getsignal(signal.SIGTERM)
@@ -866,27 +826,11 @@ class GridJob:
         finally:
             signal.signal(signal.SIGTERM, previous)
 
-    def run(self) -> dict:
-        """The job in a thread of --per-gpu (no signal handler of its own: the main thread calls stop())."""
-        return self._run()
-
-    def stop(self, signum: int) -> None:
-        """--per-gpu: the launcher's main thread got a signal (Ctrl-C, SIGTERM) for this job, which runs in another
-        thread: the run gets it (SIGTERM once; every Ctrl-C, so a second one stops it at once) and nothing more is
-        started for the cell."""
-        child = self._child
-        if child is not None and child.poll() is None and (signum == signal.SIGINT or not self._stopping):
-            child.send_signal(signum)
-        self._stopping = True
-
     def _finish(self, state: str, run_dir: Optional[str], error: Optional[str] = None) -> dict:
         update_record(self.runs_dir, self.cell, state=state, run_dir=run_dir, error=error, child_pid=None)
-        result = {"cell": self.cell.label, "state": state, "run_dir": run_dir, "error": error}
-        print(
-            f"{self.cell.label}: {state}" + (f": {error}" if error else "") + (f" ({run_dir})" if run_dir else ""),
-            flush=True,
-        )
-        return result
+        where = (f": {error}" if error else "") + (f" ({run_dir})" if run_dir else "")
+        print(f"{self.cell.label}: {state}{where}", flush=True)
+        return {"cell": self.cell.label, "state": state, "run_dir": run_dir, "error": error}
 
     def _run(self) -> dict:
         cell, job_id = self.cell, None
@@ -895,24 +839,15 @@ class GridJob:
             st = {"run_dir": live[0]["run_dir"], "locked_by": live[0]["locked_by"]}
             print(f"skip {cell.label}: running ({whereabouts(st)})", flush=True)
             return {"cell": cell.label, "state": "running", "run_dir": st["run_dir"], "error": None}
-        if self.launcher != "local":
+        with contextlib.suppress(RuntimeError, ImportError):
             import submitit
 
-            with contextlib.suppress(RuntimeError):
-                job_id = submitit.JobEnvironment().job_id
+            job_id = submitit.JobEnvironment().job_id
         rec = read_json(record_path(self.runs_dir, cell.id)) or {}
         commits = rec.get("commits", [])
-        update_record(
-            self.runs_dir,
-            cell,
-            state="running",
-            launcher=self.launcher,
-            host=socket.gethostname(),
-            pid=os.getpid(),
-            job_id=job_id or rec.get("job_id"),
-            error=None,
-            commits=commits + ([self.commit] if self.commit not in commits else []),
-        )
+        update_record(self.runs_dir, cell, state="running", launcher=self.launcher, host=socket.gethostname(),
+                      pid=os.getpid(), job_id=job_id or rec.get("job_id"), error=None,
+                      commits=commits + ([self.commit] if self.commit not in commits else []))  # fmt: skip
         last_epochs, started = -1, 0
         while True:
             run = best_run(scan_runs(self.runs_dir).get(cell.key, []))
@@ -920,6 +855,8 @@ class GridJob:
                 return self._finish("finished", run["run_dir"])
             if run and run["state"] == "failed" and not (self.retry_failed and started == 0):
                 return self._finish("failed", run["run_dir"], summary_error(run["summary"]))
+            if self._stopping:  # a signal between two runs (an exit 0 without finishing): start none
+                return self._finish("stopped", run and run["run_dir"], "interrupted; it resumes on the next launch")
             epochs = run_epochs(run["run_dir"]) if run else 0
             if started and epochs <= last_epochs:
                 return self._finish(
@@ -942,14 +879,10 @@ class GridJob:
             if rc != 0:
                 error = last_error_line(self._tail.decode(errors="replace"))
                 if rc < 0:  # killed from outside, e.g. by the kernel's out-of-memory killer
-                    error = f"killed by {signal.Signals(-rc).name}" + (
-                        " (out of memory?)" if rc == -signal.SIGKILL else ""
-                    )
+                    error = f"killed by {signal.Signals(-rc).name}" + " (out of memory?)" * (rc == -signal.SIGKILL)
                 if rc == 2 and action == "start" and run_dir is None:  # a flag error: every cell would get it
                     with contextlib.suppress(OSError):
                         os.remove(record_path(self.runs_dir, cell.id))
-                    if self.launcher == "local":
-                        raise UsageError(f"{cell.label}: the script rejected its flags (exit 2): {error}")
                 return self._finish("failed", run_dir, f"exit {rc}: {error}")
             # exit 0 but not finished (e.g. --stop-after-epochs in --extra): resume it while it makes progress
 
@@ -1508,31 +1441,31 @@ def check_sbatch(args: Args, n: int) -> None:
         raise UsageError(sbatch_problem(proc.stderr + proc.stdout, args))
 
 
-def submit(args: Args, todo: list[tuple[Cell, dict]], commit: str) -> list:
-    import submitit
-
-    # a job unpickles GridJob, whose code calls toolbox.py and plumbing.py by reference: their folders must be
-    # importable there (sbatch and submitit's LocalExecutor pass this process's environment on)
+def job_env() -> None:
+    """A job unpickles GridJob, whose code calls toolbox.py and plumbing.py by reference: their folders must be
+    importable there (sbatch and submitit's LocalExecutor pass this process's environment on)."""
     here = [os.path.join(ROOT, "benchmarks"), os.path.join(ROOT, "algorithms"), os.environ.get("PYTHONPATH")]
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in here if p)
+
+
+def submit(args: Args, todo: list[tuple[Cell, dict]], commit: str) -> list:
+    """--launcher slurm: one job array through submitit's SlurmExecutor; each cell's record "queued" with its job."""
+    import submitit
+
+    job_env()
     folder = submitit_folder(args.runs_dir)
-    if args.launcher == "slurm":
-        if not shutil_which("sbatch"):
-            raise UsageError(
-                "--launcher slurm needs Slurm's sbatch on PATH (none here); --dry-run prints what it would submit"
-            )
-        try:
-            executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=args.max_requeues)
-            executor.update_parameters(**slurm_parameters(args))
-        except (RuntimeError, ValueError) as e:
-            raise UsageError(f"slurm: {str(e).splitlines()[0]}") from None
-        check_sbatch(args, len(todo))  # a refusal is one line, before any record is written
-        grace = max(10, args.signal_delay_s - 30)
-    else:
-        executor = submitit.LocalExecutor(folder=folder, max_num_timeout=args.max_requeues)
-        executor.update_parameters(timeout_min=args.time, signal_delay_s=args.signal_delay_s)
-        grace = max(10, args.signal_delay_s - 5)
-    jobs = [GridJob(cell, args.runs_dir, args.launcher, args.retry_failed, commit, grace) for cell, _ in todo]
+    if not shutil_which("sbatch"):
+        raise UsageError(
+            "--launcher slurm needs Slurm's sbatch on PATH (none here); --dry-run prints what it would submit"
+        )
+    try:
+        executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=args.max_requeues)
+        executor.update_parameters(**slurm_parameters(args))
+    except (RuntimeError, ValueError) as e:
+        raise UsageError(f"slurm: {str(e).splitlines()[0]}") from None
+    check_sbatch(args, len(todo))  # a refusal is one line, before any record is written
+    jobs = [GridJob(cell, args.runs_dir, "slurm", args.retry_failed, commit, max(10, args.signal_delay_s - 30))
+            for cell, _ in todo]  # fmt: skip
     # what a refused submission puts back: the records as they were, and no _grid/ where there was none
     root = os.path.dirname(folder)
     before = {
@@ -1541,41 +1474,20 @@ def submit(args: Args, todo: list[tuple[Cell, dict]], commit: str) -> list:
         "submitit": set(os.listdir(root)) if os.path.isdir(root) else None,
     }
     for job in jobs:
-        update_record(
-            args.runs_dir,
-            job.cell,
-            state="queued",
-            launcher=args.launcher,
-            job_id=None,
-            error=None,
-            host=None,
-            pid=None,
-        )
-    waves = (
-        [jobs]
-        if args.launcher == "slurm"
-        else [jobs[i : i + args.array_parallelism] for i in range(0, len(jobs), args.array_parallelism)]
-    )
-    submitted = []
-    for wave in waves:
-        if args.launcher == "slurm":
-            try:  # submitit prints a refusing sbatch's stderr before raising it: it is said once, below, in one line
-                with contextlib.redirect_stderr(io.StringIO()), executor.batch():
-                    handles = [executor.submit(job) for job in wave]
-            except Exception as e:  # submitit's FailedJobError (sbatch's stderr), or sbatch that did not run
-                undo_submission(args.runs_dir, before)
-                raise UsageError(sbatch_problem(str(e) or type(e).__name__, args)) from None
-        else:
-            handles = [executor.submit(job) for job in wave]
-        for job, handle in zip(wave, handles):
-            rec = read_json(record_path(args.runs_dir, job.cell.id)) or {}
-            if rec.get("state") == "queued" and not rec.get("job_id"):
-                update_record(args.runs_dir, job.cell, job_id=str(handle.job_id))
-            print(f"submitted {job.cell.label}: job {handle.job_id}", flush=True)
-        submitted += list(zip(wave, handles))
-        if args.launcher == "submitit-local":
-            wait_jobs(list(zip(wave, handles)))
-    return submitted
+        update_record(args.runs_dir, job.cell, state="queued", launcher="slurm", job_id=None, error=None, host=None,
+                      pid=None)  # fmt: skip
+    try:  # submitit prints a refusing sbatch's stderr before raising it: it is said once, below, in one line
+        with contextlib.redirect_stderr(io.StringIO()), executor.batch():
+            handles = [executor.submit(job) for job in jobs]
+    except Exception as e:  # submitit's FailedJobError (sbatch's stderr), or sbatch that did not run
+        undo_submission(args.runs_dir, before)
+        raise UsageError(sbatch_problem(str(e) or type(e).__name__, args)) from None
+    for job, handle in zip(jobs, handles):
+        rec = read_json(record_path(args.runs_dir, job.cell.id)) or {}
+        if rec.get("state") == "queued" and not rec.get("job_id"):
+            update_record(args.runs_dir, job.cell, job_id=str(handle.job_id))
+        print(f"submitted {job.cell.label}: job {handle.job_id}", flush=True)
+    return list(zip(jobs, handles))
 
 
 def undo_submission(runs_dir: str, before: dict) -> None:
@@ -1619,78 +1531,95 @@ def local_gpus() -> list[Optional[str]]:
     return ids or [None]
 
 
-def run_per_gpu(args: Args, cells: list[Cell], commit: str, make_job=None) -> bool:
-    """--per-gpu K: K runs at once on each GPU, one thread per slot taking the next cell (a GridJob whose run gets the
-    slot's CUDA_VISIBLE_DEVICES, and OMP_NUM_THREADS = host cores / slots unless it is set; its output goes to its log
-    only). Ctrl-C and SIGTERM go to every run (each saves) and start nothing more. True when interrupted."""
-    make_job = make_job or GridJob
-    gpus = local_gpus()
-    slots = [gpu for _ in range(args.per_gpu) for gpu in gpus]  # the first K × GPUs cells go to every GPU in turn
-    threads = None if "OMP_NUM_THREADS" in os.environ else max(1, (os.cpu_count() or 1) // len(slots))
-    queue, active, errors, lock, stopping = list(cells), {}, [], threading.RLock(), threading.Event()
-    where = lambda gpu: f"GPU {gpu}" if gpu is not None else "the CPU"
-    print(f"--per-gpu {args.per_gpu}: up to {len(slots)} runs at once on {', '.join(map(where, gpus))}", flush=True)
+def run_local(args: Args, cells: list[Cell], commit: str, executor=None) -> Optional[int]:
+    """--launcher local: the cells as submitit jobs on this machine (its LocalExecutor), one after another, or with
+    --per-gpu K, K at once on each GPU (each run told its GPU by CUDA_VISIBLE_DEVICES, and OMP_NUM_THREADS = cores /
+    runs at once unless it is set), each started as a slot frees. The jobs' output is shown here (a run's own with one
+    at a time; with several, each job's lines, the runs' in their logs). The first Ctrl-C or SIGTERM stops every job
+    (its run saves) and starts no more, a second Ctrl-C stops the runs at once. The signal's number when interrupted,
+    else None."""
+    import submitit
 
-    def worker(slot: int, gpu: Optional[str]) -> None:
-        while True:
-            with lock:
-                if stopping.is_set() or not queue:
-                    return
-                cell = queue.pop(0)
-                job = active[slot] = make_job(
-                    cell, args.runs_dir, "local", args.retry_failed, commit, device=gpu, threads=threads, echo=False
-                )
-            t0 = time.time()
-            try:
-                result = job.run()
-                print(f"  {cell.label}: {result['state']} after {time.time() - t0:.0f} s on {where(gpu)}", flush=True)
-            except Exception as e:  # e.g. UsageError: the script rejected its flags; the launch ends with it
-                errors.append(e)
-                stopping.set()
-            finally:
-                with lock:
-                    active.pop(slot, None)
-            if job._stopping:
-                stopping.set()
-
-    def stop_all(signum: int) -> None:
-        with lock:
-            stopping.set()
-            for job in active.values():
-                job.stop(signum)
-
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: stop_all(signum))
-    workers = [threading.Thread(target=worker, args=(i, gpu), daemon=True) for i, gpu in enumerate(slots)]
-    try:
-        for w in workers:
-            w.start()
-        while any(w.is_alive() for w in workers):
-            try:
-                for w in workers:
-                    w.join(0.2)
-            except KeyboardInterrupt:  # every Ctrl-C goes to every run: the first saves, a second stops at once
-                if not stopping.is_set():
-                    print(
-                        "\ninterrupted: waiting for the runs to save (Ctrl-C again stops them at once)", file=sys.stderr
-                    )
-                stop_all(signal.SIGINT)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    if errors:
-        raise errors[0]
-    return stopping.is_set()
-
-
-def wait_jobs(pairs: list) -> None:
-    for job, handle in pairs:
+    job_env()
+    if executor is None:
+        executor = submitit.LocalExecutor(folder=submitit_folder(args.runs_dir), max_num_timeout=args.max_requeues)
+        executor.update_parameters(timeout_min=args.time, signal_delay_s=args.signal_delay_s)
+    gpus = local_gpus() if args.per_gpu else [os.environ.get("CUDA_VISIBLE_DEVICES")]
+    k = args.per_gpu or (args.array_parallelism if args.launcher == "submitit-local" else 1)
+    slots = [gpu for _ in range(k) for gpu in gpus]  # the first K × GPUs cells go to every GPU in turn
+    threads = os.environ.get("OMP_NUM_THREADS") or (
+        max(1, (os.cpu_count() or 1) // len(slots)) if args.per_gpu else None
+    )
+    if args.per_gpu:
+        where = ", ".join(f"GPU {g}" if g is not None else "the CPU" for g in gpus)
+        print(f"--per-gpu {args.per_gpu}: up to {len(slots)} runs at once on {where}", flush=True)
+    queue, running, stopped, failure = list(cells), {}, None, None  # running: slot -> [job, handle, t0, shown bytes]
+    while running or (queue and stopped is None):
         try:
-            handle.result()
-        except Exception as e:  # the job's own record holds its state; say what submitit saw
-            lines = [ln for ln in str(e).splitlines() if ln.strip()]
-            print(
-                f"{job.cell.label}: job {handle.job_id} ended with an error: {lines[-1] if lines else type(e).__name__}",
-                flush=True,
-            )
+            for slot in [i for i in range(len(slots)) if i not in running][: len(queue) if stopped is None else 0]:
+                env = {"CUDA_VISIBLE_DEVICES": slots[slot], "OMP_NUM_THREADS": threads}
+                job = GridJob(queue.pop(0), args.runs_dir, args.launcher, args.retry_failed, commit,
+                              max(10, args.signal_delay_s - 5), env, echo=len(slots) == 1, watch=os.getpid())  # fmt: skip
+                sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)  # inherited: a terminal's Ctrl-C is ours alone
+                try:
+                    running[slot] = [job, executor.submit(job), time.time(), 0]
+                finally:
+                    signal.signal(signal.SIGINT, sigint)
+            for slot, entry in list(running.items()):
+                job, handle, t0, _ = entry
+                entry[3] = show_output(handle, entry[3])
+                if handle.done():
+                    del running[slot]
+                    try:
+                        result = handle.result()
+                        failure = (
+                            failure
+                            or (result["error"] or "").startswith("exit 2:")
+                            and not result["run_dir"]
+                            and result
+                        )
+                    except Exception as e:  # the job's own record holds its state; say what submitit saw
+                        lines = [ln for ln in str(e).splitlines() if ln.strip()]
+                        result = {"state": f"ended with an error: {lines[-1] if lines else type(e).__name__}"}
+                    where = f" on {'GPU ' + str(slots[slot]) if args.per_gpu and slots[slot] else 'this machine'}"
+                    print(f"  {job.cell.label}: {result['state']} after {time.time() - t0:.0f} s{where}", flush=True)
+                    if failure and stopped is None:  # a flag error: every cell would get it
+                        stopped = stop_local(running, signal.SIGTERM, first=True)
+            time.sleep(0.2)
+        except KeyboardInterrupt as e:
+            signum = e.args[0] if e.args and isinstance(e.args[0], int) else signal.SIGINT
+            if stopped is None:
+                print("\ninterrupted: waiting for the runs to save (Ctrl-C again stops them at once)", file=sys.stderr)
+            stopped = stop_local(running, signum, first=stopped is None)
+    if failure:
+        raise UsageError(f"{failure['cell']}: the script rejected its flags: {failure['error']}")
+    return stopped
+
+
+def show_output(handle, shown: int) -> int:
+    """Copy what a local job wrote to its stdout since `shown` bytes to this process's stdout; the bytes shown."""
+    with contextlib.suppress(OSError):
+        with open(handle.paths.stdout, "rb") as f:
+            f.seek(shown)
+            chunk = f.read()
+            sys.stdout.buffer.write(chunk)
+            sys.stdout.flush()
+            return shown + len(chunk)
+    return shown
+
+
+def stop_local(running: dict, signum: int, first: bool) -> int:
+    """Stop every local job: the first time SIGTERM to its controller (submitit forwards it to the job, which
+    forwards it to its run once: the run saves), then SIGINT to the runs themselves (they stop at once)."""
+    for job, handle, *_ in running.values():
+        if first:
+            with contextlib.suppress(OSError, AttributeError):
+                handle._process.send_signal(signal.SIGTERM)
+        else:
+            pid = (read_json(record_path(job.runs_dir, job.cell.id)) or {}).get("child_pid")
+            with contextlib.suppress(OSError, TypeError):
+                os.kill(pid, signal.SIGINT)
+    return signum
 
 
 def wait_for_locks(job, timeout_s: float = 90.0) -> None:
@@ -1765,21 +1694,12 @@ def main(args: Args, argv: list[str]) -> int:
         dry_run(args, cells, todo)
         return 0
     commit = git_commit()
-    interrupted = False
-    if args.launcher == "local" and args.per_gpu is not None:
-        interrupted = run_per_gpu(args, [cell for cell, _ in todo], commit)
-    elif args.launcher == "local":
-        for cell, _ in todo:
-            job = GridJob(cell, args.runs_dir, "local", args.retry_failed, commit)
-            t0 = time.time()
-            result = job()
-            print(f"  {cell.label}: {result['state']} after {time.time() - t0:.0f} s", flush=True)
-            if job._stopping:
-                interrupted = True
-                break
+    interrupted = None
+    if args.launcher in LOCAL:
+        interrupted = run_local(args, [cell for cell, _ in todo], commit) if todo else None
     else:
         submitted = submit(args, todo, commit) if todo else []
-        if args.launcher == "slurm" and not args.wait:
+        if not args.wait:
             print(
                 f"submitted {len(submitted)} job(s); `python benchmarks/scores.py --status --runs-dir {args.runs_dir}` "
                 f"follows them, `--table-only` aggregates"
@@ -1790,8 +1710,7 @@ def main(args: Args, argv: list[str]) -> int:
                     file=sys.stderr,
                 )
             return 1 if skipped_failed else 0
-        if args.launcher == "slurm":
-            wait_slurm_jobs(submitted)
+        wait_slurm_jobs(submitted)
     states = collect(args.runs_dir, cells)  # the grid's cells only, as --table-only of the same grid
     write_report(args, states)
     failed = [c for c in cells if states[c.key]["state"] == "failed"]
@@ -1802,7 +1721,7 @@ def main(args: Args, argv: list[str]) -> int:
     unfinished = print_unfinished(cells, states)
     if interrupted:
         print("interrupted: run the same command again to resume", file=sys.stderr)
-        return 130
+        return 128 + interrupted
     return 1 if failed or unfinished else 0
 
 
@@ -1836,7 +1755,7 @@ def print_unfinished(cells: list[Cell], states: dict[tuple, dict]) -> list[Cell]
 
 
 def cli(argv: list[str]) -> int:
-    return toolbox.cli(lambda args: main(args, argv), Args, argv)
+    return toolbox.cli(lambda args: main(args, argv), Args, argv, sigterm=True)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 
 import numpy as np
 import pytest
@@ -235,6 +236,33 @@ def test_submitit_local_executor_runs_the_grid_and_a_preempted_job_resumes(local
         (ours,), (reference,) = run_dirs(runs, name), run_dirs(local_grid["runs"], name)
         assert metrics_without_timings(ours) == metrics_without_timings(reference), name
     assert "| hopper-random-v2 | orpo |" in (tmp_path / "scores.md").read_text()
+
+
+@pytest.mark.slow  # the slow tier: a launcher's run end to end
+def test_sigterm_to_the_local_launcher_stops_its_run_which_saves_and_exits_143(tmp_path, hopper_data_dir):
+    """SIGTERM to scores.py (what `kill` or a batch system sends) mid-run: the run saves and stops, the launcher says
+    how to continue and exits 143, and no process of it is left (a relaunch resumes a stopped run: the grid test)."""
+    runs = tmp_path / "runs"
+    flags = ["--epochs", "200", *COMMON[2:]]  # --epochs 200: the signal comes long before the end
+    cmd = [SCRIPT, "--algos", "td3bc", "--envs", "hopper-random-v2", "--seeds", "1", "--runs-dir", str(runs)]
+    cmd += ["--out", str(tmp_path / "scores.md"), "--reps", "200", f"--extra={shlex.join(flags)}"]
+    proc = subprocess.Popen([sys.executable, *cmd], cwd=str(tmp_path), env=script_env(hopper_data_dir[0]),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        run = os.path.dirname(wait_for(str(runs / "hopper-random-v2__td3bc__1__*" / "checkpoint.pt"), proc))
+        child = json.loads((runs / "_grid" / "hopper-random-v2__td3bc__1.json").read_text())["child_pid"]
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, stdout[-2000:] + stderr[-2000:]
+    assert "interrupted: run the same command again to resume" in stderr
+    assert wait_gone(child), "the run outlived its launcher"
+    summary = json.loads((runs / os.path.basename(run) / "summary.json").read_text())
+    assert summary["status"] == "interrupted", summary  # it saved its checkpoint, then stopped
+    assert json.loads((runs / "_grid" / "hopper-random-v2__td3bc__1.json").read_text())["state"] == "stopped"
+    status = run_script(SCRIPT, "--status", "--runs-dir", str(runs), cwd=str(tmp_path))
+    assert "1 runs: 0 queued, 0 running, 0 finished, 0 failed, 1 stopped" in status.stdout, status.stdout
 
 
 # ------------------------------------------------------------------------------------------ failures
@@ -920,75 +948,97 @@ def test_a_killed_launcher_takes_its_run_with_it(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ --per-gpu K
-class FakeJob:
-    """A GridJob stand-in for run_per_gpu's bookkeeping: its run() holds a slot for a moment and counts who runs at
-    once; stop() records the signal."""
+class FakeExecutor:
+    """submitit's LocalExecutor for run_local's bookkeeping: each submitted job holds its slot for a moment in a thread
+    (counting who runs at once) instead of running; a signal to its controller is recorded and ends it."""
 
-    def __init__(self, seen, cell, runs_dir, launcher, retry_failed, commit, device=None, threads=None, echo=True):
-        self.seen, self.cell, self.device, self.threads, self.echo = seen, cell, device, threads, echo
-        self._stopping, self.stops = False, []
-        seen["jobs"].append(self)
+    def __init__(self, on_run=None):
+        self.jobs, self.now, self.most, self.most_on, self.lock, self.on_run = [], [], 0, {}, threading.Lock(), on_run
 
-    def run(self):
-        seen = self.seen
-        with seen["lock"]:
-            seen["now"].append(self.device)
-            seen["most"] = max(seen["most"], len(seen["now"]))
-            for d in set(seen["now"]):
-                seen["most_on"][d] = max(seen["most_on"].get(d, 0), seen["now"].count(d))
-        if seen.get("on_run"):
-            seen["on_run"](self)
-        time.sleep(0.5)
-        with seen["lock"]:
-            seen["now"].remove(self.device)
-        return {"state": "stopped" if self._stopping else "finished"}
+    def submit(self, job):
+        executor, handle = self, types.SimpleNamespace(job=job, signals=[], paths=types.SimpleNamespace(stdout="/none"))
+        handle._process = types.SimpleNamespace(send_signal=handle.signals.append)
+        self.jobs.append(handle)
+        gpu = job.env["CUDA_VISIBLE_DEVICES"]
 
-    def stop(self, signum):
-        self.stops.append(signum)
-        self._stopping = True
+        def hold():
+            with executor.lock:
+                executor.now.append(gpu)
+                executor.most = max(executor.most, len(executor.now))
+                executor.most_on[gpu] = max(executor.most_on.get(gpu, 0), executor.now.count(gpu))
+            if executor.on_run:
+                executor.on_run(executor, handle)
+            t0 = time.time()
+            while time.time() - t0 < 0.5 and not handle.signals:
+                time.sleep(0.01)
+            time.sleep(0.6 * (job.cell.seed % 2 == 0))  # slots free one after another
+            with executor.lock:
+                executor.now.remove(gpu)
+
+        thread = threading.Thread(target=hold, daemon=True)
+        thread.start()
+        handle.done = lambda: not thread.is_alive()
+        handle.result = lambda: {"cell": job.cell.label, "state": "stopped" if handle.signals else "finished",
+                                 "run_dir": None, "error": None}  # fmt: skip
+        return handle
 
 
-def fake_launch(scores, monkeypatch, tmp_path, gpus, k, n, on_run=None, now=None):
-    seen = {"jobs": [], "now": [] if now is None else now, "most": 0, "most_on": {}, "lock": threading.Lock()}
-    seen["on_run"] = on_run
+def fake_launch(scores, monkeypatch, tmp_path, gpus, k, n, on_run=None):
     monkeypatch.setattr(scores, "local_gpus", lambda: gpus)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     cells = [scores.Cell("td3bc", "td3bc", (), "td3bc", "hopper-random-v2", seed) for seed in range(1, n + 1)]
-    args = scores.Args(per_gpu=k, runs_dir=str(tmp_path))
-    make_job = lambda *a, **kw: FakeJob(seen, *a, **kw)
-    interrupted = scores.run_per_gpu(args, cells, "abc1234", make_job=make_job)
-    return seen, cells, interrupted
+    executor = FakeExecutor(on_run)
+    interrupted = scores.run_local(scores.Args(per_gpu=k, runs_dir=str(tmp_path)), cells, "abc1234", executor)
+    return executor, cells, interrupted
 
 
 @pytest.mark.parametrize("gpus, k", [(["0"], 3), (["5", "6"], 2), ([None], 2)], ids=["1 GPU", "2 GPUs", "no GPU"])
 def test_per_gpu_runs_k_cells_at_once_on_each_gpu(scores, monkeypatch, tmp_path, gpus, k):
     """--per-gpu K: K cells at once on each GPU (each run told its GPU by CUDA_VISIBLE_DEVICES; on a machine without
-    one, K at once on the CPU), every cell once, OMP_NUM_THREADS = host cores / runs at once, output to the logs only."""
-    seen, cells, interrupted = fake_launch(scores, monkeypatch, tmp_path, gpus, k, n=7)
-    assert not interrupted
-    assert sorted(j.cell.seed for j in seen["jobs"]) == [c.seed for c in cells]  # each cell once
-    assert seen["most"] == k * len(gpus)  # the first wave fills every slot
-    assert seen["most_on"] == {gpu: k for gpu in gpus}  # K on each GPU, never more
-    assert {j.device for j in seen["jobs"]} == set(gpus)
-    assert {j.threads for j in seen["jobs"]} == {max(1, (os.cpu_count() or 1) // (k * len(gpus)))}
-    assert not any(j.echo for j in seen["jobs"])  # K runs' progress bars would interleave on the terminal
+    one, K at once on the CPU), every cell once, OMP_NUM_THREADS = host cores / runs at once, output to the logs only;
+    each job watches the launcher (its run stops if the launcher dies)."""
+    executor, cells, interrupted = fake_launch(scores, monkeypatch, tmp_path, gpus, k, n=7)
+    assert interrupted is None
+    jobs = [h.job for h in executor.jobs]
+    assert sorted(j.cell.seed for j in jobs) == [c.seed for c in cells]  # each cell once
+    assert executor.most == k * len(gpus)  # the first wave fills every slot
+    assert executor.most_on == {gpu: k for gpu in gpus}  # K on each GPU, never more
+    assert {j.env["OMP_NUM_THREADS"] for j in jobs} == {max(1, (os.cpu_count() or 1) // (k * len(gpus)))}
+    assert not any(j.echo for j in jobs) and {j.watch for j in jobs} == {os.getpid()}
+    assert {j.launcher for j in jobs} == {"local"} and all(j.local for j in jobs)
 
 
-def test_per_gpu_sigterm_stops_every_run_and_starts_no_more(scores, monkeypatch, tmp_path):
-    """SIGTERM to a --per-gpu launcher goes to each run once (each saves) and no further cell starts."""
+def test_one_at_a_time_without_per_gpu_each_run_sees_the_launchers_gpus(scores, monkeypatch, tmp_path):
+    """The default local launch: one run after another, its output shown, CUDA_VISIBLE_DEVICES as the launcher's
+    (unset stays unset), OMP_NUM_THREADS left alone."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    cells = [scores.Cell("td3bc", "td3bc", (), "td3bc", "hopper-random-v2", seed) for seed in (1, 2)]
+    executor = FakeExecutor()
+    assert scores.run_local(scores.Args(runs_dir=str(tmp_path)), cells, "abc1234", executor) is None
+    assert executor.most == 1 and [h.job.echo for h in executor.jobs] == [True, True]
+    assert [h.job.env for h in executor.jobs] == [{"CUDA_VISIBLE_DEVICES": None, "OMP_NUM_THREADS": None}] * 2
 
-    def on_run(job):
-        if job.cell.seed == 1:
+
+def test_sigterm_stops_every_local_job_and_starts_no_more(scores, monkeypatch, tmp_path):
+    """SIGTERM to a local launcher goes to each running job's controller once (submitit forwards it to the job, the
+    job to its run, which saves), and no further cell starts; run_local says which signal stopped it."""
+
+    def on_run(executor, handle):
+        if handle.job.cell.seed == 1:
             t0 = time.time()
-            while len(seen_now) < 2 and time.time() - t0 < 10:  # both slots taken
+            while len(executor.now) < 2 and time.time() - t0 < 10:  # both slots taken
                 time.sleep(0.01)
             os.kill(os.getpid(), signal.SIGTERM)  # handled in the main thread, as a real signal is
 
-    previous, seen_now = signal.getsignal(signal.SIGTERM), []
-    seen, cells, interrupted = fake_launch(scores, monkeypatch, tmp_path, ["0"], 2, n=6, on_run=on_run, now=seen_now)
-    assert interrupted and signal.getsignal(signal.SIGTERM) == previous  # its handler is put back
-    assert len(seen["jobs"]) == 2  # the first wave only
-    assert [j.stops for j in seen["jobs"]] == [[signal.SIGTERM]] * 2
+    previous = signal.signal(signal.SIGTERM, scores.toolbox._stop)  # scores.cli's handler: SIGTERM stops main
+    try:
+        executor, cells, interrupted = fake_launch(scores, monkeypatch, tmp_path, ["0"], 2, n=6, on_run=on_run)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert interrupted == signal.SIGTERM
+    assert len(executor.jobs) == 2  # the first wave only
+    assert [h.signals for h in executor.jobs] == [[signal.SIGTERM]] * 2
 
 
 @pytest.mark.slow  # the slow tier: a launcher's whole grid end to end
