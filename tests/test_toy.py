@@ -182,7 +182,6 @@ def no_work(*a, **k):
 def test_bad_flags_are_one_line_before_any_work(argv, message, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(rw, "run_jobs", no_work)
-    monkeypatch.setattr(rw, "start_worker", no_work)
     (tmp_path / "a_file").write_text("")
     assert rw.cli(argv) == 2
     out, err = capsys.readouterr()
@@ -315,16 +314,15 @@ def test_output_is_a_line_per_run_and_a_table_with_details_in_the_logs(quick):
     assert "holdout MSE" in (out / "logs" / "ensemble_s1.log").read_text()
 
 
-def worker_processes(tag: str) -> list[int]:
-    """The pids of live processes whose command line holds `tag` (the toy's workers name their output folder)."""
+def worker_processes(out) -> list[int]:
+    """The pids of the toy's workers that are still alive (each log's first line names its worker's pid)."""
     pids = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if tag.encode() in f.read() and int(pid) != os.getpid():
-                    pids.append(int(pid))
-        except OSError:
-            pass
+    for log in out.glob("logs/*.log"):
+        first = log.read_text().split("\n", 1)[0]
+        if first.startswith("worker pid ") and os.path.exists(f"/proc/{first.split()[-1]}"):
+            with open(f"/proc/{first.split()[-1]}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                    pids.append(int(first.split()[-1]))
     return pids
 
 
@@ -351,7 +349,7 @@ def test_interrupt_stops_the_workers_keeps_finished_runs_and_resumes(tmp_path):
         assert (
             stderr.startswith(f"interrupted by {signal.Signals(sig).name}: workers stopped") and stderr.count("\n") == 1
         )
-        assert worker_processes(str(out)) == []  # the workers stopped with it
+        assert worker_processes(out) == []  # the workers stopped with it
         assert not [p for d in (out, ens) if d.exists() for p in d.rglob("*.tmp")]  # nothing half-written
         assert not [p for p in tmp.iterdir() if p.name.startswith("riskworld_")]  # the run folders removed
         return stdout

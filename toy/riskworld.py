@@ -23,9 +23,7 @@ import json
 import math
 import os
 import re
-import select
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -646,52 +644,57 @@ def read_cell(cells_dir: str, cell, size: dict) -> Optional[dict]:
 
 
 # ---------------------------------------------------------------------------------------------- workers
-# Each fit and each training run is a child process in its own session: a Ctrl-C in the terminal reaches only this
-# process, which stops the children (their whole process group) and removes what they were writing. A child's stdout
-# and stderr (the algorithm's config, progress, summary) go to its log file; its progress bar's position and an
-# error come back as JSON lines on a pipe. A child dies with its parent (PR_SET_PDEATHSIG).
-WORKER = "import sys; sys.path.insert(0, {!r}); import riskworld; sys.exit(riskworld.worker(sys.argv[1]))"
+# Each fit and each training run is a task of a concurrent.futures process pool (a fresh spawned process per task), in
+# its own session: a Ctrl-C in the terminal reaches only this process, which stops the workers and removes what they
+# were writing. A worker's stdout and stderr (the algorithm's config, progress, summary) go to its log file (which
+# starts with its pid); its progress bar's position comes back through a queue. A worker dies with its parent.
+PROGRESS = None  # in a pool process: the queue its progress bars report to
 
 
-def worker(spec: str) -> int:
-    """The child's side: one job (`fit` or `cell`) as described by the JSON `spec`; exit status 0 when it is saved."""
-    job = json.loads(spec)
-    try:  # die with the parent, even if it is killed with SIGKILL
+def worker_init(progress, parent: int) -> None:
+    """In each pool process: its own session, death with the toy (PR_SET_PDEATHSIG), the progress queue."""
+    global PROGRESS
+    os.setsid()
+    try:
         import ctypes
 
         ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
-    if os.getppid() != job["parent"]:
-        return 1
+    if os.getppid() != parent:
+        os._exit(1)
+    PROGRESS = progress
 
-    def report(**msg):
+
+def worker(job: "Job") -> None:
+    """One job (`fit` or `cell`) in a pool process; its output to its log; an error raised (the log has the trace)."""
+    with open(job.log, "w") as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+        print(f"worker pid {os.getpid()}", flush=True)
+        import torch
+
+        torch.set_num_threads(1)  # 2 shared cores: a busy second core makes 2-thread OpenMP matmuls very slow
+        for name in ("orpo", "mopo"):  # their progress bars report to the parent instead of drawing in the log
+            module = toolbox.algorithm(name)
+            module.tqdm = reporting_bar(module.tqdm, lambda **msg: PROGRESS.put((job.label, msg)))
+        spec = job.spec
+        setting = Setting(**{k: tuple(v) if isinstance(v, list) else v for k, v in spec["setting"].items()})
+        args = ToyArgs(**{k: tuple(v) if isinstance(v, list) else v for k, v in spec["args"].items()})
         try:
-            os.write(job["fd"], (json.dumps(msg) + "\n").encode())
-        except OSError:
-            pass
+            if job.kind == "fit":
+                fit_ensemble(setting, args, spec["dataset_path"], spec["ensemble"], spec["seed"])
+            else:
+                train_cell(setting, args, spec["dataset_path"], spec["ensemble"], spec["cells_dir"],
+                           tuple(spec["cell"]), spec["run_root"])  # fmt: skip
+        except BaseException as e:
+            import traceback
 
-    import torch
-
-    torch.set_num_threads(1)  # 2 shared cores: a busy second core makes 2-thread OpenMP matmuls very slow
-    for name in ("orpo", "mopo"):  # their progress bars report to the parent instead of drawing in the log
-        module = toolbox.algorithm(name)
-        module.tqdm = reporting_bar(module.tqdm, report)
-    setting = Setting(**{k: tuple(v) if isinstance(v, list) else v for k, v in job["setting"].items()})
-    args = ToyArgs(**{k: tuple(v) if isinstance(v, list) else v for k, v in job["args"].items()})
-    try:
-        if job["kind"] == "fit":
-            fit_ensemble(setting, args, job["dataset_path"], job["ensemble"], job["seed"])
-        else:
-            cell = tuple(job["cell"])
-            train_cell(setting, args, job["dataset_path"], job["ensemble"], job["cells_dir"], cell, job["run_root"])
-    except BaseException as e:
-        import traceback
-
-        traceback.print_exc()  # into the log
-        report(error=str(e).splitlines()[0] if str(e) else type(e).__name__)
-        return 1
-    return 0
+            traceback.print_exc()  # into the log
+            raise RuntimeError(str(e).splitlines()[0] if str(e) else type(e).__name__) from None
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
 
 
 def reporting_bar(bar_class, report):
@@ -724,7 +727,7 @@ def reporting_bar(bar_class, report):
 class Job:
     kind: Literal["fit", "cell"]
     label: str  # what the progress bar and the finish line call it
-    spec: dict  # what the worker needs (JSON)
+    spec: dict  # what the worker needs
     log: str
     outputs: tuple[str, ...]  # the finished files; their .tmp names are removed when the job is stopped
     needs: tuple[str, ...] = ()  # files that must exist before it starts (a cell needs its seed's ensemble)
@@ -732,81 +735,52 @@ class Job:
 
 
 def run_jobs(jobs: list[Job], workers: int, on_done) -> None:
-    """Run the jobs in child processes, `workers` at a time, each as soon as its inputs exist, with a progress bar per
+    """Run the jobs in a pool of `workers` processes, each as soon as its inputs exist, with a progress bar per
     running job (on a terminal); `on_done(job)` prints its line. A failed job stops all others (a plumbing.UserError,
     exit 1); so does a signal (Interrupted, raised by the handler `cli` installs). Stopped jobs leave no .tmp file
     behind."""
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
     from tqdm import tqdm
 
-    todo, active = list(jobs), {}  # read fd -> [job, process, bar, buffered bytes, error]
+    context = multiprocessing.get_context("spawn")
+    progress, todo, active = context.Queue(), list(jobs), {}  # active: future -> (job, bar)
+    for job in jobs:
+        os.makedirs(os.path.dirname(job.log), exist_ok=True)
+    pool = ProcessPoolExecutor(workers, context, worker_init, (progress, os.getpid()), max_tasks_per_child=1)
     try:
         while todo or active:
-            while len(active) < workers:
-                job = next((j for j in todo if all(os.path.isfile(p) for p in j.needs)), None)
-                if job is None:
-                    break
+            for job in [j for j in todo if all(os.path.isfile(p) for p in j.needs)][: workers - len(active)]:
                 todo.remove(job)
-                fd, proc = start_worker(job)
                 bar = tqdm(total=job.total, desc=job.label, unit="epoch", leave=False, dynamic_ncols=True, disable=None)
-                active[fd] = [job, proc, bar, b"", None]
+                active[pool.submit(worker, job)] = (job, bar)
             if not active:
                 raise plumbing.UserError(f"{todo[0].label} needs {todo[0].needs}, which no job makes")
-            ready, _, _ = select.select(list(active), [], [], 1.0)
-            for fd in ready:
-                entry = active[fd]
-                chunk = os.read(fd, 65536)
-                *lines, entry[3] = (entry[3] + chunk).split(b"\n")
-                for line in lines:
-                    msg = json.loads(line)
-                    if "error" in msg:
-                        entry[4] = msg["error"]
-                    else:
-                        if msg["total"] is not None and entry[2].total != msg["total"]:
-                            entry[2].total = msg["total"]
-                        entry[2].n = msg["n"]
-                        entry[2].set_postfix_str(msg["postfix"], refresh=False)
-                        entry[2].refresh()
-                if chunk:
-                    continue
-                job, proc, bar = entry[:3]  # end of file: the child exited
-                del active[fd]
-                os.close(fd)
-                code = proc.wait()
+            done, _ = wait(active, timeout=0.5, return_when=FIRST_COMPLETED)
+            bars = {job.label: bar for job, bar in active.values()}
+            while not progress.empty():
+                label, msg = progress.get()
+                if label in bars:
+                    bars[label].total = msg["total"] if msg["total"] is not None else bars[label].total
+                    bars[label].n = msg["n"]
+                    bars[label].set_postfix_str(msg["postfix"], refresh=False)
+                    bars[label].refresh()
+            for future in done:
+                job, bar = active.pop(future)
                 bar.close()
-                if code != 0:
-                    why = entry[4] or f"exit status {code}"
-                    raise plumbing.UserError(f"{job.label} failed ({why}); its log: {job.log}")
+                if future.exception() is not None:
+                    raise plumbing.UserError(f"{job.label} failed ({future.exception()}); its log: {job.log}")
                 on_done(job)
-    finally:  # a failure or a signal: stop the running children, remove what they were writing
-        for fd, (job, proc, bar, _, _) in active.items():
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
-            os.close(fd)
+    finally:  # a failure or a signal: stop the running workers, remove what they were writing
+        for process in list(getattr(pool, "_processes", {}).values()):
+            process.kill()
+        pool.shutdown(wait=True, cancel_futures=True)
+        for job, bar in active.values():
             bar.close()
             for path in job.outputs:
                 if os.path.exists(path + ".tmp"):
                     os.remove(path + ".tmp")
-
-
-def start_worker(job: Job) -> tuple[int, subprocess.Popen]:
-    read_fd, write_fd = os.pipe()
-    os.makedirs(os.path.dirname(job.log), exist_ok=True)
-    spec = json.dumps({**job.spec, "kind": job.kind, "fd": write_fd, "parent": os.getpid()})
-    with open(job.log, "w") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", WORKER.format(os.path.dirname(os.path.abspath(__file__))), spec],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            pass_fds=(write_fd,),
-            start_new_session=True,  # its own process group: a terminal's Ctrl-C does not reach it
-            env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"},
-        )
-    os.close(write_fd)
-    return read_fd, proc
 
 
 # ---------------------------------------------------------------------------------------------- statistics
