@@ -54,6 +54,12 @@ def seeds_text(seeds) -> str:
     return ", ".join(map(str, seeds))
 
 
+def md_table(head, rows) -> list[str]:
+    """A markdown table's lines: the header, its rule, one line per row (each cell str()'d)."""
+    line = lambda cells: "| " + " | ".join(map(str, cells)) + " |"  # noqa: E731
+    return [line(head), "|" + "---|" * len(head), *map(line, rows)]
+
+
 def count_word(n: int) -> str:
     return f"{n} seed" if n == 1 else f"{n} seeds"
 

@@ -59,6 +59,8 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))  # toolbox.py, also in a Slurm or submitit job that unpickles us
+import runinfo  # noqa: E402  (md_table)
+import stats  # noqa: E402  (the bootstrap interval of a cell's mean)
 import toolbox  # noqa: E402  (the scripts' one error type, flags and command line)
 from toolbox import UsageError, replace_atomically, write_json, write_text  # noqa: E402
 
@@ -1008,7 +1010,6 @@ def aggregate(states: dict[tuple, dict], reps: int = 2000, seed: int = 0, paper:
     for (env, algo), runs in sorted(groups.items()):
         runs = sorted(runs, key=lambda r: r["seed"])
         scores = np.array([cell_score(r) for r in runs])
-        point, ci = bootstrap({"cell": scores[:, None]}, lambda x: np.array([metrics.aggregate_mean(x)]), reps, seed)
         finals = [final_score(r) for r in runs]
         cells[f"{env}/{algo}"] = {
             "env": env,
@@ -1018,7 +1019,7 @@ def aggregate(states: dict[tuple, dict], reps: int = 2000, seed: int = 0, paper:
             "final": finals,
             "mean": float(scores.mean()),
             "std": float(scores.std()),
-            "ci95": [float(ci["cell"][0][0]), float(ci["cell"][1][0])],
+            "ci95": list(stats.bootstrap(scores, reps, seed)),  # scipy's percentile bootstrap (benchmarks/stats.py)
             "epochs": sorted({int(r["epochs"]) for r in runs}),
             "score_kind": runs[0].get("score_kind"),
             "devices": sorted({str(r.get("device_name", r.get("device"))) for r in runs}),
@@ -1122,7 +1123,7 @@ def markdown(report: dict, meta: dict) -> str:
         f"seeds {', '.join(map(str, report['seeds'])) or '-'}.\n",
         "Score: `last10_score`, the mean of a run's last 10 evaluations (the paper's protocol); per cell the mean ± "
         "std over seeds (numpy's std, ddof = 0) and a 95 % percentile-bootstrap interval of that mean "
-        f"({meta['reps']} resamples, rliable). Paper: the paper's number for the same cell "
+        f"({meta['reps']} resamples, scipy). Paper: the paper's number for the same cell "
         "(`benchmarks/paper_scores.csv`, from the paper's LaTeX); (1) = Table 1 `d4rl-part`, (4) = Table 4 "
         "`table:all-results`, (jump) = `fig:generalize`, (lambda) = the λo table `table:lambda` (a run with its λo "
         "and λp).\n",
@@ -1134,26 +1135,22 @@ def markdown(report: dict, meta: dict) -> str:
             "‡ `local/` data made with D4RL's recipe by `datasets/collect.py`, not D4RL's file: the paper's "
             "number is for the D4RL dataset of that name.\n"
         )
-    lines += [
-        "| dataset | algorithm | ours: last-10 score | 95 % CI | paper | final score | seeds | epochs | failed | device | wall time/run |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
+    table = []
     for _, c in sorted(report["cells"].items()):
         paper = f"{c['paper'][0]} ({c['paper'][1]})" if c.get("paper") else "-"
         env = c["env"] + (" ‡" if c["env"].startswith("local/") else "")
         if not c["seeds"]:
-            lines.append(
-                f"| {env} | {c['algorithm']} | no finished run | - | {paper} | - | 0 | - | {c['failed']} | - | - |"
-            )
+            table.append([env, c["algorithm"], "no finished run", "-", paper, "-", 0, "-", c["failed"], "-", "-"])
             continue
         finals = [f for f in c["final"] if f is not None]
-        final = f"{np.mean(finals):.1f} ± {np.std(finals):.1f}" if finals else "-"
-        lines.append(
-            f"| {env} | {c['algorithm']} | {c['mean']:.1f} ± {c['std']:.1f}{short_mark(c['epochs'])} | {fmt(c['ci95'])} | "
-            f"{paper} | {final} | {len(c['seeds'])} ({', '.join(map(str, c['seeds']))}) | "
-            f"{'/'.join(map(str, c['epochs']))}{short_mark(c['epochs'])} | {c['failed']} | {', '.join(c['devices'])} | "
-            f"{wall(c['hours_per_run'])} |"
-        )
+        mark = short_mark(c["epochs"])
+        table.append([env, c["algorithm"], f"{c['mean']:.1f} ± {c['std']:.1f}{mark}", fmt(c["ci95"]), paper,
+                      f"{np.mean(finals):.1f} ± {np.std(finals):.1f}" if finals else "-",
+                      f"{len(c['seeds'])} ({', '.join(map(str, c['seeds']))})", f"{'/'.join(map(str, c['epochs']))}{mark}",
+                      c["failed"], ", ".join(c["devices"]), wall(c["hours_per_run"])])  # fmt: skip
+    head = ["dataset", "algorithm", "ours: last-10 score", "95 % CI", "paper", "final score", "seeds", "epochs",
+            "failed", "device", "wall time/run"]  # fmt: skip
+    lines += runinfo.md_table(head, table)
     if report["aggregate"]:
         lines += [
             "",
@@ -1162,26 +1159,25 @@ def markdown(report: dict, meta: dict) -> str:
             "IQM = mean of the middle 50 % of all runs × datasets, mean = mean over datasets of the per-dataset "
             f"means; 95 % stratified-bootstrap intervals (runs resampled within each dataset, {meta['reps']} "
             "resamples, rliable).\n",
-            "| algorithm | runs × datasets | IQM | 95 % CI | mean | 95 % CI | epochs |",
-            "|---|---|---|---|---|---|---|",
         ]
-        for algo, a in sorted(report["aggregate"].items()):
-            lines.append(
-                f"| {algo} | {a['runs']} × {a['tasks']} | {a['iqm']:.1f}{short_mark(a['epochs'])} | {fmt(a['iqm_ci95'])} | "
-                f"{a['mean']:.1f}{short_mark(a['epochs'])} | {fmt(a['mean_ci95'])} | {'/'.join(map(str, a['epochs']))}{short_mark(a['epochs'])} |"
-            )
+        aggregate = report["aggregate"]
+        lines += runinfo.md_table(
+            ["algorithm", "runs × datasets", "IQM", "95 % CI", "mean", "95 % CI", "epochs"],
+            [[algo, f"{a['runs']} × {a['tasks']}", f"{a['iqm']:.1f}{short_mark(a['epochs'])}", fmt(a["iqm_ci95"]),
+              f"{a['mean']:.1f}{short_mark(a['epochs'])}", fmt(a["mean_ci95"]),
+              f"{'/'.join(map(str, a['epochs']))}{short_mark(a['epochs'])}"] for algo, a in sorted(aggregate.items())],
+        )  # fmt: skip
     if report["probability_of_improvement"]:
         lines += [
             "",
             "Probability of improvement: P(ORPO's score > the baseline's) on a dataset, for a run of each drawn "
             "at random (ties count half), averaged over the datasets; 95 % stratified-bootstrap interval.\n",
-            "| ORPO over | P(ORPO > baseline) | 95 % CI |",
-            "|---|---|---|",
         ]
-        for b, p in sorted(report["probability_of_improvement"].items()):
-            lines.append(
-                f"| {b} | {p['p']:.2f}{short_mark(report['epochs'])} | [{p['ci95'][0]:.2f}, {p['ci95'][1]:.2f}] |"
-            )
+        lines += runinfo.md_table(
+            ["ORPO over", "P(ORPO > baseline)", "95 % CI"],
+            [[b, f"{p['p']:.2f}{short_mark(report['epochs'])}", f"[{p['ci95'][0]:.2f}, {p['ci95'][1]:.2f}]"]
+             for b, p in sorted(report["probability_of_improvement"].items())],
+        )  # fmt: skip
     for note in report["notes"]:
         lines.append(f"\nNote: {note}.")
     if meta.get("profile"):
@@ -1192,13 +1188,12 @@ def markdown(report: dict, meta: dict) -> str:
         lines += [
             "",
             f"## Failed runs ({len(report['failed'])}), left out of every number above\n",
-            "| dataset | algorithm | seed | run dir | error |",
-            "|---|---|---|---|---|",
         ]
-        for f in report["failed"]:
-            lines.append(
-                f"| {f['env']} | {f['algorithm']} | {f['seed']} | {f['run_dir'] or '-'} | {(f['error'] or '').replace('|', '/')} |"
-            )
+        lines += runinfo.md_table(
+            ["dataset", "algorithm", "seed", "run dir", "error"],
+            [[f["env"], f["algorithm"], f["seed"], f["run_dir"] or "-", (f["error"] or "").replace("|", "/")]
+             for f in report["failed"]],
+        )  # fmt: skip
     return "\n".join(lines) + "\n"
 
 

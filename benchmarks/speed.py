@@ -43,6 +43,7 @@ from torch.utils.flop_counter import FlopCounterMode
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import toolbox  # noqa: E402  (the scripts' one-line parse errors and atomic writes)
+import runinfo  # noqa: E402  (md_table)
 from toolbox import UsageError, UserError, unwritable_folder  # noqa: E402
 
 PHASES = ("matmul", "ensemble", "epoch")
@@ -432,7 +433,7 @@ def fmt(v: float) -> str:
 def render(rows: list, names: list[str], peak: float | None) -> str:
     pair = [f"{names[0]} vs {names[1]}"] if len(names) == 2 else []
     head = ["measurement", "unit", *names, *pair, "vs reference", "GFLOP/s", "% of matmul peak", "notes"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    table = []
     for r in rows:
         vals = [r["values"].get(n) for n in names]
         cells = [r["name"], r["unit"], *[fmt(v) if v is not None else "" for v in vals]]
@@ -444,8 +445,8 @@ def render(rows: list, names: list[str], peak: float | None) -> str:
         cells.append(" / ".join(f"{v / r['ref']:.2f}×" for v in vals if v is not None) if r["ref"] else "")
         cells.append(" / ".join(f"{x:.1f}" for x in g))
         cells.append(" / ".join(f"{100 * x / peak:.0f} %" for x in g) if peak else "")
-        lines.append("| " + " | ".join([*cells, r["note"]]) + " |")
-    return "\n".join(lines)
+        table.append([*cells, r["note"]])
+    return "\n".join(runinfo.md_table(head, table))
 
 
 def measure(a: Args, files: dict, device, loads: list, work: str) -> tuple[list, float | None, dict]:

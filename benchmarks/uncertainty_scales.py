@@ -18,6 +18,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # toolbox.py beside this file
 import toolbox  # noqa: E402  (the scripts' one error type, flags and command line; algorithms/orpo.py as a module)
 import plumbing  # noqa: E402  (on sys.path through toolbox)
+import runinfo  # noqa: E402  (md_table)
 
 
 @dataclass
@@ -104,17 +105,14 @@ def main(args: Args) -> None:
         rows.append(measure(orpo, env, args))
         print(rows[-1], flush=True)
     kinds = orpo.UNCERTAINTIES
-    lines = [
-        "| dataset | where | " + " | ".join(kinds) + " | ensemble_var : mixture_var | median abs(r) of D |",
-        "|---|---|" + "---|" * (len(kinds) + 2),
-    ]
+    table = []
     for r in rows:
         for where, label in (("D", "on D"), ("far", f"{args.steps} model steps away")):
-            values = " | ".join(f"{r[f'{where}/{k}']:.3g}" for k in kinds)
             ratio = r[f"{where}/mixture_var"] / max(r[f"{where}/ensemble_var"], 1e-30)
-            lines.append(
-                f"| {r['env']} ({r['rows']} rows) | {label} | {values} | 1 : {ratio:.0f} | {r['median_abs_reward']:.3g} |"
-            )
+            table.append([f"{r['env']} ({r['rows']} rows)", label, *(f"{r[f'{where}/{k}']:.3g}" for k in kinds),
+                          f"1 : {ratio:.0f}", f"{r['median_abs_reward']:.3g}"])  # fmt: skip
+    head = ["dataset", "where", *kinds, "ensemble_var : mixture_var", "median abs(r) of D"]
+    lines = runinfo.md_table(head, table)
     cpu = plumbing.device_name(torch.device("cpu"))
     fits = "; ".join(f"{r['env']}: holdout MSE {r['holdout_mse']:.4f}, fit {r['fit_seconds']:.0f} s" for r in rows)
     extra = f' --extra="{args.extra}"' if args.extra else ""
