@@ -22,23 +22,22 @@ import os
 import re
 import sys
 import tempfile
-import textwrap
 from dataclasses import dataclass
 
-import jinja2
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import budget  # noqa: E402
 import compare  # noqa: E402
+import pages  # noqa: E402  (the Jinja2 templates and their checks)
 import runinfo  # noqa: E402
 import stats  # noqa: E402
 import toolbox  # noqa: E402  (the scripts' one error type, flags and command line)
-from runinfo import minus, sci, signed  # noqa: E402
+from pages import ReportError, holds  # noqa: E402
+from runinfo import minus, signed  # noqa: E402
 
 COMMAND = "python benchmarks/report.py"
-TEMPLATES = os.path.join(ROOT, "benchmarks", "templates")
 MED, REP = "local_hopper-medium", "local_hopper-medium-replay"
 # D4RL's own files of the same names (transitions), beside our smaller local files
 D4RL_SIZES = {MED: ("hopper-medium-v2", 1_000_000), REP: ("hopper-medium-replay-v2", 402_000)}
@@ -76,15 +75,6 @@ class Args:
     """regenerate into a temporary folder and compare with the pages in --out-root; exit 1 naming those that differ"""
 
 
-class ReportError(toolbox.UserError):
-    """The runs no longer bear out a sentence of a template (or a page's markers are gone): one line, exit 1."""
-
-
-def holds(condition: bool, sentence: str) -> None:
-    if not condition:
-        raise ReportError(f"the stored runs no longer bear out: {sentence!r}; edit its template in {TEMPLATES}")
-
-
 # ---------------------------------------------------------------- how numbers read in prose (the templates' filters)
 def rng(lo: float, hi: float) -> str:
     return minus(f"[{lo:.1f}, {hi:.1f}]")
@@ -120,63 +110,20 @@ def mean_and_range(x) -> str:
     return minus(f"{np.mean(x):.1f}{spread}{runinfo.count_word(len(x))})")
 
 
-FILTERS = {
-    "f": lambda v, spec=".1f": format(v, spec),
-    "m": lambda v, spec=".1f": minus(format(v, spec)),
-    "fl": lambda xs, spec=".1f", sep=", ": sep.join(format(v, spec) for v in xs),
-    "signed": signed,
-    "sci": sci,
+FILTERS = {  # beside pages.FILTERS: how this page's numbers read
     "tci": tci,
     "rng": lambda p: rng(*p),
     "zero": lambda p: "contains 0" if contains_zero(p) else "excludes 0",
-    "seeds": runinfo.seeds_text,
-    "count": runinfo.count_word,
     "cell": row_cell,
     "mr": mean_and_range,
-    "mean": lambda xs: float(np.mean(list(xs))),
-    "minus": minus,
     "every": every_seed,
     "final": lambda by_epoch: by_epoch[max(by_epoch)],
     "verdict": lambda p: p["verdict"] if p["same"] else "undecided (the settings differ)",
 }
 
 
-def reflow(text: str, width: int | None = 120) -> str:
-    """A template's paragraphs as one line each (a prose line continues the one above it unless it starts a bullet),
-    then wrapped at 120 as the hand-written pages are; tables, headings, code blocks, images and comments as they are.
-    A line whose wrap would start a continuation with list or heading syntax stays whole."""
-    joined, code, prose = [], False, False
-    for line in text.split("\n"):
-        code ^= line.startswith("```")
-        plain = not (code or line.startswith(("```", "|", "#", "<!--", "![")) or not line.strip())
-        if prose and plain and not line.startswith("- "):
-            joined[-1] += " " + line.strip()
-        else:
-            joined.append(line)
-        prose = plain
-    if width is None:
-        return "\n".join(joined)
-    out, code = [], False
-    for line in joined:
-        code ^= line.startswith("```")
-        if code or line.startswith(("```", "|", "#", "<!--", "![")) or len(line) <= width:
-            out.append(line)
-            continue
-        bullet = line.startswith("- ")
-        wrapped = textwrap.wrap(line, width, subsequent_indent="  " if bullet else "", break_long_words=False,
-                                break_on_hyphens=False)  # fmt: skip
-        bad = any(re.match(r"\s*([-+*>#]|\d+\.)( |$)", w) for w in wrapped[1:])
-        out += [line] if bad else wrapped
-    return "\n".join(out)
-
-
 def render(template: str, width: int | None = 120, **context) -> str:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined, extensions=["jinja2.ext.do"],
-                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)  # fmt: skip
-    env.filters.update(FILTERS)
-    env.globals.update(holds=holds)
-    env.tests.update(startingwith=str.startswith)
-    return reflow(env.get_template(template).render(COMMAND=COMMAND, MED=MED, REP=REP, **context), width)
+    return pages.render(template, width, FILTERS, COMMAND=COMMAND, MED=MED, REP=REP, **context)
 
 
 # ---------------------------------------------------------------- numbers: the hopper comparison, the budget, the toy

@@ -59,7 +59,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))  # toolbox.py, also in a Slurm or submitit job that unpickles us
-import runinfo  # noqa: E402  (md_table)
+import pages  # noqa: E402  (the table's page from its template)
 import stats  # noqa: E402  (the bootstrap interval of a cell's mean)
 import toolbox  # noqa: E402  (the scripts' one error type, flags and command line)
 from toolbox import UsageError, replace_atomically, write_json, write_text  # noqa: E402
@@ -1100,101 +1100,28 @@ def short_mark(epochs: list[int]) -> str:
     return " †" if epochs and min(epochs) < PAPER_EPOCHS else ""
 
 
-def epochs_note(report: dict) -> str:
-    if not report["short"]:
-        return ""
-    return (
-        f"† fewer epochs than the paper's {PAPER_EPOCHS} ({'/'.join(map(str, report['epochs']))}): "
-        "not comparable with the paper's numbers"
-    )
-
-
 def wall(hours: float) -> str:
     return f"{hours:.2f} h" if hours >= 1 else f"{hours * 60:.1f} min"
 
 
 def markdown(report: dict, meta: dict) -> str:
-    fmt = lambda lo_hi: f"[{lo_hi[0]:.1f}, {lo_hi[1]:.1f}]"
-    lines = [
-        "# Scores\n",
-        f"Made by `python benchmarks/scores.py` on {meta['date']} (aggregated on {meta['host_cpu']}). "
-        f"Runs: device(s) {', '.join(report['devices']) or 'none'}; commit(s) {', '.join(meta['commits']) or 'unknown'}; "
-        f"epochs {'/'.join(map(str, report['epochs'])) or '-'} (the paper: {PAPER_EPOCHS}); "
-        f"seeds {', '.join(map(str, report['seeds'])) or '-'}.\n",
-        "Score: `last10_score`, the mean of a run's last 10 evaluations (the paper's protocol); per cell the mean ± "
-        "std over seeds (numpy's std, ddof = 0) and a 95 % percentile-bootstrap interval of that mean "
-        f"({meta['reps']} resamples, scipy). Paper: the paper's number for the same cell "
-        "(`benchmarks/paper_scores.csv`, from the paper's LaTeX); (1) = Table 1 `d4rl-part`, (4) = Table 4 "
-        "`table:all-results`, (jump) = `fig:generalize`, (lambda) = the λo table `table:lambda` (a run with its λo "
-        "and λp).\n",
-    ]
-    if report["short"]:
-        lines.append(f"**{epochs_note(report)}.**\n")
-    if any(c["env"].startswith("local/") for c in report["cells"].values()):
-        lines.append(
-            "‡ `local/` data made with D4RL's recipe by `datasets/collect.py`, not D4RL's file: the paper's "
-            "number is for the D4RL dataset of that name.\n"
-        )
-    table = []
+    """The table's page, from benchmarks/templates/scores.md.j2 (each cell's row is made here)."""
+    cells = []
     for _, c in sorted(report["cells"].items()):
         paper = f"{c['paper'][0]} ({c['paper'][1]})" if c.get("paper") else "-"
         env = c["env"] + (" ‡" if c["env"].startswith("local/") else "")
         if not c["seeds"]:
-            table.append([env, c["algorithm"], "no finished run", "-", paper, "-", 0, "-", c["failed"], "-", "-"])
+            cells.append([env, c["algorithm"], "no finished run", "-", paper, "-", 0, "-", c["failed"], "-", "-"])
             continue
-        finals = [f for f in c["final"] if f is not None]
-        mark = short_mark(c["epochs"])
-        table.append([env, c["algorithm"], f"{c['mean']:.1f} ± {c['std']:.1f}{mark}", fmt(c["ci95"]), paper,
+        finals, mark = [f for f in c["final"] if f is not None], short_mark(c["epochs"])
+        cells.append([env, c["algorithm"], f"{c['mean']:.1f} ± {c['std']:.1f}{mark}",
+                      "[{:.1f}, {:.1f}]".format(*c["ci95"]), paper,
                       f"{np.mean(finals):.1f} ± {np.std(finals):.1f}" if finals else "-",
                       f"{len(c['seeds'])} ({', '.join(map(str, c['seeds']))})", f"{'/'.join(map(str, c['epochs']))}{mark}",
                       c["failed"], ", ".join(c["devices"]), wall(c["hours_per_run"])])  # fmt: skip
-    head = ["dataset", "algorithm", "ours: last-10 score", "95 % CI", "paper", "final score", "seeds", "epochs",
-            "failed", "device", "wall time/run"]  # fmt: skip
-    lines += runinfo.md_table(head, table)
-    if report["aggregate"]:
-        lines += [
-            "",
-            f"## Across datasets ({len(report['tasks'])}: {', '.join(report['tasks'])})\n",
-            "D4RL-normalised `last10_score`s of the seeds each algorithm finished on every one of these datasets; "
-            "IQM = mean of the middle 50 % of all runs × datasets, mean = mean over datasets of the per-dataset "
-            f"means; 95 % stratified-bootstrap intervals (runs resampled within each dataset, {meta['reps']} "
-            "resamples, rliable).\n",
-        ]
-        aggregate = report["aggregate"]
-        lines += runinfo.md_table(
-            ["algorithm", "runs × datasets", "IQM", "95 % CI", "mean", "95 % CI", "epochs"],
-            [[algo, f"{a['runs']} × {a['tasks']}", f"{a['iqm']:.1f}{short_mark(a['epochs'])}", fmt(a["iqm_ci95"]),
-              f"{a['mean']:.1f}{short_mark(a['epochs'])}", fmt(a["mean_ci95"]),
-              f"{'/'.join(map(str, a['epochs']))}{short_mark(a['epochs'])}"] for algo, a in sorted(aggregate.items())],
-        )  # fmt: skip
-    if report["probability_of_improvement"]:
-        lines += [
-            "",
-            "Probability of improvement: P(ORPO's score > the baseline's) on a dataset, for a run of each drawn "
-            "at random (ties count half), averaged over the datasets; 95 % stratified-bootstrap interval.\n",
-        ]
-        lines += runinfo.md_table(
-            ["ORPO over", "P(ORPO > baseline)", "95 % CI"],
-            [[b, f"{p['p']:.2f}{short_mark(report['epochs'])}", f"[{p['ci95'][0]:.2f}, {p['ci95'][1]:.2f}]"]
-             for b, p in sorted(report["probability_of_improvement"].items())],
-        )  # fmt: skip
-    for note in report["notes"]:
-        lines.append(f"\nNote: {note}.")
-    if meta.get("profile"):
-        lines.append(f"\n![performance profile]({meta['profile']})")
-    if meta.get("curves"):
-        lines.append(f"\n![learning curves]({meta['curves']})")
-    if report["failed"]:
-        lines += [
-            "",
-            f"## Failed runs ({len(report['failed'])}), left out of every number above\n",
-        ]
-        lines += runinfo.md_table(
-            ["dataset", "algorithm", "seed", "run dir", "error"],
-            [[f["env"], f["algorithm"], f["seed"], f["run_dir"] or "-", (f["error"] or "").replace("|", "/")]
-             for f in report["failed"]],
-        )  # fmt: skip
-    return "\n".join(lines) + "\n"
+    local = any(c["env"].startswith("local/") for c in report["cells"].values())
+    return pages.render("scores.md.j2", None, {}, report=report, meta=meta, cells=cells, local=local,
+                        mark=short_mark, PAPER_EPOCHS=PAPER_EPOCHS)  # fmt: skip
 
 
 def figure_title(report: dict, what: str) -> str:
