@@ -7,7 +7,7 @@ fit's `dynamics/fit_seconds`. A short fit per column makes the dynamics.pt that 
 `--load-dynamics-path`. Nothing is downloaded. The references run in this process, in fp32: a loop over 7 nn.Sequential
 models (the ensemble fit) and an OfflineRL-Kit-style rollout (one network call, numpy every step).
 
-    python benchmarks/speed.py                                     # ~4.5 minutes on a 2-core CPU, 1 thread
+    python benchmarks/speed.py                                     # every row of docs/speed.md's table, 1 thread
     python benchmarks/speed.py --compare /tmp/orpo_before.py --labels after before  # a second file, same settings
     python benchmarks/speed.py --algo-flags=--no-pessimism          # more flags for every run of the files
     python benchmarks/speed.py --cuda --out /tmp/speed              # on a GPU; writes /tmp/speed.md and /tmp/speed.json

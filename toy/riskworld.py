@@ -12,10 +12,11 @@
 # run is a file in <out>/cells/, so an interrupted invocation resumes where it stopped. Fits and runs are worker
 # processes: the terminal shows a line per fit and run and the table, each run's own output is in <out>/logs/.
 # Usage (docs/toy.md has the results and wall times):
-#   python toy/riskworld.py                               # demo: λp = 100 both ways, 1 seed, reduced size (~7 min, 2 idle cores)
+#   python toy/riskworld.py                               # demo: λp = 100 both ways, 1 seed, reduced size
+#                                                         # (5.5 min on the 2-core AMD EPYC at load 0.8–1.9: docs/toy.md)
 #   python toy/riskworld.py --setting reduced             # the same, 5 seeds
-#   python toy/riskworld.py --setting paper               # the paper's setting, 5 seeds (~3 core-hours in all)
-#   python toy/riskworld.py --setting phase               # return vs λp for both u, 3 seeds, reduced size (~1.7 core-hours)
+#   python toy/riskworld.py --setting paper               # the paper's setting, 5 seeds
+#   python toy/riskworld.py --setting phase               # return vs λp for both u, 3 seeds, reduced size
 #   python toy/riskworld.py --setting paper --write-docs  # resume/regenerate results/toy_paper/ (without it: runs/toy/<setting>)
 #   python toy/riskworld.py --setting phase --write-docs --report-only   # redraw from the finished runs only
 import dataclasses
