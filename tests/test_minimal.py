@@ -85,7 +85,7 @@ SCRIPTS = sorted(
     os.path.relpath(p, ROOT)
     for folder in ("algorithms", "datasets", "toy", "benchmarks")
     for p in glob.glob(os.path.join(ROOT, folder, "*.py"))
-    if os.path.basename(p) not in ("plumbing.py", "common.py", "runinfo.py", "toolbox.py")  # modules, not scripts
+    if os.path.basename(p) not in ("plumbing.py", "common.py", "runinfo.py", "toolbox.py", "stats.py", "pages.py")
 )
 
 
