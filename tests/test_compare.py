@@ -577,3 +577,28 @@ def test_a_shared_peer_row_whose_ensemble_never_comes_fails_in_one_line(tmp_path
     assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
     assert "official_orpo/seed1: its seed's ensemble was never fitted" in r.stderr
     assert not os.path.exists(tmp_path / "runs" / "local_hopper-medium" / "official_orpo" / "seed1")
+
+
+def test_the_official_td3bc_row_runs_its_script_alone_with_our_protocol(tmp_path):
+    """official_td3bc (peers.py official-td3bc): the same data, seed, epochs × steps and evaluation as every row, and
+    nothing of a model (no pair settings, start states, ensemble or cap); it never waits for the seed's ensemble, so
+    --peer-ensemble shared needs no model-based row beside it; off halfcheetah-jump-hard it is refused."""
+    compare = load_compare()
+    os.makedirs(tmp_path / "data")
+    path = str(tmp_path / "data" / "halfcheetah-jump-hard.hdf5")
+    args = compare.Args(env=("halfcheetah-jump-hard",), data_dir=str(tmp_path / "data"), settings="ours", seeds=(5,),
+                        rows=("official_td3bc",), runs_dir=str(tmp_path / "runs"), epochs=100, eval_episodes=5,
+                        peer_ensemble="shared", dynamics_max_epochs=3, results=str(tmp_path / "results"),
+                        out=str(tmp_path / "r"))  # fmt: skip
+    compare.check(args)
+    task = compare.Task("halfcheetah-jump-hard", "official_td3bc", 5)
+    assert not compare.waits(args, task, [])
+    cmd = compare.command(args, task, compare.pair_settings(args, "halfcheetah-jump-hard"))
+    parsed = load_module("benchmarks/peers.py", "peers_for_td3bc").parse_args(cmd[2:])  # peers.py takes it
+    assert (parsed.peer, parsed.dataset_path, parsed.seed, parsed.epochs) == ("official-td3bc", path, 5, 100)
+    assert (parsed.steps_per_epoch, parsed.eval_episodes, parsed.eval_env) == (1000, 5, "HalfCheetah-v4")
+    assert parsed.task == "halfcheetah-jump-hard" and parsed.peer_flags == [] and parsed.load_dynamics is None
+    assert parsed.rollout_batch_size is parsed.dynamics_max_epochs is parsed.uncertainty_mode is None
+    assert "official_td3bc" not in compare.Args().rows
+    with pytest.raises(compare.UsageError, match="--rows official_td3bc runs on --env halfcheetah-jump-hard only"):
+        compare.check(compare.Args(env=("local/hopper-medium",), rows=("td3bc", "official_td3bc")))
