@@ -673,6 +673,52 @@ def test_official_td3bc_runs_its_jump_branch_as_written(peers, jump_file, tmp_pa
     assert (tmp_path / "run" / "policy.pt").is_file() and "policy.pt written" in result.stdout
 
 
+def test_official_mopo_runs_its_jump_branch_on_our_ensemble(peers, orpo, jump_file, tmp_path):
+    """official-mopo: run_mopo.py's halfcheetahvelSafejump branch with the appendix's λp = 1 and h = 5, rolling out in
+    an ensemble of ours (--load-dynamics, as compare.py's shared ensemble): no fit; its buffer gets the file's actions
+    ×3 and its SAC (actions squashed·3) trains on [-3, 3] actions throughout; run_mopo.py never standardises the
+    observations, so the ensemble is not folded; r̂ − 1·u; our envs get its deterministic actions ÷3."""
+    an_ensemble_of_ours(orpo, tmp_path / "dynamics.pt", obs_dim=17, act_dim=6)
+    sizes = "--n-ensemble 4 --n-elites 3 --dynamics-hidden-dims 16 16 --dynamics-weight-decay 0 0 0"
+    extra = ["--load-dynamics", str(tmp_path / "dynamics.pt"), "--peer-flags", sizes]
+    result, seen = spied_jump_run(jump_file, tmp_path, 2, EVAL_EPISODES, *extra, peer="official-mopo")
+    with h5py.File(jump_file, "r") as f:
+        actions, timeouts = f["actions"][()], f["timeouts"][()]
+    keep = ~timeouts & (np.arange(len(actions)) < len(actions) - 1)
+    np.testing.assert_array_equal(seen["loaded"], actions[keep] * np.float32(3))
+    assert len(seen["learned"]) == 2 * 5 and seen["learned"].max() > 2  # real and model rows: [-3, 3]
+    np.testing.assert_array_equal(seen["units"][:, 2], [3.0] * 10)  # sac.py L80: squashed_action·3
+    assert len(seen["env"]) == 2 * 1000 * EVAL_EPISODES
+    np.testing.assert_allclose(seen["env"], seen["peer"][: len(seen["env"])] / 3, rtol=1e-6, atol=1e-7)
+    assert np.abs(seen["env"]).max() <= 1 and np.abs(seen["env"]).max() > 0.01
+
+    rows, config, summary = jump_run_files(tmp_path / "run")
+    assert [int(r["epoch"]) for r in rows] == [0, 1, 2] and float(rows[0]["dynamics/holdout_mse"]) == 0.25
+    u, r, rp = (float(rows[1][f"rollout/{k}"]) for k in ("u", "reward", "reward_p"))
+    assert rp == pytest.approx(r - 1.0 * u, rel=1e-4, abs=1e-4) and u > 0  # λp = 1 (the appendix's)
+    assert 1 < float(rows[1]["rollout/length"]) <= 5  # h = 5, less the rows termination_fn_halfcheetah ends
+    returns = [float(r["eval/return"]) for r in rows[1:]]
+    assert summary["status"] == "finished" and summary["score_kind"] == "raw_return"
+    assert summary["last10_score"] == pytest.approx(np.mean(returns)) and summary["dynamics_source"] == "loaded"
+    assert summary["dynamics_observations"].startswith("as the ensemble was fitted")  # not folded: raw observations
+    assert summary["ensemble_uncertainty_mode"] == "aleatoric"
+    settings = config["peer_settings"]
+    assert (settings["task"], settings["penalty_coef"], settings["rollout_length"]) == (
+        "halfcheetahvelSafejump-hard",
+        1.0,
+        5,
+    )
+    assert (settings["real_ratio"], settings["hidden_dims"], settings["load_dynamics_path"]) == (
+        0.05,
+        [256, 256],
+        str(tmp_path / "run" / "peer_dynamics"),
+    )
+    progress = [os.path.join(d, f) for d, _, fs in os.walk(tmp_path / "run" / "peer_log") for f in fs]
+    progress = [p for p in progress if p.endswith("dynamics_training_progress.csv")]
+    assert len(progress) == 1 and os.path.getsize(progress[0]) == 0  # their fit never ran
+    assert "no policy.pt" in result.stdout  # its actor is SAC's Gaussian one
+
+
 @pytest.mark.parametrize("flags", [["--rollout-batch-size", "20"], ["--uncertainty-mode", "aleatoric"]])
 def test_official_td3bc_refuses_the_models_flags(peers, jump_file, flags):
     with pytest.raises(peers.UsageError, match=f"{flags[0]}: official-td3bc .* has no model"):
