@@ -17,6 +17,12 @@ Rows (--rows picks some):
   official_orpo   the official ORPO code, its hopper-medium settings (benchmarks/peers.py)
   official_orpo_units  the same with its TD3+BC update's actions in one unit (halfcheetah-jump-hard only: a diagnostic
                   of a finding in docs/peers.md, not the official code as written)
+  official_orpo_readme  the official ORPO code with its README command's batch shares (on halfcheetah-jump-hard
+                  0.05 / 0.05 / 0: π^p's own rollouts get no share), the rest as official_orpo
+  official_td3bc  the official repository's run_td3bc.py, its halfcheetah-jump-hard branch as written (jump-hard only)
+  official_mopo   the official repository's run_mopo.py, its halfcheetah-jump-hard branch with the appendix's λp = 1 and
+                  h = 5 (jump-hard only; its pair settings are mopo's)
+  (the last four are never default rows)
 
 Every row gets the same data file, seed, --epochs × --steps-per-epoch gradient steps, --rollout-batch-size start
 states, --eval-episodes episodes after every epoch (in the same Gymnasium env, from the same start states) and the
@@ -83,7 +89,16 @@ ROWS = {
     "kit_mopo": ("peer", "kit-mopo", [], "MOPO (OfflineRL-Kit)"),
     "official_orpo": ("peer", "official-orpo", [], "ORPO (official code)"),
     UNITS_ROW: ("peer", "official-orpo", ["--one-action-unit"], "ORPO (official code, one action unit)"),
+    "official_orpo_readme": ("peer", "official-orpo", [], "ORPO (official code, README shares)"),
+    "official_td3bc": ("peer", "official-td3bc", [], "TD3+BC (official code)"),
+    "official_mopo": ("peer", "official-mopo", [], "MOPO (official code)"),
 }
+# the rows a comparison runs only when --rows names them: the diagnostic and the official repository's other columns
+EXTRA_ROWS = (UNITS_ROW, "official_orpo_readme", "official_td3bc", "official_mopo")
+# rows whose code runs on halfcheetah-jump-hard only (peers.py: their run scripts' branches for it)
+JUMP_ROWS = (UNITS_ROW, "official_td3bc", "official_mopo")
+# official_orpo_readme: the README's own batch shares for the task, whatever --settings gives official_orpo
+README_SHARES = ("real_ratio", "output_rollout_ratio", "real_ratio_o")
 PAIRS = [("mopo", "kit_mopo"), ("orpo_untrained", "official_orpo")]  # ours vs theirs: should agree
 # the paper's claim, stated as it comes out; orpo_untrained − mopo is what the paper's ORPO − MOPO measured (the
 # official code never trains π^o)
@@ -94,6 +109,7 @@ MIN_SEEDS = stats.MIN_SEEDS
 # flag. u (None) goes through peers.py --uncertainty-mode: neither run script hands one to its ensemble.
 PAIR_SETTINGS = {
     "kit_mopo": {"lambda_p": "--penalty-coef", "uncertainty": None, "rollout_length": "--rollout-length"},
+    "official_mopo": {"lambda_p": "--penalty-coef", "uncertainty": None, "rollout_length": "--rollout-length"},
     "official_orpo": {
         "lambda_p": "--penalty-coef",
         "lambda_o": "--bonus-coef",
@@ -105,9 +121,10 @@ PAIR_SETTINGS = {
         "real_ratio_o": "--real-ratio-rollout",
     },
 }
-PEER_OF = {"mopo": "kit_mopo", "kit_mopo": "kit_mopo"} | dict.fromkeys(
-    ("orpo", "orpo_untrained", "official_orpo", UNITS_ROW), "official_orpo"
-)  # orpo (π^o trained) takes its pair's settings too, so that its contrast with orpo_untrained is like with like
+PEER_OF = {"mopo": "kit_mopo", "kit_mopo": "kit_mopo", "official_mopo": "official_mopo"} | dict.fromkeys(
+    ("orpo", "orpo_untrained", "official_orpo", UNITS_ROW, "official_orpo_readme"), "official_orpo"
+)  # orpo (π^o trained) takes its pair's settings too, so that its contrast with orpo_untrained is like with like;
+# official_td3bc has no pair settings (run_td3bc.py's defaults: α 2.5, as td3bc.py's)
 # runs made before --dynamics-cache loaded the seed's `orpo` run's dynamics.pt and logged no fit of their own: their
 # dynamics/* diagnostics come from that run
 SHARE_FROM = "orpo"
@@ -128,8 +145,9 @@ class Args:
     """datasets (--env of the algorithm files; local/NAME is DATA_DIR/local/NAME.hdf5, made by datasets/)"""
     data_dir: Optional[str] = None
     """where the datasets live (the algorithm files' --data-dir) (default: $D4RL_DATASET_DIR or ~/.d4rl/datasets)"""
-    rows: tuple[str, ...] = tuple(r for r in ROWS if r != UNITS_ROW)
-    """rows to run and report, from: orpo orpo_untrained mopo td3bc kit_mopo official_orpo official_orpo_units"""
+    rows: tuple[str, ...] = tuple(r for r in ROWS if r not in EXTRA_ROWS)
+    """rows to run and report, from: orpo orpo_untrained mopo td3bc kit_mopo official_orpo official_orpo_units
+    official_orpo_readme official_td3bc official_mopo (the last four only when named)"""
     seeds: tuple[int, ...] = (1, 2, 3)
     """seeds; each row runs each seed"""
     epochs: int = 50
@@ -297,7 +315,7 @@ def pair_settings(args: Args, dataset: str) -> tuple[str, dict[str, dict]]:
     for row in dict.fromkeys(PEER_OF[r] for r in args.rows if r in PEER_OF):
         peer, keys = ROWS[row][1], PAIR_SETTINGS[row]
         if args.settings == "ours":
-            ours = our_presets("mopo" if row == "kit_mopo" else "orpo", task)
+            ours = our_presets("orpo" if row == "official_orpo" else "mopo", task)
             out[row] = {k: getattr(ours, k) for k in keys}
             modes = peers.PEERS[peer]["uncertainty_modes"]
             if PEER_U.get(out[row]["uncertainty"], out[row]["uncertainty"]) not in modes:
@@ -376,8 +394,8 @@ def shared_ensemble(args: Args, t: Task) -> Optional[str]:
 def waits(args: Args, t: Task, running: list[Task]) -> bool:
     """The task must not start yet: its seed's ensemble is being fitted by another of our rows, or it is a peer row
     that loads that ensemble (--peer-ensemble shared) and it does not exist yet."""
-    if ROWS[t.row][0] == "peer":
-        return args.peer_ensemble == "shared" and shared_ensemble(args, t) is None
+    if ROWS[t.row][0] == "peer":  # official_td3bc has no model: it never waits
+        return args.peer_ensemble == "shared" and t.row in PEER_OF and shared_ensemble(args, t) is None
     return fitting(args, t, running)
 
 
@@ -390,11 +408,21 @@ def command(args: Args, t: Task, plan: tuple[str, dict]) -> list[str]:
     task, settings = plan[0], plan[1].get(PEER_OF.get(t.row), {})
     if kind == "peer":
         source = args.kit_source if name == "kit-mopo" else args.orpo_source
-        flags = [tok for k, f in PAIR_SETTINGS[PEER_OF[t.row]].items() if f for tok in (f, str(settings[k]))]
-        u = PEER_U.get(settings["uncertainty"], settings["uncertainty"])
-        same = ["--task", task, f"--peer-flags={shlex.join(flags)}", "--uncertainty-mode", u]
-        if args.peer_ensemble == "shared":  # no fit of its own, so no cap either
-            cap = ["--load-dynamics", os.path.abspath(shared_ensemble(args, t))]
+        if t.row == "official_orpo_readme":  # the README command's shares for the task, the rest official_orpo's
+            readme = peers.JUMP_FLAGS if task == peers.JUMP_TASK else peers.ORPO_SHARES
+            given = dict(zip(readme[::2], readme[1::2]))
+            settings = settings | {k: float(given[PAIR_SETTINGS["official_orpo"][k]]) for k in README_SHARES}
+        same = ["--task", task]
+        if t.row in PEER_OF:  # a model-based peer: its pair's settings, its rollouts' start states, its ensemble
+            keys = PAIR_SETTINGS[PEER_OF[t.row]]
+            flags = [tok for k, f in keys.items() if f for tok in (f, str(settings[k]))]
+            u = PEER_U.get(settings["uncertainty"], settings["uncertainty"])
+            same += [f"--peer-flags={shlex.join(flags)}", "--uncertainty-mode", u]
+            same += ["--rollout-batch-size", str(args.rollout_batch_size)]
+            if args.peer_ensemble == "shared":  # no fit of its own, so no cap either
+                cap = ["--load-dynamics", os.path.abspath(shared_ensemble(args, t))]
+        else:  # official_td3bc: no model, so no rollouts, ensemble or cap
+            cap = []
         return (
             [
                 sys.executable,
@@ -413,8 +441,6 @@ def command(args: Args, t: Task, plan: tuple[str, dict]) -> list[str]:
                 str(args.epochs),
                 "--steps-per-epoch",
                 str(args.steps_per_epoch),
-                "--rollout-batch-size",
-                str(args.rollout_batch_size),
                 "--eval-episodes",
                 str(args.eval_episodes),
                 "--run-dir",
@@ -1040,9 +1066,11 @@ def check(args: Args) -> None:
     bad = [r for r in args.rows if r not in ROWS]
     if bad:
         raise UsageError(f"unknown row {bad[0]!r}: choose from {' '.join(ROWS)}")
-    if UNITS_ROW in args.rows and set(args.env) != {peers.JUMP_TASK}:
-        raise UsageError(f"--rows {UNITS_ROW} runs on --env {peers.JUMP_TASK} only (elsewhere the official "
-                         "code's actions are the env's): drop it or the other --env")  # fmt: skip
+    for row in [r for r in JUMP_ROWS if r in args.rows]:
+        if {task_of(args, d) for d in args.env} != {peers.JUMP_TASK}:  # the name, or a file named so
+            why = ("elsewhere the official code's actions are the env's" if row == UNITS_ROW
+                   else "its run script's branch for that task is what it runs")  # fmt: skip
+            raise UsageError(f"--rows {row} runs on --env {peers.JUMP_TASK} only ({why}): drop it or the other --env")
     for name, v, lo in (
         ("--epochs", args.epochs, 1),
         ("--steps-per-epoch", args.steps_per_epoch, 1),
@@ -1064,7 +1092,7 @@ def check(args: Args) -> None:
         raise UsageError(
             f"--delta must be positive and finite and --min-relative at least 0, not {args.delta}, {args.min_relative}"
         )
-    if args.peer_ensemble == "shared" and any(ROWS[r][0] == "peer" for r in args.rows):
+    if args.peer_ensemble == "shared" and any(ROWS[r][0] == "peer" and r in PEER_OF for r in args.rows):
         ours = [r for r in args.rows if model_based(args, Task("", r, 0))]
         if not (args.dynamics_cache and ours):
             raise UsageError("--peer-ensemble shared: the peer rows load the ensemble our model-based rows (orpo, "

@@ -1,11 +1,15 @@
 """Run the authors' code on our data, with our evaluation: the peer rows of the learning-curve comparison (benchmarks/compare.py).
 
-Two peers, each the authors' own run script driving the authors' own classes:
-  kit-mopo       OfflineRL-Kit's MOPO (yihaosun1124/OfflineRL-Kit, run_example/run_mopo.py), with the settings its
-                 "suggested hypers" list gives for the dataset (hopper-medium-v2: rollout-length 5, penalty-coef 5.0)
-  official-orpo  the official ORPO fork (George-Chia/ORPO, run_example/run_orpo.py), with its README's D4RL command
-                 and the paper's tuned values for the dataset; its optimistic rollout policy is never trained (its
-                 update is dead code upstream), and it is run that way
+The peers, each the authors' own run script driving the authors' own classes:
+  kit-mopo        OfflineRL-Kit's MOPO (yihaosun1124/OfflineRL-Kit, run_example/run_mopo.py), with the settings its
+                  "suggested hypers" list gives for the dataset (hopper-medium-v2: rollout-length 5, penalty-coef 5.0)
+  official-orpo   the official ORPO fork (George-Chia/ORPO, run_example/run_orpo.py), with its README's D4RL command
+                  and the paper's tuned values for the dataset; its optimistic rollout policy is never trained (its
+                  update is dead code upstream), and it is run that way
+  official-td3bc  the same repository's run_example/run_td3bc.py, on halfcheetah-jump-hard only (its branch for the
+                  task, as written: its defaults, no model)
+  official-mopo   the same repository's run_example/run_mopo.py, on halfcheetah-jump-hard only (its branch for the
+                  task, with the appendix's λp = 1 and h = 5)
 
     python benchmarks/peers.py --peer kit-mopo --source https://github.com/yihaosun1124/OfflineRL-Kit \\
         --dataset-path hopper-medium-v2.hdf5 --eval-env Hopper-v4 --seed 1 --epochs 1000 --steps-per-epoch 1000 \\
@@ -21,10 +25,11 @@ algorithms/*.py do, and is scored with D4RL's reference returns. docs/peers.md l
 --peer-flags (run-script flags) and --uncertainty-mode (the ensemble's u, which neither run script sets) override the
 dataset's settings: benchmarks/compare.py gives both sides of a pair the same ones that way.
 
-official-orpo also runs the paper's halfcheetah-jump-hard task (--task halfcheetah-jump-hard, or a file whose reward_fn
-attr names it, e.g. one made by datasets/halfcheetah_jump.py), as its README runs it: run_orpo.py's own branch for the
-task, with the file's actions handed over ×3 (their convention: RescaleAction(-3, 3)) and their policy's actions mapped
-back to HalfCheetah-v4's [-1, 1] (÷3) in our evaluation, which sums the jump-hard reward and reports raw returns.
+The official repository's three run scripts also run the paper's halfcheetah-jump-hard task (--task
+halfcheetah-jump-hard, or a file whose reward_fn attr names it, e.g. one made by datasets/halfcheetah_jump.py): each
+script's own branch for the task (run_orpo.py as its README runs it), with the file's actions handed over ×3 (their
+convention: RescaleAction(-3, 3)) and their policy's actions mapped back to HalfCheetah-v4's [-1, 1] (÷3) in our
+evaluation, which sums the jump-hard reward and reports raw returns.
 
 Output in --run-dir, written like ours (temp name + rename): config.json, metrics.csv (one row per epoch; row 0 is the
 dynamics fit), summary.json, and the peer's own logs under peer_log/. Peers are not resumable: rerunning the command
@@ -79,6 +84,31 @@ PEERS = {
         "settings": ("--penalty-coef", "--bonus-coef", "--rollout-length", "--rollout-length-rollout-policy"),
         "uncertainty_modes": ("aleatoric", "pairwise-diff", "ensemble_std", "ensemble_var"),
     },
+    # the same repository's baselines, on halfcheetah-jump-hard only (their branches for it: JUMP_SCRIPT_TASK)
+    "official-td3bc": {
+        "source": "https://github.com/George-Chia/ORPO",
+        "commit": "2f75a5009962175a517adc4a04c5c6459716630b",
+        "script": "run_example/run_td3bc.py",
+        "settings": (),
+        "uncertainty_modes": (),  # no model
+    },
+    "official-mopo": {
+        "source": "https://github.com/George-Chia/ORPO",
+        "commit": "2f75a5009962175a517adc4a04c5c6459716630b",
+        "script": "run_example/run_mopo.py",
+        "settings": ("--penalty-coef", "--rollout-length"),
+        "uncertainty_modes": ("aleatoric", "pairwise-diff", "ensemble_std", "ensemble_var"),
+    },
+}
+# what each peer's run script trains with: the trainer class and the policy classes whose rollout (tag) / learn we record
+TRAINERS = {
+    "kit-mopo": ("MBPolicyTrainer", {"MOPOPolicy": ""}),
+    "official-orpo": (
+        "MBPolicyOOMITrainer",
+        {"OOMITD3BCPolicy": "_pessimistic", "OptimisticRolloutPolicy": "_optimistic"},
+    ),
+    "official-td3bc": ("MFPolicyTrainer", {"TD3BCPolicy": None}),  # no model, no rollouts
+    "official-mopo": ("MBPolicyTrainer", {"MOPOPolicy": ""}),
 }
 # D4RL's reference returns (d4rl/infos.py), the same rows as algorithms/orpo.py's DOMAINS
 DOMAINS = {
@@ -106,12 +136,23 @@ ORPO_SHARES = [
     "--final-policy-rollout-ratio-final",
     "0.45",
 ]
-# The paper's generalisation task that run_orpo.py has a branch for (official-orpo only; docs/peers.md, "halfcheetah-jump-
-# hard"). That branch (run_orpo.py L102-113) wraps D4RL's env in RescaleAction(env, -3, 3) and sets args.action_scale =
-# 3.0: their dataset holds the actions their collection script fed that wrapper (in [-3, 3]) and their policies output
-# actor·3 (td3bc.py L83, sac.py L80). Our file holds HalfCheetah-v4's actions in [-1, 1].
+# The paper's generalisation task that the official repository's run scripts have a branch for (docs/peers.md,
+# "halfcheetah-jump-hard"). Each branch (run_orpo.py L102-113, run_td3bc.py L69-83, run_mopo.py L80-91) wraps D4RL's env
+# in RescaleAction(env, -3, 3) and sets args.action_scale = 3.0: their dataset holds the actions their collection script
+# fed that wrapper (in [-3, 3]) and their policies output actor·3 (td3bc.py L83, sac.py L80). Our file holds
+# HalfCheetah-v4's actions in [-1, 1]. OfflineRL-Kit's run_mopo.py has no such branch.
 JUMP_TASK = "halfcheetah-jump-hard"
-JUMP_PEERS = ("official-orpo",)
+# the --task each run script takes the branch on: run_orpo.py tests `args.task == "halfcheetah-jump-hard"` (L102);
+# run_td3bc.py (L69) and run_mopo.py (L80) test `args.task.split('-')[0] == "halfcheetahvelSafejump"`, so any suffix
+# takes it (the name is used elsewhere only for log folders and get_termination_fn, whose 'halfcheetah' case it meets
+# as run_orpo.py's name does); "-hard" is ours
+JUMP_SCRIPT_TASK = {
+    "official-orpo": JUMP_TASK,
+    "official-td3bc": "halfcheetahvelSafejump-hard",
+    "official-mopo": "halfcheetahvelSafejump-hard",
+}
+JUMP_PEERS = tuple(JUMP_SCRIPT_TASK)
+JUMP_ONLY = ("official-td3bc", "official-mopo")  # run here on halfcheetah-jump-hard only
 JUMP_ACTIONS = (-3.0, 3.0)  # RescaleAction(env, -3, 3): their action range; the env's own is [-1, 1]
 # the README's command for the task, less --task/--dataset: λp 1, λo 0.1, h 5, h^o 5, shares 0.05 / 0.05 / 0 (u: none
 # passed, so the ensemble's default aleatoric)
@@ -131,6 +172,15 @@ JUMP_FLAGS = [
     "--final-policy-rollout-ratio-final",
     "0",
 ]
+# official-mopo: the appendix's MOPO settings for the jump tasks ("we adopt the hyper-parameters used in MOPO, setting
+# λp = 1 and h^p = 5"); run_mopo.py's defaults are 2.5 and 5, and its other defaults stay (u aleatoric, real ratio 0.05,
+# SAC 256×256). official-td3bc: none (run_td3bc.py's defaults, α 2.5, "for all D4RL-Gym tasks"); the README gives no
+# command for either script.
+JUMP_SCRIPT_FLAGS = {
+    "official-orpo": JUMP_FLAGS,
+    "official-td3bc": [],
+    "official-mopo": ["--penalty-coef", "1", "--rollout-length", "5"],
+}
 # what a fresh start removes
 OUTPUTS = ("config.json", "metrics.csv", "summary.json", "error.txt", "peer_log", "peer_dynamics")
 
@@ -146,7 +196,7 @@ def cache_root() -> str:
 class Args:
     # The peer and the data
     peer: str
-    """kit-mopo | official-orpo"""
+    """kit-mopo | official-orpo | official-td3bc | official-mopo (the last two: halfcheetah-jump-hard only)"""
     dataset_path: str
     """D4RL-layout HDF5 file"""
     run_dir: str
@@ -158,7 +208,7 @@ class Args:
     eval_env: Optional[str] = None
     """Gymnasium id of the evaluation env (default: the file's env_id)"""
     task: Optional[str] = None
-    """the D4RL name whose settings the peer takes, e.g. hopper-medium-v2, or halfcheetah-jump-hard (official-orpo)
+    """the D4RL name whose settings the peer takes, e.g. hopper-medium-v2, or halfcheetah-jump-hard (the official-*)
     (default: the file's reward_fn attr if it names halfcheetah-jump-hard, else the eval env's domain and the kind
     (medium, medium-replay, ...) in the file's name)"""
     peer_flags: Optional[str] = None
@@ -214,6 +264,11 @@ def parse_args(argv=None) -> Args:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1 (got {value})")
     if not 0 <= args.seed < 2**32:
         raise UsageError(f"--seed must lie in [0, 4294967296) (got {args.seed})")
+    if not PEERS[args.peer]["uncertainty_modes"]:  # a model-free peer: the model's flags have nothing to act on
+        for name in ("rollout_batch_size", "load_dynamics", "dynamics_max_epochs", "uncertainty_mode"):
+            if getattr(args, name) is not None:
+                flag = f"--{name.replace('_', '-')}"
+                raise UsageError(f"{flag}: {args.peer} ({PEERS[args.peer]['script']}) has no model; drop it")
     modes = PEERS[args.peer]["uncertainty_modes"]
     if args.uncertainty_mode is not None and args.uncertainty_mode not in modes:
         raise UsageError(f"--uncertainty-mode {args.uncertainty_mode}: {args.peer}'s ensemble has {', '.join(modes)}")
@@ -426,8 +481,8 @@ def infer_task(args: argparse.Namespace, attrs: dict) -> tuple[str, str, tuple |
     if args.task == JUMP_TASK or (not args.task and reward_fn == JUMP_TASK):
         if args.peer not in JUMP_PEERS:
             raise UsageError(
-                f"{JUMP_TASK} runs with --peer {' or '.join(JUMP_PEERS)} only (run_orpo.py has a branch for it); "
-                f"{args.peer}'s run script has none"
+                f"{JUMP_TASK} runs with --peer {', '.join(JUMP_PEERS)} only (the official run scripts have a branch "
+                f"for it); {args.peer}'s run script has none"
             )
         if domain != "halfcheetah":
             raise UsageError(f"--task {JUMP_TASK} is a HalfCheetah task, but --eval-env is {eval_env}")
@@ -437,6 +492,11 @@ def infer_task(args: argparse.Namespace, attrs: dict) -> tuple[str, str, tuple |
                 f"file with: python datasets/halfcheetah_jump.py --task {JUMP_TASK}"
             )
         return JUMP_TASK, eval_env, None
+    if args.peer in JUMP_ONLY:  # their branches for the D4RL names are not the paper's rows here: not run
+        raise UsageError(
+            f"--peer {args.peer} runs {JUMP_TASK} only (a file made by datasets/halfcheetah_jump.py --task {JUMP_TASK}, "
+            f"or --task {JUMP_TASK}); for D4RL datasets use kit-mopo or official-orpo"
+        )
     if reward_fn not in (None, "env"):  # another task's rewards: scored with the env's reward they would mislead
         raise UsageError(
             f"{args.dataset_path} holds the rewards of '{reward_fn}' (attr reward_fn); peers.py runs the env's own "
@@ -483,8 +543,11 @@ def dataset_flags(peer: str, root: str, task: str, dataset_path: str | None = No
     command, with --dataset dataset_path when given)."""
     if task == JUMP_TASK:
         if peer not in JUMP_PEERS:
-            raise UsageError(f"{JUMP_TASK} runs with --peer {' or '.join(JUMP_PEERS)} only; not with {peer}")
-        return ["--task", task] + (["--dataset", dataset_path] if dataset_path else []) + JUMP_FLAGS
+            raise UsageError(f"{JUMP_TASK} runs with --peer {', '.join(JUMP_PEERS)} only; not with {peer}")
+        dataset = ["--dataset", dataset_path] if dataset_path else []
+        return ["--task", JUMP_SCRIPT_TASK[peer], *dataset, *JUMP_SCRIPT_FLAGS[peer]]
+    if peer in JUMP_ONLY:
+        raise UsageError(f"{peer} runs {JUMP_TASK} only here; not {task}")
     if peer == "kit-mopo":
         with open(os.path.join(root, PEERS[peer]["script"])) as f:
             text = f.read()
@@ -513,6 +576,8 @@ def peer_command(peer: str, root: str, task: str, args: argparse.Namespace, devi
     except UsageError as e:
         given = {f.split("=")[0] for f in args.peer_flags}
         missing = [f for f in PEERS[peer]["settings"] if f not in given]
+        if peer in JUMP_ONLY:
+            raise
         if missing:  # the run script's defaults are no dataset's settings
             raise UsageError(f"{e} (or give {' '.join(missing)} in --peer-flags)") from None
         command = ["--task", task] + (ORPO_SHARES if peer == "official-orpo" else [])
@@ -834,7 +899,7 @@ def instrument(peer: str, rec: Recorder, envs, cap, uncertainty_mode: str | None
     ensemble's; --one-action-unit divides the actions its TD3+BC update sees by action_scale; the rest only records."""
     from offlinerlkit.buffer import ReplayBuffer
     from offlinerlkit.dynamics import EnsembleDynamics
-    from offlinerlkit.policy_trainer import MBPolicyTrainer
+    from offlinerlkit import policy_trainer
     from offlinerlkit.utils.logger import Logger
 
     def _evaluate(self):
@@ -856,8 +921,10 @@ def instrument(peer: str, rec: Recorder, envs, cap, uncertainty_mode: str | None
     def _evaluate_dynamics(self):  # ORPO's second, model-based evaluation: a diagnostic, not run here
         return {f"eval_Dynamics/episode_{k}": [0.0] for k in ("reward", "length", "uncertainty")}
 
-    MBPolicyTrainer._evaluate = _evaluate
-    MBPolicyTrainer._evaluate_Dynamics = _evaluate_dynamics
+    trainer = getattr(policy_trainer, TRAINERS[peer][0])  # MB trainers of both packages, or official-td3bc's MF one
+    trainer._evaluate = _evaluate
+    trainer._evaluate_Dynamics = _evaluate_dynamics
+    model_free = TRAINERS[peer][0] == "MFPolicyTrainer"
 
     dumpkvs = Logger.dumpkvs
 
@@ -866,8 +933,8 @@ def instrument(peer: str, rec: Recorder, envs, cap, uncertainty_mode: str | None
         if exclude is not None and "policy_training_progress" in exclude:  # a dynamics epoch
             rec.dyn["epochs"] = rec.dyn.get("epochs", 0) + 1
             rec.dyn["train_loss"] = float(kvs.get("loss/dynamics_train_loss", np.nan))
-        elif exclude is not None and "dynamics_training_progress" in exclude:  # a policy epoch
-            rec.epoch_done(kvs)
+        elif (exclude is not None and "dynamics_training_progress" in exclude) or (exclude is None and model_free):
+            rec.epoch_done(kvs)  # a policy epoch (MFPolicyTrainer.train dumps all of it: run_td3bc.py has no model)
         return dumpkvs(self, exclude)
 
     Logger.dumpkvs = dumpkvs_recorded
@@ -974,27 +1041,21 @@ def instrument(peer: str, rec: Recorder, envs, cap, uncertainty_mode: str | None
 
         cls.learn = learn_recorded
 
-    from offlinerlkit import policy_trainer
-
-    trainer = getattr(policy_trainer, "MBPolicyTrainer" if peer == "kit-mopo" else "MBPolicyOOMITrainer")
     train_policy = trainer.train
 
-    def train_recorded(self, *a, **kw):  # the policy epochs' clock starts here (after a fit, or after a load)
+    def train_recorded(self, *a, **kw):  # the policy epochs' clock starts here (after a fit, a load, or none)
         rec.training_starts()
         return train_policy(self, *a, **kw)
 
     trainer.train = train_recorded
-    if peer == "kit-mopo":
-        from offlinerlkit.policy import MOPOPolicy
+    import offlinerlkit.policy as policies
 
-        wrap_rollout(MOPOPolicy, "")
-        wrap_learn(MOPOPolicy)
-    else:
-        from offlinerlkit.policy import OOMITD3BCPolicy, OptimisticRolloutPolicy
-
-        wrap_rollout(OOMITD3BCPolicy, "_pessimistic")
-        wrap_rollout(OptimisticRolloutPolicy, "_optimistic")
-        wrap_learn(OOMITD3BCPolicy)
+    for name, tag in TRAINERS[peer][1].items():
+        cls = getattr(policies, name)
+        if tag is not None:
+            wrap_rollout(cls, tag)
+        if tag != "_optimistic":  # π^o's update is dead code upstream: the trained policy's learn is the one to record
+            wrap_learn(cls)
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -1056,10 +1117,10 @@ def main(argv=None) -> int:
         lo, hi = raw["actions"].min(), raw["actions"].max()
         raise UsageError(
             f"{args.dataset_path}: actions span [{lo:.4g}, {hi:.4g}], outside HalfCheetah-v4's [-1, 1]; peers.py hands "
-            f"run_orpo.py {JUMP_TASK} data ×{scale:g}, so the file must hold the env's actions (as datasets/"
+            f"the official code {JUMP_TASK} data ×{scale:g}, so the file must hold the env's actions (as datasets/"
             "halfcheetah_jump.py writes them), not the official collection's [-3, 3]"
         )
-    # what run_orpo.py is handed: on the jump task the actions ×3, the convention of its data and policies
+    # what the run script is handed: on the jump task the actions ×3, the convention of its data and policies
     handed = raw if scale == 1.0 else dict(raw, actions=raw["actions"] * np.float32(scale))
     envs = make_eval_envs(eval_env_id, args.eval_episodes or 10)
     obs_dim, act_dim = raw["observations"].shape[1], raw["actions"].shape[1]
@@ -1082,9 +1143,9 @@ def main(argv=None) -> int:
     converted = os.path.join(os.path.abspath(args.run_dir), "peer_dynamics")
     command += ["--load-dynamics-path", converted] if args.load_dynamics else []
     peer_args = script_args(source["root"], PEERS[args.peer]["script"], command)
-    if peer_args.task != task:
+    if peer_args.task != (JUMP_SCRIPT_TASK[args.peer] if task == JUMP_TASK else task):
         raise UsageError(f"--peer-flags sets --task {peer_args.task}; pass it as peers.py's --task instead")
-    dataset_arg = getattr(peer_args, "dataset", None)  # run_orpo.py's --dataset: read (by us) on the jump task only
+    dataset_arg = getattr(peer_args, "dataset", None)  # the official scripts' --dataset: read (by us) on the jump task
     if task == JUMP_TASK and os.path.realpath(dataset_arg or "") != os.path.realpath(args.dataset_path):
         raise UsageError(f"--peer-flags sets --dataset {dataset_arg}; the data is --dataset-path's")
     loaded = args.load_dynamics and peer_dynamics(args.load_dynamics, converted, peer_args, obs_dim, scale)
@@ -1108,20 +1169,20 @@ def main(argv=None) -> int:
         sys.argv = saved_argv
 
     def get_dataset(h5path, next_observation_path=None):
-        """run_orpo.py's jump branch reads its file with load_dataset.get_dataset(args.dataset) (L109): served here,
-        the file read above (its six D4RL keys) with the actions ×3."""
+        """The official scripts' jump branches read their file with load_dataset.get_dataset(args.dataset) (run_orpo.py
+        L109, run_td3bc.py L76, run_mopo.py L87): served here, the file read above (its six D4RL keys), actions ×3."""
         if os.path.realpath(h5path) != os.path.realpath(args.dataset_path) or next_observation_path is not None:
             raise RuntimeError(f"peers.py serves {args.dataset_path} only, not get_dataset({h5path!r})")
         return dict(handed)
 
     if task == JUMP_TASK:
-        script.get_dataset = get_dataset  # the name run_orpo.py imported (`from ...load_dataset import get_dataset`)
+        script.get_dataset = get_dataset  # the name the script imported (`from ...load_dataset import get_dataset`)
     import offlinerlkit
     import offlinerlkit.utils.logger as peer_logger
 
     assert os.path.realpath(offlinerlkit.__file__).startswith(os.path.realpath(source["root"]))
     peer_logger.ROOT_DIR = os.path.join(os.path.abspath(args.run_dir), "peer_log")  # make_log_dirs' root
-    rec = Recorder(args.run_dir, ref, args.seed, peer_args.rollout_batch_size)
+    rec = Recorder(args.run_dir, ref, args.seed, getattr(peer_args, "rollout_batch_size", None))
     rec.steps, rec.task, rec.action_scale = peer_args.step_per_epoch, task, scale
     rec.loaded = loaded["metrics"] if loaded else None
     instrument(args.peer, rec, envs, args.dynamics_max_epochs, args.uncertainty_mode, args.one_action_unit)
@@ -1158,13 +1219,17 @@ def main(argv=None) -> int:
                 else f"its action ÷{scale:g} (gym's RescaleAction({JUMP_ACTIONS[0]:g}, {JUMP_ACTIONS[1]:g}) map), "
                 f"{task}'s reward, raw returns)"
             ),
-            "official-orpo's _evaluate_Dynamics (its policy's return in the learned model) is not run",
             "the run script's log root (log/) is <run-dir>/peer_log",
         ]
         + (
+            ["official-orpo's _evaluate_Dynamics (its policy's return in the learned model) is not run"]
+            if args.peer == "official-orpo"
+            else []
+        )
+        + (
             [
-                f"run_orpo.py's get_dataset(args.dataset) returns the file's arrays read here, the actions ×{scale:g} "
-                f"(their {task} data's convention)"
+                f"{os.path.basename(PEERS[args.peer]['script'])}'s get_dataset(args.dataset) returns the file's arrays "
+                f"read here, the actions ×{scale:g} (their {task} data's convention)"
             ]
             if task == JUMP_TASK
             else []
@@ -1194,7 +1259,9 @@ def main(argv=None) -> int:
             else []
         ),
         "dynamics_max_epochs": args.dynamics_max_epochs,
-        "dynamics": {"source": "loaded", **loaded} if loaded else {"source": "fitted by the peer's code"},
+        "dynamics": {"source": "loaded", **loaded}
+        if loaded
+        else {"source": "fitted by the peer's code" if PEERS[args.peer]["uncertainty_modes"] else "none (no model)"},
         "device": device,
         "device_name": torch.cuda.get_device_name()
         if device == "cuda"
@@ -1226,7 +1293,8 @@ def main(argv=None) -> int:
             "last10_score": float(np.mean(rec.scores[-10:])) if rec.scores else None,
             "ensemble_uncertainty_mode": rec.uncertainty_mode,  # the u its ensemble computed
             "dynamics_source": config["dynamics"]["source"],
-            "dynamics_observations": rec.obs_folded or "as the ensemble was fitted (raw, or the peer's own fit)",
+            "dynamics_observations": rec.obs_folded
+            or ("as the ensemble was fitted (raw, or the peer's own fit)" if rec.uncertainty_mode else "no model"),
             "wall_seconds": time.time() - t_start,
             "device": device,
             "device_name": config["device_name"],

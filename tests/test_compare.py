@@ -577,3 +577,105 @@ def test_a_shared_peer_row_whose_ensemble_never_comes_fails_in_one_line(tmp_path
     assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
     assert "official_orpo/seed1: its seed's ensemble was never fitted" in r.stderr
     assert not os.path.exists(tmp_path / "runs" / "local_hopper-medium" / "official_orpo" / "seed1")
+
+
+def test_the_official_td3bc_row_runs_its_script_alone_with_our_protocol(tmp_path):
+    """official_td3bc (peers.py official-td3bc): the same data, seed, epochs × steps and evaluation as every row, and
+    nothing of a model (no pair settings, start states, ensemble or cap); it never waits for the seed's ensemble, so
+    --peer-ensemble shared needs no model-based row beside it; off halfcheetah-jump-hard it is refused."""
+    compare = load_compare()
+    os.makedirs(tmp_path / "data")
+    path = str(tmp_path / "data" / "halfcheetah-jump-hard.hdf5")
+    args = compare.Args(env=("halfcheetah-jump-hard",), data_dir=str(tmp_path / "data"), settings="ours", seeds=(5,),
+                        rows=("official_td3bc",), runs_dir=str(tmp_path / "runs"), epochs=100, eval_episodes=5,
+                        peer_ensemble="shared", dynamics_max_epochs=3, results=str(tmp_path / "results"),
+                        out=str(tmp_path / "r"))  # fmt: skip
+    compare.check(args)
+    task = compare.Task("halfcheetah-jump-hard", "official_td3bc", 5)
+    assert not compare.waits(args, task, [])
+    cmd = compare.command(args, task, compare.pair_settings(args, "halfcheetah-jump-hard"))
+    parsed = load_module("benchmarks/peers.py", "peers_for_td3bc").parse_args(cmd[2:])  # peers.py takes it
+    assert (parsed.peer, parsed.dataset_path, parsed.seed, parsed.epochs) == ("official-td3bc", path, 5, 100)
+    assert (parsed.steps_per_epoch, parsed.eval_episodes, parsed.eval_env) == (1000, 5, "HalfCheetah-v4")
+    assert parsed.task == "halfcheetah-jump-hard" and parsed.peer_flags == [] and parsed.load_dynamics is None
+    assert parsed.rollout_batch_size is parsed.dynamics_max_epochs is parsed.uncertainty_mode is None
+    assert "official_td3bc" not in compare.Args().rows
+    with pytest.raises(compare.UsageError, match="--rows official_td3bc runs on --env halfcheetah-jump-hard only"):
+        compare.check(compare.Args(env=("local/hopper-medium",), rows=("td3bc", "official_td3bc")))
+
+
+def jump_args(compare, tmp_path, rows, **kw):
+    os.makedirs(tmp_path / "data", exist_ok=True)
+    return compare.Args(env=("halfcheetah-jump-hard",), data_dir=str(tmp_path / "data"), settings="ours", rows=rows,
+                        runs_dir=str(tmp_path / "runs"), epochs=100, peer_ensemble="shared", **kw)  # fmt: skip
+
+
+def a_shared_ensemble(tmp_path, row="mopo", seed=2):
+    run = tmp_path / "runs" / "halfcheetah-jump-hard" / row / f"seed{seed}" / "run"
+    os.makedirs(run)
+    (run / "config.json").write_text("{}")
+    (run / "dynamics.pt").write_bytes(b"")
+    return str(run / "dynamics.pt")
+
+
+def test_the_official_mopo_row_takes_mopos_settings_and_the_seeds_ensemble(tmp_path):
+    """official_mopo (peers.py official-mopo): our mopo row's settings (λp 1, u max_aleatoric = their aleatoric, h 5 on
+    halfcheetah-jump-hard), the rows' start states, and with --peer-ensemble shared the seed's ensemble (it waits for
+    it); off halfcheetah-jump-hard it is refused."""
+    compare = load_compare()
+    args = jump_args(compare, tmp_path, ("mopo", "official_mopo"), rollout_batch_size=5000)
+    compare.check(args)
+    plan, task = (
+        compare.pair_settings(args, "halfcheetah-jump-hard"),
+        compare.Task("halfcheetah-jump-hard", "official_mopo", 2),
+    )
+    assert plan[1]["official_mopo"] == {"lambda_p": 1.0, "uncertainty": "max_aleatoric", "rollout_length": 5}
+    assert compare.waits(args, task, [])
+    ensemble = a_shared_ensemble(tmp_path)
+    assert not compare.waits(args, task, [])
+    parsed = load_module("benchmarks/peers.py", "peers_for_mopo").parse_args(compare.command(args, task, plan)[2:])
+    assert (parsed.peer, parsed.seed, parsed.epochs, parsed.steps_per_epoch) == ("official-mopo", 2, 100, 1000)
+    assert parsed.peer_flags == ["--penalty-coef", "1.0", "--rollout-length", "5"]
+    assert (parsed.uncertainty_mode, parsed.rollout_batch_size, parsed.load_dynamics) == ("aleatoric", 5000, ensemble)
+    with pytest.raises(compare.UsageError, match="--rows official_mopo runs on --env halfcheetah-jump-hard only"):
+        compare.check(compare.Args(env=("local/hopper-medium",), rows=("mopo", "official_mopo")))
+
+
+def test_the_readme_row_is_the_official_row_with_the_readmes_batch_shares(tmp_path):
+    """official_orpo_readme: official_orpo's command (its pair's settings, the shared ensemble) with the README
+    command's batch shares for the task, on halfcheetah-jump-hard 0.05 / 0.05 / 0 (π^p's own share 0, where
+    --settings ours gives official_orpo 0.05), in a folder of its own; never a default row. With the snapshot: what
+    run_orpo.py parses from it is the README's jump-hard command (λp, λo, h, h^o, shares)."""
+    compare = load_compare()
+    args = jump_args(compare, tmp_path, ("orpo", "official_orpo", "official_orpo_readme"))
+    ensemble = a_shared_ensemble(tmp_path, "orpo")
+    plan = compare.pair_settings(args, "halfcheetah-jump-hard")
+    official, readme = (compare.command(args, compare.Task("halfcheetah-jump-hard", r, 2), plan) for r in args.rows[1:])
+    peers = load_module("benchmarks/peers.py", "peers_for_readme")
+    theirs, ours = peers.parse_args(official[2:]), peers.parse_args(readme[2:])
+    shares = ("--real-ratio-final", "--final-policy-rollout-ratio-final", "--real-ratio-rollout")
+
+    def flags(parsed):
+        return dict(zip(parsed.peer_flags[::2], parsed.peer_flags[1::2]))
+
+    assert [flags(theirs)[f] for f in shares] == ["0.05", "0.05", "0.05"]
+    assert [flags(ours)[f] for f in shares] == ["0.05", "0.0", "0.05"]  # the README's: 0.05 / 0 / 0.05
+    assert {k: v for k, v in flags(ours).items() if k not in shares} == {
+        k: v for k, v in flags(theirs).items() if k not in shares
+    }
+    assert ours.run_dir == theirs.run_dir.replace("official_orpo", "official_orpo_readme") != theirs.run_dir
+    assert ours.load_dynamics == theirs.load_dynamics == ensemble and not ours.one_action_unit
+    assert "official_orpo_readme" not in compare.Args().rows
+    if not os.path.isdir(SOURCES["official-orpo"]):
+        return  # the rest reads run_orpo.py's parser
+    root = peers.extract("official-orpo", SOURCES["official-orpo"], peers.PEERS["official-orpo"]["commit"])["root"]
+    script = peers.PEERS["official-orpo"]["script"]
+    command = peers.peer_command("official-orpo", root, peers.JUMP_TASK, ours, "cpu")
+    parsed, readme_command = (
+        vars(peers.script_args(root, script, c))
+        for c in (command, peers.dataset_flags("official-orpo", root, peers.JUMP_TASK, ours.dataset_path))
+    )
+    keys = ("penalty_coef", "bonus_coef", "rollout_length", "rollout_length_rollout_policy", "real_ratio_rollout",
+            "real_ratio_final", "final_policy_rollout_ratio_final", "task", "dataset")  # fmt: skip
+    assert {k: parsed[k] for k in keys} == {k: readme_command[k] for k in keys}
+    assert parsed["final_policy_rollout_ratio_final"] == 0.0

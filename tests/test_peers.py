@@ -396,7 +396,7 @@ def jump_variant(tmp_path, jump_file, name, **changes):
 def test_jump_bad_input_is_one_line_and_exit_2(tmp_path, jump_file, hopper_file, case):
     args = {"--peer": "official-orpo", "--dataset-path": jump_file, "--source": "file:///nonexistent/ORPO"}
     if case == "kit-mopo":  # the task is inferred from the file's reward_fn attr
-        args["--peer"], expect = "kit-mopo", "--peer official-orpo only"
+        args["--peer"], expect = "kit-mopo", "--peer official-orpo, official-td3bc, official-mopo only"
     elif case == "actions outside [-1, 1]":  # e.g. the official collection's file, its actions in [-3, 3]
         args["--dataset-path"] = jump_variant(tmp_path, jump_file, "x3.hdf5", actions=lambda a: 3 * a)
         expect = "outside HalfCheetah-v4's [-1, 1]"
@@ -441,7 +441,7 @@ def test_jump_settings_are_the_readmes_and_peer_flags_override_them(peers, jump_
     parsed = vars(peers.script_args(root, script, peers.peer_command("official-orpo", root, JUMP, args, "cpu")))
     assert parsed["final_policy_rollout_ratio_final"] == 0.05 and parsed["penalty_coef"] == 2.0
     assert parsed["bonus_coef"] == 0.1 and parsed["dataset"] == os.path.abspath(jump_file)
-    with pytest.raises(peers.UsageError, match="runs with --peer official-orpo only"):
+    with pytest.raises(peers.UsageError, match="runs with --peer official-orpo, official-td3bc, official-mopo only"):
         peers.dataset_flags("kit-mopo", root, JUMP)
 
 
@@ -502,24 +502,37 @@ def test_the_official_codes_final_policy_is_exported_as_ours_and_checked(peers, 
 SPY = """
 import json, sys
 import numpy as np
+import torch
 sys.path.insert(0, sys.argv[1])
 import peers
 
-out, argv, seen = sys.argv[2], sys.argv[3:], {"loaded": [], "peer": [], "env": [], "learned": []}
+out, argv = sys.argv[2], sys.argv[3:]
+seen = {"loaded": [], "peer": [], "env": [], "learned": [], "actor": [], "units": []}
 instrument, deterministic_actions, evaluate = peers.instrument, peers.deterministic_actions, peers.evaluate
+peer = argv[argv.index("--peer") + 1]
 
 
 def spying_instrument(*a, **kw):  # also record what the peer's real buffer is loaded with (its qlearning_dataset's)
-    from offlinerlkit.policy import OOMITD3BCPolicy
+    import offlinerlkit.policy
 
-    learn = OOMITD3BCPolicy.learn
+    # the policy whose update is the run's (official-orpo: OOMITD3BCPolicy; official-td3bc: TD3BCPolicy; MOPOPolicy)
+    name = next(n for n, tag in peers.TRAINERS[peer][1].items() if tag != "_optimistic")
+    cls = getattr(offlinerlkit.policy, name)
+    learn = cls.learn
 
     def learn_spied(self, batch):  # the largest |action| of each dim that their own update is handed (wrapped below)
-        acts = np.concatenate([b["actions"].cpu().numpy() for b in batch.values()])
+        parts = batch.values() if isinstance(next(iter(batch.values())), dict) else [batch]  # MB: real/fake parts
+        acts = np.concatenate([b["actions"].cpu().numpy() for b in parts])
         seen["learned"].append(np.abs(acts).max(0, keepdims=True))
+        if hasattr(self, "_max_action"):  # a TD3-style actor: what it outputs on the batch, before action_scale
+            with torch.no_grad():
+                out = self.actor(next(iter(parts))["observations"]).cpu().numpy()
+            seen["actor"].append(np.abs(out).max(0, keepdims=True))
+        units = getattr(self, "_max_action", np.nan), getattr(self.actor, "_max", np.nan), self.action_scale
+        seen["units"].append(np.array([units], dtype=np.float64))  # (max_action, the actor's max, action_scale)
         return learn(self, batch)
 
-    OOMITD3BCPolicy.learn = learn_spied
+    cls.learn = learn_spied
     instrument(*a, **kw)
     from offlinerlkit.buffer import ReplayBuffer
 
@@ -550,15 +563,18 @@ sys.exit(code)
 """
 
 
-def spied_jump_run(jump_file, tmp_path, epochs: int, eval_episodes: int, *extra: str):
-    """The official code's tiny run on the jump-hard file into tmp_path/run, under SPY: (its process, what SPY saw)."""
+def spied_jump_run(jump_file, tmp_path, epochs: int, eval_episodes: int, *extra: str, peer="official-orpo"):
+    """The official code's tiny run on the jump-hard file into tmp_path/run, under SPY: (its process, what SPY saw).
+    A model-based peer fits one ensemble epoch unless `extra` loads one."""
     if not os.path.isdir(SOURCES["official-orpo"]):
         pytest.skip(f"needs the peer's git snapshot at {SOURCES['official-orpo']}: set ORPO_PEERS_MIRROR")
     spied = str(tmp_path / "spied.npz")
     (tmp_path / "spy.py").write_text(SPY)
-    argv = ["--peer", "official-orpo", "--source", SOURCES["official-orpo"], "--dataset-path", jump_file]
-    argv += ["--seed", str(SEED), "--epochs", str(epochs), "--steps-per-epoch", "5", "--rollout-batch-size", "20"]
-    argv += ["--eval-episodes", str(eval_episodes), "--dynamics-max-epochs", "1", "--run-dir", str(tmp_path / "run")]
+    argv = ["--peer", peer, "--source", SOURCES["official-orpo"], "--dataset-path", jump_file]
+    argv += ["--seed", str(SEED), "--epochs", str(epochs), "--steps-per-epoch", "5"]
+    argv += ["--eval-episodes", str(eval_episodes), "--run-dir", str(tmp_path / "run")]
+    if peer != "official-td3bc":  # it has no model
+        argv += ["--rollout-batch-size", "20"] + ([] if "--load-dynamics" in extra else ["--dynamics-max-epochs", "1"])
     argv += ["--no-cuda", "--threads", "1", *extra]
     env = dict(os.environ, OMP_NUM_THREADS="1", TMPDIR=str(tmp_path))
     cmd = [sys.executable, str(tmp_path / "spy.py"), os.path.join(ROOT, "benchmarks"), spied, *argv]
@@ -615,6 +631,108 @@ def test_official_orpo_runs_jump_hard_with_their_action_scale(peers, jump_file, 
     assert settings["dataset"] == os.path.abspath(jump_file)
     assert "policy.pt written (its actions equal the peer's on " in result.stdout, result.stdout[-2000:]
     assert (run_dir / "policy.pt").is_file()  # what benchmarks/episodes.py plays
+
+
+def jump_run_files(run_dir):
+    with open(run_dir / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    config, summary = (json.loads((run_dir / f"{k}.json").read_text()) for k in ("config", "summary"))
+    return rows, config, summary
+
+
+def test_official_td3bc_runs_its_jump_branch_as_written(peers, jump_file, tmp_path):
+    """official-td3bc: run_td3bc.py's halfcheetahvelSafejump branch, as written. Its buffer gets the file's actions ×3
+    and its update trains on them, while its actor is tanh·1 (max_action = 3/3 = 1, no max_action for the Actor): the
+    units mismatch of docs/peers.md, kept. Our eval envs get its actions (actor·3) ÷3; the score is the raw return."""
+    result, seen = spied_jump_run(jump_file, tmp_path, 2, EVAL_EPISODES, peer="official-td3bc")
+    with h5py.File(jump_file, "r") as f:
+        actions, timeouts = f["actions"][()], f["timeouts"][()]
+    keep = ~timeouts & (np.arange(len(actions)) < len(actions) - 1)  # their qlearning_dataset's rows
+    np.testing.assert_array_equal(seen["loaded"], actions[keep] * np.float32(3))
+    assert len(seen["learned"]) == 2 * 5 and seen["learned"].max() > 2  # the update's batches: actions in [-3, 3]
+    assert seen["actor"].max() <= 1  # ... its actor's, in [-1, 1]
+    np.testing.assert_array_equal(seen["units"], [[1.0, 1.0, 3.0]] * 10)  # max_action, the actor's max, action_scale
+    assert len(seen["env"]) == 2 * 1000 * EVAL_EPISODES
+    np.testing.assert_allclose(seen["env"], seen["peer"][: len(seen["env"])] / 3, rtol=1e-6, atol=1e-7)
+    assert np.abs(seen["env"]).max() <= 1 and np.abs(seen["env"]).max() > 0.01  # (not all zero: ÷3 shows)
+
+    rows, config, summary = jump_run_files(tmp_path / "run")
+    assert [int(r["epoch"]) for r in rows] == [1, 2]  # no model: no row 0
+    returns = [float(r["eval/return"]) for r in rows]
+    assert all(math.isfinite(x) for x in returns) and not any("normalized" in k for k in rows[0])
+    assert all(math.isfinite(float(r[k])) for r in rows for k in ("losses/critic_loss", "losses/actor_loss"))
+    assert [int(r["eval/reset_seed"]) for r in rows] == [SEED + 1000, SEED + 2000]
+    assert summary["status"] == "finished" and summary["score_kind"] == "raw_return" and summary["epochs"] == 2
+    assert (
+        summary["last10_score"] == pytest.approx(np.mean(returns)) and summary["dynamics_source"] == "none (no model)"
+    )
+    assert config["run_script"] == "run_example/run_td3bc.py" and config["action_scale"] == 3.0
+    command = config["run_script_command"]
+    assert command[:4] == ["--task", "halfcheetahvelSafejump-hard", "--dataset", os.path.abspath(jump_file)]
+    assert config["peer_settings"]["alpha"] == 2.5 and "--rollout-batch-size" not in command
+    assert (tmp_path / "run" / "policy.pt").is_file() and "policy.pt written" in result.stdout
+
+
+def test_official_mopo_runs_its_jump_branch_on_our_ensemble(peers, orpo, jump_file, tmp_path):
+    """official-mopo: run_mopo.py's halfcheetahvelSafejump branch with the appendix's λp = 1 and h = 5, rolling out in
+    an ensemble of ours (--load-dynamics, as compare.py's shared ensemble): no fit; its buffer gets the file's actions
+    ×3 and its SAC (actions squashed·3) trains on [-3, 3] actions throughout; run_mopo.py never standardises the
+    observations, so the ensemble is not folded; r̂ − 1·u; our envs get its deterministic actions ÷3."""
+    an_ensemble_of_ours(orpo, tmp_path / "dynamics.pt", obs_dim=17, act_dim=6)
+    sizes = "--n-ensemble 4 --n-elites 3 --dynamics-hidden-dims 16 16 --dynamics-weight-decay 0 0 0"
+    extra = ["--load-dynamics", str(tmp_path / "dynamics.pt"), "--peer-flags", sizes]
+    result, seen = spied_jump_run(jump_file, tmp_path, 2, EVAL_EPISODES, *extra, peer="official-mopo")
+    with h5py.File(jump_file, "r") as f:
+        actions, timeouts = f["actions"][()], f["timeouts"][()]
+    keep = ~timeouts & (np.arange(len(actions)) < len(actions) - 1)
+    np.testing.assert_array_equal(seen["loaded"], actions[keep] * np.float32(3))
+    assert len(seen["learned"]) == 2 * 5 and seen["learned"].max() > 2  # real and model rows: [-3, 3]
+    np.testing.assert_array_equal(seen["units"][:, 2], [3.0] * 10)  # sac.py L80: squashed_action·3
+    assert len(seen["env"]) == 2 * 1000 * EVAL_EPISODES
+    np.testing.assert_allclose(seen["env"], seen["peer"][: len(seen["env"])] / 3, rtol=1e-6, atol=1e-7)
+    assert np.abs(seen["env"]).max() <= 1 and np.abs(seen["env"]).max() > 0.01
+
+    rows, config, summary = jump_run_files(tmp_path / "run")
+    assert [int(r["epoch"]) for r in rows] == [0, 1, 2] and float(rows[0]["dynamics/holdout_mse"]) == 0.25
+    u, r, rp = (float(rows[1][f"rollout/{k}"]) for k in ("u", "reward", "reward_p"))
+    assert rp == pytest.approx(r - 1.0 * u, rel=1e-4, abs=1e-4) and u > 0  # λp = 1 (the appendix's)
+    assert 1 < float(rows[1]["rollout/length"]) <= 5  # h = 5, less the rows termination_fn_halfcheetah ends
+    returns = [float(r["eval/return"]) for r in rows[1:]]
+    assert summary["status"] == "finished" and summary["score_kind"] == "raw_return"
+    assert summary["last10_score"] == pytest.approx(np.mean(returns)) and summary["dynamics_source"] == "loaded"
+    assert summary["dynamics_observations"].startswith("as the ensemble was fitted")  # not folded: raw observations
+    assert summary["ensemble_uncertainty_mode"] == "aleatoric"
+    settings = config["peer_settings"]
+    assert (settings["task"], settings["penalty_coef"], settings["rollout_length"]) == (
+        "halfcheetahvelSafejump-hard",
+        1.0,
+        5,
+    )
+    assert (settings["real_ratio"], settings["hidden_dims"], settings["load_dynamics_path"]) == (
+        0.05,
+        [256, 256],
+        str(tmp_path / "run" / "peer_dynamics"),
+    )
+    progress = [os.path.join(d, f) for d, _, fs in os.walk(tmp_path / "run" / "peer_log") for f in fs]
+    progress = [p for p in progress if p.endswith("dynamics_training_progress.csv")]
+    assert len(progress) == 1 and os.path.getsize(progress[0]) == 0  # their fit never ran
+    assert "no policy.pt" in result.stdout  # its actor is SAC's Gaussian one
+
+
+@pytest.mark.parametrize("flags", [["--rollout-batch-size", "20"], ["--uncertainty-mode", "aleatoric"]])
+def test_official_td3bc_refuses_the_models_flags(peers, jump_file, flags):
+    with pytest.raises(peers.UsageError, match=f"{flags[0]}: official-td3bc .* has no model"):
+        peers.parse_args(["--peer", "official-td3bc", "--dataset-path", jump_file, "--run-dir", "x", *flags])
+
+
+def test_the_official_baselines_run_the_jump_task_only(peers, hopper_file, tmp_path):
+    """official-td3bc and official-mopo are the paper's jump-hard columns here: a D4RL file is refused in one line."""
+    for peer in peers.JUMP_ONLY:
+        args = peers.parse_args(["--peer", peer, "--dataset-path", hopper_file, "--run-dir", str(tmp_path)])
+        with pytest.raises(peers.UsageError, match=f"--peer {peer} runs halfcheetah-jump-hard only"):
+            peers.infer_task(args, {"env_id": "Hopper-v4"})
+        with pytest.raises(peers.UsageError, match="runs halfcheetah-jump-hard only here"):
+            peers.dataset_flags(peer, "unused", "hopper-medium-v2")
 
 
 def test_one_action_unit_hands_their_td3bc_update_the_actors_units(peers, jump_file, tmp_path):
