@@ -68,6 +68,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # toolbox.py beside this file
 from toolbox import UsageError, UserError, algorithm, replace_atomically, write_json  # noqa: E402
+import plumbing  # noqa: E402  (on sys.path through toolbox: the algorithm files' reward and metrics)
 
 PEERS = {
     "kit-mopo": {
@@ -142,6 +143,7 @@ ORPO_SHARES = [
 # fed that wrapper (in [-3, 3]) and their policies output actor·3 (td3bc.py L83, sac.py L80). Our file holds
 # HalfCheetah-v4's actions in [-1, 1]. OfflineRL-Kit's run_mopo.py has no such branch.
 JUMP_TASK = "halfcheetah-jump-hard"
+JUMP_HARD = plumbing.Task(JUMP_TASK, "HalfCheetah-v4", "halfcheetah", reward_fn=JUMP_TASK)  # its reward: plumbing's
 # the --task each run script takes the branch on: run_orpo.py tests `args.task == "halfcheetah-jump-hard"` (L102);
 # run_td3bc.py (L69) and run_mopo.py (L80) test `args.task.split('-')[0] == "halfcheetahvelSafejump"`, so any suffix
 # takes it (the name is used elsewhere only for log folders and get_termination_fn, whose 'halfcheetah' case it meets
@@ -709,13 +711,11 @@ def evaluate(act, envs, seed: int, reward_fn=None) -> tuple[np.ndarray, np.ndarr
 
 
 def jump_hard_reward(next_obs: np.ndarray, action: np.ndarray, info: dict) -> np.ndarray:
-    """halfcheetah-jump-hard's reward in HalfCheetah-v4, as algorithms/plumbing.py's task_reward computes it (a test
-    checks the two agree): r = clip(v_x, −3, 3) − 0.1·‖a‖² + 15·z, z = next_obs[:, 0] the root height, and −3 when the
-    root angle next_obs[:, 1] > 1; a is the env's action, in [-1, 1]. run_orpo.py's HalfcheetahSafejumpRewardWrapper
-    (wrappedEnv.py L16-27) is the same reward in D4RL's env (its reward_ctrl is D4RL's −0.1·‖a‖² of the action after
-    RescaleAction, i.e. in [-1, 1])."""
-    reward = np.clip(info["x_velocity"], -3, 3) - 0.1 * (action**2).sum(-1) + 15 * next_obs[:, 0]
-    return np.where(next_obs[:, 1] > 1, -3.0, reward)
+    """halfcheetah-jump-hard's reward in HalfCheetah-v4: algorithms/plumbing.py's task_reward (r = clip(v_x, −3, 3) −
+    0.1·‖a‖² + 15·z, and −3 when the root angle > 1; a is the env's action, in [-1, 1]). run_orpo.py's
+    HalfcheetahSafejumpRewardWrapper (wrappedEnv.py L16-27) is the same reward in D4RL's env (its reward_ctrl is D4RL's
+    −0.1·‖a‖² of the action after RescaleAction, i.e. in [-1, 1])."""
+    return plumbing.task_reward(JUMP_HARD, next_obs, action, None, info)
 
 
 def to_env_action(action: np.ndarray, peer_range: tuple, env_range: tuple) -> np.ndarray:
@@ -783,13 +783,10 @@ def export_policy(policy, task: str, obs: np.ndarray, path: str) -> str:
 
 
 def eval_metrics(returns: np.ndarray, ref: tuple[float, float] | None) -> dict[str, float]:
-    """The return, and D4RL's normalised score where there are reference returns (none on halfcheetah-jump-hard)."""
-    metrics = {"eval/return": float(returns.mean()), "eval/return_std": float(returns.std())}
-    if ref is not None:
-        normalized = 100.0 * (returns - ref[0]) / (ref[1] - ref[0])
-        metrics["eval/normalized_score"] = float(normalized.mean())
-        metrics["eval/normalized_score_std"] = float(normalized.std())
-    return metrics
+    """plumbing's eval_metrics: the return, and D4RL's normalised score where there are reference returns (none on
+    halfcheetah-jump-hard)."""
+    lo, hi = ref or (None, None)
+    return plumbing.eval_metrics(plumbing.Task("", "", "", ref_min=lo, ref_max=hi), returns)
 
 
 class StandInEnv:
