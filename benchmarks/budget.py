@@ -110,10 +110,10 @@ def run_one(args: Args, row: str, cut: str) -> None:
             cmd = [sys.executable, script, "--env", args.env, "--seed", str(args.seed), "--epochs", str(args.epochs)]
             cmd += ["--eval-episodes", "5", "--no-cuda", "--runs-dir", folder, "--exp-name", f"{row}_{cut}"]
             cmd += CUTS[cut] + (["--data-dir", args.data_dir] if args.data_dir else [])
-            cmd += ["--dynamics-cache", os.path.abspath(args.dynamics_cache)] if args.dynamics_cache else []
         print(f"budget: {row}:{cut}: {' '.join(cmd)}", flush=True)
         env = os.environ | {"OMP_NUM_THREADS": "1"}
-        with open(os.path.join(args.runs_dir, f"{cut}_{row}.log"), "a") as log:
+        log = os.path.join(args.runs_dir, f"{cut}_{row}.log")
+        with open(log, "a") as log, toolbox.cached_ensemble(args.dynamics_cache, cmd) as cmd:  # one fit per seed
             child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
             try:
                 rc = child.wait()

@@ -346,7 +346,7 @@ def own_flags(tokens: list[str], known: set) -> list[str]:
 
 def model_based(args: Args, t: Task) -> bool:
     """Our row fits or loads an ensemble (td3bc.py has no model)."""
-    return ROWS[t.row][0] == "ours" and "--dynamics-cache" in script_flags(ROWS[t.row][1])
+    return ROWS[t.row][0] == "ours" and "--load-dynamics-path" in script_flags(ROWS[t.row][1])
 
 
 def fitting(args: Args, t: Task, running: list[Task]) -> bool:
@@ -463,8 +463,11 @@ def command(args: Args, t: Task, plan: tuple[str, dict]) -> list[str]:
         cmd += ["--rollout-batch-size", str(args.rollout_batch_size)]
     if "--dynamics-max-epochs" in script_flags(name):
         cmd += cap
-    if args.dynamics_cache and model_based(args, t):
-        cmd += ["--dynamics-cache", os.path.abspath(args.dynamics_cache)]
+    if args.dynamics_cache and model_based(args, t):  # the seed's ensemble, fitted once (toolbox.share_ensemble)
+        entry, fitted = toolbox.ensemble_entry(args.dynamics_cache, cmd), shared_ensemble(args, t)
+        cmd += (
+            ["--load-dynamics-path", entry] if toolbox.share_ensemble(entry, fitted and os.path.dirname(fitted)) else []
+        )
     return cmd
 
 
@@ -515,8 +518,7 @@ def record_dataset(args: Args, dataset: str, task: str) -> None:
         raise UsageError(
             f"{path} is not a D4RL-layout HDF5 file ({e}); make it with datasets/ (docs/data.md)"
         ) from None
-    sys.path.insert(0, os.path.join(ROOT, "algorithms"))
-    from plumbing import file_fingerprint  # what our runs record in config.json
+    from plumbing import file_fingerprint  # what our runs record in config.json (toolbox put algorithms/ on the path)
 
     fingerprint = file_fingerprint(path)
     recorded = [(dst, before.get("fingerprint"))]

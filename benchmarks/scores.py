@@ -106,6 +106,7 @@ RUN_ONLY = {
     "checkpoint_minutes",
     "threads",
     "dynamics_cache",
+    "load_dynamics_path",  # the launcher's cache entry: where the seed's ensemble came from, not what the run computes
     # what a run records of how it came about (config.json's _command, _typed, _filled, _git_revision, _dynamics)
     "_command",
     "_typed",
@@ -208,6 +209,7 @@ class Cell:
     exp_name: str
     env: str
     seed: int
+    cache: Optional[str] = None  # the launchers' ensemble cache (toolbox.cached_ensemble): one fit per dataset and seed
 
     @property
     def key(self) -> tuple:
@@ -261,8 +263,7 @@ def make_grid(args: Args) -> list[Cell]:
         else:
             raise UsageError(f"unknown algorithm '{algo}'; use one of {', '.join(VARIANTS)}")
         flags = [*flags, *extra, *extra_for.get(algo, [])]
-        if args.dynamics_cache and script != "td3bc" and not any(f.startswith("--dynamics-cache") for f in flags):
-            flags += ["--dynamics-cache", os.path.abspath(args.dynamics_cache)]  # one fit per (dataset, seed)
+        cache = os.path.abspath(args.dynamics_cache) if args.dynamics_cache else None  # one fit per (dataset, seed)
         exp_name = exp_name_of(script, flags)
         if owner.setdefault(exp_name, algo) != algo:
             raise UsageError(
@@ -270,7 +271,7 @@ def make_grid(args: Args) -> list[Cell]:
             )
         for env in args.envs:
             for seed in args.seeds:
-                cells.append(Cell(algo, script, tuple(flags), exp_name, env, seed))
+                cells.append(Cell(algo, script, tuple(flags), exp_name, env, seed, cache))
     return cells
 
 
@@ -930,7 +931,8 @@ class GridJob:
             if run is None:  # what the next launch compares its flags with (changed_flags)
                 update_record(self.runs_dir, cell, flags=list(cell.flags))
             print(f"{cell.label}: {action}", flush=True)
-            rc = self._run_child(self._command(run))
+            with toolbox.cached_ensemble(cell.cache, self._command(run)) as cmd:
+                rc = self._run_child(cmd)
             run = best_run(scan_runs(self.runs_dir).get(cell.key, []))
             run_dir = run["run_dir"] if run else None
             if run and run["state"] == "finished":
