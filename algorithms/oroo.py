@@ -63,7 +63,7 @@ class Args(RunArgs):  # the data and run flags (--env, --seed, --runs-dir, ...) 
     sac_alpha_lr: float = field(default=1e-4, metadata={"range": "(0, inf)"})
     """SAC entropy temperature learning rate"""
     target_entropy: Optional[float] = None
-    """SAC target entropy (default: −|A|)"""
+    """SAC target entropy (None: −|A|)"""
 
     # Dynamics ensemble
     num_ensemble: int = field(default=7, metadata={"range": "[1, inf)"})
@@ -79,7 +79,7 @@ class Args(RunArgs):  # the data and run flags (--env, --seed, --runs-dir, ...) 
     dynamics_batch_size: int = field(default=256, metadata={"range": "[1, inf)"})
     """batch size of dynamics training"""
     dynamics_max_epochs: Optional[int] = field(default=None, metadata={"range": "[1, inf)"})
-    """cap on dynamics epochs (default: train until early stopping)"""
+    """cap on dynamics epochs (None: train until early stopping)"""
     dynamics_patience: int = field(default=5, metadata={"range": "[1, inf)"})
     """stop after this many epochs in which no model's holdout error improved by more than 1%"""
     dynamics_holdout_ratio: float = field(default=0.2, metadata={"range": "(0, 1)"})

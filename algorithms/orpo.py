@@ -50,7 +50,7 @@ class Args(RunArgs):  # the data and run flags (--env, --seed, --runs-dir, ...) 
     real_ratio: Optional[float] = field(default=None, metadata={"range": "[0, 1]"})
     """share of real transitions D in π^p's batch (None: the dataset preset; the official --real-ratio-final)"""
     output_rollout_ratio: Optional[float] = field(default=None, metadata={"range": "[0, 1]"})
-    """share of π^p's own rollouts D^p_πp in π^p's batch; π^o's relabelled rollouts D^p_πo get the rest (default: the
+    """share of π^p's own rollouts D^p_πp in π^p's batch; π^o's relabelled rollouts D^p_πo get the rest (None: the
     dataset preset; the official --final-policy-rollout-ratio-final)"""
     real_ratio_o: float = field(default=0.05, metadata={"range": "[0, 1]"})
     """fraction of real transitions in π^o's batches (the rest from D^o)"""
@@ -98,7 +98,7 @@ class Args(RunArgs):  # the data and run flags (--env, --seed, --runs-dir, ...) 
     exploration_noise: float = field(default=0.1, metadata={"range": "[0, inf)"})
     """std of the Gaussian noise on π^p's actions in its model rollouts (TD3 exploration)"""
     normalize_obs: Optional[bool] = None
-    """standardise policy inputs with D's mean and std + 1e-3 (default: off for hopper/walker2d, as the authors')"""
+    """standardise policy inputs with D's mean and std + 1e-3 (None: off for hopper/walker2d, as the authors')"""
 
     # Rollout policy π^o: SAC in the O-MDP
     sac_actor_lr: float = field(default=1e-4, metadata={"range": "(0, inf)"})
@@ -111,7 +111,7 @@ class Args(RunArgs):  # the data and run flags (--env, --seed, --runs-dir, ...) 
     sac_alpha_lr: float = field(default=1e-4, metadata={"range": "(0, inf)"})
     """SAC entropy temperature learning rate"""
     target_entropy: Optional[float] = None
-    """SAC target entropy (default: −|A|)"""
+    """SAC target entropy (None: −|A|)"""
 
     # Dynamics ensemble
     num_ensemble: int = field(default=7, metadata={"range": "[1, inf)"})
@@ -127,7 +127,7 @@ class Args(RunArgs):  # the data and run flags (--env, --seed, --runs-dir, ...) 
     dynamics_batch_size: int = field(default=256, metadata={"range": "[1, inf)"})
     """batch size of dynamics training"""
     dynamics_max_epochs: Optional[int] = field(default=None, metadata={"range": "[1, inf)"})
-    """cap on dynamics epochs (default: train until early stopping)"""
+    """cap on dynamics epochs (None: train until early stopping)"""
     dynamics_patience: int = field(default=5, metadata={"range": "[1, inf)"})
     """stop after this many epochs in which no model's holdout error improved by more than 1%"""
     dynamics_holdout_ratio: float = field(default=0.2, metadata={"range": "(0, 1)"})

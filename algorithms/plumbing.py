@@ -1,7 +1,7 @@
-"""The harness every method file runs in, once (as CleanRL keeps its buffer and evaluation in cleanrl_utils): the data
-(D4RL HDF5, local files, a download, Minari), evaluation and the D4RL score, the run flags every file shares, and `Run`:
-the run directory, config, seeding, logging, checkpoints, exact resume, signals and summary.json. Copy a method file
-and this one to use that method in your own project. A method's `main` reads:
+"""The harness every method file runs in (as CleanRL keeps its buffer and evaluation in cleanrl_utils): the data (D4RL
+HDF5, local files, a download, Minari), evaluation and the D4RL score, the run flags every file shares, and `Run`: the
+run directory, config, seeding, logging, checkpoints, exact resume, signals and summary.json. Copy a method file and
+this one to use that method in your own project. A method's `main` reads:
 
     run = Run(args, apply_presets)        # flags checked, dataset found, presets filled, seeded, run directory made
     data, max_action = run.load_data()     # D as tensors on the device, checked against the evaluation env
@@ -12,11 +12,11 @@ and this one to use that method in your own project. A method's `main` reads:
         ... metrics |= run.evaluate(policy); run.log(metrics); run.checkpoint_due() and run.save_checkpoint()
     return run.finish(actor)               # policy.pt and summary.json
 
-and `cli(main, Args)` parses the flags with tyro (--help is tyro's, from the docstrings under the fields) and turns
-every error into one line and a non-zero exit. This module knows no method's flag: a field of the method's `Args`
-declares its interval beside it, `x: float = field(default=0.5, metadata={"range": "[0, 1]"})` ("[" and "]" include
-the bound, "(" and ")" do not), a file it names, metadata={"path": "a run's dynamics.pt"} (and "directory": True where
-a folder will do), and the rules that tie flags together are the class's `problems()`, one line per problem.
+`cli(main, Args)` parses the flags with tyro (--help is tyro's, from the docstrings under the fields) and makes every
+error one line and a non-zero exit. This file knows no method's flag: a method's field declares its interval beside it,
+`x: float = field(default=0.5, metadata={"range": "[0, 1]"})` ("[" and "]" include the bound), a file it names,
+metadata={"path": "a run's dynamics.pt"} ("directory": True where a folder will do), and the rules that tie flags
+together are the class's `problems()`, one line per problem.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import copy
 import csv
 import dataclasses
 import errno
+import hashlib
 import json
 import math
 import os
@@ -57,19 +58,17 @@ __all__ = ["Run", "RunArgs", "Task", "UserError", "check_memory", "cli", "gradie
 
 
 class UserError(Exception):
-    """A problem with the user's input or machine, reported as one line and a non-zero exit (`code`)."""
+    """A problem with the user's input or machine: one line and the exit status `code`."""
 
     code = 1
 
 
 class UsageError(UserError):
-    """Bad flags or input, found before any work: one line per problem, exit 2."""
-
-    code = 2
+    code = 2  # bad flags or input, found before any work
 
 
 class RunEnded(UserError):
-    """A run that stops early on purpose (a signal, nothing left to do) or because training turned non-finite."""
+    """A run that ends early on purpose (a signal, nothing to do) or because training turned non-finite."""
 
     def __init__(self, message: str, code: int):
         super().__init__(message)
@@ -110,24 +109,22 @@ class Task:
 
 
 def domain_of(gym_id: str) -> str:
-    for domain, (default_id, _, _) in DOMAINS.items():
-        if gym_id.split("-")[0] == default_id.split("-")[0]:
-            return domain
-    return gym_id.split("-")[0].lower()
+    return next(
+        (d for d, (i, _, _) in DOMAINS.items() if gym_id.split("-")[0] == i.split("-")[0]), gym_id.split("-")[0].lower()
+    )
 
 
 def download(urls: list[str], path: str) -> None:
     """The first URL that answers, by torch.hub (a progress bar, a temporary name renamed when complete)."""
-    made, reasons = not os.path.isdir(os.path.dirname(path) or "."), []
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    folder, reasons = os.path.dirname(path) or ".", []
+    made = not os.path.isdir(folder) and not os.makedirs(folder)
     for url in urls:
         try:
             return torch.hub.download_url_to_file(url, path)
         except Exception as e:  # URLError, HTTPError, OSError, a timeout
             reasons.append(f"{url}: {getattr(e, 'reason', e)}")
     if made:  # a failed first download leaves no empty folder behind
-        with contextlib.suppress(OSError):
-            os.removedirs(os.path.dirname(path))
+        shutil.rmtree(folder, ignore_errors=True)
     raise UserError(f"could not download the dataset ({'; '.join(reasons)}); put the file at {path}, {OFFLINE}")
 
 
@@ -147,10 +144,9 @@ def read_attrs(path: str) -> dict:
         raise UserError(f"{path}: attr 'reward_fn' is {attrs['reward_fn']!r}; use one of {', '.join(REWARD_FNS)}")
     refs = [attrs["ref_min_score"], attrs["ref_max_score"]]
     if refs != [None, None]:
-        try:
-            low, high = (float(v) for v in refs)
-        except (TypeError, ValueError):
+        with contextlib.suppress(TypeError, ValueError):
             low = high = math.nan
+            low, high = (float(v) for v in refs)
         if not low < high or not math.isfinite(high - low):
             raise UserError(f"{path}: attrs ref_min_score {refs[0]!r}, ref_max_score {refs[1]!r} must be finite numbers, "
                             "min < max (or drop both: raw returns are reported)")  # fmt: skip
@@ -198,10 +194,6 @@ def resolve_minari(dataset_id: str, eval_env: Optional[str]) -> tuple[Task, str]
         import minari
 
         dataset = minari.load_dataset(dataset_id, download=True)
-    except ImportError:
-        raise UserError(
-            f"'{dataset_id}' looks like a Minari id but minari is not installed; pip install \"minari[hf]\""
-        ) from None
     except Exception as e:  # minari raises several types for unknown ids and network failures
         raise UserError(f"could not load Minari dataset '{dataset_id}' ({type(e).__name__}: {e}); check the id with "
                         "`minari list remote`, put it in the local cache, or pip install \"minari[hf]\"") from None  # fmt: skip
@@ -212,19 +204,17 @@ def resolve_minari(dataset_id: str, eval_env: Optional[str]) -> tuple[Task, str]
 
 
 def load_transitions(path: str) -> dict[str, np.ndarray]:
-    """Read (s, a, r, s', done) from a D4RL-layout HDF5 file (or a Minari dataset), checked, timeout steps dropped.
-
-    s' is the file's `next_observations`, never `observations[i+1]` (which is the next episode's first state
-    at episode ends); timeout steps are dropped like d4rl's `qlearning_dataset`; `terminals` is the done mask."""
+    """(s, a, r, s', done) of a D4RL-layout HDF5 file (or a Minari dataset), checked: s' is `next_observations`, never
+    `observations[i+1]` (the next episode's start at episode ends); timeout steps are dropped (d4rl's qlearning_dataset)"""
     keys = ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts")
     if path.startswith("minari:"):
         import minari
 
         eps = list(minari.load_dataset(path[len("minari:") :]).iterate_episodes())
         cols = [
-            [e.observations[:-1], e.actions, e.rewards, e.observations[1:], e.terminations, e.truncations] for e in eps
+            (e.observations[:-1], e.actions, e.rewards, e.observations[1:], e.terminations, e.truncations) for e in eps
         ]
-        data = {k: np.concatenate([c[i] for c in cols]) for i, k in enumerate(keys)}
+        data = {k: np.concatenate([c[i] for c in cols]) for i, k in enumerate(keys)}  # fmt: skip
     else:
         try:
             with h5py.File(path, "r") as f:
@@ -234,17 +224,13 @@ def load_transitions(path: str) -> dict[str, np.ndarray]:
                                     f"{', '.join(keys)}")  # fmt: skip
                 data = {k: np.asarray(f[k][()]) for k in keys}
         except OSError as e:
-            raise UserError(
-                f"{path} is not a readable HDF5 file ({e}); delete it and download or make it again"
-            ) from None
+            raise UserError(f"{path} is not a readable HDF5 file ({e}); delete it and download or make it again") from None  # fmt: skip
     n = len(data["observations"]) if data["observations"].ndim else 0
     for k in keys:
         ndim = 2 if k in ("observations", "actions", "next_observations") else 1
         v = data[k] = data[k][:, 0] if ndim == 1 and data[k].ndim == 2 and data[k].shape[1] == 1 else data[k]
         if v.ndim != ndim or len(v) != n or v.dtype.kind not in "fiub":
-            raise UserError(
-                f"{path}: '{k}' has shape {v.shape} and dtype {v.dtype}; expected {ndim}-D numbers, {n} rows"
-            )
+            raise UserError(f"{path}: '{k}' has shape {v.shape} and dtype {v.dtype}; expected {ndim}-D numbers, {n} rows")  # fmt: skip
         if n == 0:
             raise UserError(f"{path} holds 0 rows; a run needs at least 10 transitions")
         checks = [(~np.isfinite(v.reshape(n, -1)).all(1), "has NaN or infinite rows; drop them from the file")]
@@ -469,12 +455,9 @@ def safe_load(path: str, what: str, **kw):
 def rng_state() -> dict:
     """Every RNG state as tensors and plain values, so checkpoints load with weights_only=True."""
     kind, keys, pos, has_gauss, gauss = np.random.get_state()
-    return {
-        "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-        "numpy": (kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, gauss),
-        "random": random.getstate(),
-    }
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
+    numpy = (kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, gauss)
+    return {"torch": torch.get_rng_state(), "cuda": cuda, "numpy": numpy, "random": random.getstate()}
 
 
 def set_rng_state(rng: dict) -> None:
@@ -489,14 +472,14 @@ def set_rng_state(rng: dict) -> None:
 def check_memory(nbytes: int, what: str, device: torch.device) -> None:
     """Refuse in one line, before any work, an allocation larger than the device's free memory."""
     device = torch.device(device)
-    if device.type == "cuda":
-        free = torch.cuda.mem_get_info(device)[0]
-    else:
-        try:
+    try:
+        if device.type == "cuda":
+            free = torch.cuda.mem_get_info(device)[0]
+        else:
             with open("/proc/meminfo") as f:
                 free = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
-        except (OSError, StopIteration, ValueError):
-            return  # not Linux: nothing to measure against
+    except (OSError, StopIteration, ValueError):
+        return  # not Linux: nothing to measure against
     if nbytes > free:
         raise UserError(f"{what} needs {nbytes / 2**30:,.1f} GiB, more than the {free / 2**30:,.1f} GiB free on the "
                         f"{device.type}; lower the flags that size it")  # fmt: skip
@@ -506,13 +489,9 @@ def file_fingerprint(path: str) -> str:
     """Size and a hash of the first and last MiB: enough to notice a dataset file replaced under a run."""
     if path.startswith("minari:"):
         return path
-    import hashlib
-
     size = os.path.getsize(path)
     with open(path, "rb") as f:
-        head = f.read(1 << 20)
-        f.seek(max(0, size - (1 << 20)))
-        tail = f.read(1 << 20)
+        head, _, tail = f.read(1 << 20), f.seek(max(0, size - (1 << 20))), f.read(1 << 20)
     return f"{size}:{hashlib.sha256(head + tail).hexdigest()[:16]}"
 
 
@@ -542,11 +521,10 @@ def export_policy(actor: nn.Module, path: str) -> None:
     """Save an actor's deterministic policy alone, loadable without this file (datasets/collect.py's load_policy)."""
     linears = [m for m in actor.net if isinstance(m, nn.Linear)]
     outputs = linears[-1].out_features // (1 if actor.kind == "deterministic_mlp" else 2)  # SAC: mean and log-std
-    policy = {"kind": actor.kind, "obs_dim": linears[0].in_features, "act_dim": outputs, "obs_std": actor.obs_norm.std}
-    policy |= {"hidden_dims": [m.out_features for m in linears[:-1]], "max_action": float(actor.max_action)}
-    policy |= {"obs_mean": actor.obs_norm.mean, "state_dict": actor.net.state_dict()}
-    atomic_save({k: v.cpu() if torch.is_tensor(v) else v for k, v in policy.items()} | {"state_dict": {
-        k: v.cpu() for k, v in policy["state_dict"].items()}}, path)  # fmt: skip
+    policy = {"kind": actor.kind, "obs_dim": linears[0].in_features, "act_dim": outputs, "max_action": float(actor.max_action),
+              "hidden_dims": [m.out_features for m in linears[:-1]], "obs_mean": actor.obs_norm.mean.cpu(),
+              "obs_std": actor.obs_norm.std.cpu(), "state_dict": {k: v.cpu() for k, v in actor.net.state_dict().items()}}  # fmt: skip
+    atomic_save(policy, path)
 
 
 def _checked_fit(fit: Callable[..., dict], state_path: str, minutes: float, signalled: Callable[[], bool]) -> dict:
@@ -592,10 +570,9 @@ def _checked_fit(fit: Callable[..., dict], state_path: str, minutes: float, sign
 class Run:
     """Everything around the epoch loop: the run directory, data, resume, evaluation, logging, checkpoints, signals.
 
-    Checkpoints are written every --checkpoint-every epochs, every --checkpoint-minutes of wall time, at the end, and
-    after the epoch in which SIGINT/SIGTERM arrives (a second signal stops at once, or once a file being written is
-    complete). Only a checkpoint whose weights and losses are finite is written: a run that turns non-finite stops,
-    keeping the last good one."""
+    Checkpoints are written every --checkpoint-every epochs, every --checkpoint-minutes, at the end, and after the
+    epoch in which SIGINT/SIGTERM arrives (a second signal stops at once, or once the file being written is complete).
+    Only a finite checkpoint is written: a run that turns non-finite stops, keeping the last good one."""
 
     current: Optional[Run] = None  # the run of this process, for cli's one-line messages
     typed: Optional[set] = None  # the flags the command line named (cli sets it; None: those that differ from defaults)
@@ -615,18 +592,15 @@ class Run:
         typed = Run.typed if Run.typed is not None else {k for k, v in asdict(args).items() if v != defaults[k]}
         args.exp_name = args.exp_name or self.algorithm
         for k in ("data_dir", "dataset_path"):  # absolute: a resume from another folder finds the same file
-            if vars(args)[k] is not None:
-                vars(args)[k] = os.path.abspath(os.path.expanduser(vars(args)[k]))
-        if args.resume is not None:
-            typed = self._resumed(typed)
+            vars(args)[k] = vars(args)[k] and os.path.abspath(os.path.expanduser(vars(args)[k]))
+        self.typed = (self._resumed(typed) if args.resume is not None else typed) & set(defaults)
         try:  # an unwritable folder fails before any download or data load
             os.makedirs(args.resume or args.runs_dir, exist_ok=True)
             tempfile.TemporaryFile(dir=args.resume or args.runs_dir).close()
         except OSError as e:
-            raise UserError(
-                f"cannot write in {args.resume or args.runs_dir} ({e.strerror}); pass a writable --runs-dir"
-            ) from None
-        self.task, data_path = resolve_task(args.env, args.dataset_path, args.eval_env, args.data_dir)
+            raise UserError(f"cannot write in {args.resume or args.runs_dir} ({e.strerror}); pass a writable "
+                            "--runs-dir") from None  # fmt: skip
+        self.task, self.data_path = resolve_task(args.env, args.dataset_path, args.eval_env, args.data_dir)
         unset = {k for k, v in asdict(args).items() if v is None}
         self.preset = apply_presets(args, self.task)[1] if apply_presets else "none"
         self.filled = {k: v for k, v in asdict(args).items() if k in unset and v is not None and k != "threads"}
@@ -638,8 +612,8 @@ class Run:
         np.random.seed(args.seed)
         torch.manual_seed(args.seed)
         torch.backends.cudnn.deterministic = args.torch_deterministic
-        self.data_path, self.fingerprint = data_path, file_fingerprint(data_path)
-        self._open_dir(typed & set(defaults))
+        self.fingerprint = file_fingerprint(self.data_path)
+        self._open_dir()
         if args.track:  # before the data load: no login is one line, not hours later
             try:
                 import wandb
@@ -652,49 +626,54 @@ class Run:
                                 "(or drop --track)") from None  # fmt: skip
 
     def _resumed(self, typed: set) -> set:
-        """Take --resume RUN_DIR's saved config in place of the flags, but for those a resume may change; names every
-        typed flag it ignores. Refuses another script's run directory; a finished run with nothing to do is left."""
+        """--resume RUN_DIR: its saved config replaces the flags, but for those a resume may change (RESUME_FLAGS); a
+        note names each typed flag it ignores. Another script's run is refused; a finished one with nothing to do left."""
         args, script = self.args, os.path.basename(self.script)
-        config = read_json(os.path.join(args.resume, "config.json"))
+        config, defaults = read_json(os.path.join(args.resume, "config.json")), asdict(type(args)())
         saved = {k: tuple(v) if isinstance(v, list) else v for k, v in config.items() if not k.startswith("_")}
-        defaults = asdict(type(args)())
-        other = config.get("_script", script) != script or "_script" not in config and set(saved) != set(defaults)
-        if not config or other:
+        if (
+            not config
+            or config.get("_script", script) != script
+            or "_script" not in config
+            and set(saved) != set(defaults)
+        ):
             what = (
                 f"is a run of {config.get('_script', 'another script')}" if config else "holds no readable config.json"
             )
             raise UserError(f"--resume {args.resume} {what}; pass a run directory made by {script}")
         for k in sorted(set(saved) - set(defaults)):  # a flag this version of the file no longer has
-            print(f"note: {args.resume} was saved with --{k.replace('_', '-')} {saved.pop(k)}, which {script} no "
-                  "longer has; it resumes without it")  # fmt: skip
+            print(f"note: {args.resume} was saved with --{k.replace('_', '-')} {saved.pop(k)}, which {script} no longer "
+                  "has; it resumes without it")  # fmt: skip
         for k in sorted(set(defaults) - set(saved)):  # a flag added since the run was saved
             print(f"note: {args.resume} predates --{k.replace('_', '-')}; it resumes with the default {defaults[k]}")
         for k in sorted(typed - set(RESUME_FLAGS)):
             if vars(args)[k] != saved.get(k, defaults[k]):
                 print(f"note: --resume ignores --{k.replace('_', '-')} {vars(args)[k]}; the run keeps its saved "
                       f"{saved.get(k, defaults[k])}")  # fmt: skip
-        keep = {k: vars(args)[k] for k in RESUME_FLAGS if k in typed or k in INVOCATION_FLAGS}
-        vars(args).update(defaults | saved | keep)
+        vars(args).update(
+            defaults | saved | {k: vars(args)[k] for k in RESUME_FLAGS if k in typed or k in INVOCATION_FLAGS}
+        )
         done = read_json(os.path.join(args.resume, "summary.json"))
         if args.epochs < done.get("epochs", 0):
             raise UsageError(f"--epochs {args.epochs}: {args.resume} has run {done['epochs']} epochs already")
         if done.get("finished") and args.epochs == done["epochs"]:
             raise RunEnded(f"{args.resume} finished its {args.epochs} epochs: nothing to do (--epochs N extends it)", 0)
-        return (typed & set(RESUME_FLAGS)) | set(config.get("_typed") or []) & set(defaults)
+        return (typed & set(RESUME_FLAGS)) | set(config.get("_typed") or [])
 
-    def _open_dir(self, typed: set) -> None:
-        """Make the run directory (or reopen --resume's), take its lock, write config.json and invocations.jsonl."""
-        args, fingerprint = self.args, {"path": self.data_path, "fingerprint": self.fingerprint}
-        self.typed = typed
-        if not self.data_path.startswith("minari:"):
-            fingerprint["path"] = os.path.abspath(self.data_path)
+    def _open_dir(self) -> None:
+        """Make the run directory (or reopen --resume's), take its lock, write config.json and invocations.jsonl; a
+        start that fails to write leaves no run directory."""
+        args, minari = self.args, self.data_path.startswith("minari:")
+        dataset = {
+            "path": self.data_path if minari else os.path.abspath(self.data_path),
+            "fingerprint": self.fingerprint,
+        }
         if args.resume is not None:
             self.dir, config = args.resume, read_json(os.path.join(args.resume, "config.json"))
-            saved = config.get("_dataset")
-            if saved is not None and saved["fingerprint"] != self.fingerprint:
+            if (config.get("_dataset") or dataset)["fingerprint"] != self.fingerprint:
                 raise UserError(f"the dataset {self.data_path} changed since {self.dir} started (size:hash "
-                                f"{saved['fingerprint']} -> {self.fingerprint}); resume with the original file or "
-                                "start a new run")  # fmt: skip
+                                f"{config['_dataset']['fingerprint']} -> {self.fingerprint}); resume with the original "
+                                "file or start a new run")  # fmt: skip
             self.filled = config.get("_filled") or {}
         else:
             name = f"{self.task.name.replace('/', '_')[:100]}__{args.exp_name}__{args.seed}__{int(time.time())}"
@@ -705,59 +684,54 @@ class Run:
                     break
                 self.dir = os.path.join(args.runs_dir, f"{name}_{n}")
             self.created = True
+        self.lock = filelock.FileLock(os.path.join(self.dir, "run.lock"), timeout=0)
+        self.ckpt_path, self.start_epoch = os.path.join(self.dir, "checkpoint.pt"), 0
         try:  # one writer per run directory: a second process (a resume, a relaunch) is refused while this one lives
-            self.lock = filelock.FileLock(os.path.join(self.dir, "run.lock"), timeout=0)
             self.lock.acquire()
+            Run.current = self
+            if os.path.isfile(self.ckpt_path):  # its epoch only (mmap): the tensors stay on disk
+                peek = safe_load(self.ckpt_path, "checkpoint", mmap=True)
+                self.start_epoch = self.epoch = peek.get("epoch", 0) if isinstance(peek, dict) else 0
+            if self.created:  # the effective config, and how it came about: what was typed, what the preset filled
+                config = asdict(args) | {"_dataset": dataset, "_script": os.path.basename(self.script)}
+                config |= {"_typed": sorted(self.typed), "_filled": self.filled, "_command": sys.argv}
+                write_json(config | {"_git_revision": git_revision(self.script)}, os.path.join(self.dir, "config.json"))
+            record = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "start_epoch": self.start_epoch,
+                      "torch_threads": torch.get_num_threads(), "device_name": device_name(self.device),
+                      "command": sys.argv, "git_revision": git_revision(self.script)}  # fmt: skip
+            with open(os.path.join(self.dir, "invocations.jsonl"), "a") as f:  # every start and resume, as it begins
+                f.write(json.dumps(record) + "\n")
         except filelock.Timeout:
             raise UserError(f"{self.dir} is in use by another process; stop it first") from None
         except OSError:
-            self._remove_new_dir()
-            raise
-        Run.current, self.ckpt_path, self.start_epoch = self, os.path.join(self.dir, "checkpoint.pt"), 0
-        if args.resume is not None and os.path.isfile(self.ckpt_path):  # its epoch only: the tensors stay on disk
-            peek = safe_load(self.ckpt_path, "checkpoint", mmap=True)
-            self.start_epoch = self.epoch = peek.get("epoch", 0) if isinstance(peek, dict) else 0
-        try:
-            if self.created:  # the effective config, and how it came about: what was typed, what the preset filled
-                config = {**asdict(args), "_dataset": fingerprint, "_script": os.path.basename(self.script)}
-                config |= {"_typed": sorted(typed), "_filled": self.filled, "_command": sys.argv}
-                write_json(config | {"_git_revision": git_revision(self.script)}, os.path.join(self.dir, "config.json"))
-            invocation = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "start_epoch": self.start_epoch,
-                          "torch_threads": torch.get_num_threads(), "device_name": device_name(self.device),
-                          "command": sys.argv, "git_revision": git_revision(self.script)}  # fmt: skip
-            with open(os.path.join(self.dir, "invocations.jsonl"), "a") as f:  # every start and resume, as it begins
-                f.write(json.dumps(invocation) + "\n")
-        except OSError:  # a full disk: a run refused at its start leaves no run directory
             self._remove_new_dir()
             raise
         self.previous_handlers = {s: signal.signal(s, self.on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         self.previous_hook, threading.excepthook = threading.excepthook, self.on_thread_error
 
     def _remove_new_dir(self) -> None:
-        """A run that fails at its start leaves no run directory (unless it kept something a resume can use)."""
+        """A run that fails at its start leaves no run directory (unless it holds something a resume would use)."""
         kept = ("checkpoint.pt", "dynamics.pt", "dynamics_fit.pt", "metrics.csv")
         if self.created and not any(os.path.exists(os.path.join(self.dir, f)) for f in kept):
             self.release()
             shutil.rmtree(self.dir, ignore_errors=True)
-            self.created = False
-            Run.current = None if Run.current is self else Run.current
+            self.created, Run.current = False, None if Run.current is self else Run.current
 
     def load_data(self) -> tuple[dict[str, torch.Tensor], float]:
-        """D as tensors on the device and the action bound, checked against the evaluation env (made here, one
-        sub-env per --eval-episodes); once all of it is checked, the run's effective config is printed."""
+        """D as tensors on the device and the action bound, checked against the evaluation env (one sub-env per
+        --eval-episodes); once all of it is checked, the run's effective config is printed."""
         task, path, args = self.task, self.data_path, self.args
         data = {k: torch.as_tensor(v, device=self.device) for k, v in load_transitions(path).items()}
         n, obs_dim, act_dim = len(data["obs"]), data["obs"].shape[1], data["act"].shape[1]
         if n < 10:
             raise UserError(f"{path} holds only {n} usable transitions; a run needs at least 10")
-        self.envs = envs = make_eval_envs(task, args.eval_episodes)
-        space, actions = envs.single_action_space, envs.single_action_space
-        if envs.single_observation_space.shape != (obs_dim,) or space.shape != (act_dim,):
-            raise UserError(f"the data has obs/action dims {obs_dim}/{act_dim} but {task.gym_id} has "
-                            f"{envs.single_observation_space.shape}/{space.shape}; pass the matching --eval-env")  # fmt: skip
-        low, high = (torch.as_tensor(b, dtype=torch.float32, device=self.device) for b in (actions.low, actions.high))
-        outside = ((data["act"] < low - 1e-3) | (data["act"] > high + 1e-3)).any(-1)
-        if outside.any():
+        self.envs = make_eval_envs(task, args.eval_episodes)
+        space, dims = self.envs.single_action_space, (self.envs.single_observation_space.shape, (act_dim,))
+        if dims != ((obs_dim,), space.shape):
+            raise UserError(f"the data has obs/action dims {obs_dim}/{act_dim} but {task.gym_id} has {dims[0]}/"
+                            f"{space.shape}; pass the matching --eval-env")  # fmt: skip
+        low, high = (torch.as_tensor(b, dtype=torch.float32, device=self.device) for b in (space.low, space.high))
+        if (outside := ((data["act"] < low - 1e-3) | (data["act"] > high + 1e-3)).any(-1)).any():
             raise UserError(f"{path}: {int(outside.sum())} action(s) lie outside {task.gym_id}'s action space (first: "
                             f"row {int(outside.nonzero()[0])}); clip them to [{low.min():g}, {high.max():g}] or pass "
                             "the right --eval-env")  # fmt: skip
@@ -778,8 +752,7 @@ class Run:
         if self.args.resume is not None and not resuming and path is None:
             print(f"{self.dir} has no dynamics.pt (stopped during the ensemble fit): fitting the ensemble from its last "
                   "saved state (every --checkpoint-minutes and at a signal), or again")  # fmt: skip
-        path = run_path if resuming else path
-        metrics: dict[str, float] = {}
+        path, metrics = run_path if resuming else path, {}
         if path is not None:
             saved = safe_load(path, "ensemble (a run's dynamics.pt)")
             try:
@@ -790,38 +763,38 @@ class Run:
             if resuming or saved.get("seed") == seed and "rng" in saved:
                 metrics = saved.get("metrics", {})
                 set_rng_state(saved["rng"])
-            if not resuming:
-                self.dynamics = {"source": "loaded", "path": os.path.abspath(path)}
+            self.dynamics = {"source": "loaded", "path": os.path.abspath(path)}
         else:
             metrics = _checked_fit(fit, os.path.join(self.dir, "dynamics_fit.pt"), self.args.checkpoint_minutes,
                                    signalled=lambda: self.signal is not None)  # fmt: skip
             self.dynamics = {"source": "fitted"}
         if not resuming:
             self.dynamics["holdout_mse"] = metrics.get("dynamics/holdout_mse")
-            config = read_json(os.path.join(self.dir, "config.json"))
-            write_json({**config, "_dynamics": self.dynamics}, os.path.join(self.dir, "config.json"))
+            config = read_json(os.path.join(self.dir, "config.json")) | {"_dynamics": self.dynamics}
+            write_json(config, os.path.join(self.dir, "config.json"))
             atomic_save({"model": model.state_dict(), "metrics": metrics, "rng": rng_state(), "seed": seed}, run_path)
+        else:
+            self.dynamics = {}  # summary.json takes config.json's: where the run got it first
         model.requires_grad_(False)
         return metrics
 
     def start(self, parts: dict, first_row: Optional[dict] = None) -> None:
         """Load a resumed run's checkpoint (or start at epoch 0) and open the logs. `parts` is everything a checkpoint
         saves (modules, schedules, buffers: anything with state_dict); metrics.csv's row 0 is `first_row`."""
-        self.parts, rows, args = parts, [], self.args
+        self.parts, args = parts, self.args
         if args.resume and os.path.isfile(self.ckpt_path):
-            rows = self._load_checkpoint(parts)
+            self._load_checkpoint(parts)
         elif args.resume:
             print(f"{self.dir} has no checkpoint yet: the run starts again from epoch 0 in the same directory")
-        self.writer = SummaryWriter(self.dir, purge_step=rows[-1]["epoch"] + 1 if rows else None)
+        self.writer = SummaryWriter(self.dir, purge_step=self.rows[-1]["epoch"] + 1 if self.rows else None)
         table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
         self.writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + table)
-        self.rows = rows
-        if not rows and first_row:
+        if not self.rows and first_row:
             self._write_row(0, first_row)
         stop = args.epochs if args.stop_after_epochs is None else self.start_epoch + args.stop_after_epochs
         self.last_epoch, self.epoch, self.last_save = min(args.epochs, stop), self.start_epoch, time.time()
 
-    def _load_checkpoint(self, parts: dict) -> list[dict]:
+    def _load_checkpoint(self, parts: dict) -> None:
         ckpt = safe_load(self.ckpt_path, "checkpoint")  # to the CPU: RNG states must stay CPU tensors
         try:
             for k, v in parts.items():
@@ -838,19 +811,21 @@ class Run:
             raise UserError(f"{self.ckpt_path} does not match this run ({why}); it was saved with other sizes or by "
                             "another script") from None  # fmt: skip
         print(f"resumed {self.dir} at epoch {epoch}")
-        self.start_epoch, self.scores, self.prior_seconds = epoch, list(scores), seconds
-        return list(rows)
+        self.start_epoch, self.rows, self.scores, self.prior_seconds = epoch, list(rows), list(scores), seconds
 
     def epochs(self):
         """The epoch numbers still to run, with a progress bar; stops early after a signal."""
-        args = self.args
-        self.bar = tqdm(
-            initial=self.start_epoch, total=args.epochs, desc=f"{args.exp_name} {self.task.name}", unit="epoch"
-        )
-        self.deferring = True
+        desc, self.deferring = f"{self.args.exp_name} {self.task.name}", True
+        self.bar = tqdm(initial=self.start_epoch, total=self.args.epochs, desc=desc, unit="epoch")
         for epoch in range(self.start_epoch + 1, self.last_epoch + 1):
-            self.epoch, self.epoch_start, self.sums, self.counts, self.laps = epoch, time.time(), {}, {}, {}
-            self.steps = 0
+            self.epoch, self.epoch_start, self.sums, self.counts, self.laps, self.steps = (
+                epoch,
+                time.time(),
+                {},
+                {},
+                {},
+                0,
+            )
             yield epoch
             self.bar.update(1)  # after the epoch: an interrupted run's bar shows the epochs it finished
             if self.signal is not None:
@@ -868,12 +843,11 @@ class Run:
         self.laps[f"charts/{name}_seconds"] = time.time() - self.epoch_start
 
     def means(self) -> dict[str, float]:
-        """The epoch's mean statistics (the epoch's one host sync). Sets `nonfinite` to the first loss or weight that
-        is NaN or infinite (or None): such a policy is not evaluated, and `log` then ends the run."""
+        """The epoch's mean statistics (its one host sync); `nonfinite` names the first loss or weight that is NaN or
+        infinite (or is None): such a policy is not evaluated, and `log` then ends the run."""
         losses = {k: float(v) / self.counts[k] for k, v in self.sums.items()}
-        weights = (
-            (f"{k}.{n}", p) for k, m in self.parts.items() if isinstance(m, nn.Module) for n, p in m.named_parameters()
-        )
+        modules = [(k, m) for k, m in self.parts.items() if isinstance(m, nn.Module)]
+        weights = ((f"{k}.{n}", p) for k, m in modules for n, p in m.named_parameters())
         self.nonfinite = next((k for k, v in losses.items() if not np.isfinite(v)), None)
         self.nonfinite = self.nonfinite or next((n for n, p in weights if not torch.isfinite(p).all()), None)
         return losses
@@ -883,9 +857,7 @@ class Run:
         first_obs, envs)` adds metrics (the model-based files pass the model's own return)."""
         t_eval = time.time()
         returns, first_obs = evaluate(policy, self.envs, self.task, self.args.seed + 1000 * self.epoch, self.device)
-        metrics = eval_metrics(self.task, returns)
-        if extra_eval is not None:
-            metrics.update(extra_eval(policy, first_obs, self.envs))
+        metrics = eval_metrics(self.task, returns) | (extra_eval(policy, first_obs, self.envs) if extra_eval else {})
         self.scores.append(metrics.get("eval/normalized_score", metrics["eval/return"]))
         metrics["eval/last10_score"] = float(np.mean(self.scores[-10:]))
         metrics["charts/eval_seconds"] = time.time() - t_eval
@@ -928,14 +900,9 @@ class Run:
         """Everything needed to continue bit for bit: networks, optimisers, schedules, buffers, RNG states, metrics."""
         self.writing = True  # a second signal now stops the run after the checkpoint, not in the middle of it
         try:
-            ckpt = {
-                "epoch": self.epoch,
-                "parts": {k: v.state_dict() for k, v in self.parts.items()},
-                "rng": rng_state(),
-            }
-            atomic_save(
-                ckpt | {"rows": self.rows, "scores": self.scores, "wall_seconds": self.wall_seconds()}, self.ckpt_path
-            )
+            parts = {k: v.state_dict() for k, v in self.parts.items()}
+            ckpt = {"epoch": self.epoch, "parts": parts, "rng": rng_state(), "rows": self.rows, "scores": self.scores}
+            atomic_save(ckpt | {"wall_seconds": self.wall_seconds()}, self.ckpt_path)
         finally:
             self.writing = False
         self.last_save = time.time()
@@ -958,8 +925,8 @@ class Run:
                        "stop now)")  # fmt: skip
 
     def on_thread_error(self, hook) -> None:
-        """A background thread's error (TensorBoard's writer on a full disk) is kept for the main thread to report in
-        one line, not printed as a traceback over it."""
+        """A background thread's OSError (TensorBoard's writer on a full disk) is kept for the main thread to report
+        in one line, not printed as a traceback over it."""
         if issubclass(hook.exc_type, OSError):
             self.thread_error = self.thread_error or hook.exc_value
         else:
@@ -975,11 +942,11 @@ class Run:
         return self.end("finished" if self.epoch == self.args.epochs else "stopped")
 
     def end(self, status: str, error: Optional[str] = None, code: int = 0) -> dict:
-        """summary.json: the last evaluation and the mean of the last 10 evaluations (the paper's protocol). Signals
-        arriving meanwhile wait until summary.json and TensorBoard are closed."""
+        """summary.json: the last evaluation and the mean of the last 10 evaluations (the paper's protocol). A signal
+        meanwhile waits until it is written; a run that ends with an error keeps its handlers until the process exits."""
         self.writing, args, task, scores = True, self.args, self.task, self.scores
         if self.bar is not None:
-            self.bar.close()  # an error printed after this starts a line of its own
+            self.bar.close()  # a message printed after this starts a line of its own
         last = next((r for r in reversed(self.rows) if "eval/return" in r), {})
         summary = {"env": task.name, "eval_env": task.gym_id, "algorithm": self.algorithm, "exp_name": args.exp_name,
                    "seed": args.seed, "epochs": self.epoch, "finished": status == "finished", "status": status,
@@ -996,30 +963,27 @@ class Run:
                 summary["invocations"] = [json.loads(line) for line in f if line.strip()]
             write_json(summary, os.path.join(self.dir, "summary.json"))
         with contextlib.suppress(OSError):
-            if self.writer is not None:
-                self.writer.close()
+            self.writer.close() if self.writer is not None else None
             if args.track:
                 import wandb
 
                 wandb.finish()
         self.release()
-        Run.current = None
-        threading.excepthook = self.previous_hook
-        if code:  # the handlers stay: a later signal is only noted, the process ends with `code`
+        Run.current, threading.excepthook = None, self.previous_hook
+        if code:
             raise RunEnded(error, code)
         for s, handler in self.previous_handlers.items():
             signal.signal(s, handler)
-        self.writing = False
         kind = "D4RL score" if summary["score_kind"] == "d4rl_normalized" else "return"
-        final = summary["normalized_score"] if kind == "D4RL score" else summary["return"]
+        final, w = summary["normalized_score" if kind == "D4RL score" else "return"], int(summary["wall_seconds"])
         scores = f"{kind} {final:.1f}, last-10 {summary['last10_score']:.1f}" if final is not None else "no evaluation"
-        w = int(summary["wall_seconds"])
         print(f"{status}: {summary['epochs']} epochs in {w // 3600}:{w % 3600 // 60:02d}:{w % 60:02d}, {scores}; "
               f"{self.dir}/summary.json")  # fmt: skip
+        self.writing = False
         return summary
 
     def release(self) -> None:
-        """Let go of the run directory's lock (run.lock is removed: a finished run leaves no lock file)."""
+        """Let go of the run directory: run.lock is removed while held (filelock then finds it gone), then unlocked."""
         if self.lock is not None and self.lock.is_locked:
             with contextlib.suppress(OSError):
                 os.remove(self.lock.lock_file)
