@@ -16,7 +16,9 @@ this one to use that method in your own project. A method's `main` reads:
 error one line and a non-zero exit. This file knows no method's flag: a method's field declares its interval beside it,
 `x: float = field(default=0.5, metadata={"range": "[0, 1]"})` ("[" and "]" include the bound), a file it names,
 metadata={"path": "a run's dynamics.pt"} ("directory": True where a folder will do), and the rules that tie flags
-together are the class's `problems()`, one line per problem.
+together are the class's `problems()`, one line per problem. The method files import `__all__`: Run, RunArgs, Task,
+UserError, check_memory, cli, gradient_steps and safe_load; the lab's scripts (benchmarks/, datasets/, toy/) use the data
+and flag functions too (resolve_task, load_transitions, parse_args, check_args, ...).
 """
 
 from __future__ import annotations
@@ -123,8 +125,8 @@ def download(urls: list[str], path: str) -> None:
             return torch.hub.download_url_to_file(url, path)
         except Exception as e:  # URLError, HTTPError, OSError, a timeout
             reasons.append(f"{url}: {getattr(e, 'reason', e)}")
-    if made:  # a failed first download leaves no empty folder behind
-        shutil.rmtree(folder, ignore_errors=True)
+    with contextlib.suppress(OSError):  # a failed first download leaves no empty folder behind
+        os.removedirs(folder) if made else None
     raise UserError(f"could not download the dataset ({'; '.join(reasons)}); put the file at {path}, {OFFLINE}")
 
 
@@ -345,7 +347,7 @@ class RunArgs:
     """torch CPU threads (None: $OMP_NUM_THREADS where set, else 1: on a 2-core machine with anything else running,
     2 threads ran an ensemble step 3x slower than 1; docs/speed.md)"""
     epochs: int = dataclasses.field(default=1000, metadata={"range": "[1, inf)"})
-    """number of epochs (each: the method's gradient steps, then an evaluation every --eval-every)"""
+    """number of epochs (each: the method's model rollouts and gradient steps, then its evaluation)"""
     eval_episodes: int = dataclasses.field(default=10, metadata={"range": "[1, inf)"})
     """episodes per evaluation, run as one vectorised environment"""
 
@@ -397,7 +399,11 @@ def check_args(args) -> None:
 def parse_args(args_class: type, argv: list[str]):
     """tyro parses the flags (its --help, its error box and exit 2); an Optional[bool] takes --x / --no-x."""
     prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else None
-    return tyro.cli(args_class, args=argv, prog=prog, config=(tyro.conf.DisallowNone,))
+    try:
+        return tyro.cli(args_class, args=argv, prog=prog, config=(tyro.conf.DisallowNone,))
+    except BrokenPipeError:  # `--help | head`: the reader has gone, so has the output
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(0)
 
 
 def typed_flags(args_class: type, argv: list[str]) -> set[str]:
@@ -419,7 +425,8 @@ def atomic_save(obj, path: str) -> None:
             os.remove(path + ".tmp")
         cause = e.__context__ if isinstance(e, RuntimeError) else None  # torch wraps the OSError of a full disk
         if isinstance(cause, OSError) or isinstance(e, RuntimeError) and "write" in str(e):
-            raise OSError(getattr(cause, "errno", None) or errno.ENOSPC, f"could not write {path}") from None
+            why = getattr(cause, "strerror", None) or str(e).splitlines()[0]
+            raise OSError(getattr(cause, "errno", None) or errno.ENOSPC, f"could not write {path} ({why})") from None
         raise
 
 
@@ -1051,12 +1058,11 @@ def cli(main: Callable, args_class: type, argv: Optional[list[str]] = None) -> N
     """The command line: tyro parses argv (default: sys.argv[1:]), main runs; every error is one line and a non-zero
     exit (2 for bad flags, 128 + the signal for a stop), never a traceback."""
     argv = sys.argv[1:] if argv is None else argv
-    try:
-        args = parse_args(args_class, argv)
-    except BrokenPipeError:  # `--help | head`: the reader has gone, so has the output
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(0)
-    Run.typed = typed_flags(args_class, argv)
+    args = parse_args(args_class, argv)
+    Run.typed, handlers = (
+        typed_flags(args_class, argv),
+        {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)},
+    )
     try:
         main(args)
     except RunEnded as e:  # the run has written its summary.json
@@ -1082,8 +1088,10 @@ def cli(main: Callable, args_class: type, argv: Optional[list[str]] = None) -> N
             why += f"; {run.resume_hint()}"
         print(why, file=sys.stderr)
         sys.exit(code)
-    finally:
+    finally:  # a run that ended with an error kept its handlers until now: a late signal is only noted
         Run.typed = None
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
 
 
 def _write_failure(e: OSError, run: Optional[Run]) -> str:

@@ -241,14 +241,12 @@ def test_bf16_ensemble_is_close_to_fp32(orpo):
         assert ((u16 - u32).abs() / u32).median() < 0.02, kind
 
 
-def test_bf16_on_a_gpu_without_bfloat16_is_a_user_error(orpo, monkeypatch, tmp_path):
-    """Checked before anything touches the GPU, so a fake capability answer tests it on a CPU machine."""
+def test_bf16_on_a_gpu_without_bfloat16_is_a_user_error(orpo, monkeypatch):
+    """Checked before the fit touches the GPU, so a fake capability answer (and fake CUDA data) tests it on a CPU."""
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
-    run = SimpleNamespace(args=orpo.Args(dynamics_bf16=True), dir=str(tmp_path), device=torch.device("cuda"))
     model = orpo.EnsembleDynamics(3, 1, (8,), 2, 1, bf16=True)
     with pytest.raises(orpo.UserError, match="--dynamics-bf16: this GPU has no bfloat16 support"):
-        plumbing.Run.load_or_fit(run, model, fit=lambda: pytest.fail("the fit must not start"))
-    assert not os.listdir(tmp_path)  # nothing written
+        orpo.fit_dynamics(model, {"obs": SimpleNamespace(is_cuda=True)}, **fit_settings(orpo.Args()))
 
 
 def test_early_stopping_restores_each_models_best(orpo):
@@ -607,3 +605,11 @@ def test_agents_take_each_hyperparameter_from_its_own_flag(orpo):
     assert [opt.param_groups[0]["lr"] for opt in (td3.actor_optim, td3.critic_optim)] == [4e-5, 5e-5]
     assert (td3.gamma, td3.tau, td3.alpha, td3.policy_freq) == (0.9, 0.01, 1.5, 3)
     assert (td3.policy_noise, td3.noise_clip) == (0.6, 0.8)  # TD3's noise scales with the action bound
+
+
+def test_mixture_u_keeps_its_aleatoric_part_with_one_member(orpo):
+    """Only the members' disagreement is 0 with one member (Args.problems refuses it); mixture_var adds their own
+    variance."""
+    mean, std = torch.randn(1, 4, 3), torch.rand(1, 4, 3) + 0.1
+    assert torch.all(orpo.uncertainty_fn(mean, std, "ensemble_var") == 0)
+    assert torch.all(orpo.uncertainty_fn(mean, std, "mixture_var") > 0)
