@@ -24,7 +24,7 @@ The aggregate (docs/grid.md explains it): per cell mean ± std over seeds of `la
 interval; per algorithm over the datasets the IQM and mean with stratified-bootstrap intervals, ORPO's probability
 of improvement over each baseline, and a performance profile (rliable). The paper's number for each cell is read
 from benchmarks/paper_scores.csv (transcribed from its LaTeX, one row per number). Exit status: 0 when every run is
-finished, 1 when a run failed, 130 when interrupted.
+finished, 1 when a run failed, 128 + the signal when interrupted (130 for Ctrl-C, 143 for SIGTERM).
 """
 
 import contextlib
@@ -86,6 +86,7 @@ PRESETS = {
     "jump": (["td3bc", "mopo", "orpo"], ["halfcheetah-jump", "halfcheetah-jump-hard"]),
 }
 INTERRUPTED = {130, 143, -signal.SIGINT, -signal.SIGTERM}
+STOPPED_BY: list[int] = []  # the SIGTERMs this launcher got: an interrupted launch exits 128 + the signal
 # config.json keys that say where and how a run ran, not what it computes: runs that differ only in these are one
 # configuration (a cell's rows and a launch's check of a cell's flags leave them out)
 RUN_ONLY = {
@@ -831,6 +832,7 @@ class GridJob:
 
     def _on_sigterm(self, previous):
         def handler(signum, frame):
+            STOPPED_BY.append(signum)
             self._term_seen = self.launcher != "local"  # under Slurm the run got it too: do not send a second one
             if self.launcher == "local" and not self._stopping and self._child is not None:
                 self._child.send_signal(signal.SIGTERM)  # locally the run has its own session: forward it once
@@ -1661,7 +1663,7 @@ def run_per_gpu(args: Args, cells: list[Cell], commit: str, make_job=None) -> bo
             for job in active.values():
                 job.stop(signum)
 
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: stop_all(signum))
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: STOPPED_BY.append(signum) or stop_all(signum))
     workers = [threading.Thread(target=worker, args=(i, gpu), daemon=True) for i, gpu in enumerate(slots)]
     try:
         for w in workers:
@@ -1804,7 +1806,7 @@ def main(args: Args, argv: list[str]) -> int:
     unfinished = print_unfinished(cells, states)
     if interrupted:
         print("interrupted: run the same command again to resume", file=sys.stderr)
-        return 130
+        return 128 + (STOPPED_BY[-1] if STOPPED_BY else signal.SIGINT)  # 143 for SIGTERM, 130 for Ctrl-C
     return 1 if failed or unfinished else 0
 
 

@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+from typing import NamedTuple
 
 import gymnasium as gym
 import h5py
@@ -78,6 +79,52 @@ def load_module(path: str, name: str):
 @pytest.fixture(scope="session")
 def orpo():
     return load_module("algorithms/orpo.py", "orpo")
+
+
+@pytest.fixture(scope="session")
+def files():
+    """The algorithm files as modules (their Args, presets, main)."""
+    return {name: load_module(f"algorithms/{name}.py", name) for name in ALGORITHMS}
+
+
+class Result(NamedTuple):
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_file(script: str, *argv, cwd: str, data_dir: str | None = None) -> Result:
+    """algorithms/SCRIPT.py's command line in this process (plumbing.cli with an argv), in `cwd`, with `data_dir` as
+    $D4RL_DATASET_DIR: (exit status, stdout, stderr). A traceback fails the test."""
+    import contextlib
+    import io
+
+    import plumbing
+
+    module = sys.modules.get(script) or load_module(f"algorithms/{script}.py", script)
+    out, err, code, here, env = io.StringIO(), io.StringIO(), 0, os.getcwd(), os.environ.get("D4RL_DATASET_DIR")
+    os.makedirs(cwd, exist_ok=True)
+    os.chdir(cwd)
+    os.environ.update({"D4RL_DATASET_DIR": data_dir} if data_dir else {})
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            plumbing.cli(module.main, module.Args, [str(a) for a in argv])
+    except SystemExit as e:
+        code = e.code
+    finally:
+        os.chdir(here)
+        if env is None:
+            os.environ.pop("D4RL_DATASET_DIR", None)
+        else:
+            os.environ["D4RL_DATASET_DIR"] = env
+    assert "Traceback" not in out.getvalue() + err.getvalue(), err.getvalue()[-3000:]
+    return Result(code, out.getvalue(), err.getvalue())
+
+
+@pytest.fixture
+def cli(files, hopper_data_dir, tmp_path):
+    """cli("orpo", *argv): run_file in tmp_path, with the Hopper fixture as the data dir."""
+    return lambda script, *argv: run_file(script, *argv, cwd=str(tmp_path), data_dir=hopper_data_dir[0])
 
 
 def write_random_dataset(

@@ -9,13 +9,12 @@ import json
 import math
 import os
 import re
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 import torch
 import tyro
-from conftest import ROOT, TINY, load_module, run_script
+from conftest import ROOT, TINY, load_module, run_file
 from test_orpo import PAPER_HYPERPARAMETERS
 from test_shared_blocks import MODEL_BASED, blocks
 
@@ -56,26 +55,14 @@ def modules():
 
 @pytest.fixture(scope="module")
 def runs(hopper_data_dir, tmp_path_factory):
-    """Every baseline run once end to end as a user would (two at a time on the two cores); name -> (result, run dir)."""
-    root = tmp_path_factory.mktemp("baselines")
-
-    def run(name):
-        script, flags = RUNS[name]
-        result = run_script(
-            f"algorithms/{script}.py",
-            "--env",
-            "hopper-random-v2",
-            "--seed",
-            "7",
-            *flags,
-            data_dir=hopper_data_dir[0],
-            cwd=str(root / name),
-        )
+    """Every baseline run once end to end through its command line; name -> (result, run dir)."""
+    root, out = tmp_path_factory.mktemp("baselines"), {}
+    for name, (script, flags) in RUNS.items():
+        result = run_file(script, "--env", "hopper-random-v2", "--seed", "7", *flags, cwd=str(root / name),
+                          data_dir=hopper_data_dir[0])  # fmt: skip
         dirs = glob.glob(str(root / name / "runs" / "*"))
-        return result, dirs[0] if len(dirs) == 1 else None
-
-    with ThreadPoolExecutor(2) as pool:
-        return dict(zip(RUNS, pool.map(run, RUNS)))
+        out[name] = result, dirs[0] if len(dirs) == 1 else None
+    return out
 
 
 # ---------------------------------------------------------------- end to end
@@ -154,23 +141,11 @@ def test_end_to_end_run_writes_a_finite_score(runs, name):
 def test_resume_continues_a_stopped_run_exactly(runs, hopper_data_dir, tmp_path):
     """mopo --policy td3bc: TD3+BC's delay counter and optimisers, the constant LR schedule and the model buffer resume."""
     script, flags = RUNS["mopo_td3bc"]
-    stopped = run_script(
-        f"algorithms/{script}.py",
-        "--env",
-        "hopper-random-v2",
-        "--seed",
-        "7",
-        *flags,
-        "--stop-after-epochs",
-        "1",
-        data_dir=hopper_data_dir[0],
-        cwd=str(tmp_path),
-    )
+    stopped = run_file(script, "--env", "hopper-random-v2", "--seed", "7", *flags, "--stop-after-epochs", "1",
+                       cwd=str(tmp_path), data_dir=hopper_data_dir[0])  # fmt: skip
     assert stopped.returncode == 0, stopped.stderr[-2000:]
     (run_dir,) = glob.glob(str(tmp_path / "runs" / "*"))
-    resumed = run_script(
-        f"algorithms/{script}.py", "--resume", run_dir, "--no-cuda", data_dir=hopper_data_dir[0], cwd=str(tmp_path)
-    )
+    resumed = run_file(script, "--resume", run_dir, "--no-cuda", cwd=str(tmp_path), data_dir=hopper_data_dir[0])
     assert resumed.returncode == 0 and "resumed" in resumed.stdout, resumed.stderr[-2000:]
     straight, resumed_rows = read_metrics(runs["mopo_td3bc"][1]), read_metrics(run_dir)
     assert len(resumed_rows) == len(straight) == 3

@@ -20,31 +20,6 @@ from conftest import ALGORITHMS, TINY, load_module, write_random_dataset
 import plumbing  # noqa: E402  (conftest puts algorithms/ on sys.path)
 
 
-@pytest.fixture(scope="module")
-def files():
-    return {name: load_module(f"algorithms/{name}.py", name) for name in ALGORITHMS}
-
-
-@pytest.fixture
-def cli(files, capsys, monkeypatch, hopper_data_dir, tmp_path):
-    """cli("orpo", *argv) runs the file's command line here, in tmp_path: (exit status, stdout, stderr)."""
-    monkeypatch.setenv("D4RL_DATASET_DIR", hopper_data_dir[0])
-    monkeypatch.chdir(tmp_path)
-
-    def run(script, *argv):
-        capsys.readouterr()
-        try:
-            plumbing.cli(files[script].main, files[script].Args, [str(a) for a in argv])
-            code = 0
-        except SystemExit as e:
-            code = e.code
-        out, err = capsys.readouterr()
-        assert "Traceback" not in out + err, err[-3000:]
-        return code, out, err
-
-    return run
-
-
 def tiny(script: str) -> list[str]:
     """TINY without the ensemble flags for td3bc.py, which has no model."""
     model, out, skip = {"--rollout-batch-size": 1, "--dynamics-max-epochs": 1, "--dynamics-hidden-dims": 2,

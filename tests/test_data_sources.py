@@ -5,7 +5,7 @@ import json
 import gymnasium as gym
 import numpy as np
 import pytest
-from conftest import TINY, run_script
+from conftest import TINY, run_file, run_script
 import plumbing  # noqa: E402  (conftest puts algorithms/ on sys.path)
 
 minari = pytest.importorskip("minari")
@@ -74,14 +74,16 @@ def test_minari_dataset_through_the_loader(orpo, minari_dir, monkeypatch):
         np.testing.assert_array_equal(data[k], np.stack(rows), err_msg=k)
 
 
-def test_minari_end_to_end_and_bad_id(minari_dir, tmp_path):
+def test_minari_end_to_end_and_bad_id(minari_dir, tmp_path, monkeypatch):
     env = {"MINARI_DATASETS_PATH": minari_dir, "http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9"}
-    result = run_script("algorithms/orpo.py", "--env", "test/hopper/random-v0", *TINY, cwd=str(tmp_path), extra_env=env)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    result = run_file("orpo", "--env", "test/hopper/random-v0", *TINY, cwd=str(tmp_path))
     assert result.returncode == 0, result.stderr[-2000:]
     (run_dir,) = (tmp_path / "runs").iterdir()
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["score_kind"] == "d4rl_normalized" and np.isfinite(summary["normalized_score"])
-    bad = run_script("algorithms/orpo.py", "--env", "test/hopper/nonexistent-v0", cwd=str(tmp_path), extra_env=env)
+    bad = run_file("orpo", "--env", "test/hopper/nonexistent-v0", cwd=str(tmp_path))
     assert bad.returncode != 0 and "Traceback" not in bad.stderr
     last = bad.stderr.strip().splitlines()[-1]
     assert last.startswith("error: could not load Minari dataset 'test/hopper/nonexistent-v0'"), last
@@ -98,14 +100,8 @@ def test_jump_task_reports_raw_returns(tmp_path):
         str(tmp_path / "data"),
     )
     assert made.returncode == 0, made.stderr[-2000:]
-    result = run_script(
-        "algorithms/orpo.py",
-        "--env",
-        "halfcheetah-jump-hard",
-        *TINY,
-        "--data-dir",
-        str(tmp_path / "data"),
-        cwd=str(tmp_path),
+    result = run_file(
+        "orpo", "--env", "halfcheetah-jump-hard", *TINY, "--data-dir", str(tmp_path / "data"), cwd=str(tmp_path)
     )
     assert result.returncode == 0, result.stderr[-2000:]
     (run_dir,) = (tmp_path / "runs").iterdir()
@@ -154,16 +150,14 @@ def test_local_dataset_from_collect_py(tmp_path):
         "datasets/collect.py", "--env", "Hopper-v4", "--policy", "random", "--steps", "1500", "--data-dir", data
     )
     assert made.returncode == 0, made.stderr[-2000:]
-    result = run_script(
-        "algorithms/orpo.py", "--env", "local/hopper-random", *TINY, "--data-dir", data, cwd=str(tmp_path)
-    )
+    result = run_file("orpo", "--env", "local/hopper-random", *TINY, "--data-dir", data, cwd=str(tmp_path))
     assert result.returncode == 0, result.stderr[-2000:]
     (run_dir,) = (tmp_path / "runs").iterdir()
     assert run_dir.name.startswith("local_hopper-random__orpo__")
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["preset"] == "hopper-random-v2" and summary["score_kind"] == "d4rl_normalized"
     assert np.isfinite(summary["normalized_score"])
-    missing = run_script("algorithms/orpo.py", "--env", "local/walker2d-random", "--data-dir", data, cwd=str(tmp_path))
+    missing = run_file("orpo", "--env", "local/walker2d-random", "--data-dir", data, cwd=str(tmp_path))
     assert missing.returncode != 0 and "datasets/collect.py" in missing.stderr.strip().splitlines()[-1]
 
 

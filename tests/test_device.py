@@ -427,15 +427,16 @@ def test_gradient_steps_bookkeeping_with_a_stand_in_for_cuda_graphs(modules, mon
     counts = {}
 
     class Run:
-        graphs = True  # --cuda-graphs on a CUDA device
+        graphs, steps = True, 0  # --cuda-graphs on a CUDA device; the epoch's gradient steps (charts/SPS)
 
         def add(self, prefix, stats):
             for k in stats:
                 counts[f"{prefix}/{k}"] = counts.get(f"{prefix}/{k}", 0) + 1
 
-    orpo.gradient_steps(step, n, Run(), [policy], period=period)
+    run = Run()
+    orpo.gradient_steps(step, n, run, [policy], period=period)
     graphed = n >= 3 + period
     assert seen["captures"] == int(graphed) and seen["replays"] == ((n - 3) // period if graphed else 0)
     assert seen["capturable"] == [True] * int(graphed) and policy.optim.param_groups[0]["capturable"] is False
-    assert policy.total_it == n
+    assert policy.total_it == n == run.steps
     assert counts == {"losses/critic_loss": n, "losses/actor_loss": n // period}

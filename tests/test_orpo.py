@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from types import SimpleNamespace
 import torch
-from conftest import TINY, fit_settings, run_script, sac_settings, td3_settings, write_random_dataset
+from conftest import TINY, fit_settings, sac_settings, td3_settings, write_random_dataset
 import plumbing  # noqa: E402  (conftest puts algorithms/ on sys.path)
 
 PAPER_TEX = os.environ.get("ORPO_PAPER_TEX")  # the paper's LaTeX source, only to check PAPER_HYPERPARAMETERS
@@ -343,10 +343,8 @@ def read_metrics(run_dir):
         return list(csv.DictReader(f))
 
 
-def test_end_to_end_run_writes_a_finite_score(hopper_data_dir, tmp_path):
-    result = run_script(
-        "algorithms/orpo.py", "--env", "hopper-random-v2", *TINY, data_dir=hopper_data_dir[0], cwd=str(tmp_path)
-    )
+def test_end_to_end_run_writes_a_finite_score(cli, tmp_path):
+    result = cli("orpo", "--env", "hopper-random-v2", *TINY)
     assert result.returncode == 0, result.stderr[-3000:]
     (run_dir,) = (tmp_path / "runs").iterdir()
     assert run_dir.name.startswith("hopper-random-v2__orpo__1__")
@@ -377,41 +375,18 @@ def test_end_to_end_run_writes_a_finite_score(hopper_data_dir, tmp_path):
     assert not list(run_dir.glob("*.tmp"))
 
 
-def test_resume_continues_a_stopped_run_exactly(hopper_data_dir, tmp_path):
-    data_dir = hopper_data_dir[0]
-    straight = run_script(
-        "algorithms/orpo.py",
-        "--env",
-        "hopper-random-v2",
-        *TINY,
-        "--seed",
-        "7",
-        data_dir=data_dir,
-        cwd=str(tmp_path / "a"),
-    )
+def test_resume_continues_a_stopped_run_exactly(cli, tmp_path):
+    straight = cli("orpo", "--env", "hopper-random-v2", *TINY, "--seed", "7", "--runs-dir", "a")
     assert straight.returncode == 0, straight.stderr[-2000:]
-    (tmp_path / "b").mkdir()
-    stopped = run_script(
-        "algorithms/orpo.py",
-        "--env",
-        "hopper-random-v2",
-        *TINY,
-        "--seed",
-        "7",
-        "--stop-after-epochs",
-        "1",
-        data_dir=data_dir,
-        cwd=str(tmp_path / "b"),
+    stopped = cli(
+        "orpo", "--env", "hopper-random-v2", *TINY, "--seed", "7", "--stop-after-epochs", "1", "--runs-dir", "b"
     )
     assert stopped.returncode == 0, stopped.stderr[-2000:]
-    (run_b,) = (tmp_path / "b" / "runs").iterdir()
+    (run_b,) = (tmp_path / "b").iterdir()
     assert len(read_metrics(run_b)) == 2 and not json.loads((run_b / "summary.json").read_text())["finished"]
-    resumed = run_script(
-        "algorithms/orpo.py", "--resume", str(run_b), "--no-cuda", data_dir=data_dir, cwd=str(tmp_path / "b")
-    )
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert "resumed" in resumed.stdout
-    (run_a,) = (tmp_path / "a" / "runs").iterdir()
+    resumed = cli("orpo", "--resume", str(run_b), "--no-cuda")
+    assert resumed.returncode == 0 and "resumed" in resumed.stdout, resumed.stderr[-2000:]
+    (run_a,) = (tmp_path / "a").iterdir()
     rows_a, rows_b = read_metrics(run_a), read_metrics(run_b)
     assert len(rows_b) == len(rows_a) == 3
     for key in rows_a[2]:
@@ -420,22 +395,12 @@ def test_resume_continues_a_stopped_run_exactly(hopper_data_dir, tmp_path):
 
 
 # ---------------------------------------------------------------- ablation switches (Table 4, RQ2)
-@pytest.fixture(scope="module")
-def source_run(hopper_data_dir, tmp_path_factory):
+@pytest.fixture
+def source_run(cli, tmp_path):
     """A finished tiny ORPO run, whose trained rollout policy the `fixed` variant reuses."""
-    cwd = tmp_path_factory.mktemp("source")
-    result = run_script(
-        "algorithms/orpo.py",
-        "--env",
-        "hopper-random-v2",
-        *TINY,
-        "--seed",
-        "3",
-        data_dir=hopper_data_dir[0],
-        cwd=str(cwd),
-    )
+    result = cli("orpo", "--env", "hopper-random-v2", *TINY, "--seed", "3", "--runs-dir", "source")
     assert result.returncode == 0, result.stderr[-2000:]
-    (run_dir,) = (cwd / "runs").iterdir()
+    (run_dir,) = (tmp_path / "source").iterdir()
     return run_dir
 
 
@@ -450,18 +415,9 @@ def source_run(hopper_data_dir, tmp_path_factory):
         ["--dynamics-bf16"],
     ],
 )
-def test_ablation_switches_run(hopper_data_dir, tmp_path, source_run, switch):
-    extra = ["--rollout-policy-path", str(source_run)] if "fixed" in switch else []
-    result = run_script(
-        "algorithms/orpo.py",
-        "--env",
-        "hopper-random-v2",
-        *TINY,
-        *switch,
-        *extra,
-        data_dir=hopper_data_dir[0],
-        cwd=str(tmp_path),
-    )
+def test_ablation_switches_run(cli, tmp_path, switch, request):
+    extra = ["--rollout-policy-path", str(request.getfixturevalue("source_run"))] if "fixed" in switch else []
+    result = cli("orpo", "--env", "hopper-random-v2", *TINY, *switch, *extra)
     assert result.returncode == 0, result.stderr[-2000:]
     (run_dir,) = (tmp_path / "runs").iterdir()
     assert np.isfinite(json.loads((run_dir / "summary.json").read_text())["normalized_score"])
@@ -517,64 +473,56 @@ def assert_one_line_error(result, *needles):
         assert needle in last, last
 
 
-def test_unknown_env(tmp_path):
+def test_unknown_env(cli):
     assert_one_line_error(
-        run_script("algorithms/orpo.py", "--env", "hopper-mediun-v2", cwd=str(tmp_path)),
+        cli("orpo", "--env", "hopper-mediun-v2"),
         "unknown dataset",
         "hopper-medium-v2",
     )
 
 
-def test_missing_file_without_network(tmp_path):
+def test_missing_file_without_network(cli, tmp_path, monkeypatch):
     # a proxy on a closed local port makes every download fail at once, like a machine without network
     env_dir = tmp_path / "empty"
     env_dir.mkdir()
-    offline = {"http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9"}
-    result = run_script(
-        "algorithms/orpo.py", "--env", "walker2d-medium-v2", data_dir=str(env_dir), cwd=str(tmp_path), extra_env=offline
-    )
+    for k in ("http_proxy", "https_proxy"):
+        monkeypatch.setenv(k, "http://127.0.0.1:9")  # offline
+    result = cli("orpo", "--env", "walker2d-medium-v2", "--data-dir", str(env_dir))
     assert_one_line_error(result, "rail.eecs.berkeley.edu", str(env_dir / "walker2d_medium-v2.hdf5"))
     assert not list(env_dir.iterdir())  # nothing half-written
 
 
-def test_corrupt_hdf5(tmp_path):
+def test_corrupt_hdf5(cli, tmp_path):
     path = tmp_path / "hopper_medium-v2.hdf5"
     path.write_bytes(b"\x89HDF\r\n\x1a\n" + os.urandom(2000))
-    result = run_script("algorithms/orpo.py", "--env", "hopper-medium-v2", data_dir=str(tmp_path), cwd=str(tmp_path))
+    result = cli("orpo", "--env", "hopper-medium-v2", "--data-dir", str(tmp_path))
     assert_one_line_error(result, "not a readable HDF5 file", str(path))
 
 
-def test_nan_rows(tmp_path):
+def test_nan_rows(cli, tmp_path):
     path = tmp_path / "nan.hdf5"
     write_random_dataset(str(path), steps=300, attrs={"env_id": "Hopper-v4"})
     with h5py.File(path, "r+") as f:
         f["observations"][17, 3] = np.nan
-    result = run_script("algorithms/orpo.py", "--dataset-path", str(path), cwd=str(tmp_path))
-    assert_one_line_error(result, "NaN", "observations", "row 17")
+    assert_one_line_error(cli("orpo", "--dataset-path", str(path)), "NaN", "observations", "row 17")
 
 
-def test_wrong_shapes_and_missing_keys(tmp_path):
+def test_wrong_shapes_and_missing_keys(cli, tmp_path):
     path = tmp_path / "bad.hdf5"
     write_random_dataset(str(path), steps=300, attrs={"env_id": "Hopper-v4"})
     with h5py.File(path, "r+") as f:
         del f["rewards"]
         f["rewards"] = np.zeros((299,), dtype=np.float32)
-    assert_one_line_error(
-        run_script("algorithms/orpo.py", "--dataset-path", str(path), cwd=str(tmp_path)), "'rewards'", "300 rows"
-    )
+    assert_one_line_error(cli("orpo", "--dataset-path", str(path)), "'rewards'", "300 rows")
     with h5py.File(path, "r+") as f:
         del f["next_observations"]
-    assert_one_line_error(
-        run_script("algorithms/orpo.py", "--dataset-path", str(path), cwd=str(tmp_path)), "next_observations"
-    )
+    assert_one_line_error(cli("orpo", "--dataset-path", str(path)), "next_observations")
 
 
-def test_dims_must_match_the_eval_env(tmp_path):
+def test_dims_must_match_the_eval_env(cli, tmp_path):
     path = tmp_path / "hopper.hdf5"
     write_random_dataset(str(path), steps=300, attrs={"env_id": "Hopper-v4"})
-    result = run_script(
-        "algorithms/orpo.py", "--dataset-path", str(path), "--eval-env", "Walker2d-v4", *TINY, cwd=str(tmp_path)
-    )
+    result = cli("orpo", "--dataset-path", str(path), "--eval-env", "Walker2d-v4", *TINY)
     assert_one_line_error(result, "--eval-env")
 
 
