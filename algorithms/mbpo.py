@@ -233,18 +233,9 @@ def dynamics_step(model: EnsembleDynamics, optimizer: torch.optim.Optimizer, x: 
     return nll.detach()
 
 
-def fit_dynamics(
-    model: EnsembleDynamics,
-    data: dict,
-    lr: float,
-    batch_size: int,
-    max_epochs,
-    patience: int,
-    holdout_ratio: float,
-    max_holdout: int,
-    resume: Optional[dict] = None,
-    progress: Optional[Callable] = None,
-) -> dict[str, float]:
+def fit_dynamics(model: EnsembleDynamics, data: dict, lr: float, batch_size: int, max_epochs, patience: int,
+                 holdout_ratio: float, max_holdout: int, resume: Optional[dict] = None,
+                 progress: Optional[Callable] = None) -> dict[str, float]:  # fmt: skip
     """Maximum likelihood on (s, a) -> (Δs, r): a bootstrap resample per model, early stopping on the holdout MSE
     (stop after `patience` epochs in which no model improved by more than 1 %, or at `max_epochs`), each model's best
     weights kept. After every epoch `progress(state)` may save `state()`; `resume` (such a state) continues that fit
@@ -306,11 +297,7 @@ def fit_dynamics(
         for saved, p in zip(best_params, members):
             p.copy_(saved)
         model.elites.copy_(torch.argsort(best)[: len(model.elites)])
-    return {
-        "dynamics/holdout_mse": best[model.elites].mean().item(),
-        "dynamics/epochs": epoch,
-        "dynamics/train_nll": nll.item(),
-    }
+    return {"dynamics/holdout_mse": best[model.elites].mean().item(), "dynamics/epochs": epoch, "dynamics/train_nll": nll.item()}  # fmt: skip
 
 
 UNCERTAINTIES = ("max_aleatoric", "ensemble_var", "ensemble_std", "mixture_var", "mixture_std")
@@ -397,9 +384,8 @@ def rollout(dynamics, policy: Callable, start_obs: torch.Tensor, horizon: int, t
 
 
 @torch.no_grad()
-def model_eval(
-    dynamics, terminal: Callable, uncertainty: str, gamma: float, device, actor: Callable, first_obs: np.ndarray, envs
-) -> dict:
+def model_eval(dynamics, terminal: Callable, uncertainty: str, gamma: float, device, actor: Callable,
+               first_obs: np.ndarray, envs) -> dict:  # fmt: skip
     """η_M̂(π) and ε_u(π) (Fig. 6): the deterministic policy's discounted return and mean u in the model MDP, from the
     real evaluation episodes' first states (main binds its model with partial)."""
     horizon = envs.envs[0].spec.max_episode_steps or 1000
@@ -548,14 +534,8 @@ class SAC(nn.Module):
         alpha_loss.backward()
         self.alpha_optim.step()
         soft_update(self.critic_target, self.critic, self.tau)
-        return {
-            "critic_loss": critic_loss.detach(),
-            "actor_loss": actor_loss.detach(),
-            "alpha": alpha[0],
-            "alpha_loss": alpha_loss.detach(),
-            "q": q.detach().mean(),
-            "entropy": -log_prob.detach().mean(),
-        }
+        return {"critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(), "alpha": alpha[0],
+                "alpha_loss": alpha_loss.detach(), "q": q.detach().mean(), "entropy": -log_prob.detach().mean()}  # fmt: skip
 
 
 class CosineLR(torch.optim.lr_scheduler.CosineAnnealingLR):
@@ -617,10 +597,8 @@ def mix_counts(batch_size: int, ratios: tuple[float, ...]) -> list[int]:
 def sample_mix(sources: list[tuple[ReplayBuffer, int, str]]) -> dict[str, torch.Tensor]:
     """One batch from several buffers: (buffer, rows, which stored reward to use as 'rew')."""
     if any(buf.size == 0 for buf, n, _ in sources if n > 0):
-        raise UserError(
-            "a model buffer is still empty: every rollout row so far was NaN or infinite (the ensemble diverged); "
-            "check the dataset for huge values or lower --dynamics-lr"
-        )
+        raise UserError("a model buffer is still empty: every rollout row so far was NaN or infinite (the ensemble "
+                        "diverged); check the dataset for huge values or lower --dynamics-lr")  # fmt: skip
     parts = [buf.sample(n) for buf, n, _ in sources if n > 0]
     keys = [key for _, n, key in sources if n > 0]
     batch = {k: torch.cat([p[k] for p in parts]) for k in ("obs", "act", "next_obs", "done")}
@@ -648,9 +626,7 @@ def main(args: Args) -> dict:
     run = Run(args, apply_presets)  # flags checked, dataset resolved, presets filled, seeded; the run directory
     device = run.device  # run.args is args, resumed or filled in by the presets
     data, max_action = run.load_data()  # D as tensors on the device, checked against the evaluation env
-    check_memory(
-        32 * args.batch_size * sum(v.shape[1] for v in data.values()), f"--batch-size {args.batch_size}", device
-    )
+    check_memory(128 * args.batch_size * data["obs"].shape[1], f"--batch-size {args.batch_size}", device)  # a batch
     obs_dim, act_dim = data["obs"].shape[1], data["act"].shape[1]
     real = ReplayBuffer(len(data["obs"]), {k: v.shape[1] for k, v in data.items()}, device)
     real.add(data)
@@ -670,9 +646,7 @@ def main(args: Args) -> dict:
     # the ensemble T̂ and its uncertainty u, fitted once on D
     dims = (obs_dim, act_dim, args.dynamics_hidden_dims, args.num_ensemble, args.num_elites, args.dynamics_bf16)
     dynamics = EnsembleDynamics(*dims).to(device)
-    dyn_metrics = run.load_or_fit(
-        dynamics, lambda **kw: fit_dynamics(dynamics, data, **fit, **kw), args.load_dynamics_path
-    )
+    dyn_metrics = run.load_or_fit(dynamics, partial(fit_dynamics, dynamics, data, **fit), args.load_dynamics_path)
     terminal = termination_fn(run.task.domain)
 
     # the policy (SAC with a cosine-annealed actor LR)
@@ -681,9 +655,7 @@ def main(args: Args) -> dict:
     actor_schedule = CosineLR(policy.actor_optim, T_max=args.sac_lr_horizon)
     n = mix_counts(args.batch_size, (args.real_ratio, 1 - args.real_ratio))
     parts = {"policy": policy, "actor_schedule": actor_schedule, "buf": buf}
-    model_return = partial(
-        model_eval, dynamics, terminal, args.uncertainty, args.gamma, device
-    )  # eval/model_return, eval/model_uncertainty
+    model_return = partial(model_eval, dynamics, terminal, args.uncertainty, args.gamma, device)  # eval/model_*
 
     def gradient_step() -> dict[str, dict[str, torch.Tensor]]:
         # one update on D ∪ D_model: D's rows with their real rewards, the model's with r̂ (no penalty)

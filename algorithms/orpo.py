@@ -65,7 +65,7 @@ class Args(RunArgs):  # the data and run flags (--env, --seed, --runs-dir, ...) 
     sampled, never updated (what the official code ran); RQ2's uniform random actions, a CVAE of D's actions, or a
     fixed SAC"""
     rollout_policy_path: Optional[str] = field(
-        default=None, metadata={"path": "an ORPO run directory or its checkpoint.pt", "directory": True}
+        default=None, metadata={"path": "an ORPO run's folder", "directory": True}
     )
     """for `--rollout-policy fixed`: an earlier ORPO run directory (or its checkpoint.pt) whose π^o is used"""
     cvae_steps: int = field(default=20000, metadata={"range": "[0, inf)"})
@@ -200,16 +200,9 @@ def apply_presets(args: Args, task: "Task") -> tuple[Args, str]:
     # the printed "D : D^p_πo : D^p_πp" fits only that order. Read literally, π^p's own share is the third number.
     output_share = third if args.paper_literal else second
     uncertainty = APPENDIX_FORMULA.get(table_u, table_u) if args.paper_literal else "max_aleatoric"
-    defaults = dict(
-        lambda_p=lambda_p if args.pessimism else 0.0,  # "w/o pessimism": π^p's data is labelled in the model MDP
-        uncertainty=uncertainty,
-        rollout_length=h_p,
-        lambda_o=lambda_o,
-        rollout_length_o=h_o,
-        real_ratio=real,
-        output_rollout_ratio=output_share,
-        normalize_obs=task.domain not in ("hopper", "walker2d"),
-    )
+    defaults = dict(lambda_p=lambda_p if args.pessimism else 0.0,  # "w/o pessimism": π^p's data is labelled in the model
+                    uncertainty=uncertainty, rollout_length=h_p, lambda_o=lambda_o, rollout_length_o=h_o, real_ratio=real,
+                    output_rollout_ratio=output_share, normalize_obs=task.domain not in ("hopper", "walker2d"))  # fmt: skip
     for name, value in defaults.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
@@ -271,17 +264,13 @@ def make_rollout_policy(
         path = path or ""
         path = os.path.join(path, "checkpoint.pt") if os.path.isdir(path) else path
         if not os.path.isfile(path):
-            raise UserError(
-                "--rollout-policy fixed needs --rollout-policy-path, an earlier ORPO run directory "
-                "(or its checkpoint.pt)"
-            )
+            raise UserError("--rollout-policy fixed needs --rollout-policy-path, an earlier ORPO run directory (or its "
+                            "checkpoint.pt)")  # fmt: skip
         try:
             rollout_policy.load_state_dict(safe_load(path, "ORPO checkpoint")["parts"]["rollout_policy"])
         except (KeyError, RuntimeError, TypeError) as e:
-            raise UserError(
-                f"--rollout-policy fixed needs --rollout-policy-path, an earlier ORPO run with the same sizes "
-                f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else path})"
-            ) from None
+            raise UserError("--rollout-policy fixed needs --rollout-policy-path, an earlier ORPO run with the same sizes "
+                            f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else path})") from None  # fmt: skip
     return rollout_policy.act
 
 
@@ -384,18 +373,9 @@ def dynamics_step(model: EnsembleDynamics, optimizer: torch.optim.Optimizer, x: 
     return nll.detach()
 
 
-def fit_dynamics(
-    model: EnsembleDynamics,
-    data: dict,
-    lr: float,
-    batch_size: int,
-    max_epochs,
-    patience: int,
-    holdout_ratio: float,
-    max_holdout: int,
-    resume: Optional[dict] = None,
-    progress: Optional[Callable] = None,
-) -> dict[str, float]:
+def fit_dynamics(model: EnsembleDynamics, data: dict, lr: float, batch_size: int, max_epochs, patience: int,
+                 holdout_ratio: float, max_holdout: int, resume: Optional[dict] = None,
+                 progress: Optional[Callable] = None) -> dict[str, float]:  # fmt: skip
     """Maximum likelihood on (s, a) -> (Δs, r): a bootstrap resample per model, early stopping on the holdout MSE
     (stop after `patience` epochs in which no model improved by more than 1 %, or at `max_epochs`), each model's best
     weights kept. After every epoch `progress(state)` may save `state()`; `resume` (such a state) continues that fit
@@ -457,11 +437,7 @@ def fit_dynamics(
         for saved, p in zip(best_params, members):
             p.copy_(saved)
         model.elites.copy_(torch.argsort(best)[: len(model.elites)])
-    return {
-        "dynamics/holdout_mse": best[model.elites].mean().item(),
-        "dynamics/epochs": epoch,
-        "dynamics/train_nll": nll.item(),
-    }
+    return {"dynamics/holdout_mse": best[model.elites].mean().item(), "dynamics/epochs": epoch, "dynamics/train_nll": nll.item()}  # fmt: skip
 
 
 UNCERTAINTIES = ("max_aleatoric", "ensemble_var", "ensemble_std", "mixture_var", "mixture_std")
@@ -548,9 +524,8 @@ def rollout(dynamics, policy: Callable, start_obs: torch.Tensor, horizon: int, t
 
 
 @torch.no_grad()
-def model_eval(
-    dynamics, terminal: Callable, uncertainty: str, gamma: float, device, actor: Callable, first_obs: np.ndarray, envs
-) -> dict:
+def model_eval(dynamics, terminal: Callable, uncertainty: str, gamma: float, device, actor: Callable,
+               first_obs: np.ndarray, envs) -> dict:  # fmt: skip
     """η_M̂(π) and ε_u(π) (Fig. 6): the deterministic policy's discounted return and mean u in the model MDP, from the
     real evaluation episodes' first states (main binds its model with partial)."""
     horizon = envs.envs[0].spec.max_episode_steps or 1000
@@ -699,14 +674,8 @@ class SAC(nn.Module):
         alpha_loss.backward()
         self.alpha_optim.step()
         soft_update(self.critic_target, self.critic, self.tau)
-        return {
-            "critic_loss": critic_loss.detach(),
-            "actor_loss": actor_loss.detach(),
-            "alpha": alpha[0],
-            "alpha_loss": alpha_loss.detach(),
-            "q": q.detach().mean(),
-            "entropy": -log_prob.detach().mean(),
-        }
+        return {"critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(), "alpha": alpha[0],
+                "alpha_loss": alpha_loss.detach(), "q": q.detach().mean(), "entropy": -log_prob.detach().mean()}  # fmt: skip
 
 
 class CosineLR(torch.optim.lr_scheduler.CosineAnnealingLR):
@@ -767,9 +736,8 @@ class TD3BC(nn.Module):
         with torch.no_grad():
             noise = (torch.randn_like(b["act"]) * self.policy_noise).clamp(-self.noise_clip, self.noise_clip)
             next_act = (self.actor_target(b["next_obs"]) + noise).clamp(-self.max_action, self.max_action)
-            target_q = (
-                b["rew"] + self.gamma * (1 - b["done"]) * self.critic_target(b["next_obs"], next_act).min(0).values
-            )
+            next_q = self.critic_target(b["next_obs"], next_act).min(0).values
+            target_q = b["rew"] + self.gamma * (1 - b["done"]) * next_q
         q = self.critic(b["obs"], b["act"])
         critic_loss = (q - target_q).pow(2).mean(1).sum()
         self.critic_optim.zero_grad()
@@ -792,11 +760,8 @@ class TD3BC(nn.Module):
         return stats
 
     def get_extra_state(self) -> dict:  # optimisers and the delay counter travel with the state dict (checkpoints)
-        return {
-            "total_it": self.total_it,
-            "actor_optim": self.actor_optim.state_dict(),
-            "critic_optim": self.critic_optim.state_dict(),
-        }
+        return {"total_it": self.total_it, "actor_optim": self.actor_optim.state_dict(),
+                "critic_optim": self.critic_optim.state_dict()}  # fmt: skip
 
     def set_extra_state(self, state: dict) -> None:
         self.total_it = state["total_it"]
@@ -853,10 +818,8 @@ def mix_counts(batch_size: int, ratios: tuple[float, ...]) -> list[int]:
 def sample_mix(sources: list[tuple[ReplayBuffer, int, str]]) -> dict[str, torch.Tensor]:
     """One batch from several buffers: (buffer, rows, which stored reward to use as 'rew')."""
     if any(buf.size == 0 for buf, n, _ in sources if n > 0):
-        raise UserError(
-            "a model buffer is still empty: every rollout row so far was NaN or infinite (the ensemble diverged); "
-            "check the dataset for huge values or lower --dynamics-lr"
-        )
+        raise UserError("a model buffer is still empty: every rollout row so far was NaN or infinite (the ensemble "
+                        "diverged); check the dataset for huge values or lower --dynamics-lr")  # fmt: skip
     parts = [buf.sample(n) for buf, n, _ in sources if n > 0]
     keys = [key for _, n, key in sources if n > 0]
     batch = {k: torch.cat([p[k] for p in parts]) for k in ("obs", "act", "next_obs", "done")}
@@ -871,30 +834,21 @@ def sample_mix(sources: list[tuple[ReplayBuffer, int, str]]) -> dict[str, torch.
 def rollout_metrics(start: dict, ro: dict, rp: dict, b: int) -> dict[str, torch.Tensor]:
     """The epoch's rollouts of π^o (ro) and π^p (rp): u, rewards before and after relabelling, mean length, dropped
     rows, and how far each policy's first action lies from D's action in the same state."""
-    return {
-        "rollout/u_optimistic": ro["u"].mean(),
-        "rollout/u_pessimistic": rp["u"].mean(),
-        "rollout/reward_optimistic": ro["rew"].mean(),
-        "rollout/reward_pessimistic": rp["rew"].mean(),
-        "rollout/reward_o_optimistic": ro["rew_o"].mean(),
-        "rollout/reward_p_optimistic": ro["rew_p"].mean(),
-        "rollout/reward_p_pessimistic": rp["rew_p"].mean(),
-        "rollout/length_optimistic": len(ro["u"]) / b,
-        "rollout/length_pessimistic": len(rp["u"]) / b,
-        "rollout/nonfinite_rows_optimistic": ro["nonfinite"],
-        "rollout/nonfinite_rows_pessimistic": rp["nonfinite"],
-        "rollout/action_distance_optimistic": (ro["first_act"] - start["act"]).norm(dim=-1).mean(),
-        "rollout/action_distance_pessimistic": (rp["first_act"] - start["act"]).norm(dim=-1).mean(),
-    }
+    return {"rollout/u_optimistic": ro["u"].mean(), "rollout/u_pessimistic": rp["u"].mean(),
+            "rollout/reward_optimistic": ro["rew"].mean(), "rollout/reward_pessimistic": rp["rew"].mean(),
+            "rollout/reward_o_optimistic": ro["rew_o"].mean(), "rollout/reward_p_optimistic": ro["rew_p"].mean(),
+            "rollout/reward_p_pessimistic": rp["rew_p"].mean(),
+            "rollout/length_optimistic": len(ro["u"]) / b, "rollout/length_pessimistic": len(rp["u"]) / b,
+            "rollout/nonfinite_rows_optimistic": ro["nonfinite"], "rollout/nonfinite_rows_pessimistic": rp["nonfinite"],
+            "rollout/action_distance_optimistic": (ro["first_act"] - start["act"]).norm(dim=-1).mean(),
+            "rollout/action_distance_pessimistic": (rp["first_act"] - start["act"]).norm(dim=-1).mean()}  # fmt: skip
 
 
 def main(args: Args) -> dict:
     run = Run(args, apply_presets)  # flags checked, dataset resolved, presets filled, seeded; the run directory
     device = run.device  # run.args is args, resumed or filled in by the presets
     data, max_action = run.load_data()  # D as tensors on the device, checked against the evaluation env
-    check_memory(
-        32 * args.batch_size * sum(v.shape[1] for v in data.values()), f"--batch-size {args.batch_size}", device
-    )
+    check_memory(128 * args.batch_size * data["obs"].shape[1], f"--batch-size {args.batch_size}", device)  # a batch
     obs_dim, act_dim = data["obs"].shape[1], data["act"].shape[1]
     real = ReplayBuffer(len(data["obs"]), {k: v.shape[1] for k, v in data.items()}, device)
     real.add(data)
@@ -925,9 +879,7 @@ def main(args: Args) -> dict:
     # Algorithm 2, line 1: the ensemble T̂ and its uncertainty u, fitted once on D (saved as dynamics.pt)
     dims = (obs_dim, act_dim, args.dynamics_hidden_dims, args.num_ensemble, args.num_elites, args.dynamics_bf16)
     dynamics = EnsembleDynamics(*dims).to(device)
-    dyn_metrics = run.load_or_fit(
-        dynamics, lambda **kw: fit_dynamics(dynamics, data, **fit, **kw), args.load_dynamics_path
-    )
+    dyn_metrics = run.load_or_fit(dynamics, partial(fit_dynamics, dynamics, data, **fit), args.load_dynamics_path)
     terminal = termination_fn(run.task.domain)
 
     # the two policies
@@ -944,9 +896,7 @@ def main(args: Args) -> dict:
     # π^p's batch in the official trainer's order: D, then its own rollouts D^p_πp, the rest from π^o's D^p_πo
     rest = 1 - args.real_ratio - args.output_rollout_ratio
     n_p = mix_counts(args.batch_size, (args.real_ratio, args.output_rollout_ratio, rest))
-    model_return = partial(
-        model_eval, dynamics, terminal, args.uncertainty, args.gamma, device
-    )  # eval/model_return, eval/model_uncertainty
+    model_return = partial(model_eval, dynamics, terminal, args.uncertainty, args.gamma, device)  # eval/model_*
 
     def gradient_step() -> dict[str, dict[str, torch.Tensor]]:
         # Algorithm 2, lines 24-25: one SAC update of π^o on D ∪ D^o (O-MDP rewards) and one TD3+BC update of π^p on

@@ -176,9 +176,8 @@ class TD3BC(nn.Module):
         with torch.no_grad():
             noise = (torch.randn_like(b["act"]) * self.policy_noise).clamp(-self.noise_clip, self.noise_clip)
             next_act = (self.actor_target(b["next_obs"]) + noise).clamp(-self.max_action, self.max_action)
-            target_q = (
-                b["rew"] + self.gamma * (1 - b["done"]) * self.critic_target(b["next_obs"], next_act).min(0).values
-            )
+            next_q = self.critic_target(b["next_obs"], next_act).min(0).values
+            target_q = b["rew"] + self.gamma * (1 - b["done"]) * next_q
         q = self.critic(b["obs"], b["act"])
         critic_loss = (q - target_q).pow(2).mean(1).sum()
         self.critic_optim.zero_grad()
@@ -201,11 +200,8 @@ class TD3BC(nn.Module):
         return stats
 
     def get_extra_state(self) -> dict:  # optimisers and the delay counter travel with the state dict (checkpoints)
-        return {
-            "total_it": self.total_it,
-            "actor_optim": self.actor_optim.state_dict(),
-            "critic_optim": self.critic_optim.state_dict(),
-        }
+        return {"total_it": self.total_it, "actor_optim": self.actor_optim.state_dict(),
+                "critic_optim": self.critic_optim.state_dict()}  # fmt: skip
 
     def set_extra_state(self, state: dict) -> None:
         self.total_it = state["total_it"]
@@ -256,9 +252,7 @@ def main(args: Args) -> dict:
     run = Run(args)  # flags checked, dataset resolved, seeded; the run directory
     device = run.device  # run.args is args, resumed or filled in by the presets
     data, max_action = run.load_data()  # D as tensors on the device, checked against the evaluation env
-    check_memory(
-        32 * args.batch_size * sum(v.shape[1] for v in data.values()), f"--batch-size {args.batch_size}", device
-    )
+    check_memory(128 * args.batch_size * data["obs"].shape[1], f"--batch-size {args.batch_size}", device)  # a batch
     real = ReplayBuffer(len(data["obs"]), {k: v.shape[1] for k, v in data.items()}, device)
     real.add(data)
 
