@@ -18,6 +18,7 @@ import os
 import signal
 import sys
 import tempfile
+import threading
 import time
 from typing import Callable, Optional
 
@@ -25,7 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "algorithms"))  # plumbing.py, as the algorithm files import it: the one place
 from plumbing import UsageError, UserError, parse_args, read_json  # noqa: E402
 
-_TMP_COUNT = itertools.count()
+_TMP_COUNT, _LOADING = itertools.count(), threading.RLock()
 
 
 def _tmp_name(path: str, suffix: str = ".tmp") -> str:
@@ -63,10 +64,11 @@ def algorithm(script: str, folder: str = "algorithms"):
     name = f"_{folder}_{script}"
     if os.path.join(ROOT, folder) not in sys.path:
         sys.path.insert(0, os.path.join(ROOT, folder))
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, folder, f"{script}.py"))
-        sys.modules[name] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sys.modules[name])
+    with _LOADING:  # two threads of a launcher (toolbox.cached_ensemble) never see a half-loaded module
+        if name not in sys.modules:
+            spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, folder, f"{script}.py"))
+            sys.modules[name] = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(sys.modules[name])
     return sys.modules[name]
 
 
@@ -172,7 +174,10 @@ def ensemble_entry(cache: str, cmd: list[str]) -> Optional[str]:
     if any(w.split("=")[0] in ("--resume", "--load-dynamics-path") for w in cmd):
         return None
     args = parse_args(Args, cmd[2:])
-    path = plumbing.resolve_task(args.env, args.dataset_path, args.eval_env, args.data_dir)[1]
+    try:
+        path = plumbing.resolve_task(args.env, args.dataset_path, args.eval_env, args.data_dir)[1]
+    except UserError:  # the run itself says what is wrong with its data
+        return None
     key = {"data": plumbing.file_fingerprint(path), **{k: vars(args)[k] for k in DYNAMICS_KEY}, "format": 1}
     digest = hashlib.sha256(json.dumps(json.loads(json.dumps(key)), sort_keys=True).encode()).hexdigest()[:20]
     return os.path.join(os.path.abspath(cache), f"{digest}.pt")  # the digest the runs' own --dynamics-cache used
@@ -201,7 +206,6 @@ def cached_ensemble(cache: Optional[str], cmd: list[str]):
     the cache as soon as the run has written it, then lets the other runs of that entry (waiting here on its lock, in
     any process) load it. A run that ends without one lets the next waiter fit it."""
     import glob
-    import threading
 
     import filelock
 

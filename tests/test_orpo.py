@@ -474,11 +474,7 @@ def assert_one_line_error(result, *needles):
 
 
 def test_unknown_env(cli):
-    assert_one_line_error(
-        cli("orpo", "--env", "hopper-mediun-v2"),
-        "unknown dataset",
-        "hopper-medium-v2",
-    )
+    assert_one_line_error(cli("orpo", "--env", "hopper-mediun-v2"), "unknown dataset", "hopper-medium-v2")
 
 
 def test_missing_file_without_network(cli, tmp_path, monkeypatch):
