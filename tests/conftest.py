@@ -31,9 +31,8 @@ def slurm_here() -> bool:
 def pytest_configure(config):
     # the *-v4 MuJoCo envs are used on purpose (closest to D4RL's v2 data)
     config.addinivalue_line("filterwarnings", "ignore:.*is out of date.*:DeprecationWarning")
-    config.addinivalue_line(
-        "markers", "slow: the slow tier: the harnesses' end-to-end runs (benchmarks/, datasets/, toy/)"
-    )
+    config.addinivalue_line("markers",
+                            "slow: the slow tier: the harnesses' end-to-end runs (benchmarks/, datasets/, toy/)")  # fmt: skip
     config.addinivalue_line("markers", "slurm_jobs: runs jobs on the one-node Slurm (collected first: they wait)")
 
 
@@ -163,31 +162,10 @@ def hopper_data_dir(tmp_path_factory):
     return str(root), arrays
 
 
-TINY = [
-    "--epochs",
-    "2",
-    "--steps-per-epoch",
-    "20",
-    "--batch-size",
-    "32",
-    "--rollout-batch-size",
-    "64",
-    "--dynamics-max-epochs",
-    "2",
-    "--dynamics-hidden-dims",
-    "32",
-    "32",
-    "--hidden-dims",
-    "32",
-    "32",
-    "--eval-episodes",
-    "2",
-    "--num-ensemble",
-    "3",
-    "--num-elites",
-    "2",
-    "--no-cuda",
-]
+TINY = (
+    "--epochs 2 --steps-per-epoch 20 --batch-size 32 --rollout-batch-size 64 --dynamics-max-epochs 2 "
+    "--dynamics-hidden-dims 32 32 --hidden-dims 32 32 --eval-episodes 2 --num-ensemble 3 --num-elites 2 --no-cuda"
+).split()
 
 
 def run_script(

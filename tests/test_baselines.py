@@ -34,13 +34,8 @@ TD3BC_TINY = [
     "--no-cuda",
 ]
 # name: (script, flags); every run uses seed 7 and 2 epochs, so the resume test can compare against it
-RUNS = {
-    "mopo": ("mopo", TINY),
-    "mopo_td3bc": ("mopo", [*TINY, "--policy", "td3bc", "--exp-name", "mopo_td3bc"]),
-    "oroo": ("oroo", TINY),
-    "mbpo": ("mbpo", TINY),
-    "td3bc": ("td3bc", TD3BC_TINY),
-}
+RUNS = {"mopo": ("mopo", TINY), "mopo_td3bc": ("mopo", [*TINY, "--policy", "td3bc", "--exp-name", "mopo_td3bc"]),
+                 "oroo": ("oroo", TINY), "mbpo": ("mbpo", TINY), "td3bc": ("td3bc", TD3BC_TINY)}  # fmt: skip
 
 
 def read_metrics(run_dir):
@@ -82,9 +77,8 @@ def test_end_to_end_run_writes_a_finite_score(runs, name):
     files = {"config.json", "metrics.csv", "checkpoint.pt", "policy.pt", *(["dynamics.pt"] if name != "td3bc" else [])}
     assert files <= set(os.listdir(run_dir)) and not glob.glob(os.path.join(run_dir, "*.tmp"))
     sac = name in ("mopo", "oroo", "mbpo")
-    assert torch.load(os.path.join(run_dir, "policy.pt"))["kind"] == (
-        "tanh_gaussian_mlp" if sac else "deterministic_mlp"
-    )
+    assert torch.load(os.path.join(run_dir,
+                      "policy.pt"))["kind"] == ("tanh_gaussian_mlp" if sac else "deterministic_mlp")  # fmt: skip
 
     rows = read_metrics(run_dir)
     assert [r["epoch"] for r in rows] == (
@@ -113,9 +107,8 @@ def test_end_to_end_run_writes_a_finite_score(runs, name):
         # SAC's actor LR follows the cosine of the default 1000-epoch horizon, not the run's 2 epochs (a short run is
         # the beginning of the long one); TD3+BC's stays 3e-4
         cosine = [1e-4 * 0.5 * (1 + math.cos(math.pi * e / 1000)) for e in (1, 2)]
-        assert [float(r["charts/lr_actor"]) for r in rows[1:]] == pytest.approx(
-            cosine if sac else [3e-4, 3e-4], rel=1e-6
-        )
+        assert [float(r["charts/lr_actor"]) for r in rows[1:]] == pytest.approx(cosine if sac else [3e-4, 3e-4],
+                      rel=1e-6)  # fmt: skip
         assert 0 < float(last["rollout/length"]) <= 5  # the hopper-random preset's h = 5
     else:
         assert not any(k.startswith("rollout/") or k.startswith("dynamics/") or "model_" in k for k in last)
@@ -128,13 +121,12 @@ def test_end_to_end_run_writes_a_finite_score(runs, name):
         assert float(last["rollout/reward_o"]) > float(last["rollout/reward"])
 
     config = json.load(open(os.path.join(run_dir, "config.json")))  # the presets were applied and saved
-    expected = {
-        "mopo": dict(lambda_p=5.9, uncertainty="max_aleatoric", rollout_length=5, normalize_obs=False),
-        "mopo_td3bc": dict(policy="td3bc", lambda_p=5.9, normalize_obs=False),
-        "oroo": dict(lambda_o=0.015, uncertainty="max_aleatoric", rollout_length=5, normalize_obs=False),
-        "mbpo": dict(uncertainty="max_aleatoric", rollout_length=5, normalize_obs=False),
-        "td3bc": dict(normalize_obs=True, hidden_dims=[32, 32], alpha=2.5),
-    }[name]
+    expected = {"mopo": dict(lambda_p=5.9, uncertainty="max_aleatoric", rollout_length=5, normalize_obs=False),
+                             "mopo_td3bc": dict(policy="td3bc", lambda_p=5.9, normalize_obs=False),
+                             "oroo": dict(lambda_o=0.015, uncertainty="max_aleatoric", rollout_length=5,
+                             normalize_obs=False), "mbpo": dict(uncertainty="max_aleatoric", rollout_length=5,
+                             normalize_obs=False), "td3bc": dict(normalize_obs=True, hidden_dims=[32, 32],
+                             alpha=2.5)}[name]  # fmt: skip
     assert {k: config[k] for k in expected} == expected
 
 
@@ -176,22 +168,8 @@ def test_policy_batches_use_the_algorithms_reward(modules, hopper_data_dir, tmp_
         return sample_mix(sources)
 
     monkeypatch.setattr(module, "sample_mix", recording_sample_mix)
-    args = tyro.cli(
-        module.Args,
-        args=[
-            *TINY,
-            "--epochs",
-            "1",
-            "--steps-per-epoch",
-            "3",
-            "--env",
-            "hopper-random-v2",
-            "--data-dir",
-            hopper_data_dir[0],
-            "--runs-dir",
-            str(tmp_path),
-        ],
-    )
+    args = tyro.cli(module.Args, args=[*TINY, "--epochs", "1", "--steps-per-epoch", "3", "--env", "hopper-random-v2",
+                    "--data-dir", hopper_data_dir[0], "--runs-dir", str(tmp_path)])  # fmt: skip
     module.main(args)
     assert len(calls) == 3
     (real, n_real, real_key), (model, n_model, model_key) = calls[-1]
@@ -245,11 +223,8 @@ def field_docstrings(path, name="Args"):
     docs = {}
     for stmt, after in zip(cls.body, cls.body[1:] + [None]):
         if isinstance(stmt, ast.AnnAssign):
-            is_doc = (
-                isinstance(after, ast.Expr)
-                and isinstance(after.value, ast.Constant)
-                and isinstance(after.value.value, str)
-            )
+            is_doc = (isinstance(after, ast.Expr) and isinstance(after.value,
+                      ast.Constant) and isinstance(after.value.value, str))  # fmt: skip
             docs[stmt.target.id] = " ".join(after.value.value.split()) if is_doc else None
     return docs
 
@@ -296,10 +271,8 @@ DIFFERENT = {
 
 @pytest.mark.parametrize("name", DIFFERENT)
 def test_args_match_orpo_in_order_and_docstrings(modules, orpo, name):
-    ours, theirs = (
-        field_docstrings(os.path.join(ROOT, "algorithms", f"{name}.py")),
-        field_docstrings(os.path.join(ROOT, "algorithms", "orpo.py")),
-    )
+    ours, theirs = (field_docstrings(os.path.join(ROOT, "algorithms", f"{name}.py")),
+                    field_docstrings(os.path.join(ROOT, "algorithms", "orpo.py")))  # fmt: skip
     shared = [f for f in ours if f in theirs]
     assert shared == [f for f in theirs if f in ours], "shared fields are in another order than in orpo.py"
     defaults = {f.name: f.default for f in dataclasses.fields(modules[name].Args)}
@@ -325,14 +298,8 @@ def test_td3bc_references_nothing_from_the_model_based_blocks():
     assert {"EnsembleDynamics", "fit_dynamics", "uncertainty_fn", "termination_fn", "rollout"} <= defined
     tree = ast.parse(open(os.path.join(ROOT, "algorithms", "td3bc.py")).read())
     used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
-    used |= {
-        n.value
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.isidentifier()
-    }
+    used |= {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value,
+                                       str) and n.value.isidentifier()}  # fmt: skip
     assert not used & defined
-    assert not re.search(
-        r"^# --- shared: (ensemble|uncertainty|termination|rollouts) ---",
-        open(os.path.join(ROOT, "algorithms", "td3bc.py")).read(),
-        re.M,
-    )
+    assert not re.search(r"^# --- shared: (ensemble|uncertainty|termination|rollouts) ---", open(os.path.join(ROOT,
+                         "algorithms", "td3bc.py")).read(), re.M)  # fmt: skip

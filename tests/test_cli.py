@@ -63,35 +63,26 @@ def test_an_optional_boolean_takes_the_spelling_of_every_boolean(files):
 
 
 # --------------------------------------------------------------------------------------------------------------- flags
-@pytest.mark.parametrize(
-    "script, flags, named, fix",
-    [
-        ("orpo", ["--no-pessimism", "--lambda-p", "5"], "--lambda-p 5.0", "drop"),
-        ("orpo", ["--rollout-policy", "fixed"], "--rollout-policy-path", "go together"),
-        ("orpo", ["--rollout-policy-path", "."], "--rollout-policy fixed", "go together"),
-        ("orpo", ["--rollout-policy", "fixed", "--rollout-policy-path", "nowhere"], "--rollout-policy-path", "pass an"),
-        ("orpo", ["--real-ratio", "0.6", "--output-rollout-ratio", "0.6"], "--output-rollout-ratio 0.6", "exceed 1"),
-        ("orpo", ["--seed", "-1"], "--seed -1", "[0, 4294967296)"),
-        ("orpo", ["--actor-lr", "0"], "--actor-lr 0.0", "(0, inf)"),
-        ("orpo", ["--gamma", "1.5"], "--gamma 1.5", "[0, 1]"),
-        ("orpo", ["--lambda-o", "inf"], "--lambda-o inf", "finite"),
-        ("orpo", ["--hidden-dims", "32", "0"], "--hidden-dims (32, 0)", "[1, inf)"),
-        ("orpo", ["--dynamics-holdout-ratio", "1"], "--dynamics-holdout-ratio 1.0", "(0, 1)"),
-        ("orpo", ["--exp-name", "../../escape"], "--exp-name '../../escape'", "plain name"),
-        ("orpo", ["--dataset-path", "."], "--dataset-path .: is a directory", "pass a D4RL-layout HDF5 file"),
-        ("orpo", ["--load-dynamics-path", "none.pt"], "--load-dynamics-path none.pt", "pass a run's dynamics.pt"),
-        ("mopo", ["--num-elites", "9"], "--num-elites 9 exceeds --num-ensemble 7", ""),
-        (
-            "mbpo",
-            ["--num-ensemble", "1", "--num-elites", "1", "--uncertainty", "ensemble_std"],
-            "--num-ensemble 1",
-            "2+",
-        ),
-        ("oroo", ["--epochs", "0"], "--epochs 0", "[1, inf)"),
-        ("td3bc", ["--checkpoint-minutes", "0"], "--checkpoint-minutes 0.0", "(0, inf)"),
-        ("td3bc", ["--threads", "0"], "--threads 0", "[1, inf)"),
-    ],
-)
+@pytest.mark.parametrize("script, flags, named, fix", [("orpo", ["--no-pessimism", "--lambda-p", "5"],
+                         "--lambda-p 5.0", "drop"), ("orpo", ["--rollout-policy", "fixed"], "--rollout-policy-path",
+                         "go together"), ("orpo", ["--rollout-policy-path", "."], "--rollout-policy fixed",
+                         "go together"), ("orpo", ["--rollout-policy", "fixed", "--rollout-policy-path", "nowhere"],
+                         "--rollout-policy-path", "pass an"), ("orpo", ["--real-ratio", "0.6",
+                         "--output-rollout-ratio", "0.6"], "--output-rollout-ratio 0.6", "exceed 1"), ("orpo",
+                         ["--seed", "-1"], "--seed -1", "[0, 4294967296)"), ("orpo", ["--actor-lr", "0"],
+                         "--actor-lr 0.0", "(0, inf)"), ("orpo", ["--gamma", "1.5"], "--gamma 1.5", "[0, 1]"),
+                         ("orpo", ["--lambda-o", "inf"], "--lambda-o inf", "finite"), ("orpo", ["--hidden-dims", "32",
+                         "0"], "--hidden-dims (32, 0)", "[1, inf)"), ("orpo", ["--dynamics-holdout-ratio", "1"],
+                         "--dynamics-holdout-ratio 1.0", "(0, 1)"), ("orpo", ["--exp-name", "../../escape"],
+                         "--exp-name '../../escape'", "plain name"), ("orpo", ["--dataset-path", "."],
+                         "--dataset-path .: is a directory", "pass a D4RL-layout HDF5 file"), ("orpo",
+                         ["--load-dynamics-path", "none.pt"], "--load-dynamics-path none.pt",
+                         "pass a run's dynamics.pt"), ("mopo", ["--num-elites", "9"],
+                         "--num-elites 9 exceeds --num-ensemble 7", ""), ("mbpo", ["--num-ensemble", "1",
+                         "--num-elites", "1", "--uncertainty", "ensemble_std"], "--num-ensemble 1", "2+"), ("oroo",
+                         ["--epochs", "0"], "--epochs 0", "[1, inf)"), ("td3bc", ["--checkpoint-minutes", "0"],
+                         "--checkpoint-minutes 0.0", "(0, inf)"), ("td3bc", ["--threads", "0"], "--threads 0",
+                         "[1, inf)")])  # fmt: skip
 def test_a_bad_flag_is_one_line_naming_it_and_the_fix_exit_2_before_any_work(script, flags, named, fix, cli, tmp_path):
     code, out, err = cli(script, *flags)
     assert code == 2 and named in err and fix in err and err.startswith("error: "), err
@@ -148,22 +139,20 @@ def replace(key, value):
     return lambda f: (f.__delitem__(key), f.__setitem__(key, value))
 
 
-@pytest.mark.parametrize(
-    "change, named, fix",
-    [
-        (replace("observations", np.float32(1)), "'observations' has shape ()", "expected 2-D"),
-        (lambda f: (f.__delitem__("rewards"), f.create_group("rewards")), "lacks the dataset(s) rewards", "needs"),
-        (replace("rewards", np.full(100, np.nan, np.float32)), "'rewards' has NaN", "drop them"),
-        (replace("terminals", np.full(100, 2.0)), "'terminals' must hold only 0/1", "fix the file"),
-        (replace("actions", np.full((100, 3), 5.0, np.float32)), "outside Hopper-v4's action space", "clip them"),
-        (lambda f: f.attrs.update(env_id=np.int64(3)), "attr 'env_id' is np.int64(3)", "fix the file's attrs"),
-        (lambda f: f.attrs.update(ref_min_score=1.0, ref_max_score=1.0), "attrs ref_min_score", "or drop both"),
-        (lambda f: f.attrs.update(reward_fn="bogus"), "attr 'reward_fn' is 'bogus'", "use one of env"),
-        (lambda f: f.attrs.update(env_id="Walker2d-v4"), "but Walker2d-v4 has", "pass the matching --eval-env"),
-        (lambda f: f.attrs.update(env_id="nomodule:Foo-v0"), "cannot make evaluation env", "pass --eval-env"),
-    ],
-    ids=["scalar", "group", "nan", "terminals", "actions", "int-attr", "refs", "reward-fn", "dims", "env"],
-)
+@pytest.mark.parametrize("change, named, fix", [(replace("observations", np.float32(1)),
+                         "'observations' has shape ()", "expected 2-D"), (lambda f: (f.__delitem__("rewards"),
+                         f.create_group("rewards")), "lacks the dataset(s) rewards", "needs"), (replace("rewards",
+                         np.full(100, np.nan, np.float32)), "'rewards' has NaN", "drop them"), (replace("terminals",
+                         np.full(100, 2.0)), "'terminals' must hold only 0/1", "fix the file"), (replace("actions",
+                         np.full((100, 3), 5.0, np.float32)), "outside Hopper-v4's action space", "clip them"),
+                         (lambda f: f.attrs.update(env_id=np.int64(3)), "attr 'env_id' is np.int64(3)",
+                         "fix the file's attrs"), (lambda f: f.attrs.update(ref_min_score=1.0, ref_max_score=1.0),
+                         "attrs ref_min_score", "or drop both"), (lambda f: f.attrs.update(reward_fn="bogus"),
+                         "attr 'reward_fn' is 'bogus'", "use one of env"),
+                         (lambda f: f.attrs.update(env_id="Walker2d-v4"), "but Walker2d-v4 has",
+                         "pass the matching --eval-env"), (lambda f: f.attrs.update(env_id="nomodule:Foo-v0"),
+                         "cannot make evaluation env", "pass --eval-env")], ids=["scalar", "group", "nan",
+                         "terminals", "actions", "int-attr", "refs", "reward-fn", "dims", "env"])  # fmt: skip
 def test_a_broken_data_file_is_one_line_naming_it_and_leaves_no_run_dir(change, named, fix, cli, tmp_path):
     path = broken(tmp_path / "x.hdf5", change)
     code, out, err = cli("td3bc", "--dataset-path", path, "--epochs", "1", "--no-cuda")
@@ -354,9 +343,8 @@ def test_two_runs_started_in_the_same_second_get_different_directories(files, mo
     a, b = (plumbing.Run(args) for _ in range(2))
     for run in (a, b):
         run.end("stopped")  # restores the signal handlers
-    assert os.path.basename(b.dir) == os.path.basename(a.dir) + "_2" and os.path.isfile(
-        os.path.join(b.dir, "config.json")
-    )
+    assert os.path.basename(b.dir) == os.path.basename(a.dir) + "_2" and os.path.isfile(os.path.join(b.dir,
+                            "config.json"))  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------------ hostile machines
@@ -468,9 +456,8 @@ def test_nonfinite_weights_stop_the_run_before_evaluating_and_keep_the_last_good
         return real_means(self)
 
     monkeypatch.setattr(plumbing.Run, "means", poison_in_epoch_2)
-    monkeypatch.setattr(
-        plumbing.Run, "evaluate", lambda self, *a: evaluated.append(self.epoch) or real_evaluate(self, *a)
-    )
+    monkeypatch.setattr(plumbing.Run, "evaluate", lambda self, *a: evaluated.append(self.epoch) or real_evaluate(self,
+                        *a))  # fmt: skip
     code, _, err = cli("td3bc", "--env", "hopper-random-v2", *tiny("td3bc"), "--epochs", "3", "--checkpoint-every", "1")
     line = last_line(err)
     assert code == 1 and "training turned non-finite in epoch 2: policy.actor" in line and "lower the" in line

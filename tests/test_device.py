@@ -222,25 +222,10 @@ def probed_epochs(module, device: torch.device, monkeypatch):
 
 
 # ---------------------------------------------------------------- the check itself
-@pytest.mark.parametrize(
-    "snippet",
-    [
-        "x.sum().item()",
-        "x.tolist()",
-        "x.numpy()",
-        "np.asarray(x)",
-        "bool(x.sum() > 0)",
-        "float(x.sum())",
-        "f'{x.sum():.3f}'",
-        "x.cpu()",
-        "x[x > 0]",
-        "x.nonzero()",
-        "torch.as_tensor(np.zeros(3), device=x.device)",
-        "torch.zeros(3)",
-        "np.random.rand()",
-        "random.random()",
-    ],
-)
+@pytest.mark.parametrize("snippet", ["x.sum().item()", "x.tolist()", "x.numpy()", "np.asarray(x)",
+                         "bool(x.sum() > 0)", "float(x.sum())", "f'{x.sum():.3f}'", "x.cpu()", "x[x > 0]",
+                         "x.nonzero()", "torch.as_tensor(np.zeros(3), device=x.device)", "torch.zeros(3)",
+                         "np.random.rand()", "random.random()"])  # fmt: skip
 def test_the_check_catches_each_kind_of_host_round_trip(snippet, device):
     """Each of these lines in an update step would make a GPU wait for the host (or the host for the GPU)."""
     x = torch.randn(8, device=device)
@@ -258,14 +243,8 @@ def test_the_check_lets_device_side_work_pass(device):
 
 
 # ---------------------------------------------------------------- the epoch loop of every model-based file
-FILES = [
-    ("orpo", []),
-    ("orpo", ["--output-algo", "sac"]),
-    ("mopo", []),
-    ("mopo", ["--policy", "td3bc"]),
-    ("oroo", []),
-    ("mbpo", []),
-]
+FILES = [("orpo", []), ("orpo", ["--output-algo", "sac"]), ("mopo", []), ("mopo", ["--policy", "td3bc"]), ("oroo",
+          []), ("mbpo", [])]  # fmt: skip
 
 
 @pytest.mark.parametrize("name, flags", FILES, ids=[" ".join([n, *f]) for n, f in FILES])
@@ -331,9 +310,8 @@ def test_resume_on_the_device_continues_exactly(modules, hopper_data_dir, tmp_pa
     orpo = modules["orpo"]
     argv = [*device_tiny(device), "--env", "hopper-random-v2", "--data-dir", hopper_data_dir[0], "--seed", "7"]
     straight = orpo.main(tyro.cli(orpo.Args, args=[*argv, "--runs-dir", str(tmp_path / "a")]))
-    stopped = orpo.main(
-        tyro.cli(orpo.Args, args=[*argv, "--runs-dir", str(tmp_path / "b"), "--stop-after-epochs", "1"])
-    )
+    stopped = orpo.main(tyro.cli(orpo.Args, args=[*argv, "--runs-dir", str(tmp_path / "b"), "--stop-after-epochs",
+                        "1"]))  # fmt: skip
     assert not stopped["finished"] and stopped["epochs"] == 1
     cuda = "--cuda" if device.type == "cuda" else "--no-cuda"
     resumed = orpo.main(tyro.cli(orpo.Args, args=["--resume", stopped["run_dir"], cuda]))
@@ -380,11 +358,8 @@ def test_cuda_graphs_keep_the_eager_numbers(modules, hopper_data_dir, tmp_path, 
         assert eager.keys() == graphs.keys(), eager["epoch"]
         for key, value in eager.items():
             if value and not any(t in key for t in ("seconds", "SPS")):
-                assert float(graphs[key]) == pytest.approx(float(value), rel=1e-4, abs=1e-6), (
-                    name,
-                    eager["epoch"],
-                    key,
-                )
+                assert float(graphs[key]) == pytest.approx(float(value), rel=1e-4, abs=1e-6), (name, eager["epoch"],
+                             key)  # fmt: skip
 
 
 @pytest.mark.parametrize("period, n", [(1, 20), (2, 20), (2, 4), (3, 17)])

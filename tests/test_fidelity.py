@@ -29,9 +29,8 @@ def preset(module, name, **kw):
 
 
 def output_batch_rows(orpo, args) -> dict[str, int]:
-    n = orpo.mix_counts(
-        args.batch_size, (args.real_ratio, args.output_rollout_ratio, 1 - args.real_ratio - args.output_rollout_ratio)
-    )
+    n = orpo.mix_counts(args.batch_size, (args.real_ratio, args.output_rollout_ratio,
+                        1 - args.real_ratio - args.output_rollout_ratio))  # fmt: skip
     return dict(zip(("D", "pi_p", "pi_o"), n))
 
 
@@ -149,14 +148,8 @@ class PoisonedDynamics:
 
 def test_rollout_drops_and_counts_nonfinite_rows(orpo):
     start = torch.zeros(30, 3)
-    out = orpo.rollout(
-        PoisonedDynamics(),
-        lambda obs: torch.ones(len(obs), 2),
-        start,
-        2,
-        lambda s: torch.zeros(len(s), dtype=torch.bool),
-        "max_aleatoric",
-    )
+    out = orpo.rollout(PoisonedDynamics(), lambda obs: torch.ones(len(obs), 2), start, 2,
+                       lambda s: torch.zeros(len(s), dtype=torch.bool), "max_aleatoric")  # fmt: skip
     # step 1: 30 rows, 20 bad (10 NaN s', 10 inf u) -> 10 kept; step 2: those 10 rows, 7 bad (rows 0,3,6,9 and 1,4,7)
     assert int(out["nonfinite"]) == 20 + 7
     assert len(out["u"]) == 10 + 3
@@ -196,14 +189,8 @@ def test_a_rollout_with_no_finite_row_adds_nothing_and_sampling_it_is_one_line(o
         def step(self, obs, act, uncertainty):
             return torch.full_like(obs, torch.nan), torch.zeros(len(obs)), torch.zeros(len(obs))
 
-    out = orpo.rollout(
-        AllNaN(),
-        lambda obs: torch.zeros(len(obs), 2),
-        torch.zeros(8, 3),
-        3,
-        lambda s: torch.zeros(len(s), dtype=torch.bool),
-        "max_aleatoric",
-    )
+    out = orpo.rollout(AllNaN(), lambda obs: torch.zeros(len(obs), 2), torch.zeros(8, 3), 3,
+                       lambda s: torch.zeros(len(s), dtype=torch.bool), "max_aleatoric")  # fmt: skip
     assert int(out["nonfinite"]) == 8 and len(out["u"]) == 0
     buf = orpo.ReplayBuffer(16, {"obs": 3, "act": 2, "rew": 1, "u": 1, "next_obs": 3, "done": 1}, "cpu")
     buf.add(out)

@@ -78,9 +78,8 @@ def test_a_fit_stopped_part_way_continues_to_the_same_ensemble(orpo, tmp_path):
         plumbing._checked_fit(fitter(orpo, model(), data, settings, die_after_3), path, 0, lambda: False)
     assert torch.load(path, weights_only=True)["state"]["epoch"] == 3
     again = model()
-    metrics = plumbing._checked_fit(
-        lambda **kw: orpo.fit_dynamics(again, data, **settings, **kw), path, 0, lambda: False
-    )
+    metrics = plumbing._checked_fit(lambda **kw: orpo.fit_dynamics(again, data, **settings, **kw), path, 0,
+                                    lambda: False)  # fmt: skip
     assert not os.path.exists(path)  # removed once the fit is complete
     assert all(torch.equal(v, again.state_dict()[k]) for k, v in whole.state_dict().items())
     assert metrics["dynamics/holdout_mse"] == expected["dynamics/holdout_mse"] and metrics["dynamics/epochs"] == 8
@@ -151,9 +150,8 @@ def test_the_launchers_cache_fits_once_per_seed_and_a_run_that_loads_it_continue
     assert toolbox.ensemble_entry(cache, cmd("c", "--seed", "2")) != entry
     assert toolbox.ensemble_entry(cache, cmd("c", "--dynamics-lr", "3e-4")) != entry
     td3bc = [sys.executable, f"{ROOT}/algorithms/td3bc.py", "--env", "hopper-random-v2"]
-    assert (
-        toolbox.ensemble_entry(cache, td3bc) is None and toolbox.ensemble_entry(cache, cmd("c", "--resume", a)) is None
-    )
+    assert (toolbox.ensemble_entry(cache, td3bc) is None and toolbox.ensemble_entry(cache, cmd("c", "--resume",
+            a)) is None)  # fmt: skip
 
 
 def test_an_entry_of_the_former_dynamics_cache_gets_its_seed(tmp_path):

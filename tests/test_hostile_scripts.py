@@ -48,28 +48,17 @@ def run(script, *args, cwd=None, file_limit=None, env=None, timeout=300):
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails instead of the process being killed
         resource.setrlimit(resource.RLIMIT_FSIZE, (file_limit, file_limit))
 
-    return subprocess.run(
-        [sys.executable, os.path.join(ROOT, script), *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=timeout,
-        env=dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", **(env or {})),
-        preexec_fn=limit if file_limit else None,
-    )
+    return subprocess.run([sys.executable, os.path.join(ROOT, script), *map(str, args)], capture_output=True,
+                          text=True, cwd=cwd, timeout=timeout, env=dict(os.environ, OMP_NUM_THREADS="1",
+                          PYTHONUNBUFFERED="1", **(env or {})), preexec_fn=limit if file_limit else None)  # fmt: skip
 
 
 def start(script, *args, cwd=None, env=None):
     """Start a script in the background with SIGINT at its default (as from a terminal)."""
-    return subprocess.Popen(
-        [sys.executable, os.path.join(ROOT, script), *map(str, args)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=cwd,
-        env=dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", **(env or {})),
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
+    return subprocess.Popen([sys.executable, os.path.join(ROOT, script), *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=cwd, env=dict(os.environ, OMP_NUM_THREADS="1",
+                            PYTHONUNBUFFERED="1", **(env or {})), preexec_fn=lambda: signal.signal(signal.SIGINT,
+                            signal.SIG_DFL))  # fmt: skip
 
 
 def wait_for(condition, proc, seconds=120):
@@ -185,17 +174,8 @@ def test_dataset_flags_are_checked_before_any_work(tmp_path, script, flags, need
 
 def tiny_sac(steps=1500):
     """sac.py's objects for TINY_SAC, as its main makes them: (args, SAC, buffer, env, rng, settings)."""
-    args = sac.Args(
-        steps=steps,
-        learning_starts=300,
-        batch_size=16,
-        hidden_dim=16,
-        eval_every=250,
-        eval_episodes=2,
-        max_episode_steps=100,
-        checkpoint_every=400,
-        levels=(),
-    )
+    args = sac.Args(steps=steps, learning_starts=300, batch_size=16, hidden_dim=16, eval_every=250, eval_episodes=2,
+                    max_episode_steps=100, checkpoint_every=400, levels=())  # fmt: skip
     env = sac.gym.make(args.env, max_episode_steps=args.max_episode_steps)
     env.reset(seed=0)
     settings = {k: getattr(args, k) for k in sac.SETTINGS} | {"levels": []}
@@ -527,7 +507,7 @@ def test_scores_stopped_by_sigterm_exits_143_and_its_run_saved(hopper_data_dir, 
     flags = "--epochs 50 --steps-per-epoch 20 --batch-size 32 --hidden-dims 32 32 --eval-episodes 2 --no-cuda"
     cmd = [f"{ROOT}/benchmarks/scores.py", "--algos", "td3bc", "--envs", "hopper-random-v2", "--seeds", "1",
            f"--extra={flags}", "--runs-dir", "r", "--out", "out"]  # fmt: skip
-    code, err = launch_and_sigterm(cmd, tmp_path / "r" / "*" / "checkpoint.pt", tmp_path, hopper_data_dir[0])
+    code, err = launch_and_sigterm(cmd, tmp_path / "r" / "*" / "metrics.csv", tmp_path, hopper_data_dir[0])
     assert code == 143 and "run the same command again to resume" in err and "Traceback" not in err, err[-2000:]
     (summary,) = Path(tmp_path / "r").glob("*/summary.json")
     assert json.loads(summary.read_text())["status"] == "interrupted"

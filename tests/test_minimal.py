@@ -101,9 +101,8 @@ def test_every_scripts_help_exits_0_without_a_traceback(script):
 
 # one script per way --help is printed: toolbox's (every benchmarks/ script but peers.py), plumbing's, the datasets',
 # the toy's
-@pytest.mark.parametrize(
-    "script", ["benchmarks/report.py", "algorithms/td3bc.py", "datasets/join.py", "toy/riskworld.py"]
-)
+@pytest.mark.parametrize("script", ["benchmarks/report.py", "algorithms/td3bc.py", "datasets/join.py",
+                         "toy/riskworld.py"])  # fmt: skip
 def test_help_into_a_closed_pipe_is_quiet(script):
     """`python benchmarks/speed.py --help | head` once ended in a BrokenPipeError traceback (toolbox's help)."""
     read, write = os.pipe()

@@ -81,17 +81,13 @@ def test_uncertainty_grows_away_from_data_and_step_shapes(orpo):
         assert next_obs.shape == (500, 3) and rew.shape == (500,) and u_near.shape == (500,)
         # the models' disagreement grows off the data (≈ 6× in var, ≈ 2.5× in std over seeds); a learned σ need not
         if kind != "max_aleatoric":
-            assert (
-                u_far.mean()
-                > {"ensemble_var": 3.0, "ensemble_std": 1.5, "mixture_var": 3.0, "mixture_std": 1.5}[kind]
-                * u_near.mean()
-            ), kind
+            assert (u_far.mean() > {"ensemble_var": 3.0, "ensemble_std": 1.5, "mixture_var": 3.0,
+                    "mixture_std": 1.5}[kind] * u_near.mean()), kind  # fmt: skip
 
 
 # ---------------------------------------------------------------- termination
-@pytest.mark.parametrize(
-    "gym_id,domain", [("Hopper-v4", "hopper"), ("Walker2d-v4", "walker2d"), ("HalfCheetah-v4", "halfcheetah")]
-)
+@pytest.mark.parametrize("gym_id,domain", [("Hopper-v4", "hopper"), ("Walker2d-v4", "walker2d"), ("HalfCheetah-v4",
+                         "halfcheetah")])  # fmt: skip
 def test_termination_matches_the_env(orpo, gym_id, domain):
     env = gym.make(gym_id)
     env.action_space.seed(0)
@@ -124,15 +120,8 @@ def test_relabel_identity(orpo):
     torch.testing.assert_close(r_o, rew + 0.015 * u)
 
 
-@pytest.mark.parametrize(
-    "ratios,expected",
-    [
-        ((0.05, 0.45, 0.5), [12, 115, 129]),
-        ((0.5, 0.3, 0.2), [128, 76, 52]),
-        ((0.05, 0.95), [12, 244]),
-        ((0.05, 0.05, 0.9), [12, 12, 232]),
-    ],
-)
+@pytest.mark.parametrize("ratios,expected", [((0.05, 0.45, 0.5), [12, 115, 129]), ((0.5, 0.3, 0.2), [128, 76, 52]),
+                         ((0.05, 0.95), [12, 244]), ((0.05, 0.05, 0.9), [12, 12, 232])])  # fmt: skip
 def test_batch_mix_counts(orpo, ratios, expected):
     assert orpo.mix_counts(256, ratios) == expected
 
@@ -141,9 +130,8 @@ def test_sample_mix_takes_each_sources_reward(orpo):
     fields = {"obs": 2, "act": 1, "rew": 1, "rew_p": 1, "next_obs": 2, "done": 1}
     a, b = orpo.ReplayBuffer(10, fields, "cpu"), orpo.ReplayBuffer(10, fields, "cpu")
     for buf, value in ((a, 1.0), (b, 2.0)):
-        buf.add(
-            {k: torch.full((10, d), value) if k != "rew_p" else torch.full((10, d), -value) for k, d in fields.items()}
-        )
+        buf.add({k: torch.full((10, d), value) if k != "rew_p" else torch.full((10, d), -value) for k,
+                d in fields.items()})  # fmt: skip
     batch = orpo.sample_mix([(a, 3, "rew"), (b, 5, "rew_p")])
     assert batch["obs"].shape == (8, 2) and batch["rew"].shape == (8,) and batch["done"].shape == (8,)
     assert batch["rew"].tolist() == [1.0] * 3 + [-2.0] * 5
@@ -224,10 +212,8 @@ def test_bf16_ensemble_is_close_to_fp32(orpo):
     data = {"obs": obs, "act": act, "next_obs": obs + 0.1 * act + 0.05 * obs**2, "rew": obs.sum(1, keepdim=True)}
     model = orpo.EnsembleDynamics(3, 1, (64, 64), 5, 3, bf16=True)
     metrics = orpo.fit_dynamics(model, data, **fit_settings(orpo.Args(dynamics_max_epochs=10)))
-    assert (
-        metrics["dynamics/holdout_mse"]
-        < 0.05 * torch.cat([data["next_obs"] - obs, data["rew"]], 1).var(0).mean().item()
-    )
+    assert (metrics["dynamics/holdout_mse"] < 0.05 * torch.cat([data["next_obs"] - obs, data["rew"]],
+            1).var(0).mean().item())  # fmt: skip
     x = torch.cat([obs[:500], act[:500]], 1)
     with torch.no_grad():
         mean16, logvar16 = model(x)
@@ -261,9 +247,8 @@ def test_early_stopping_restores_each_models_best(orpo):
     }
     model = orpo.EnsembleDynamics(2, 1, (32,), 3, 2)
     torch.manual_seed(5)
-    metrics = orpo.fit_dynamics(
-        model, data, **fit_settings(orpo.Args(dynamics_patience=2, dynamics_max_epochs=300, dynamics_batch_size=64))
-    )
+    metrics = orpo.fit_dynamics(model, data, **fit_settings(orpo.Args(dynamics_patience=2, dynamics_max_epochs=300,
+                                dynamics_batch_size=64)))  # fmt: skip
     assert metrics["dynamics/epochs"] < 300  # the noisy reward stops improving long before
     torch.manual_seed(5)
     hold = torch.randperm(600)[: min(int(600 * 0.2), 1000)]  # fit_dynamics' first random draw is its holdout split
@@ -278,20 +263,19 @@ def test_early_stopping_restores_each_models_best(orpo):
 # The paper's "Tuned hyper-parameters" table (\label{fig:d4rl-tuned-hyperparams}): per dataset our MOPO's
 # (λp, uncertainty, h^p) and ORPO's (λo, h^o), copied from the paper; test_hyperparameters_equal_the_latex checks
 # them against the LaTeX when ORPO_PAPER_TEX names it.
-PAPER_HYPERPARAMETERS = {
-    "halfcheetah-random-v2": (6.64, "ensemble_std", 5, 0.015, 5),
-    "hopper-random-v2": (5.9, "max_aleatoric", 5, 0.015, 5),
-    "walker2d-random-v2": (0.21, "ensemble_var", 1, 0.002, 5),
-    "halfcheetah-medium-v2": (5.92, "ensemble_var", 5, 0.015, 1),
-    "hopper-medium-v2": (5.0, "max_aleatoric", 5, 0.015, 1),
-    "walker2d-medium-v2": (5.28, "ensemble_std", 1, 0.015, 1),
-    "halfcheetah-medium-replay-v2": (0.96, "ensemble_var", 5, 0.002, 5),
-    "hopper-medium-replay-v2": (2.5, "max_aleatoric", 5, 0.005, 5),
-    "walker2d-medium-replay-v2": (2.48, "ensemble_std", 1, 0.015, 1),
-    "halfcheetah-medium-expert-v2": (4.56, "max_aleatoric", 5, 0.015, 1),
-    "hopper-medium-expert-v2": (10.0, "max_aleatoric", 5, 0.015, 5),
-    "walker2d-medium-expert-v2": (2.5, "max_aleatoric", 1, 0.015, 1),
-}
+PAPER_HYPERPARAMETERS = {"halfcheetah-random-v2": (6.64, "ensemble_std", 5, 0.015, 5), "hopper-random-v2": (5.9,
+                                                   "max_aleatoric", 5, 0.015, 5), "walker2d-random-v2": (0.21,
+                                                   "ensemble_var", 1, 0.002, 5), "halfcheetah-medium-v2": (5.92,
+                                                   "ensemble_var", 5, 0.015, 1), "hopper-medium-v2": (5.0,
+                                                   "max_aleatoric", 5, 0.015, 1), "walker2d-medium-v2": (5.28,
+                                                   "ensemble_std", 1, 0.015, 1),
+                                                   "halfcheetah-medium-replay-v2": (0.96, "ensemble_var", 5, 0.002,
+                                                   5), "hopper-medium-replay-v2": (2.5, "max_aleatoric", 5, 0.005, 5),
+                                                   "walker2d-medium-replay-v2": (2.48, "ensemble_std", 1, 0.015, 1),
+                                                   "halfcheetah-medium-expert-v2": (4.56, "max_aleatoric", 5, 0.015,
+                                                   1), "hopper-medium-expert-v2": (10.0, "max_aleatoric", 5, 0.015,
+                                                   5), "walker2d-medium-expert-v2": (2.5, "max_aleatoric", 1, 0.015,
+                                                   1)}  # fmt: skip
 
 
 def test_hyperparameters_equal_the_latex():
@@ -327,13 +311,8 @@ def test_presets_fill_only_unset_fields(orpo, hopper_data_dir):
     task, _ = plumbing.resolve_task("hopper-random-v2", None, None, hopper_data_dir[0])
     args, source = orpo.apply_presets(orpo.Args(env="hopper-random-v2", lambda_p=1.5), task)
     assert source == "hopper-random-v2"
-    assert (args.lambda_p, args.uncertainty, args.rollout_length, args.lambda_o, args.rollout_length_o) == (
-        1.5,
-        "max_aleatoric",
-        5,
-        0.015,
-        5,
-    )
+    assert (args.lambda_p, args.uncertainty, args.rollout_length, args.lambda_o, args.rollout_length_o) == (1.5,
+            "max_aleatoric", 5, 0.015, 5)  # fmt: skip
     assert args.normalize_obs is False  # the official code does not normalise hopper/walker2d observations
 
 
@@ -378,9 +357,8 @@ def test_end_to_end_run_writes_a_finite_score(cli, tmp_path):
 def test_resume_continues_a_stopped_run_exactly(cli, tmp_path):
     straight = cli("orpo", "--env", "hopper-random-v2", *TINY, "--seed", "7", "--runs-dir", "a")
     assert straight.returncode == 0, straight.stderr[-2000:]
-    stopped = cli(
-        "orpo", "--env", "hopper-random-v2", *TINY, "--seed", "7", "--stop-after-epochs", "1", "--runs-dir", "b"
-    )
+    stopped = cli("orpo", "--env", "hopper-random-v2", *TINY, "--seed", "7", "--stop-after-epochs", "1", "--runs-dir",
+                  "b")  # fmt: skip
     assert stopped.returncode == 0, stopped.stderr[-2000:]
     (run_b,) = (tmp_path / "b").iterdir()
     assert len(read_metrics(run_b)) == 2 and not json.loads((run_b / "summary.json").read_text())["finished"]
@@ -404,17 +382,9 @@ def source_run(cli, tmp_path):
     return run_dir
 
 
-@pytest.mark.parametrize(
-    "switch",
-    [
-        ["--output-algo", "sac"],
-        ["--no-pessimism"],
-        ["--rollout-policy", "random"],
-        ["--rollout-policy", "cvae", "--cvae-steps", "30"],
-        ["--rollout-policy", "fixed"],
-        ["--dynamics-bf16"],
-    ],
-)
+@pytest.mark.parametrize("switch", [["--output-algo", "sac"], ["--no-pessimism"], ["--rollout-policy", "random"],
+                         ["--rollout-policy", "cvae", "--cvae-steps", "30"], ["--rollout-policy", "fixed"],
+                         ["--dynamics-bf16"]])  # fmt: skip
 def test_ablation_switches_run(cli, tmp_path, switch, request):
     extra = ["--rollout-policy-path", str(request.getfixturevalue("source_run"))] if "fixed" in switch else []
     result = cli("orpo", "--env", "hopper-random-v2", *TINY, *switch, *extra)
@@ -524,21 +494,9 @@ def test_dims_must_match_the_eval_env(cli, tmp_path):
 
 def test_agents_take_each_hyperparameter_from_its_own_flag(orpo):
     """SAC and TD3BC read their settings from Args by name: every learning rate reaches its own optimiser."""
-    args = orpo.Args(
-        hidden_dims=(8, 8),
-        sac_actor_lr=1e-5,
-        sac_critic_lr=2e-5,
-        sac_alpha_lr=3e-5,
-        actor_lr=4e-5,
-        critic_lr=5e-5,
-        gamma=0.9,
-        tau=0.01,
-        alpha=1.5,
-        policy_noise=0.3,
-        noise_clip=0.4,
-        policy_freq=3,
-        target_entropy=-0.5,
-    )
+    args = orpo.Args(hidden_dims=(8, 8), sac_actor_lr=1e-5, sac_critic_lr=2e-5, sac_alpha_lr=3e-5, actor_lr=4e-5,
+                     critic_lr=5e-5, gamma=0.9, tau=0.01, alpha=1.5, policy_noise=0.3, noise_clip=0.4, policy_freq=3,
+                     target_entropy=-0.5)  # fmt: skip
     norm = orpo.ObsNorm(torch.zeros(4), torch.ones(4))
     sac = orpo.SAC(norm, 2, 2.0, **sac_settings(args))
     lrs = [opt.param_groups[0]["lr"] for opt in (sac.actor_optim, sac.critic_optim, sac.alpha_optim)]

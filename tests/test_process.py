@@ -26,14 +26,8 @@ def rows(run_dir) -> list[dict]:
 def start(runs, data_dir, *flags, script="orpo", driver=None):
     """The file as a user starts it (or under `driver`, a Python snippet that patches plumbing first)."""
     env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", D4RL_DATASET_DIR=data_dir)
-    argv = [
-        os.path.join(ROOT, "algorithms", f"{script}.py"),
-        "--env",
-        "hopper-random-v2",
-        *flags,
-        "--runs-dir",
-        str(runs),
-    ]
+    argv = [os.path.join(ROOT, "algorithms", f"{script}.py"), "--env", "hopper-random-v2", *flags, "--runs-dir",
+                         str(runs)]  # fmt: skip
     cmd = [sys.executable, *(["-c", driver] if driver else []), *argv]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 

@@ -17,9 +17,8 @@ def start(tmp_path, body, *args, timeout=60, name="script.py"):
     script = tmp_path / name
     script.write_text(textwrap.dedent(body))
     base = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-    return zygote(base).run(
-        [sys.executable, str(script), *args], cwd=str(tmp_path), env={**base, "A": "1"}, timeout=timeout
-    )
+    return zygote(base).run([sys.executable, str(script), *args], cwd=str(tmp_path), env={**base, "A": "1"},
+                  timeout=timeout)  # fmt: skip
 
 
 def test_exit_status_output_argv_cwd_and_environment_are_the_scripts_own(tmp_path):
