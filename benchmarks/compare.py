@@ -465,9 +465,8 @@ def command(args: Args, t: Task, plan: tuple[str, dict]) -> list[str]:
         cmd += cap
     if args.dynamics_cache and model_based(args, t):  # the seed's ensemble, fitted once (toolbox.share_ensemble)
         entry, fitted = toolbox.ensemble_entry(args.dynamics_cache, cmd), shared_ensemble(args, t)
-        cmd += (
-            ["--load-dynamics-path", entry] if toolbox.share_ensemble(entry, fitted and os.path.dirname(fitted)) else []
-        )
+        if entry and toolbox.share_ensemble(entry, fitted and os.path.dirname(fitted)):
+            cmd += ["--load-dynamics-path", entry]
     return cmd
 
 

@@ -445,11 +445,8 @@ def check_cells(cells: list[Cell]) -> None:
                 argv = ["--env", cell.env, "--seed", str(cell.seed), *cell.flags]
                 try:
                     parsed[(cell.script, cell.flags)] = plumbing.parse_args(module.Args, argv)
-                except plumbing.UserError as e:  # its hint names this process; the flags are the script's
-                    hint = f"python {sys.argv[0]} --help"
-                    raise plumbing.UserError(
-                        str(e).replace(hint, f"python algorithms/{cell.script}.py --help")
-                    ) from None
+                except SystemExit:  # tyro's error box (above) names the flag; this line names the cell
+                    raise plumbing.UserError(f"algorithms/{cell.script}.py refuses its flags (above)") from None
             args = dataclasses.replace(parsed[(cell.script, cell.flags)], env=cell.env, seed=cell.seed)
             plumbing.check_args(args)
             where = (args.env, args.dataset_path, args.eval_env, args.data_dir)
