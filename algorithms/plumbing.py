@@ -12,13 +12,12 @@ this one to use that method in your own project. A method's `main` reads:
         ... metrics |= run.evaluate(policy); run.log(metrics); run.checkpoint_due() and run.save_checkpoint()
     return run.finish(actor)               # policy.pt and summary.json
 
-`cli(main, Args)` parses the flags with tyro (--help is tyro's, from the docstrings under the fields) and makes every
-error one line and a non-zero exit. This file knows no method's flag: a method's field declares its interval beside it,
-`x: float = field(default=0.5, metadata={"range": "[0, 1]"})` ("[" and "]" include the bound), a file it names,
-metadata={"path": "a run's dynamics.pt"} ("directory": True where a folder will do), and the rules that tie flags
-together are the class's `problems()`, one line per problem. The method files import `__all__`: Run, RunArgs, Task,
-UserError, check_memory, cli, gradient_steps and safe_load; the lab's scripts (benchmarks/, datasets/, toy/) use the data
-and flag functions too (resolve_task, load_transitions, parse_args, check_args, ...).
+`cli(main, Args)` parses the flags with tyro (--help from the docstrings under the fields) and makes every error one
+line and a non-zero exit. No method's flag is named here: a field declares its interval or file beside it,
+`field(default=0.5, metadata={"range": "[0, 1]"})` ("[" includes the bound, "(" does not), `metadata={"path": "a run's
+dynamics.pt"}`, and the rules tying flags together are its class's `problems()`. The method files import `__all__`:
+Run, RunArgs, Task, UserError, check_memory, cli, gradient_steps, safe_load; the lab (benchmarks/, datasets/, toy/)
+also uses the data and flag functions (resolve_task, load_transitions, parse_args, check_args, ...).
 """
 
 from __future__ import annotations
@@ -43,7 +42,7 @@ import tempfile
 import threading
 import time
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Callable, Optional
 
 import filelock
@@ -60,9 +59,7 @@ __all__ = ["Run", "RunArgs", "Task", "UserError", "check_memory", "cli", "gradie
 
 
 class UserError(Exception):
-    """A problem with the user's input or machine: one line and the exit status `code`."""
-
-    code = 1
+    code = 1  # a problem with the user's input or machine: one line and this exit status
 
 
 class UsageError(UserError):
@@ -131,8 +128,7 @@ def download(urls: list[str], path: str) -> None:
 
 
 def read_attrs(path: str) -> dict:
-    """The file's attrs that matter here, each checked: env_id and reward_fn strings, finite reference returns with
-    ref_min < ref_max (a bad one would turn every score into inf or NaN)."""
+    """The file's attrs that matter here, checked: env_id, reward_fn, finite reference returns with ref_min < ref_max."""
     try:
         with h5py.File(path, "r") as f:
             raw = {k: f.attrs.get(k) for k in ("env_id", "reward_fn", "ref_min_score", "ref_max_score")}
@@ -297,10 +293,6 @@ def eval_metrics(task: Task, returns: np.ndarray) -> dict[str, float]:
 
 
 # --------------------------------------------------------------------------------------------------------------- flags
-def _flag(**metadata):
-    return dataclasses.field(default=None, metadata=metadata)
-
-
 @dataclass
 class RunArgs:
     """The flags every algorithm file takes; its own `Args` adds the method's flags after these."""
@@ -308,7 +300,7 @@ class RunArgs:
     # Data
     env: str = "hopper-medium-v2"
     """dataset: a D4RL name like hopper-medium-v2, halfcheetah-jump(-hard), local/NAME or a Minari id"""
-    dataset_path: Optional[str] = _flag(path="a D4RL-layout HDF5 file")
+    dataset_path: Optional[str] = field(default=None, metadata={"path": "a D4RL-layout HDF5 file"})
     """any D4RL-layout HDF5 file to train on instead of --env's file (eval env from --eval-env or its metadata)"""
     eval_env: Optional[str] = None
     """Gymnasium id of the evaluation environment, overriding the dataset's (e.g. Hopper-v4)"""
@@ -318,7 +310,7 @@ class RunArgs:
     # Run: seeds, devices, logging, checkpoints
     exp_name: Optional[str] = None
     """name of this experiment, part of the run directory name (None: the algorithm's file name, e.g. orpo)"""
-    seed: int = dataclasses.field(default=1, metadata={"range": "[0, 4294967296)"})  # numpy's seed range
+    seed: int = field(default=1, metadata={"range": "[0, 4294967296)"})  # numpy's seed range
     """seed of the experiment (torch, numpy, random, evaluation environments)"""
     torch_deterministic: bool = True
     """make cuDNN deterministic (`torch.backends.cudnn.deterministic`)"""
@@ -337,18 +329,18 @@ class RunArgs:
     """folder holding the run directories `{env}__{exp_name}__{seed}__{time}`"""
     resume: Optional[str] = None
     """continue a stopped run from its run directory (its saved config is used; --epochs may extend it)"""
-    stop_after_epochs: Optional[int] = _flag(range="[1, inf)")
+    stop_after_epochs: Optional[int] = field(default=None, metadata={"range": "[1, inf)"})
     """stop (with a checkpoint) after this many epochs in this invocation, e.g. for time-limited jobs"""
-    checkpoint_every: int = dataclasses.field(default=100, metadata={"range": "[1, inf)"})
+    checkpoint_every: int = field(default=100, metadata={"range": "[1, inf)"})
     """save a checkpoint every this many epochs (and after the last, and after a SIGINT/SIGTERM)"""
-    checkpoint_minutes: float = dataclasses.field(default=10.0, metadata={"range": "(0, inf)"})
+    checkpoint_minutes: float = field(default=10.0, metadata={"range": "(0, inf)"})
     """also save a checkpoint at the end of the first epoch after this many minutes since the last one"""
-    threads: Optional[int] = _flag(range="[1, inf)")
+    threads: Optional[int] = field(default=None, metadata={"range": "[1, inf)"})
     """torch CPU threads (None: $OMP_NUM_THREADS where set, else 1: on a 2-core machine with anything else running,
     2 threads ran an ensemble step 3x slower than 1; docs/speed.md)"""
-    epochs: int = dataclasses.field(default=1000, metadata={"range": "[1, inf)"})
+    epochs: int = field(default=1000, metadata={"range": "[1, inf)"})
     """number of epochs (each: the method's model rollouts and gradient steps, then its evaluation)"""
-    eval_episodes: int = dataclasses.field(default=10, metadata={"range": "[1, inf)"})
+    eval_episodes: int = field(default=10, metadata={"range": "[1, inf)"})
     """episodes per evaluation, run as one vectorised environment"""
 
     def problems(self) -> list[str]:
@@ -535,10 +527,9 @@ def export_policy(actor: nn.Module, path: str) -> None:
 
 
 def _checked_fit(fit: Callable[..., dict], state_path: str, minutes: float, signalled: Callable[[], bool]) -> dict:
-    """fit(resume=..., progress=...), saving the fit's state to state_path every `minutes` and when a signal stops it
-    (the last finished epoch's), continuing from it when it is there, then removing it; a diverged fit is one line.
-    `signalled()` is checked after every epoch: the handler's KeyboardInterrupt is lost when it lands in a finalizer
-    (CPython prints "Exception ignored" and goes on), the flag it set is not."""
+    """fit(resume=..., progress=...), its state saved to state_path every `minutes` and at a signal (the last finished
+    epoch's), continued from there, removed when done; `signalled()` too stops it after an epoch (the handler's raise is
+    lost when it lands in a finalizer). A diverged fit is one line."""
     resume, t0, last, latest = None, time.time(), [time.time()], [None]
     if os.path.isfile(state_path):
         saved = safe_load(state_path, "part-way ensemble fit")
@@ -585,8 +576,7 @@ class Run:
     typed: Optional[set] = None  # the flags the command line named (cli sets it; None: those that differ from defaults)
 
     def __init__(self, args, apply_presets: Optional[Callable] = None):
-        """Check the flags, resolve the dataset, fill in presets, seed everything, then make (or reopen) the run
-        directory: a bad flag, an unwritable --runs-dir or a missing dataset fails before anything is written."""
+        """Flags checked, dataset found, presets filled, seeded, run directory made (or reopened): in that order."""
         self.script = sys.modules[type(args).__module__].__file__
         self.algorithm = os.path.splitext(os.path.basename(self.script))[0]
         self.args, self.bar, self.writer, self.envs, self.lock, self.dynamics, self.rows = args, *[None] * 4, {}, []
@@ -633,8 +623,7 @@ class Run:
                                 "(or drop --track)") from None  # fmt: skip
 
     def _resumed(self, typed: set) -> set:
-        """--resume RUN_DIR: its saved config replaces the flags, but for those a resume may change (RESUME_FLAGS); a
-        note names each typed flag it ignores. Another script's run is refused; a finished one with nothing to do left."""
+        """--resume RUN_DIR's saved config replaces the flags but RESUME_FLAGS; a note names each typed flag it ignores."""
         args, script = self.args, os.path.basename(self.script)
         config, defaults = read_json(os.path.join(args.resume, "config.json")), asdict(type(args)())
         saved = {k: tuple(v) if isinstance(v, list) else v for k, v in config.items() if not k.startswith("_")}
@@ -668,8 +657,7 @@ class Run:
         return (typed & set(RESUME_FLAGS)) | set(config.get("_typed") or [])
 
     def _open_dir(self) -> None:
-        """Make the run directory (or reopen --resume's), take its lock, write config.json and invocations.jsonl; a
-        start that fails to write leaves no run directory."""
+        """The run directory made (or --resume's reopened) and locked; config.json and invocations.jsonl written."""
         args, minari = self.args, self.data_path.startswith("minari:")
         dataset = {
             "path": self.data_path if minari else os.path.abspath(self.data_path),
@@ -725,8 +713,7 @@ class Run:
             self.created, Run.current = False, None if Run.current is self else Run.current
 
     def load_data(self) -> tuple[dict[str, torch.Tensor], float]:
-        """D as tensors on the device and the action bound, checked against the evaluation env (one sub-env per
-        --eval-episodes); once all of it is checked, the run's effective config is printed."""
+        """D as tensors on the device and the action bound, checked against the evaluation env; then the config line."""
         task, path, args = self.task, self.data_path, self.args
         data = {k: torch.as_tensor(v, device=self.device) for k, v in load_transitions(path).items()}
         n, obs_dim, act_dim = len(data["obs"]), data["obs"].shape[1], data["act"].shape[1]
@@ -786,8 +773,7 @@ class Run:
         return metrics
 
     def start(self, parts: dict, first_row: Optional[dict] = None) -> None:
-        """Load a resumed run's checkpoint (or start at epoch 0) and open the logs. `parts` is everything a checkpoint
-        saves (modules, schedules, buffers: anything with state_dict); metrics.csv's row 0 is `first_row`."""
+        """`parts` (anything with a state_dict) is what a checkpoint saves, loaded from one on --resume; row 0: first_row."""
         self.parts, args = parts, self.args
         if args.resume and os.path.isfile(self.ckpt_path):
             self._load_checkpoint(parts)
@@ -850,8 +836,7 @@ class Run:
         self.laps[f"charts/{name}_seconds"] = time.time() - self.epoch_start
 
     def means(self) -> dict[str, float]:
-        """The epoch's mean statistics (its one host sync); `nonfinite` names the first loss or weight that is NaN or
-        infinite (or is None): such a policy is not evaluated, and `log` then ends the run."""
+        """The epoch's means (its one host sync); `nonfinite` names a NaN/infinite loss or weight: `log` ends the run."""
         losses = {k: float(v) / self.counts[k] for k, v in self.sums.items()}
         modules = [(k, m) for k, m in self.parts.items() if isinstance(m, nn.Module)]
         weights = ((f"{k}.{n}", p) for k, m in modules for n, p in m.named_parameters())
@@ -860,8 +845,7 @@ class Run:
         return losses
 
     def evaluate(self, policy: Callable, extra_eval: Optional[Callable] = None) -> dict[str, float]:
-        """The policy's return in the real env (and D4RL score, and the paper's last-10 mean); `extra_eval(policy,
-        first_obs, envs)` adds metrics (the model-based files pass the model's own return)."""
+        """Return, D4RL score and the paper's last-10 mean in the real env; `extra_eval(policy, first_obs, envs)` adds."""
         t_eval = time.time()
         returns, first_obs = evaluate(policy, self.envs, self.task, self.args.seed + 1000 * self.epoch, self.device)
         metrics = eval_metrics(self.task, returns) | (extra_eval(policy, first_obs, self.envs) if extra_eval else {})
@@ -932,8 +916,7 @@ class Run:
                        "stop now)")  # fmt: skip
 
     def on_thread_error(self, hook) -> None:
-        """A background thread's OSError (TensorBoard's writer on a full disk) is kept for the main thread to report
-        in one line, not printed as a traceback over it."""
+        """TensorBoard's thread's OSError (a full disk) is kept for the main thread's one line, not a traceback."""
         if issubclass(hook.exc_type, OSError):
             self.thread_error = self.thread_error or hook.exc_value
         else:
@@ -949,8 +932,7 @@ class Run:
         return self.end("finished" if self.epoch == self.args.epochs else "stopped")
 
     def end(self, status: str, error: Optional[str] = None, code: int = 0) -> dict:
-        """summary.json: the last evaluation and the mean of the last 10 evaluations (the paper's protocol). A signal
-        meanwhile waits until it is written; a run that ends with an error keeps its handlers until the process exits."""
+        """summary.json (the last evaluation, the last 10's mean: the paper's protocol); a signal meanwhile waits for it."""
         self.writing, args, task, scores = True, self.args, self.task, self.scores
         if self.bar is not None:
             self.bar.close()  # a message printed after this starts a line of its own
@@ -1003,11 +985,8 @@ class Run:
 # -------------------------------------------------------------------------------------------------------------- steps
 def gradient_steps(step: Callable[[], dict], n: int, run: Run, policies: list[nn.Module], period: int = 1) -> None:
     """n gradient steps: `step()` makes one of every policy and returns {log prefix: statistics}, summed into `run`.
-
-    With run.graphs (--cuda-graphs on a CUDA device) `period` steps are captured as one CUDA graph and replayed, one
-    launch where eager PyTorch launches the steps' hundreds of small kernels one by one from Python. The graph is
-    captured anew every epoch, so what changes between epochs (buffer sizes, learning rates) is baked in fresh; `period`
-    steps make one Python-side cycle (TD3+BC's delayed actor: policy_freq)."""
+    With run.graphs (--cuda-graphs on CUDA) `period` steps (one Python-side cycle: TD3+BC's delayed actor) are captured
+    as one CUDA graph, anew every epoch, and replayed: one launch for the steps' hundreds of small kernels."""
     run.steps += n  # charts/SPS
 
     def eager(k: int) -> None:

@@ -552,7 +552,6 @@ def test_write_dataset_never_leaves_a_partial_file(tmp_path):
 
 # ---------------------------------------------------------------------------- bad input: one line each, exit 2, nothing written
 
-sys.path.insert(0, str(DATASETS))  # the scripts import `common` from their own folder
 collect = importlib.import_module("collect")
 jump = importlib.import_module("halfcheetah_jump")
 sac = importlib.import_module("sac")

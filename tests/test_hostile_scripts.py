@@ -26,7 +26,6 @@ from conftest import ROOT, load_module, write_random_dataset
 
 pytestmark = pytest.mark.slow  # the slow tier: the benchmark and dataset scripts' hostile cases end to end
 
-sys.path.insert(0, os.path.join(ROOT, "datasets"))  # the dataset scripts import `common` from their own folder
 join = importlib.import_module("join")
 sac = importlib.import_module("sac")
 compare = load_module("benchmarks/compare.py", "compare_hostile")

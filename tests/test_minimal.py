@@ -18,7 +18,6 @@ import sys
 import pytest
 from conftest import ROOT, load_module
 
-sys.path.insert(0, os.path.join(ROOT, "tests", "fixtures"))
 import make_fixtures  # noqa: E402
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
