@@ -52,9 +52,8 @@ def pytest_collection_modifyitems(config, items):
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # the one place the tests put the repo's folders on the path: the algorithm files import plumbing.py beside them, the
 # dataset scripts `common`, the benchmarks scripts `toolbox`, test_minimal the fixtures' maker
-sys.path[:0] = [
-    os.path.join(ROOT, d) for d in ("algorithms", "datasets", "benchmarks", os.path.join("tests", "fixtures"))
-]
+sys.path[:0] = [os.path.join(ROOT, d) for d in ("algorithms", "datasets", "benchmarks", os.path.join("tests",
+         "fixtures"))]  # fmt: skip
 ALGORITHMS = ("orpo", "mopo", "oroo", "mbpo", "td3bc")
 # The device of the tests that take one (tests/test_device.py): the CPU unless ORPO_TEST_DEVICE=cuda
 # (benchmarks/gpu_check.sh sets it on a GPU machine; CI never does).

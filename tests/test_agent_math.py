@@ -79,21 +79,9 @@ def agents_file(request):
 # ---------------------------------------------------------------- set-up: tiny agents, a batch, fixed draws
 def hyper(**overrides) -> SimpleNamespace:
     """The Args fields the agents read, with values that tell the terms apart (τ ≠ 1 − τ, γ < 1, λ's α ≠ 1)."""
-    fields = {
-        "hidden_dims": HIDDEN,
-        "actor_lr": 3e-4,
-        "critic_lr": 3e-4,
-        "sac_actor_lr": 1e-4,
-        "sac_critic_lr": 3e-4,
-        "sac_alpha_lr": 1e-4,
-        "gamma": 0.9,
-        "tau": 0.3,
-        "alpha": 2.5,
-        "policy_noise": 0.2,
-        "noise_clip": 0.5,
-        "policy_freq": 2,
-        "target_entropy": None,
-    }
+    fields = {"hidden_dims": HIDDEN, "actor_lr": 3e-4, "critic_lr": 3e-4, "sac_actor_lr": 1e-4, "sac_critic_lr": 3e-4,
+              "sac_alpha_lr": 1e-4, "gamma": 0.9, "tau": 0.3, "alpha": 2.5, "policy_noise": 0.2, "noise_clip": 0.5,
+              "policy_freq": 2, "target_entropy": None}  # fmt: skip
     return SimpleNamespace(**{**fields, **overrides})
 
 

@@ -19,20 +19,8 @@ from test_orpo import PAPER_HYPERPARAMETERS
 from test_shared_blocks import MODEL_BASED, blocks
 
 MODEL_BASED_SCRIPTS = ("mopo", "oroo", "mbpo")
-TD3BC_TINY = [
-    "--epochs",
-    "2",
-    "--steps-per-epoch",
-    "20",
-    "--batch-size",
-    "32",
-    "--hidden-dims",
-    "32",
-    "32",
-    "--eval-episodes",
-    "2",
-    "--no-cuda",
-]
+TD3BC_TINY = ["--epochs", "2", "--steps-per-epoch", "20", "--batch-size", "32", "--hidden-dims", "32", "32",
+              "--eval-episodes", "2", "--no-cuda"]  # fmt: skip
 # name: (script, flags); every run uses seed 7 and 2 epochs, so the resume test can compare against it
 RUNS = {"mopo": ("mopo", TINY), "mopo_td3bc": ("mopo", [*TINY, "--policy", "td3bc", "--exp-name", "mopo_td3bc"]),
                  "oroo": ("oroo", TINY), "mbpo": ("mbpo", TINY), "td3bc": ("td3bc", TD3BC_TINY)}  # fmt: skip
@@ -67,12 +55,10 @@ def test_end_to_end_run_writes_a_finite_score(runs, name):
     assert result.returncode == 0, result.stderr[-3000:]
     assert os.path.basename(run_dir).startswith(f"hopper-random-v2__{name}__7__")
     summary = json.load(open(os.path.join(run_dir, "summary.json")))
-    assert (
-        summary["finished"]
-        and summary["exp_name"] == name
-        and summary["algorithm"] == name.split("_")[0]  # the file; mopo_td3bc is mopo.py --policy td3bc
-        and summary["preset"] == ("none" if name == "td3bc" else "hopper-random-v2")
-    )
+    assert summary["finished"] and summary["exp_name"] == name and summary["algorithm"] == name.split("_")[0]
+    assert summary["preset"] == (
+        "none" if name == "td3bc" else "hopper-random-v2"
+    )  # mopo_td3bc: mopo.py --policy td3bc
     assert np.isfinite(summary["normalized_score"]) and np.isfinite(summary["last10_score"])
     files = {"config.json", "metrics.csv", "checkpoint.pt", "policy.pt", *(["dynamics.pt"] if name != "td3bc" else [])}
     assert files <= set(os.listdir(run_dir)) and not glob.glob(os.path.join(run_dir, "*.tmp"))
@@ -81,29 +67,14 @@ def test_end_to_end_run_writes_a_finite_score(runs, name):
                       "policy.pt"))["kind"] == ("tanh_gaussian_mlp" if sac else "deterministic_mlp")  # fmt: skip
 
     rows = read_metrics(run_dir)
-    assert [r["epoch"] for r in rows] == (
-        ["1", "2"] if name == "td3bc" else ["0", "1", "2"]
-    )  # row 0: the ensemble's fit
+    assert [r["epoch"] for r in rows] == (["1", "2"] if name == "td3bc" else ["0", "1", "2"])  # row 0: the fit
     last = rows[-1]
-    keys = [
-        "eval/normalized_score",
-        "eval/last10_score",
-        "losses/critic_loss",
-        "losses/actor_loss",
-        "losses/q",
-        "charts/epoch_seconds",
-    ]
+    keys = ["eval/normalized_score", "eval/last10_score", "losses/critic_loss", "losses/actor_loss", "losses/q",
+            "charts/epoch_seconds"]  # fmt: skip
     keys += ["losses/alpha", "losses/entropy"] if sac else ["losses/bc_loss"]
     if name != "td3bc":
-        keys += [
-            "rollout/u",
-            "rollout/reward",
-            "rollout/length",
-            "rollout/action_distance",
-            "eval/model_return",
-            "eval/model_uncertainty",
-            "charts/lr_actor",
-        ]
+        keys += ["rollout/u", "rollout/reward", "rollout/length", "rollout/action_distance", "eval/model_return",
+                 "eval/model_uncertainty", "charts/lr_actor"]  # fmt: skip
         # SAC's actor LR follows the cosine of the default 1000-epoch horizon, not the run's 2 epochs (a short run is
         # the beginning of the long one); TD3+BC's stays 3e-4
         cosine = [1e-4 * 0.5 * (1 + math.cos(math.pi * e / 1000)) for e in (1, 2)]
@@ -143,20 +114,15 @@ def test_resume_continues_a_stopped_run_exactly(runs, hopper_data_dir, tmp_path)
     assert len(resumed_rows) == len(straight) == 3
     for key in straight[2]:
         if "seconds" not in key and "SPS" not in key:
-            assert straight[2][key] == resumed_rows[2][key], (
-                key
-            )  # same seed on CPU: the same numbers, to the last digit
+            assert straight[2][key] == resumed_rows[2][key], key  # same seed on CPU: the same numbers, every digit
 
 
 # ---------------------------------------------------------------- the MDP each policy is trained in
-@pytest.mark.parametrize(
-    "name,expected",
-    [
+@pytest.mark.parametrize("name,expected", [
         ("mopo", lambda rew, u: rew - 5.9 * u),  # P-MDP, hopper-random's λp
         ("oroo", lambda rew, u: rew + 0.015 * u),  # O-MDP, hopper-random's λo
         ("mbpo", lambda rew, u: rew),  # the model MDP
-    ],
-)
+])  # fmt: skip
 def test_policy_batches_use_the_algorithms_reward(modules, hopper_data_dir, tmp_path, monkeypatch, name, expected):
     """Run main() in-process and record every batch request: D's rows keep their real reward, the model buffer's rows
     carry the algorithm's reward, computed from the r̂ and u stored with them."""
@@ -261,12 +227,10 @@ def test_help_lists_every_field_with_its_docstring(script, capsys, monkeypatch):
 
 # deliberate differences from orpo.py's Args (default and docstring); every other shared field is identical
 # (real_ratio: one policy's batch share of D in the baselines, π^p's with a preset default in orpo.py)
-DIFFERENT = {
-    "mopo": {"rollout_length", "real_ratio", "exploration_noise", "hidden_dims", "normalize_obs", "paper_literal"},
-    "oroo": {"rollout_length", "real_ratio", "hidden_dims", "normalize_obs"},
-    "mbpo": {"uncertainty", "rollout_length", "real_ratio", "hidden_dims", "normalize_obs"},
-    "td3bc": {"steps_per_epoch", "hidden_dims", "normalize_obs"},
-}
+DIFFERENT = {"mopo": {"rollout_length", "real_ratio", "exploration_noise", "hidden_dims", "normalize_obs",
+             "paper_literal"}, "oroo": {"rollout_length", "real_ratio", "hidden_dims", "normalize_obs"},
+             "mbpo": {"uncertainty", "rollout_length", "real_ratio", "hidden_dims", "normalize_obs"},
+             "td3bc": {"steps_per_epoch", "hidden_dims", "normalize_obs"}}  # fmt: skip
 
 
 @pytest.mark.parametrize("name", DIFFERENT)
@@ -279,9 +243,7 @@ def test_args_match_orpo_in_order_and_docstrings(modules, orpo, name):
     orpo_defaults = {f.name: f.default for f in dataclasses.fields(orpo.Args)}
     for field in shared:
         if field in DIFFERENT[name]:
-            assert (ours[field], defaults[field]) != (theirs[field], orpo_defaults[field]), (
-                f"{field} is no longer different"
-            )
+            assert (ours[field], defaults[field]) != (theirs[field], orpo_defaults[field]), f"{field} is the same"
         elif field != "exp_name":
             assert (ours[field], defaults[field]) == (theirs[field], orpo_defaults[field]), field
 
@@ -289,12 +251,8 @@ def test_args_match_orpo_in_order_and_docstrings(modules, orpo, name):
 def test_td3bc_references_nothing_from_the_model_based_blocks():
     """td3bc.py omits the blocks ensemble, uncertainty, termination and rollouts: no name they define may appear in it."""
     reference = blocks(os.path.join(ROOT, "algorithms", "orpo.py"))
-    defined = {
-        node.name
-        for block in MODEL_BASED
-        for node in ast.parse(reference[block]).body
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef))
-    }
+    defined = {node.name for block in MODEL_BASED for node in ast.parse(reference[block]).body if isinstance(node,
+               (ast.FunctionDef, ast.ClassDef))}  # fmt: skip
     assert {"EnsembleDynamics", "fit_dynamics", "uncertainty_fn", "termination_fn", "rollout"} <= defined
     tree = ast.parse(open(os.path.join(ROOT, "algorithms", "td3bc.py")).read())
     used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}

@@ -197,23 +197,8 @@ def test_jump_sac_round_trip(tmp_path):
 
 
 def test_jump_sac_resume_matches_uninterrupted_run(tmp_path):
-    sac = [
-        "--task",
-        "halfcheetah-jump",
-        "--no-cuda",
-        "--steps",
-        500,
-        "--max-episode-steps",
-        100,
-        "--learning-starts",
-        100,
-        "--batch-size",
-        16,
-        "--hidden-dim",
-        32,
-        "--checkpoint-every",
-        200,
-    ]
+    sac = ["--task", "halfcheetah-jump", "--no-cuda", "--steps", 500, "--max-episode-steps", 100, "--learning-starts",
+           100, "--batch-size", 16, "--hidden-dim", 32, "--checkpoint-every", 200]  # fmt: skip
     whole, split = tmp_path / "whole.hdf5", tmp_path / "split.hdf5"
     ckpt = tmp_path / "split.hdf5.ckpt.pt"
     run_script("halfcheetah_jump.py", *sac, "--out", whole, data_dir=tmp_path)
@@ -608,23 +593,10 @@ def test_check_flags_accept_the_defaults_and_find_each_problem(tmp_path):
     assert collect.check_flags(collect.Args(out=out)) == []
     assert jump.check_flags(jump.Args(task="halfcheetah-jump", out=out)) == []
     assert jump.check_flags(jump.Args(task="halfcheetah-jump", out=out, gamma=1.0, tau=1.0, learning_starts=0)) == []
-    for field, value in [
-        ("steps", 0),
-        ("seed", -1),
-        ("max_episode_steps", 0),
-        ("learning_rate", 0.0),
-        ("learning_rate", float("inf")),
-        ("learning_starts", -1),
-        ("batch_size", 0),
-        ("gamma", -0.1),
-        ("gamma", 1.01),
-        ("tau", 0.0),
-        ("tau", 1.5),
-        ("tau", float("nan")),
-        ("hidden_dim", 0),
-        ("checkpoint_every", 0),
-        ("stop_at", 0),
-    ]:
+    bad = [("steps", 0), ("seed", -1), ("max_episode_steps", 0), ("learning_rate", 0.0), ("learning_rate", float("inf")),
+           ("learning_starts", -1), ("batch_size", 0), ("gamma", -0.1), ("gamma", 1.01), ("tau", 0.0), ("tau", 1.5),
+           ("tau", float("nan")), ("hidden_dim", 0), ("checkpoint_every", 0), ("stop_at", 0)]  # fmt: skip
+    for field, value in bad:
         problems = jump.check_flags(jump.Args(task="halfcheetah-jump", out=out, **{field: value}))
         assert len(problems) == 1 and problems[0].startswith("--" + field.replace("_", "-")), (field, problems)
     # the SAC checkpoint of an earlier collection is never silently overwritten
@@ -639,13 +611,9 @@ def test_sac_bad_flags_are_one_line_each_and_exit_2(tmp_path):
     flags = ["--levels", "medium", "--eval-every", 0, "--eval-episodes", 0, "--learning-rate", 0, "--steps", 0]
     proc = run_script("sac.py", *flags, "--run-dir", run, data_dir=tmp_path / "d", expect_ok=False)
     lines = error_lines(proc)
-    expected = [
-        "--levels 'medium': write NAME=SCORE",
-        "--eval-every must be at least 1",
-        "--eval-episodes must be at least 1",
-        "--learning-rate must be a finite number above 0.0",
-        "--steps must be at least 1",
-    ]
+    expected = ["--levels 'medium': write NAME=SCORE", "--eval-every must be at least 1",
+                "--eval-episodes must be at least 1", "--learning-rate must be a finite number above 0.0",
+                "--steps must be at least 1"]  # fmt: skip
     assert proc.returncode == 2 and len(lines) == len(expected), proc.stderr[-2000:]
     for want in expected:
         assert sum(want in line for line in lines) == 1, (want, lines)
@@ -698,16 +666,8 @@ class _RunsCode:
 
 def policy_dict(hidden=(16,)):
     net = nn.Sequential(nn.Linear(11, hidden[0]), nn.ReLU(), nn.Linear(hidden[0], 3))
-    return {
-        "kind": "deterministic_mlp",
-        "obs_dim": 11,
-        "act_dim": 3,
-        "hidden_dims": list(hidden),
-        "max_action": 1.0,
-        "obs_mean": torch.zeros(11),
-        "obs_std": torch.ones(11),
-        "state_dict": net.state_dict(),
-    }
+    return {"kind": "deterministic_mlp", "obs_dim": 11, "act_dim": 3, "hidden_dims": list(hidden), "max_action": 1.0,
+            "obs_mean": torch.zeros(11), "obs_std": torch.ones(11), "state_dict": net.state_dict()}  # fmt: skip
 
 
 def bad_torch_files(tmp_path, good: dict) -> dict:
@@ -765,12 +725,8 @@ def test_sac_checkpoints_load_weights_only_and_fail_in_one_line(tmp_path):
     jump.save_checkpoint(good, 100, sac, buf, env, rng, jump.settings(args))
     state = torch.load(good, weights_only=True)
     cases = bad_torch_files(tmp_path, state)
-    broken = {
-        "keys": {"step": 100},
-        "sac": state | {"sac": {}},
-        "step": state | {"step": 300},
-        "buffer": state | {"buffer": {k: v[:, :3] if v.dim() == 2 else v for k, v in state["buffer"].items()}},
-    }
+    broken = {"keys": {"step": 100}, "sac": state | {"sac": {}}, "step": state | {"step": 300},
+              "buffer": state | {"buffer": {k: v[:, :3] if v.dim() == 2 else v for k, v in state["buffer"].items()}}}  # fmt: skip
     for name, value in broken.items():
         torch.save(value, tmp_path / f"{name}.pt")
         cases[name] = (tmp_path / f"{name}.pt",

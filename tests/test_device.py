@@ -27,29 +27,19 @@ from conftest import TINY, fit_settings, load_module
 from torch.overrides import TorchFunctionMode
 
 # calls that make the host wait for the device (or copy through the host), by name: Tensor methods and torch functions
-SYNCS = {
-    "item": "reads a value on the host",
-    "tolist": "reads values on the host",
-    "numpy": "copies to a numpy array",
-    "__array__": "copies to a numpy array",
-    "__bool__": "Python branches on a tensor's value",
-    "__float__": "reads a value on the host",
-    "__int__": "reads a value on the host",
-    "__index__": "reads a value on the host",
-    "__complex__": "reads a value on the host",
-    "__format__": "formats a value on the host",
-    "__repr__": "formats values on the host",
-    "cpu": "copies to the host",
-    "nonzero": "the host waits for the count of nonzero entries",
-    "argwhere": "the host waits for the count of nonzero entries",
-    "masked_select": "the host waits for the count of selected entries",
-    "unique": "the host waits for the count of unique entries",
-    "unique_consecutive": "the host waits for the count of unique entries",
-    "tensor": "copies host data to the device",
-    "as_tensor": "copies host data to the device",
-    "asarray": "copies host data to the device",
-    "from_numpy": "wraps a numpy array",
-}
+SYNCS = {"item": "reads a value on the host", "tolist": "reads values on the host",
+         "numpy": "copies to a numpy array", "__array__": "copies to a numpy array",
+         "__bool__": "Python branches on a tensor's value", "__float__": "reads a value on the host",
+         "__int__": "reads a value on the host", "__index__": "reads a value on the host",
+         "__complex__": "reads a value on the host", "__format__": "formats a value on the host",
+         "__repr__": "formats values on the host", "cpu": "copies to the host",
+         "nonzero": "the host waits for the count of nonzero entries",
+         "argwhere": "the host waits for the count of nonzero entries",
+         "masked_select": "the host waits for the count of selected entries",
+         "unique": "the host waits for the count of unique entries",
+         "unique_consecutive": "the host waits for the count of unique entries",
+         "tensor": "copies host data to the device", "as_tensor": "copies host data to the device",
+         "asarray": "copies host data to the device", "from_numpy": "wraps a numpy array"}  # fmt: skip
 # factories whose tensor lands on the CPU (the default device) unless they are given device=
 FACTORIES = {"zeros", "ones", "empty", "full", "arange", "rand", "randn", "randint", "randperm", "linspace", "eye"}
 FACTORIES |= {"logspace", "scalar_tensor", "empty_strided"}

@@ -21,9 +21,8 @@ import plumbing  # noqa: E402  (conftest puts algorithms/ on sys.path)
 
 def rows(run_dir: str) -> list[dict]:
     with open(os.path.join(run_dir, "metrics.csv")) as f:
-        return [
-            {k: v for k, v in r.items() if not k.endswith("_seconds") and k != "charts/SPS"} for r in csv.DictReader(f)
-        ]
+        return [{k: v for k,
+                v in r.items() if not k.endswith("_seconds") and k != "charts/SPS"} for r in csv.DictReader(f)]  # fmt: skip
 
 
 def only_run(runs_dir) -> str:
@@ -119,9 +118,7 @@ def test_a_signal_whose_raise_was_lost_still_stops_the_fit_after_the_epoch(orpo,
 
 
 # ------------------------------------------------------------------------------------------- the launchers' cache
-def test_the_launchers_cache_fits_once_per_seed_and_a_run_that_loads_it_continues_as_the_one_that_fitted(
-    hopper_data_dir, tmp_path, monkeypatch
-):
+def test_the_launchers_cache_fits_once_and_a_run_loading_it_equals_its_fitter(hopper_data_dir, tmp_path, monkeypatch):
     """Two runs of one seed launched together: one fits, the other waits on the entry's lock, then loads it with the
     RNG state after the fit, and every logged number, the fit's row 0 included, is the same."""
     toolbox = load_module("benchmarks/toolbox.py", "toolbox")

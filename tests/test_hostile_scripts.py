@@ -111,9 +111,7 @@ def test_join_of_a_part_without_behavior_episodes_is_one_line(part, tmp_path):
     assert not (tmp_path / "j.hdf5").exists()
 
 
-@pytest.mark.parametrize(
-    "change, needle",
-    [
+@pytest.mark.parametrize("change, needle", [
         ({"attrs": {"behavior_episodes": 0}}, "behavior_episodes 0 and behavior_mean_return"),  # was ZeroDivisionError
         ({"attrs": {"behavior_episodes": -3}}, "must be a count >= 1"),  # was a joined file with a wrong mean
         ({"attrs": {"behavior_episodes": "many"}}, "behavior_episodes many"),
@@ -123,8 +121,7 @@ def test_join_of_a_part_without_behavior_episodes_is_one_line(part, tmp_path):
         ({"data": {"rewards": "group"}}, "lacks the dataset(s) rewards"),  # was TypeError
         ({"data": {"rewards": np.zeros(295, np.float32)}}, "'rewards' has shape (295,)"),
         ({"data": {"terminals": np.full(300, 2.0, np.float32)}}, "'terminals' must hold only 0/1"),  # was written
-    ],
-)
+])  # fmt: skip
 def test_join_refuses_a_bad_part_in_one_line(part, tmp_path, change, needle):
     """Both parts damaged alike (the first part's attrs name the joined file's); join.main raises the ValueError that
     run_cli prints as one line."""
@@ -152,9 +149,7 @@ def test_a_full_disk_is_one_line_and_leaves_no_file(part, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------ sac.py, jump
-@pytest.mark.parametrize(
-    "script, flags, needle",
-    [
+@pytest.mark.parametrize("script, flags, needle", [
         ("sac.py", ["--seed", 2**64], "--seed must be below 4294967296"),  # was torch's "Overflow" after the checks
         ("sac.py", ["--env", "NoSuchEnv-v4"], "--env NoSuchEnv-v4: Environment `NoSuchEnv` doesn't exist"),  # was 1
         ("halfcheetah_jump.py", ["--task", "halfcheetah-jump", "--seed", 2**64], "--seed must be below 4294967296"),
@@ -163,8 +158,7 @@ def test_a_full_disk_is_one_line_and_leaves_no_file(part, tmp_path):
             ["--task", "halfcheetah-jump-hard", "--stop-at", 500],
             "--stop-at stops the SAC of --task halfcheetah-jump",
         ),
-    ],
-)
+])  # fmt: skip
 def test_dataset_flags_are_checked_before_any_work(tmp_path, script, flags, needle):
     where = ["--run-dir", tmp_path / "run"] if script == "sac.py" else ["--out", tmp_path / "d.hdf5"]
     one_line(run(f"datasets/{script}", *flags, *where), 2, needle)
@@ -263,9 +257,7 @@ def test_sac_resume_of_a_finished_run_touches_nothing(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------ compare.py
-@pytest.mark.parametrize(
-    "flags, needle",
-    [
+@pytest.mark.parametrize("flags, needle", [
         ({"rows": ()}, "--rows needs at least one value"),  # was a run of nothing, then "no finished run"
         ({"seeds": (1, 1)}, "--seeds needs at least one value, each once, not 1 1"),  # was the same run twice at once
         ({"env": ("local/a", "local/a")}, "--env needs at least one value, each once"),
@@ -276,8 +268,7 @@ def test_sac_resume_of_a_finished_run_touches_nothing(tmp_path):
         ({"results": "/etc/hostname/results"}, "--results: cannot write in /etc/hostname/results"),  # was a traceback
         ({"runs_dir": "/etc/hostname/runs"}, "--runs-dir: cannot write in"),
         ({"out": "/etc/hostname/report", "report_only": True}, "--out: cannot write in"),  # was after the report
-    ],
-)
+])  # fmt: skip
 def test_compare_flags_are_checked_before_any_run(flags, needle):
     with pytest.raises(compare.UsageError) as info:
         compare.check(compare.Args(**flags))
@@ -292,11 +283,9 @@ def test_compare_a_dataset_that_is_not_hdf5_is_one_line(tmp_path):
 
 def compare_flags(tmp_path, rows=("td3bc",), epochs=1, steps=2):
     """A compare.py command at tiny sizes; --settings ours needs no peer source."""
-    return [
-        *["--runs-dir", tmp_path / "runs", "--results", tmp_path / "results", "--out", tmp_path / "report"],
-        *["--settings", "ours", "--rows", *rows, "--seeds", 1, "--epochs", epochs, "--steps-per-epoch", steps],
-        *["--eval-episodes", 1, "--reps", 100, "--algo-flags=--hidden-dims 8 8 --batch-size 8"],
-    ]
+    return [*["--runs-dir", tmp_path / "runs", "--results", tmp_path / "results", "--out", tmp_path / "report"],
+            *["--settings", "ours", "--rows", *rows, "--seeds", 1, "--epochs", epochs, "--steps-per-epoch", steps],
+            *["--eval-episodes", 1, "--reps", 100, "--algo-flags=--hidden-dims 8 8 --batch-size 8"]]  # fmt: skip
 
 
 def fake_result(results, row, seed, fingerprint="1:0123456789abcdef", scores=(1.0, 2.0), status="finished"):
@@ -320,16 +309,13 @@ def test_compare_refuses_results_made_from_another_file_under_the_same_name(tmp_
     assert not (tmp_path / "runs").exists() and json.loads((seed1 / "config.json").read_text())["_dataset"]
 
 
-@pytest.mark.parametrize(
-    "damage, needle",
-    [
+@pytest.mark.parametrize("damage, needle", [
         (lambda d: d.rename(d.with_name("seedX")), "seedX: a damaged result (not a seed<N> folder)"),  # ValueError
         (lambda d: (d / "metrics.csv").unlink(), "a damaged result (FileNotFoundError"),  # was FileNotFoundError
         (lambda d: (d / "metrics.csv").write_text("epoch,eval/normalized_score\n1,abc\n"), "to float: 'abc'"),
         (lambda d: (d / "metrics.csv").write_text("epoch,eval/normalized_score\n"), "holds no evaluation"),  # Index
         (lambda d: (d / "summary.json").write_text('{"status": "fin'), "summary.json is not a JSON object"),  # skipped
-    ],
-)
+])  # fmt: skip
 def test_compare_a_damaged_result_is_one_line_naming_it(tmp_path, damage, needle):
     fake_result(tmp_path, "mopo", 2)
     damage(fake_result(tmp_path, "mopo", 1))
@@ -384,17 +370,14 @@ def test_compare_a_second_sigterm_waits_for_the_runs_and_the_same_command_resume
 
 
 # ------------------------------------------------------------------------------------------------ speed.py
-@pytest.mark.parametrize(
-    "flags, needle",
-    [
+@pytest.mark.parametrize("flags, needle", [
         ({"seed": -1}, "--seed -1: must lie in [0, 2**32)"),  # was numpy's traceback after the checks
         ({"compare": __file__, "labels": ("a", "a")}, "--labels a a: the two columns need two names"),  # one column
         ({"horizons": (1, 1)}, "every h must be at least 1, each once"),  # each run twice
         ({"algo_flags": "--hidden-dims '32"}, "--algo-flags --hidden-dims '32: No closing quotation"),  # traceback
         ({"algo_flags": "--runs-dir x"}, "--algo-flags sets --runs-dir"),  # was IndexError after a run
         ({"out": "/etc/hostname/speed"}, "--out /etc/hostname/speed: /etc/hostname is not a folder"),  # was at the end
-    ],
-)
+])  # fmt: skip
 def test_speed_flags_are_checked_before_any_work(flags, needle):
     with pytest.raises(speed.UsageError) as info:  # toolbox.cli prints it as one line, exit 2
         speed.check(speed.Args(**flags))
@@ -405,13 +388,10 @@ def test_speed_flags_are_checked_before_any_work(flags, needle):
 SPEED_TINY = ["--only", "ensemble", "--dataset-size", 5000, "--repeats", 1, "--dynamics-epochs", 1]
 
 
-@pytest.mark.parametrize(
-    "flags, code, needle",
-    [
+@pytest.mark.parametrize("flags, code, needle", [
         (["--threads", "nan"], 2, "Error parsing --threads: invalid literal for int()"),  # tyro's box
         (["--module", "datasets/join.py"], 1, "join.py takes no --runs-dir: it is not an algorithm file"),  # Stop...
-    ],
-)
+])  # fmt: skip
 def test_speed_bad_input_is_one_line(tmp_path, flags, code, needle):
     proc = run("benchmarks/speed.py", *SPEED_TINY, *flags, cwd=ROOT)
     one_line(proc, code, needle) if code == 1 else None

@@ -16,7 +16,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, load_module
+from conftest import ROOT, load_module, run_script
 
 import make_fixtures  # noqa: E402
 
@@ -89,8 +89,8 @@ SCRIPTS = sorted(
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
-def test_every_scripts_help_exits_0_without_a_traceback(script):
-    done = subprocess.run([sys.executable, os.path.join(ROOT, script), "--help"], capture_output=True, text=True)
+def test_every_scripts_help_exits_0_without_a_traceback(script, tmp_path):
+    done = run_script(script, "--help", cwd=str(tmp_path))  # forked from the zygote: the script's own process
     assert done.returncode == 0 and "Traceback" not in done.stderr + done.stdout, done.stderr[-800:]
     assert len(done.stdout.splitlines()) > 3
     # one layout for every script a user runs: tyro's, every flag with its docstring and one default (no Python list

@@ -54,13 +54,9 @@ def test_loader_returns_the_files_rows_real_hopper_data(orpo, hopper_data_dir):
     # the file exercises both episode ends, and timeouts in its middle (so dropping them shifts later rows)
     assert raw["terminals"].sum() > 0 and 0 < np.flatnonzero(~keep)[0] < len(keep) - 1
     data = plumbing.load_transitions(path)
-    expected = {
-        "obs": raw["observations"][keep],
-        "act": raw["actions"][keep],
-        "rew": raw["rewards"][keep][:, None],
-        "next_obs": raw["next_observations"][keep],
-        "done": raw["terminals"][keep].astype(np.float32)[:, None],
-    }
+    expected = {"obs": raw["observations"][keep], "act": raw["actions"][keep], "rew": raw["rewards"][keep][:, None],
+                "next_obs": raw["next_observations"][keep], "done": raw["terminals"][keep].astype(np.float32)[:,
+                None]}  # fmt: skip
     assert set(data) == set(expected)
     for key, value in expected.items():
         assert data[key].dtype == np.float32, key
@@ -152,9 +148,7 @@ def row_keys(obs, act, next_obs):
 LAMBDA_O, LAMBDA_P, REAL_RATIO, OUTPUT_ROLLOUT_RATIO = 0.5, 2.0, 0.1, 0.3
 
 
-def test_each_policy_trains_on_its_mdps_rewards_with_the_configured_rows_per_source(
-    orpo, hopper_data_dir, tmp_path, monkeypatch
-):
+def test_each_policy_trains_on_its_mdps_rewards_and_rows_per_source(orpo, hopper_data_dir, tmp_path, monkeypatch):
     """Run main() for one epoch with every update's batch recorded, and trace each batch row to where it came from:
     the HDF5 file (D), π^o's model rollouts or π^p's model rollouts. Then
       π^o (SAC):     D rows carry the file's reward, π^o's rollout rows r^o = r̂ + λo·u (O-MDP), no π^p rows;

@@ -31,9 +31,7 @@ def test_loader_uses_next_observations_and_drops_timeouts(orpo, hopper_data_dir)
     np.testing.assert_array_equal(data["done"][:, 0], raw["terminals"][keep].astype(np.float32))
     # at a terminal step the next row is the next episode's first state, which a model must never learn
     end = np.flatnonzero(raw["terminals"][:-1])[0]
-    assert not np.allclose(
-        raw["next_observations"][end], raw["observations"][end + 1]
-    )  # precondition of the next check
+    assert not np.allclose(raw["next_observations"][end], raw["observations"][end + 1])  # the next check's premise
     row = keep[:end].sum()
     np.testing.assert_array_equal(data["next_obs"][row], raw["next_observations"][end])
 
@@ -239,12 +237,8 @@ def test_early_stopping_restores_each_models_best(orpo):
     """Training stops on patience, and the weights left are each model's best on the holdout set."""
     torch.manual_seed(1)
     obs, act = torch.randn(600, 2), torch.randn(600, 1)
-    data = {
-        "obs": obs,
-        "act": act,
-        "next_obs": obs + 0.3 * obs.roll(1, 1) + 0.1 * torch.randn(600, 2),
-        "rew": torch.randn(600, 1),
-    }
+    data = {"obs": obs, "act": act, "next_obs": obs + 0.3 * obs.roll(1, 1) + 0.1 * torch.randn(600, 2),
+            "rew": torch.randn(600, 1)}  # fmt: skip
     model = orpo.EnsembleDynamics(2, 1, (32,), 3, 2)
     torch.manual_seed(5)
     metrics = orpo.fit_dynamics(model, data, **fit_settings(orpo.Args(dynamics_patience=2, dynamics_max_epochs=300,
@@ -335,19 +329,10 @@ def test_end_to_end_run_writes_a_finite_score(cli, tmp_path):
     rows = read_metrics(run_dir)
     assert [r["epoch"] for r in rows] == ["0", "1", "2"]  # row 0: the ensemble's fit
     assert float(rows[0]["dynamics/holdout_mse"]) > 0 and int(rows[0]["dynamics/epochs"]) == 2
-    for key in (
-        "eval/normalized_score",
-        "eval/model_return",
-        "eval/model_uncertainty",
-        "rollout/u_optimistic",
-        "rollout/u_pessimistic",
-        "rollout/action_distance_optimistic",
-        "losses/critic_loss",
-        "losses/actor_loss",
-        "rollout_policy/alpha",
-        "rollout_policy/critic_loss",
-        "losses/q",
-    ):
+    keys = ["eval/normalized_score", "eval/model_return", "eval/model_uncertainty", "rollout/u_optimistic", "losses/q",
+            "rollout/u_pessimistic", "rollout/action_distance_optimistic", "losses/critic_loss", "losses/actor_loss",
+            "rollout_policy/alpha", "rollout_policy/critic_loss"]  # fmt: skip
+    for key in keys:
         assert np.isfinite(float(rows[-1][key])), key
     config = json.loads((run_dir / "config.json").read_text())
     assert config["lambda_p"] == 5.9 and config["rollout_length_o"] == 5  # the preset was applied and saved

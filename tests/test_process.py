@@ -85,9 +85,7 @@ def test_sigint_and_sigkill_resume_to_the_uninterrupted_metrics(straight, hopper
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_a_signal_in_the_ensemble_fit_keeps_its_epochs_and_the_resume_ends_as_the_uninterrupted_run(
-    signum, straight, hopper_data_dir, tmp_path
-):
+def test_a_signal_in_the_fit_keeps_its_epochs_and_resumes_exactly(signum, straight, hopper_data_dir, tmp_path):
     """The fit's state after its last finished epoch is saved (dynamics_fit.pt); --resume continues the fit from it
     and ends with every number of the run never stopped."""
     proc = start(tmp_path, hopper_data_dir[0], *SMALL)

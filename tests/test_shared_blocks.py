@@ -21,13 +21,9 @@ blocks = sync_shared.blocks
 MODEL = ["layers", "model"]
 MODEL_BASED = MODEL[1:]  # not in td3bc.py
 # the blocks each file carries, in order, before `main`; everything else a run needs is in algorithms/plumbing.py
-CARRIES = {
-    "orpo": [*MODEL, "agents", "sac", "td3bc", "buffers", "mixing"],
-    "mopo": [*MODEL, "agents", "sac", "td3bc", "buffers", "mixing"],
-    "oroo": [*MODEL, "agents", "sac", "buffers", "mixing"],
-    "mbpo": [*MODEL, "agents", "sac", "buffers", "mixing"],
-    "td3bc": ["layers", "agents", "td3bc", "buffers"],
-}
+CARRIES = {"orpo": [*MODEL, "agents", "sac", "td3bc", "buffers", "mixing"], "mopo": [*MODEL, "agents", "sac", "td3bc",
+           "buffers", "mixing"], "oroo": [*MODEL, "agents", "sac", "buffers", "mixing"], "mbpo": [*MODEL, "agents",
+           "sac", "buffers", "mixing"], "td3bc": ["layers", "agents", "td3bc", "buffers"]}  # fmt: skip
 
 
 def test_shared_blocks_are_identical():
