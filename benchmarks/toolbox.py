@@ -173,7 +173,8 @@ def ensemble_entry(cache: str, cmd: list[str]) -> Optional[str]:
         return None
     if any(w.split("=")[0] in ("--resume", "--load-dynamics-path") for w in cmd):
         return None
-    args = parse_args(Args, cmd[2:])
+    with _LOADING:  # tyro's caches are not thread-safe: a launcher's threads parse one at a time
+        args = parse_args(Args, cmd[2:])
     try:
         path = plumbing.resolve_task(args.env, args.dataset_path, args.eval_env, args.data_dir)[1]
     except UserError:  # the run itself says what is wrong with its data
@@ -224,7 +225,8 @@ def cached_ensemble(cache: Optional[str], cmd: list[str]):
         lock.release()
         yield cmd + ["--load-dynamics-path", entry]
         return
-    runs_dir, done = parse_args(algorithm(os.path.splitext(os.path.basename(cmd[1]))[0]).Args, cmd[2:]).runs_dir, []
+    with _LOADING:
+        runs_dir, done = parse_args(algorithm(os.path.splitext(os.path.basename(cmd[1]))[0]).Args, cmd[2:]).runs_dir, []
 
     def watch():  # the run's directory is the one whose config.json records this command
         try:
