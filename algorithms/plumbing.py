@@ -76,11 +76,8 @@ class RunEnded(UserError):
 
 # ---------------------------------------------------------------------------------------------------------------- data
 # D4RL's reference returns (d4rl/infos.py): random and expert policies, used for the normalised score
-DOMAINS = {
-    "hopper": ("Hopper-v4", -20.272305, 3234.3),
-    "halfcheetah": ("HalfCheetah-v4", -280.178953, 12135.0),
-    "walker2d": ("Walker2d-v4", 1.629008, 4592.3),
-}
+DOMAINS = {"hopper": ("Hopper-v4", -20.272305, 3234.3), "halfcheetah": ("HalfCheetah-v4", -280.178953, 12135.0),
+           "walker2d": ("Walker2d-v4", 1.629008, 4592.3)}  # fmt: skip
 D4RL_NAMES = [f"{d}-{k}-v2" for d in DOMAINS for k in ("random", "medium", "medium-replay", "medium-expert")]
 JUMP_TASKS = ("halfcheetah-jump", "halfcheetah-jump-hard")
 REWARD_FNS = ("env", *JUMP_TASKS)  # a file's `reward_fn` attr: the env's own reward, or a jump task's
@@ -108,9 +105,8 @@ class Task:
 
 
 def domain_of(gym_id: str) -> str:
-    return next(
-        (d for d, (i, _, _) in DOMAINS.items() if gym_id.split("-")[0] == i.split("-")[0]), gym_id.split("-")[0].lower()
-    )
+    return next((d for d, (i, _, _) in DOMAINS.items() if gym_id.split("-")[0] == i.split("-")[0]),
+                gym_id.split("-")[0].lower())  # fmt: skip
 
 
 def download(urls: list[str], path: str) -> None:
@@ -209,9 +205,8 @@ def load_transitions(path: str) -> dict[str, np.ndarray]:
         import minari
 
         eps = list(minari.load_dataset(path[len("minari:") :]).iterate_episodes())
-        cols = [
-            (e.observations[:-1], e.actions, e.rewards, e.observations[1:], e.terminations, e.truncations) for e in eps
-        ]
+        cols = [(e.observations[:-1], e.actions, e.rewards, e.observations[1:], e.terminations,
+                e.truncations) for e in eps]  # fmt: skip
         data = {k: np.concatenate([c[i] for c in cols]) for i, k in enumerate(keys)}  # fmt: skip
     else:
         try:
@@ -627,12 +622,8 @@ class Run:
         args, script = self.args, os.path.basename(self.script)
         config, defaults = read_json(os.path.join(args.resume, "config.json")), asdict(type(args)())
         saved = {k: tuple(v) if isinstance(v, list) else v for k, v in config.items() if not k.startswith("_")}
-        if (
-            not config
-            or config.get("_script", script) != script
-            or "_script" not in config
-            and set(saved) != set(defaults)
-        ):
+        other = config.get("_script", script) != script or "_script" not in config and set(saved) != set(defaults)
+        if not config or other:
             what = (
                 f"is a run of {config.get('_script', 'another script')}" if config else "holds no readable config.json"
             )
@@ -659,10 +650,8 @@ class Run:
     def _open_dir(self) -> None:
         """The run directory made (or --resume's reopened) and locked; config.json and invocations.jsonl written."""
         args, minari = self.args, self.data_path.startswith("minari:")
-        dataset = {
-            "path": self.data_path if minari else os.path.abspath(self.data_path),
-            "fingerprint": self.fingerprint,
-        }
+        dataset = {"path": self.data_path if minari else os.path.abspath(self.data_path),
+                   "fingerprint": self.fingerprint}  # fmt: skip
         if args.resume is not None:
             self.dir, config = args.resume, read_json(os.path.join(args.resume, "config.json"))
             if (config.get("_dataset") or dataset)["fingerprint"] != self.fingerprint:
@@ -811,14 +800,8 @@ class Run:
         desc, self.deferring = f"{self.args.exp_name} {self.task.name}", True
         self.bar = tqdm(initial=self.start_epoch, total=self.args.epochs, desc=desc, unit="epoch")
         for epoch in range(self.start_epoch + 1, self.last_epoch + 1):
-            self.epoch, self.epoch_start, self.sums, self.counts, self.laps, self.steps = (
-                epoch,
-                time.time(),
-                {},
-                {},
-                {},
-                0,
-            )
+            self.epoch, self.epoch_start, self.steps = epoch, time.time(), 0
+            self.sums, self.counts, self.laps = {}, {}, {}
             yield epoch
             self.bar.update(1)  # after the epoch: an interrupted run's bar shows the epochs it finished
             if self.signal is not None:
@@ -876,9 +859,7 @@ class Run:
         if self.thread_error is not None:
             raise OSError(self.thread_error.errno or errno.EIO, f"TensorBoard could not write ({self.thread_error})")
         if self.nonfinite is not None:
-            kept = (
-                f"the last good checkpoint in {self.dir} is kept" if os.path.isfile(self.ckpt_path) else "no checkpoint"
-            )
+            kept = "the last good checkpoint is kept" if os.path.isfile(self.ckpt_path) else "no checkpoint"
             why = f"training turned non-finite in epoch {self.epoch}: {self.nonfinite} is NaN or infinite; {kept}"
             self.end("failed", why + " (lower the learning rates or λ, or check the data)", 1)
 
@@ -1002,9 +983,8 @@ def gradient_steps(step: Callable[[], dict], n: int, run: Run, policies: list[nn
     with torch.cuda.stream(side):
         eager(warmup)
     torch.cuda.current_stream().wait_stream(side)
-    groups = [
-        g for p in policies for o in vars(p).values() if isinstance(o, torch.optim.Optimizer) for g in o.param_groups
-    ]
+    groups = [g for p in policies for o in vars(p).values() if isinstance(o,
+              torch.optim.Optimizer) for g in o.param_groups]  # fmt: skip
     counters = [(p, p.total_it) for p in policies if hasattr(p, "total_it")]
     for g in groups:
         g["capturable"] = True  # Adam's step counts stay on the device
@@ -1025,12 +1005,9 @@ def gradient_steps(step: Callable[[], dict], n: int, run: Run, policies: list[nn
 
 
 # ----------------------------------------------------------------------------------------------------------------- cli
-FIXES = {
-    errno.ENOSPC: "free disk space",
-    errno.EDQUOT: "free disk space (the disk quota is full)",
-    errno.ENAMETOOLONG: "a file name is too long: shorten --runs-dir, --exp-name or the dataset's file name",
-    errno.EROFS: "pass a writable --runs-dir (this file system is read-only)",
-}
+FIXES = {errno.ENOSPC: "free disk space", errno.EDQUOT: "free disk space (the disk quota is full)",
+         errno.ENAMETOOLONG: "a file name is too long: shorten --runs-dir, --exp-name or the dataset's file name",
+         errno.EROFS: "pass a writable --runs-dir (this file system is read-only)"}  # fmt: skip
 
 
 def cli(main: Callable, args_class: type, argv: Optional[list[str]] = None) -> None:
