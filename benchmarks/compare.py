@@ -25,8 +25,9 @@ same dataset settings (λp, u, h; ORPO's λo, h^o and batch shares too), as flag
 --task (--settings theirs) or our presets' (--settings ours). The peers' code is fetched from --kit-source /
 --orpo-source ($ORPO_PEERS_MIRROR's snapshots where it is set) at run time into a temporary folder
 (benchmarks/peers.py), never copied here. Our model-based rows of one seed share the ensemble that
-fits first, through the algorithms' --dynamics-cache (one entry per data file, dynamics flags and seed, fitted
-once and loaded by every later run, of this or any later comparison; --dynamics-cache '' lets each fit its own); the
+fits first, through the launchers' cache (--dynamics-cache, benchmarks/toolbox.py: one entry per data file, dynamics
+flags and seed, fitted once and given to every later run, of this or any later comparison, with --load-dynamics-path;
+--dynamics-cache '' lets each fit its own); the
 peers fit their own, or with --peer-ensemble shared load that same ensemble (peers.py --load-dynamics converts it to
 their format), so every model-based row of a seed rolls out in one model.
 
@@ -169,11 +170,11 @@ class Args:
     the pair settings (--settings gives those)"""
     peer_ensemble: Literal["own", "shared"] = "own"
     """the peer rows' ensemble: `own`, each fits its own with its own code; `shared`, each loads the one our
-    model-based rows of its (dataset, seed) fitted into --dynamics-cache (peers.py --load-dynamics) and waits until
+    model-based rows of its (dataset, seed) fitted (peers.py --load-dynamics) and waits until
     it exists, so all the model-based rows of a seed differ only in their policy phase"""
     dynamics_cache: str = os.path.join("runs", "dynamics_cache")
-    """our model-based rows' --dynamics-cache: the first run of a (dataset, seed) fits the ensemble there and the others
-    load it ('' : every run fits its own)"""
+    """the launchers' ensemble cache (benchmarks/toolbox.py) for our model-based rows: the first run of a (dataset, seed)
+    fits the ensemble, the others load it from here with --load-dynamics-path ('' : every run fits its own)"""
     kit_source: str = peer_source("yihaosun1124+OfflineRL-Kit", "https://github.com/yihaosun1124/OfflineRL-Kit")
     """OfflineRL-Kit: a git URL or a local git dir (benchmarks/peers.py --source; default: the snapshot in
     $ORPO_PEERS_MIRROR where it is set, else GitHub)"""

@@ -131,8 +131,9 @@ class Args:
     runs_dir: str = "runs/scores"
     """where the runs are written (the launcher's own state goes to RUNS_DIR/_grid)"""
     dynamics_cache: str = os.path.join("runs", "dynamics_cache")
-    """the model-based runs' --dynamics-cache: each (dataset, dynamics flags, seed)'s ensemble is fitted once and loaded
-    by every other algorithm of the grid, and by compare.py's and budget.py's runs ('': every run fits its own)"""
+    """the launchers' ensemble cache (benchmarks/toolbox.py): each (dataset, dynamics flags, seed)'s ensemble is fitted
+    once and given with --load-dynamics-path to every other algorithm of the grid, and to compare.py's and budget.py's
+    runs ('': every run fits its own)"""
     out: str = "runs/scores/scores.md"
     """markdown table written here, and beside it a .json, a .png of the learning curves and a _profile.png (default
     under runs/, not committed; a committed page is written by passing --out docs/NAME.md on purpose)"""
