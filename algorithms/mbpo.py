@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Callable, Literal, Optional
 
@@ -30,76 +30,72 @@ except ImportError as e:  # this file's run plumbing: copy both files
 class Args(RunArgs):  # the data and run flags (--env, --seed, --runs-dir, ...) are plumbing.RunArgs'
     # MBPO: the plain model MDP, no penalty (presets fill the fields left unset)
     uncertainty: Optional[Literal["max_aleatoric", "ensemble_var", "ensemble_std", "mixture_var", "mixture_std"]] = None
-    """uncertainty heuristic u(s, a), only logged: MBPO has no penalty (default: the dataset preset); ensemble_var/std
+    """uncertainty heuristic u(s, a), only logged: MBPO has no penalty (None: the dataset preset); ensemble_var/std
     are OfflineRL-Kit's spread of the members' next-state means, mixture_var/std the appendix's mixture formula"""
-    rollout_length: Optional[int] = None
-    """h, the rollout horizon (default: the dataset preset)"""
-    rollout_batch_size: int = 50000
+    rollout_length: Optional[int] = field(default=None, metadata={"range": "[1, inf)"})
+    """h, the rollout horizon (None: the dataset preset)"""
+    rollout_batch_size: int = field(default=50000, metadata={"range": "[1, inf)"})
     """start states drawn from D for each epoch's rollouts (b in Algorithm 2)"""
-    model_retain_epochs: int = 5
+    model_retain_epochs: int = field(default=5, metadata={"range": "[1, inf)"})
     """model buffers keep this many epochs of rollouts (ring buffers)"""
-    real_ratio: float = 0.05
+    real_ratio: float = field(default=0.05, metadata={"range": "[0, 1]"})
     """fraction of real transitions in each batch (the rest from the model buffer)"""
 
     # The policy: SAC in the model MDP
-    hidden_dims: tuple[int, ...] = (256, 256)
+    hidden_dims: tuple[int, ...] = field(default=(256, 256), metadata={"range": "[1, inf)"})
     """hidden layer sizes of the actor and critics (OfflineRL-Kit's MOPO)"""
-    gamma: float = 0.99
+    gamma: float = field(default=0.99, metadata={"range": "[0, 1]"})
     """discount factor γ"""
-    tau: float = 0.005
+    tau: float = field(default=0.005, metadata={"range": "[0, 1]"})
     """target network smoothing coefficient"""
     normalize_obs: bool = False
     """standardise policy inputs with D's mean and std + 1e-3 (off by default, as OfflineRL-Kit's MOPO)"""
-    sac_actor_lr: float = 1e-4
+    sac_actor_lr: float = field(default=1e-4, metadata={"range": "(0, inf)"})
     """SAC actor learning rate, cosine-annealed to 0 over `sac_lr_horizon` epochs"""
-    sac_lr_horizon: int = 1000
+    sac_lr_horizon: int = field(default=1000, metadata={"range": "[1, inf)"})
     """epochs of the actor LR's cosine schedule, 0 after (the paper's 1000; fixed, not --epochs, so a short run is the
     first epochs of the full run)"""
-    sac_critic_lr: float = 3e-4
+    sac_critic_lr: float = field(default=3e-4, metadata={"range": "(0, inf)"})
     """SAC critic learning rate"""
-    sac_alpha_lr: float = 1e-4
+    sac_alpha_lr: float = field(default=1e-4, metadata={"range": "(0, inf)"})
     """SAC entropy temperature learning rate"""
     target_entropy: Optional[float] = None
-    """SAC target entropy (default: −|A|)"""
+    """SAC target entropy (None: −|A|)"""
 
     # Dynamics ensemble
-    num_ensemble: int = 7
+    num_ensemble: int = field(default=7, metadata={"range": "[1, inf)"})
     """N, the number of probabilistic dynamics models"""
-    num_elites: int = 5
+    num_elites: int = field(default=5, metadata={"range": "[1, inf)"})
     """models with the lowest holdout error, the ones sampled from in rollouts"""
-    dynamics_hidden_dims: tuple[int, ...] = (200, 200, 200, 200)
+    dynamics_hidden_dims: tuple[int, ...] = field(default=(200, 200, 200, 200), metadata={"range": "[1, inf)"})
     """hidden layer sizes of each dynamics model"""
     dynamics_bf16: bool = False
     """run the ensemble's hidden layers in bfloat16 autocast (weights, optimiser and outputs stay fp32)"""
-    dynamics_lr: float = 1e-3
+    dynamics_lr: float = field(default=1e-3, metadata={"range": "(0, inf)"})
     """Adam learning rate of the dynamics ensemble"""
-    dynamics_batch_size: int = 256
+    dynamics_batch_size: int = field(default=256, metadata={"range": "[1, inf)"})
     """batch size of dynamics training"""
-    dynamics_max_epochs: Optional[int] = None
-    """cap on dynamics epochs (default: train until early stopping)"""
-    dynamics_patience: int = 5
+    dynamics_max_epochs: Optional[int] = field(default=None, metadata={"range": "[1, inf)"})
+    """cap on dynamics epochs (None: train until early stopping)"""
+    dynamics_patience: int = field(default=5, metadata={"range": "[1, inf)"})
     """stop after this many epochs in which no model's holdout error improved by more than 1%"""
-    dynamics_holdout_ratio: float = 0.2
+    dynamics_holdout_ratio: float = field(default=0.2, metadata={"range": "(0, 1)"})
     """fraction of D held out for validation (at most `dynamics_max_holdout` transitions)"""
-    dynamics_max_holdout: int = 1000
+    dynamics_max_holdout: int = field(default=1000, metadata={"range": "[1, inf)"})
     """largest holdout set"""
-    load_dynamics_path: Optional[str] = None
+    load_dynamics_path: Optional[str] = field(default=None, metadata={"path": "a run's dynamics.pt"})
     """reuse a saved ensemble (a run's dynamics.pt) instead of fitting one"""
-    dynamics_cache: Optional[str] = None
-    """a folder of fitted ensembles shared by runs, one per (data, the flags above, seed): a run loads its entry, or
-    fits and stores it (docs/runs.md)"""
 
     # Training loop
-    epochs: int = 1000
-    """number of epochs; each epoch makes new model rollouts, then `steps_per_epoch` gradient steps"""
-    steps_per_epoch: int = 1000
+    steps_per_epoch: int = field(default=1000, metadata={"range": "[1, inf)"})
     """gradient steps per epoch (the rollout frequency)"""
-    batch_size: int = 256
+    batch_size: int = field(default=256, metadata={"range": "[1, inf)"})
     """batch size of every policy update"""
-    eval_every: int = 1
+    eval_every: int = field(default=1, metadata={"range": "[1, inf)"})
     """evaluate every this many epochs (and after the last)"""
-    eval_episodes: int = 10
-    """episodes per evaluation, run as one vectorised environment"""
+
+    def problems(self) -> list[str]:  # flags that act only together, checked before any work (plumbing)
+        return ensemble_problems(self)
 
 
 # Per-dataset presets from the paper's "Tuned hyper-parameters" table, which has no MBPO column: the
@@ -237,22 +233,15 @@ def dynamics_step(model: EnsembleDynamics, optimizer: torch.optim.Optimizer, x: 
     return nll.detach()
 
 
-def fit_dynamics(
-    model: EnsembleDynamics,
-    data: dict,
-    lr: float,
-    batch_size: int,
-    max_epochs,
-    patience: int,
-    holdout_ratio: float,
-    max_holdout: int,
-    resume: Optional[dict] = None,
-    progress: Optional[Callable] = None,
-) -> dict[str, float]:
+def fit_dynamics(model: EnsembleDynamics, data: dict, lr: float, batch_size: int, max_epochs, patience: int,
+                 holdout_ratio: float, max_holdout: int, resume: Optional[dict] = None,
+                 progress: Optional[Callable] = None) -> dict[str, float]:  # fmt: skip
     """Maximum likelihood on (s, a) -> (Δs, r): a bootstrap resample per model, early stopping on the holdout MSE
     (stop after `patience` epochs in which no model improved by more than 1 %, or at `max_epochs`), each model's best
     weights kept. After every epoch `progress(state)` may save `state()`; `resume` (such a state) continues that fit
     exactly where it stopped (hours of a 1M-row fit on a CPU survive a kill)."""
+    if model.bf16 and data["obs"].is_cuda and not torch.cuda.is_bf16_supported():
+        raise UserError("--dynamics-bf16: this GPU has no bfloat16 support (compute capability 8.0+); drop the flag")
     inputs = torch.cat([data["obs"], data["act"]], dim=-1)
     targets = torch.cat([data["next_obs"] - data["obs"], data["rew"]], dim=-1)
     n, E, dev = len(inputs), model.num_ensemble, inputs.device
@@ -308,11 +297,7 @@ def fit_dynamics(
         for saved, p in zip(best_params, members):
             p.copy_(saved)
         model.elites.copy_(torch.argsort(best)[: len(model.elites)])
-    return {
-        "dynamics/holdout_mse": best[model.elites].mean().item(),
-        "dynamics/epochs": epoch,
-        "dynamics/train_nll": nll.item(),
-    }
+    return {"dynamics/holdout_mse": best[model.elites].mean().item(), "dynamics/epochs": epoch, "dynamics/train_nll": nll.item()}  # fmt: skip
 
 
 UNCERTAINTIES = ("max_aleatoric", "ensemble_var", "ensemble_std", "mixture_var", "mixture_std")
@@ -399,9 +384,8 @@ def rollout(dynamics, policy: Callable, start_obs: torch.Tensor, horizon: int, t
 
 
 @torch.no_grad()
-def model_eval(
-    dynamics, terminal: Callable, uncertainty: str, gamma: float, device, actor: Callable, first_obs: np.ndarray, envs
-) -> dict:
+def model_eval(dynamics, terminal: Callable, uncertainty: str, gamma: float, device, actor: Callable,
+               first_obs: np.ndarray, envs) -> dict:  # fmt: skip
     """η_M̂(π) and ε_u(π) (Fig. 6): the deterministic policy's discounted return and mean u in the model MDP, from the
     real evaluation episodes' first states (main binds its model with partial)."""
     horizon = envs.envs[0].spec.max_episode_steps or 1000
@@ -416,6 +400,15 @@ def model_eval(
         alive &= ~terminal(obs)
         obs = torch.nan_to_num(obs)  # an ended, diverged row must not poison the batch
     return {"eval/model_return": ret.mean().item(), "eval/model_uncertainty": (u_sum / steps.clamp(min=1)).item()}
+
+
+def ensemble_problems(a) -> list[str]:
+    """The ensemble's flags that act only together (every model-based file's Args.problems checks them)."""
+    rules = [(a.num_elites > a.num_ensemble, f"--num-elites {a.num_elites} exceeds --num-ensemble {a.num_ensemble}"),
+             (a.num_ensemble == 1 and a.uncertainty in ("ensemble_var", "ensemble_std"), f"--uncertainty {a.uncertainty}"
+              " is the members' disagreement, 0 with --num-ensemble 1 (λ would do nothing): use 2+ members or "
+              "max_aleatoric")]  # fmt: skip
+    return [why for broken, why in rules if broken]
 
 
 # --- end ---
@@ -541,14 +534,8 @@ class SAC(nn.Module):
         alpha_loss.backward()
         self.alpha_optim.step()
         soft_update(self.critic_target, self.critic, self.tau)
-        return {
-            "critic_loss": critic_loss.detach(),
-            "actor_loss": actor_loss.detach(),
-            "alpha": alpha[0],
-            "alpha_loss": alpha_loss.detach(),
-            "q": q.detach().mean(),
-            "entropy": -log_prob.detach().mean(),
-        }
+        return {"critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(), "alpha": alpha[0],
+                "alpha_loss": alpha_loss.detach(), "q": q.detach().mean(), "entropy": -log_prob.detach().mean()}  # fmt: skip
 
 
 class CosineLR(torch.optim.lr_scheduler.CosineAnnealingLR):
@@ -610,10 +597,8 @@ def mix_counts(batch_size: int, ratios: tuple[float, ...]) -> list[int]:
 def sample_mix(sources: list[tuple[ReplayBuffer, int, str]]) -> dict[str, torch.Tensor]:
     """One batch from several buffers: (buffer, rows, which stored reward to use as 'rew')."""
     if any(buf.size == 0 for buf, n, _ in sources if n > 0):
-        raise UserError(
-            "a model buffer is still empty: every rollout row so far was NaN or infinite (the ensemble diverged); "
-            "check the dataset for huge values or lower --dynamics-lr"
-        )
+        raise UserError("a model buffer is still empty: every rollout row so far was NaN or infinite (the ensemble "
+                        "diverged); check the dataset for huge values or lower --dynamics-lr")  # fmt: skip
     parts = [buf.sample(n) for buf, n, _ in sources if n > 0]
     keys = [key for _, n, key in sources if n > 0]
     batch = {k: torch.cat([p[k] for p in parts]) for k in ("obs", "act", "next_obs", "done")}
@@ -639,8 +624,9 @@ def rollout_metrics(start: dict, ro: dict, b: int) -> dict[str, torch.Tensor]:
 
 def main(args: Args) -> dict:
     run = Run(args, apply_presets)  # flags checked, dataset resolved, presets filled, seeded; the run directory
-    args, device = run.args, run.device
+    device = run.device  # run.args is args, resumed or filled in by the presets
     data, max_action = run.load_data()  # D as tensors on the device, checked against the evaluation env
+    check_memory(128 * args.batch_size * data["obs"].shape[1], f"--batch-size {args.batch_size}", device)  # a batch
     obs_dim, act_dim = data["obs"].shape[1], data["act"].shape[1]
     real = ReplayBuffer(len(data["obs"]), {k: v.shape[1] for k, v in data.items()}, device)
     real.add(data)
@@ -660,7 +646,7 @@ def main(args: Args) -> dict:
     # the ensemble T̂ and its uncertainty u, fitted once on D
     dims = (obs_dim, act_dim, args.dynamics_hidden_dims, args.num_ensemble, args.num_elites, args.dynamics_bf16)
     dynamics = EnsembleDynamics(*dims).to(device)
-    dyn_metrics = run.load_or_fit(dynamics, lambda **kw: fit_dynamics(dynamics, data, **fit, **kw))
+    dyn_metrics = run.load_or_fit(dynamics, partial(fit_dynamics, dynamics, data, **fit), args.load_dynamics_path)
     terminal = termination_fn(run.task.domain)
 
     # the policy (SAC with a cosine-annealed actor LR)
@@ -669,9 +655,7 @@ def main(args: Args) -> dict:
     actor_schedule = CosineLR(policy.actor_optim, T_max=args.sac_lr_horizon)
     n = mix_counts(args.batch_size, (args.real_ratio, 1 - args.real_ratio))
     parts = {"policy": policy, "actor_schedule": actor_schedule, "buf": buf}
-    model_return = partial(
-        model_eval, dynamics, terminal, args.uncertainty, args.gamma, device
-    )  # eval/model_return, eval/model_uncertainty
+    model_return = partial(model_eval, dynamics, terminal, args.uncertainty, args.gamma, device)  # eval/model_*
 
     def gradient_step() -> dict[str, dict[str, torch.Tensor]]:
         # one update on D ∪ D_model: D's rows with their real rewards, the model's with r̂ (no penalty)

@@ -32,25 +32,25 @@ except ImportError as e:  # this file's run plumbing: copy both files
 @dataclass
 class Args(RunArgs):  # the data and run flags (--env, --seed, --runs-dir, ...) are plumbing.RunArgs'
     # ORPO: the P-MDP and O-MDP of the shared model (Algorithm 2; presets fill the fields left unset)
-    lambda_p: Optional[float] = None
-    """λp, the P-MDP penalty: r^p = r̂ − λp·u (default: the dataset preset)"""
-    lambda_o: Optional[float] = None
-    """λo, the O-MDP bonus: r^o = r̂ + λo·u (Eq. 4) (default: the dataset preset)"""
+    lambda_p: Optional[float] = field(default=None, metadata={"range": "[0, inf)"})
+    """λp, the P-MDP penalty: r^p = r̂ − λp·u (None: the dataset preset)"""
+    lambda_o: Optional[float] = field(default=None, metadata={"range": "[0, inf)"})
+    """λo, the O-MDP bonus: r^o = r̂ + λo·u (Eq. 4) (None: the dataset preset)"""
     uncertainty: Optional[Literal["max_aleatoric", "ensemble_var", "ensemble_std", "mixture_var", "mixture_std"]] = None
-    """uncertainty heuristic u(s, a) (default: the dataset preset); ensemble_var/std are OfflineRL-Kit's spread of the
+    """uncertainty heuristic u(s, a) (None: the dataset preset); ensemble_var/std are OfflineRL-Kit's spread of the
     members' next-state means (what the authors' runs used), mixture_var/std the appendix's mixture formula"""
-    rollout_length: Optional[int] = None
-    """h^p, rollout horizon of the output policy π^p (default: the dataset preset)"""
+    rollout_length: Optional[int] = field(default=None, metadata={"range": "[1, inf)"})
+    """h^p, rollout horizon of the output policy π^p (None: the dataset preset)"""
     rollout_length_o: Optional[int] = field(default=None, metadata={"range": "[1, inf)"})
-    """h^o, rollout horizon of the rollout policy π^o (default: the dataset preset)"""
-    rollout_batch_size: int = 50000
+    """h^o, rollout horizon of the rollout policy π^o (None: the dataset preset)"""
+    rollout_batch_size: int = field(default=50000, metadata={"range": "[1, inf)"})
     """start states drawn from D for each epoch's rollouts (b in Algorithm 2)"""
-    model_retain_epochs: int = 5
+    model_retain_epochs: int = field(default=5, metadata={"range": "[1, inf)"})
     """model buffers keep this many epochs of rollouts (ring buffers)"""
-    real_ratio: Optional[float] = None
-    """share of real transitions D in π^p's batch (default: the dataset preset; the official --real-ratio-final)"""
+    real_ratio: Optional[float] = field(default=None, metadata={"range": "[0, 1]"})
+    """share of real transitions D in π^p's batch (None: the dataset preset; the official --real-ratio-final)"""
     output_rollout_ratio: Optional[float] = field(default=None, metadata={"range": "[0, 1]"})
-    """share of π^p's own rollouts D^p_πp in π^p's batch; π^o's relabelled rollouts D^p_πo get the rest (default: the
+    """share of π^p's own rollouts D^p_πp in π^p's batch; π^o's relabelled rollouts D^p_πo get the rest (None: the
     dataset preset; the official --final-policy-rollout-ratio-final)"""
     real_ratio_o: float = field(default=0.05, metadata={"range": "[0, 1]"})
     """fraction of real transitions in π^o's batches (the rest from D^o)"""
@@ -65,7 +65,7 @@ class Args(RunArgs):  # the data and run flags (--env, --seed, --runs-dir, ...) 
     sampled, never updated (what the official code ran); RQ2's uniform random actions, a CVAE of D's actions, or a
     fixed SAC"""
     rollout_policy_path: Optional[str] = field(
-        default=None, metadata={"path": "an ORPO run directory or its checkpoint.pt", "directory": True}
+        default=None, metadata={"path": "an ORPO run's folder", "directory": True}
     )
     """for `--rollout-policy fixed`: an earlier ORPO run directory (or its checkpoint.pt) whose π^o is used"""
     cvae_steps: int = field(default=20000, metadata={"range": "[0, inf)"})
@@ -77,80 +77,73 @@ class Args(RunArgs):  # the data and run flags (--env, --seed, --runs-dir, ...) 
     labelled in the model MDP (λp = 0 for its data), π^o stays optimistic"""
 
     # Output policy π^p: TD3+BC
-    hidden_dims: tuple[int, ...] = (256, 256, 256)
+    hidden_dims: tuple[int, ...] = field(default=(256, 256, 256), metadata={"range": "[1, inf)"})
     """hidden layer sizes of both policies' actors and critics"""
-    actor_lr: float = 3e-4
+    actor_lr: float = field(default=3e-4, metadata={"range": "(0, inf)"})
     """TD3+BC actor learning rate"""
-    critic_lr: float = 3e-4
+    critic_lr: float = field(default=3e-4, metadata={"range": "(0, inf)"})
     """TD3+BC critic learning rate"""
-    gamma: float = 0.99
+    gamma: float = field(default=0.99, metadata={"range": "[0, 1]"})
     """discount factor γ"""
-    tau: float = 0.005
+    tau: float = field(default=0.005, metadata={"range": "[0, 1]"})
     """target network smoothing coefficient"""
-    alpha: float = 2.5
+    alpha: float = field(default=2.5, metadata={"range": "[0, inf)"})
     """TD3+BC's α: the actor loss is −α/mean|Q|·Q + (π(s) − a)²"""
-    policy_noise: float = 0.2
+    policy_noise: float = field(default=0.2, metadata={"range": "[0, inf)"})
     """TD3 target policy smoothing noise"""
-    noise_clip: float = 0.5
+    noise_clip: float = field(default=0.5, metadata={"range": "[0, inf)"})
     """range of the target policy smoothing noise"""
-    policy_freq: int = 2
+    policy_freq: int = field(default=2, metadata={"range": "[1, inf)"})
     """TD3 delayed updates: actor and targets every this many critic updates"""
-    exploration_noise: float = 0.1
+    exploration_noise: float = field(default=0.1, metadata={"range": "[0, inf)"})
     """std of the Gaussian noise on π^p's actions in its model rollouts (TD3 exploration)"""
     normalize_obs: Optional[bool] = None
-    """standardise policy inputs with D's mean and std + 1e-3 (default: off for hopper/walker2d, as the authors')"""
+    """standardise policy inputs with D's mean and std + 1e-3 (None: off for hopper/walker2d, as the authors')"""
 
     # Rollout policy π^o: SAC in the O-MDP
-    sac_actor_lr: float = 1e-4
+    sac_actor_lr: float = field(default=1e-4, metadata={"range": "(0, inf)"})
     """SAC actor learning rate, cosine-annealed to 0 over `sac_lr_horizon` epochs"""
-    sac_lr_horizon: int = 1000
+    sac_lr_horizon: int = field(default=1000, metadata={"range": "[1, inf)"})
     """epochs of the actor LR's cosine schedule, 0 after (the paper's 1000; fixed, not --epochs, so a short run is the
     first epochs of the full run)"""
-    sac_critic_lr: float = 3e-4
+    sac_critic_lr: float = field(default=3e-4, metadata={"range": "(0, inf)"})
     """SAC critic learning rate"""
-    sac_alpha_lr: float = 1e-4
+    sac_alpha_lr: float = field(default=1e-4, metadata={"range": "(0, inf)"})
     """SAC entropy temperature learning rate"""
     target_entropy: Optional[float] = None
-    """SAC target entropy (default: −|A|)"""
+    """SAC target entropy (None: −|A|)"""
 
     # Dynamics ensemble
-    num_ensemble: int = 7
+    num_ensemble: int = field(default=7, metadata={"range": "[1, inf)"})
     """N, the number of probabilistic dynamics models"""
-    num_elites: int = 5
+    num_elites: int = field(default=5, metadata={"range": "[1, inf)"})
     """models with the lowest holdout error, the ones sampled from in rollouts"""
-    dynamics_hidden_dims: tuple[int, ...] = (200, 200, 200, 200)
+    dynamics_hidden_dims: tuple[int, ...] = field(default=(200, 200, 200, 200), metadata={"range": "[1, inf)"})
     """hidden layer sizes of each dynamics model"""
     dynamics_bf16: bool = False
     """run the ensemble's hidden layers in bfloat16 autocast (weights, optimiser and outputs stay fp32)"""
-    dynamics_lr: float = 1e-3
+    dynamics_lr: float = field(default=1e-3, metadata={"range": "(0, inf)"})
     """Adam learning rate of the dynamics ensemble"""
-    dynamics_batch_size: int = 256
+    dynamics_batch_size: int = field(default=256, metadata={"range": "[1, inf)"})
     """batch size of dynamics training"""
-    dynamics_max_epochs: Optional[int] = None
-    """cap on dynamics epochs (default: train until early stopping)"""
-    dynamics_patience: int = 5
+    dynamics_max_epochs: Optional[int] = field(default=None, metadata={"range": "[1, inf)"})
+    """cap on dynamics epochs (None: train until early stopping)"""
+    dynamics_patience: int = field(default=5, metadata={"range": "[1, inf)"})
     """stop after this many epochs in which no model's holdout error improved by more than 1%"""
-    dynamics_holdout_ratio: float = 0.2
+    dynamics_holdout_ratio: float = field(default=0.2, metadata={"range": "(0, 1)"})
     """fraction of D held out for validation (at most `dynamics_max_holdout` transitions)"""
-    dynamics_max_holdout: int = 1000
+    dynamics_max_holdout: int = field(default=1000, metadata={"range": "[1, inf)"})
     """largest holdout set"""
-    load_dynamics_path: Optional[str] = None
+    load_dynamics_path: Optional[str] = field(default=None, metadata={"path": "a run's dynamics.pt"})
     """reuse a saved ensemble (a run's dynamics.pt) instead of fitting one"""
-    dynamics_cache: Optional[str] = None
-    """a folder of fitted ensembles shared by runs, one per (data, the flags above, seed): a run loads its entry, or
-    fits and stores it (docs/runs.md)"""
 
     # Training loop
-    epochs: int = 1000
-    """number of epochs; each epoch makes new model rollouts, then `steps_per_epoch` gradient steps"""
-    steps_per_epoch: int = 1000
+    steps_per_epoch: int = field(default=1000, metadata={"range": "[1, inf)"})
     """gradient steps per epoch (the rollout frequency)"""
-    batch_size: int = 256
+    batch_size: int = field(default=256, metadata={"range": "[1, inf)"})
     """batch size of every policy update"""
-    eval_every: int = 1
+    eval_every: int = field(default=1, metadata={"range": "[1, inf)"})
     """evaluate every this many epochs (and after the last)"""
-    eval_episodes: int = 10
-    """episodes per evaluation, run as one vectorised environment"""
 
     def problems(self) -> list[str]:  # ORPO's flags that act only together, checked with all flags (plumbing)
         rules = [
@@ -161,7 +154,7 @@ class Args(RunArgs):  # the data and run flags (--env, --seed, --runs-dir, ...) 
             ((self.real_ratio or 0) + (self.output_rollout_ratio or 0) > 1 + 1e-9, f"--real-ratio {self.real_ratio} + "
              f"--output-rollout-ratio {self.output_rollout_ratio} exceed 1 (π^o's rollouts get the rest)"),
         ]  # fmt: skip
-        return [why for broken, why in rules if broken]
+        return [why for broken, why in rules if broken] + ensemble_problems(self)
 
 
 # Per-dataset presets, the paper's "Tuned hyper-parameters" table (MOPO columns give λp, the
@@ -207,16 +200,9 @@ def apply_presets(args: Args, task: "Task") -> tuple[Args, str]:
     # the printed "D : D^p_πo : D^p_πp" fits only that order. Read literally, π^p's own share is the third number.
     output_share = third if args.paper_literal else second
     uncertainty = APPENDIX_FORMULA.get(table_u, table_u) if args.paper_literal else "max_aleatoric"
-    defaults = dict(
-        lambda_p=lambda_p if args.pessimism else 0.0,  # "w/o pessimism": π^p's data is labelled in the model MDP
-        uncertainty=uncertainty,
-        rollout_length=h_p,
-        lambda_o=lambda_o,
-        rollout_length_o=h_o,
-        real_ratio=real,
-        output_rollout_ratio=output_share,
-        normalize_obs=task.domain not in ("hopper", "walker2d"),
-    )
+    defaults = dict(lambda_p=lambda_p if args.pessimism else 0.0,  # "w/o pessimism": π^p's data is labelled in the model
+                    uncertainty=uncertainty, rollout_length=h_p, lambda_o=lambda_o, rollout_length_o=h_o, real_ratio=real,
+                    output_rollout_ratio=output_share, normalize_obs=task.domain not in ("hopper", "walker2d"))  # fmt: skip
     for name, value in defaults.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
@@ -278,17 +264,13 @@ def make_rollout_policy(
         path = path or ""
         path = os.path.join(path, "checkpoint.pt") if os.path.isdir(path) else path
         if not os.path.isfile(path):
-            raise UserError(
-                "--rollout-policy fixed needs --rollout-policy-path, an earlier ORPO run directory "
-                "(or its checkpoint.pt)"
-            )
+            raise UserError("--rollout-policy fixed needs --rollout-policy-path, an earlier ORPO run directory (or its "
+                            "checkpoint.pt)")  # fmt: skip
         try:
             rollout_policy.load_state_dict(safe_load(path, "ORPO checkpoint")["parts"]["rollout_policy"])
         except (KeyError, RuntimeError, TypeError) as e:
-            raise UserError(
-                f"--rollout-policy fixed needs --rollout-policy-path, an earlier ORPO run with the same sizes "
-                f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else path})"
-            ) from None
+            raise UserError("--rollout-policy fixed needs --rollout-policy-path, an earlier ORPO run with the same sizes "
+                            f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else path})") from None  # fmt: skip
     return rollout_policy.act
 
 
@@ -391,22 +373,15 @@ def dynamics_step(model: EnsembleDynamics, optimizer: torch.optim.Optimizer, x: 
     return nll.detach()
 
 
-def fit_dynamics(
-    model: EnsembleDynamics,
-    data: dict,
-    lr: float,
-    batch_size: int,
-    max_epochs,
-    patience: int,
-    holdout_ratio: float,
-    max_holdout: int,
-    resume: Optional[dict] = None,
-    progress: Optional[Callable] = None,
-) -> dict[str, float]:
+def fit_dynamics(model: EnsembleDynamics, data: dict, lr: float, batch_size: int, max_epochs, patience: int,
+                 holdout_ratio: float, max_holdout: int, resume: Optional[dict] = None,
+                 progress: Optional[Callable] = None) -> dict[str, float]:  # fmt: skip
     """Maximum likelihood on (s, a) -> (Δs, r): a bootstrap resample per model, early stopping on the holdout MSE
     (stop after `patience` epochs in which no model improved by more than 1 %, or at `max_epochs`), each model's best
     weights kept. After every epoch `progress(state)` may save `state()`; `resume` (such a state) continues that fit
     exactly where it stopped (hours of a 1M-row fit on a CPU survive a kill)."""
+    if model.bf16 and data["obs"].is_cuda and not torch.cuda.is_bf16_supported():
+        raise UserError("--dynamics-bf16: this GPU has no bfloat16 support (compute capability 8.0+); drop the flag")
     inputs = torch.cat([data["obs"], data["act"]], dim=-1)
     targets = torch.cat([data["next_obs"] - data["obs"], data["rew"]], dim=-1)
     n, E, dev = len(inputs), model.num_ensemble, inputs.device
@@ -462,11 +437,7 @@ def fit_dynamics(
         for saved, p in zip(best_params, members):
             p.copy_(saved)
         model.elites.copy_(torch.argsort(best)[: len(model.elites)])
-    return {
-        "dynamics/holdout_mse": best[model.elites].mean().item(),
-        "dynamics/epochs": epoch,
-        "dynamics/train_nll": nll.item(),
-    }
+    return {"dynamics/holdout_mse": best[model.elites].mean().item(), "dynamics/epochs": epoch, "dynamics/train_nll": nll.item()}  # fmt: skip
 
 
 UNCERTAINTIES = ("max_aleatoric", "ensemble_var", "ensemble_std", "mixture_var", "mixture_std")
@@ -553,9 +524,8 @@ def rollout(dynamics, policy: Callable, start_obs: torch.Tensor, horizon: int, t
 
 
 @torch.no_grad()
-def model_eval(
-    dynamics, terminal: Callable, uncertainty: str, gamma: float, device, actor: Callable, first_obs: np.ndarray, envs
-) -> dict:
+def model_eval(dynamics, terminal: Callable, uncertainty: str, gamma: float, device, actor: Callable,
+               first_obs: np.ndarray, envs) -> dict:  # fmt: skip
     """η_M̂(π) and ε_u(π) (Fig. 6): the deterministic policy's discounted return and mean u in the model MDP, from the
     real evaluation episodes' first states (main binds its model with partial)."""
     horizon = envs.envs[0].spec.max_episode_steps or 1000
@@ -570,6 +540,15 @@ def model_eval(
         alive &= ~terminal(obs)
         obs = torch.nan_to_num(obs)  # an ended, diverged row must not poison the batch
     return {"eval/model_return": ret.mean().item(), "eval/model_uncertainty": (u_sum / steps.clamp(min=1)).item()}
+
+
+def ensemble_problems(a) -> list[str]:
+    """The ensemble's flags that act only together (every model-based file's Args.problems checks them)."""
+    rules = [(a.num_elites > a.num_ensemble, f"--num-elites {a.num_elites} exceeds --num-ensemble {a.num_ensemble}"),
+             (a.num_ensemble == 1 and a.uncertainty in ("ensemble_var", "ensemble_std"), f"--uncertainty {a.uncertainty}"
+              " is the members' disagreement, 0 with --num-ensemble 1 (λ would do nothing): use 2+ members or "
+              "max_aleatoric")]  # fmt: skip
+    return [why for broken, why in rules if broken]
 
 
 # --- end ---
@@ -695,14 +674,8 @@ class SAC(nn.Module):
         alpha_loss.backward()
         self.alpha_optim.step()
         soft_update(self.critic_target, self.critic, self.tau)
-        return {
-            "critic_loss": critic_loss.detach(),
-            "actor_loss": actor_loss.detach(),
-            "alpha": alpha[0],
-            "alpha_loss": alpha_loss.detach(),
-            "q": q.detach().mean(),
-            "entropy": -log_prob.detach().mean(),
-        }
+        return {"critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(), "alpha": alpha[0],
+                "alpha_loss": alpha_loss.detach(), "q": q.detach().mean(), "entropy": -log_prob.detach().mean()}  # fmt: skip
 
 
 class CosineLR(torch.optim.lr_scheduler.CosineAnnealingLR):
@@ -763,9 +736,8 @@ class TD3BC(nn.Module):
         with torch.no_grad():
             noise = (torch.randn_like(b["act"]) * self.policy_noise).clamp(-self.noise_clip, self.noise_clip)
             next_act = (self.actor_target(b["next_obs"]) + noise).clamp(-self.max_action, self.max_action)
-            target_q = (
-                b["rew"] + self.gamma * (1 - b["done"]) * self.critic_target(b["next_obs"], next_act).min(0).values
-            )
+            next_q = self.critic_target(b["next_obs"], next_act).min(0).values
+            target_q = b["rew"] + self.gamma * (1 - b["done"]) * next_q
         q = self.critic(b["obs"], b["act"])
         critic_loss = (q - target_q).pow(2).mean(1).sum()
         self.critic_optim.zero_grad()
@@ -788,11 +760,8 @@ class TD3BC(nn.Module):
         return stats
 
     def get_extra_state(self) -> dict:  # optimisers and the delay counter travel with the state dict (checkpoints)
-        return {
-            "total_it": self.total_it,
-            "actor_optim": self.actor_optim.state_dict(),
-            "critic_optim": self.critic_optim.state_dict(),
-        }
+        return {"total_it": self.total_it, "actor_optim": self.actor_optim.state_dict(),
+                "critic_optim": self.critic_optim.state_dict()}  # fmt: skip
 
     def set_extra_state(self, state: dict) -> None:
         self.total_it = state["total_it"]
@@ -849,10 +818,8 @@ def mix_counts(batch_size: int, ratios: tuple[float, ...]) -> list[int]:
 def sample_mix(sources: list[tuple[ReplayBuffer, int, str]]) -> dict[str, torch.Tensor]:
     """One batch from several buffers: (buffer, rows, which stored reward to use as 'rew')."""
     if any(buf.size == 0 for buf, n, _ in sources if n > 0):
-        raise UserError(
-            "a model buffer is still empty: every rollout row so far was NaN or infinite (the ensemble diverged); "
-            "check the dataset for huge values or lower --dynamics-lr"
-        )
+        raise UserError("a model buffer is still empty: every rollout row so far was NaN or infinite (the ensemble "
+                        "diverged); check the dataset for huge values or lower --dynamics-lr")  # fmt: skip
     parts = [buf.sample(n) for buf, n, _ in sources if n > 0]
     keys = [key for _, n, key in sources if n > 0]
     batch = {k: torch.cat([p[k] for p in parts]) for k in ("obs", "act", "next_obs", "done")}
@@ -867,27 +834,21 @@ def sample_mix(sources: list[tuple[ReplayBuffer, int, str]]) -> dict[str, torch.
 def rollout_metrics(start: dict, ro: dict, rp: dict, b: int) -> dict[str, torch.Tensor]:
     """The epoch's rollouts of π^o (ro) and π^p (rp): u, rewards before and after relabelling, mean length, dropped
     rows, and how far each policy's first action lies from D's action in the same state."""
-    return {
-        "rollout/u_optimistic": ro["u"].mean(),
-        "rollout/u_pessimistic": rp["u"].mean(),
-        "rollout/reward_optimistic": ro["rew"].mean(),
-        "rollout/reward_pessimistic": rp["rew"].mean(),
-        "rollout/reward_o_optimistic": ro["rew_o"].mean(),
-        "rollout/reward_p_optimistic": ro["rew_p"].mean(),
-        "rollout/reward_p_pessimistic": rp["rew_p"].mean(),
-        "rollout/length_optimistic": len(ro["u"]) / b,
-        "rollout/length_pessimistic": len(rp["u"]) / b,
-        "rollout/nonfinite_rows_optimistic": ro["nonfinite"],
-        "rollout/nonfinite_rows_pessimistic": rp["nonfinite"],
-        "rollout/action_distance_optimistic": (ro["first_act"] - start["act"]).norm(dim=-1).mean(),
-        "rollout/action_distance_pessimistic": (rp["first_act"] - start["act"]).norm(dim=-1).mean(),
-    }
+    return {"rollout/u_optimistic": ro["u"].mean(), "rollout/u_pessimistic": rp["u"].mean(),
+            "rollout/reward_optimistic": ro["rew"].mean(), "rollout/reward_pessimistic": rp["rew"].mean(),
+            "rollout/reward_o_optimistic": ro["rew_o"].mean(), "rollout/reward_p_optimistic": ro["rew_p"].mean(),
+            "rollout/reward_p_pessimistic": rp["rew_p"].mean(),
+            "rollout/length_optimistic": len(ro["u"]) / b, "rollout/length_pessimistic": len(rp["u"]) / b,
+            "rollout/nonfinite_rows_optimistic": ro["nonfinite"], "rollout/nonfinite_rows_pessimistic": rp["nonfinite"],
+            "rollout/action_distance_optimistic": (ro["first_act"] - start["act"]).norm(dim=-1).mean(),
+            "rollout/action_distance_pessimistic": (rp["first_act"] - start["act"]).norm(dim=-1).mean()}  # fmt: skip
 
 
 def main(args: Args) -> dict:
     run = Run(args, apply_presets)  # flags checked, dataset resolved, presets filled, seeded; the run directory
-    args, device = run.args, run.device
+    device = run.device  # run.args is args, resumed or filled in by the presets
     data, max_action = run.load_data()  # D as tensors on the device, checked against the evaluation env
+    check_memory(128 * args.batch_size * data["obs"].shape[1], f"--batch-size {args.batch_size}", device)  # a batch
     obs_dim, act_dim = data["obs"].shape[1], data["act"].shape[1]
     real = ReplayBuffer(len(data["obs"]), {k: v.shape[1] for k, v in data.items()}, device)
     real.add(data)
@@ -918,7 +879,7 @@ def main(args: Args) -> dict:
     # Algorithm 2, line 1: the ensemble T̂ and its uncertainty u, fitted once on D (saved as dynamics.pt)
     dims = (obs_dim, act_dim, args.dynamics_hidden_dims, args.num_ensemble, args.num_elites, args.dynamics_bf16)
     dynamics = EnsembleDynamics(*dims).to(device)
-    dyn_metrics = run.load_or_fit(dynamics, lambda **kw: fit_dynamics(dynamics, data, **fit, **kw))
+    dyn_metrics = run.load_or_fit(dynamics, partial(fit_dynamics, dynamics, data, **fit), args.load_dynamics_path)
     terminal = termination_fn(run.task.domain)
 
     # the two policies
@@ -935,9 +896,7 @@ def main(args: Args) -> dict:
     # π^p's batch in the official trainer's order: D, then its own rollouts D^p_πp, the rest from π^o's D^p_πo
     rest = 1 - args.real_ratio - args.output_rollout_ratio
     n_p = mix_counts(args.batch_size, (args.real_ratio, args.output_rollout_ratio, rest))
-    model_return = partial(
-        model_eval, dynamics, terminal, args.uncertainty, args.gamma, device
-    )  # eval/model_return, eval/model_uncertainty
+    model_return = partial(model_eval, dynamics, terminal, args.uncertainty, args.gamma, device)  # eval/model_*
 
     def gradient_step() -> dict[str, dict[str, torch.Tensor]]:
         # Algorithm 2, lines 24-25: one SAC update of π^o on D ∪ D^o (O-MDP rewards) and one TD3+BC update of π^p on

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -27,38 +27,34 @@ except ImportError as e:  # this file's run plumbing: copy both files
 @dataclass
 class Args(RunArgs):  # the data and run flags (--env, --seed, --runs-dir, ...) are plumbing.RunArgs'
     # TD3+BC
-    hidden_dims: tuple[int, ...] = (256, 256)
+    hidden_dims: tuple[int, ...] = field(default=(256, 256), metadata={"range": "[1, inf)"})
     """hidden layer sizes of the actor and critics (the TD3+BC paper, CORL)"""
-    actor_lr: float = 3e-4
+    actor_lr: float = field(default=3e-4, metadata={"range": "(0, inf)"})
     """TD3+BC actor learning rate"""
-    critic_lr: float = 3e-4
+    critic_lr: float = field(default=3e-4, metadata={"range": "(0, inf)"})
     """TD3+BC critic learning rate"""
-    gamma: float = 0.99
+    gamma: float = field(default=0.99, metadata={"range": "[0, 1]"})
     """discount factor γ"""
-    tau: float = 0.005
+    tau: float = field(default=0.005, metadata={"range": "[0, 1]"})
     """target network smoothing coefficient"""
-    alpha: float = 2.5
+    alpha: float = field(default=2.5, metadata={"range": "[0, inf)"})
     """TD3+BC's α: the actor loss is −α/mean|Q|·Q + (π(s) − a)²"""
-    policy_noise: float = 0.2
+    policy_noise: float = field(default=0.2, metadata={"range": "[0, inf)"})
     """TD3 target policy smoothing noise"""
-    noise_clip: float = 0.5
+    noise_clip: float = field(default=0.5, metadata={"range": "[0, inf)"})
     """range of the target policy smoothing noise"""
-    policy_freq: int = 2
+    policy_freq: int = field(default=2, metadata={"range": "[1, inf)"})
     """TD3 delayed updates: actor and targets every this many critic updates"""
     normalize_obs: bool = True
     """standardise policy inputs with D's mean and std + 1e-3 (on by default, as TD3+BC and CORL)"""
 
     # Training loop
-    epochs: int = 1000
-    """number of epochs of `steps_per_epoch` gradient steps"""
-    steps_per_epoch: int = 1000
+    steps_per_epoch: int = field(default=1000, metadata={"range": "[1, inf)"})
     """gradient steps per epoch"""
-    batch_size: int = 256
+    batch_size: int = field(default=256, metadata={"range": "[1, inf)"})
     """batch size of every policy update"""
-    eval_every: int = 1
+    eval_every: int = field(default=1, metadata={"range": "[1, inf)"})
     """evaluate every this many epochs (and after the last)"""
-    eval_episodes: int = 10
-    """episodes per evaluation, run as one vectorised environment"""
 
 
 # --- shared: layers ---
@@ -180,9 +176,8 @@ class TD3BC(nn.Module):
         with torch.no_grad():
             noise = (torch.randn_like(b["act"]) * self.policy_noise).clamp(-self.noise_clip, self.noise_clip)
             next_act = (self.actor_target(b["next_obs"]) + noise).clamp(-self.max_action, self.max_action)
-            target_q = (
-                b["rew"] + self.gamma * (1 - b["done"]) * self.critic_target(b["next_obs"], next_act).min(0).values
-            )
+            next_q = self.critic_target(b["next_obs"], next_act).min(0).values
+            target_q = b["rew"] + self.gamma * (1 - b["done"]) * next_q
         q = self.critic(b["obs"], b["act"])
         critic_loss = (q - target_q).pow(2).mean(1).sum()
         self.critic_optim.zero_grad()
@@ -205,11 +200,8 @@ class TD3BC(nn.Module):
         return stats
 
     def get_extra_state(self) -> dict:  # optimisers and the delay counter travel with the state dict (checkpoints)
-        return {
-            "total_it": self.total_it,
-            "actor_optim": self.actor_optim.state_dict(),
-            "critic_optim": self.critic_optim.state_dict(),
-        }
+        return {"total_it": self.total_it, "actor_optim": self.actor_optim.state_dict(),
+                "critic_optim": self.critic_optim.state_dict()}  # fmt: skip
 
     def set_extra_state(self, state: dict) -> None:
         self.total_it = state["total_it"]
@@ -258,8 +250,9 @@ class ReplayBuffer:
 
 def main(args: Args) -> dict:
     run = Run(args)  # flags checked, dataset resolved, seeded; the run directory
-    args, device = run.args, run.device
+    device = run.device  # run.args is args, resumed or filled in by the presets
     data, max_action = run.load_data()  # D as tensors on the device, checked against the evaluation env
+    check_memory(128 * args.batch_size * data["obs"].shape[1], f"--batch-size {args.batch_size}", device)  # a batch
     real = ReplayBuffer(len(data["obs"]), {k: v.shape[1] for k, v in data.items()}, device)
     real.add(data)
 

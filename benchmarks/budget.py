@@ -10,7 +10,7 @@ Every run: --seed, --epochs × 1000 gradient steps, 5 evaluation episodes, the d
 --settings ours). The cuts:
   starts50k  --rollout-batch-size 50000, the fit capped at 20 epochs (as the baseline)
   uncapped   --rollout-batch-size 5000, the fit stopped only by early stopping (5 epochs without a 1 % gain); the
-             rows share one ensemble per seed through --dynamics-cache (as compare.py's rows do)
+             rows share one ensemble per seed through the launchers' cache, --dynamics-cache (as compare.py's do)
 Finished runs' config.json, metrics.csv and summary.json go to --results/<cut>/<row>/ (default runs/budget_results/,
 not committed); the report (default runs/budget_results/budget.md and .png) reads those and the baseline's
 --baseline/<dataset>/<row>/seed<S>/ alone. The committed runs are results/budget/; their page docs/budget.md is
@@ -69,8 +69,8 @@ class Args:
     report_only: bool = False
     """draw the report from --results without running anything"""
     dynamics_cache: str = os.path.join("runs", "dynamics_cache")
-    """the runs' --dynamics-cache: one fitted ensemble per (dataset, dynamics flags, seed), shared with compare.py's and
-    scores.py's runs ('': every run fits its own)"""
+    """the launchers' ensemble cache (benchmarks/toolbox.py): one fitted ensemble per (dataset, dynamics flags, seed),
+    shared with compare.py's and scores.py's runs ('': every run fits its own)"""
 
 
 def tasks(args: Args) -> list[tuple[str, str]]:
@@ -110,10 +110,10 @@ def run_one(args: Args, row: str, cut: str) -> None:
             cmd = [sys.executable, script, "--env", args.env, "--seed", str(args.seed), "--epochs", str(args.epochs)]
             cmd += ["--eval-episodes", "5", "--no-cuda", "--runs-dir", folder, "--exp-name", f"{row}_{cut}"]
             cmd += CUTS[cut] + (["--data-dir", args.data_dir] if args.data_dir else [])
-            cmd += ["--dynamics-cache", os.path.abspath(args.dynamics_cache)] if args.dynamics_cache else []
         print(f"budget: {row}:{cut}: {' '.join(cmd)}", flush=True)
         env = os.environ | {"OMP_NUM_THREADS": "1"}
-        with open(os.path.join(args.runs_dir, f"{cut}_{row}.log"), "a") as log:
+        log = os.path.join(args.runs_dir, f"{cut}_{row}.log")
+        with open(log, "a") as log, toolbox.cached_ensemble(args.dynamics_cache, cmd) as cmd:  # one fit per seed
             child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
             try:
                 rc = child.wait()

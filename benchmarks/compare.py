@@ -31,8 +31,9 @@ same dataset settings (λp, u, h; ORPO's λo, h^o and batch shares too), as flag
 --task (--settings theirs) or our presets' (--settings ours). The peers' code is fetched from --kit-source /
 --orpo-source ($ORPO_PEERS_MIRROR's snapshots where it is set) at run time into a temporary folder
 (benchmarks/peers.py), never copied here. Our model-based rows of one seed share the ensemble that
-fits first, through the algorithms' --dynamics-cache (one entry per data file, dynamics flags and seed, fitted
-once and loaded by every later run, of this or any later comparison; --dynamics-cache '' lets each fit its own); the
+fits first, through the launchers' cache (--dynamics-cache, benchmarks/toolbox.py: one entry per data file, dynamics
+flags and seed, fitted once and given to every later run, of this or any later comparison, with --load-dynamics-path;
+--dynamics-cache '' lets each fit its own); the
 peers fit their own, or with --peer-ensemble shared load that same ensemble (peers.py --load-dynamics converts it to
 their format), so every model-based row of a seed rolls out in one model.
 
@@ -187,11 +188,11 @@ class Args:
     the pair settings (--settings gives those)"""
     peer_ensemble: Literal["own", "shared"] = "own"
     """the peer rows' ensemble: `own`, each fits its own with its own code; `shared`, each loads the one our
-    model-based rows of its (dataset, seed) fitted into --dynamics-cache (peers.py --load-dynamics) and waits until
+    model-based rows of its (dataset, seed) fitted (peers.py --load-dynamics) and waits until
     it exists, so all the model-based rows of a seed differ only in their policy phase"""
     dynamics_cache: str = os.path.join("runs", "dynamics_cache")
-    """our model-based rows' --dynamics-cache: the first run of a (dataset, seed) fits the ensemble there and the others
-    load it ('' : every run fits its own)"""
+    """the launchers' ensemble cache (benchmarks/toolbox.py) for our model-based rows: the first run of a (dataset, seed)
+    fits the ensemble, the others load it from here with --load-dynamics-path ('' : every run fits its own)"""
     kit_source: str = peer_source("yihaosun1124+OfflineRL-Kit", "https://github.com/yihaosun1124/OfflineRL-Kit")
     """OfflineRL-Kit: a git URL or a local git dir (benchmarks/peers.py --source; default: the snapshot in
     $ORPO_PEERS_MIRROR where it is set, else GitHub)"""
@@ -364,7 +365,7 @@ def own_flags(tokens: list[str], known: set) -> list[str]:
 
 def model_based(args: Args, t: Task) -> bool:
     """Our row fits or loads an ensemble (td3bc.py has no model)."""
-    return ROWS[t.row][0] == "ours" and "--dynamics-cache" in script_flags(ROWS[t.row][1])
+    return ROWS[t.row][0] == "ours" and "--load-dynamics-path" in script_flags(ROWS[t.row][1])
 
 
 def fitting(args: Args, t: Task, running: list[Task]) -> bool:
@@ -489,8 +490,10 @@ def command(args: Args, t: Task, plan: tuple[str, dict]) -> list[str]:
         cmd += ["--rollout-batch-size", str(args.rollout_batch_size)]
     if "--dynamics-max-epochs" in script_flags(name):
         cmd += cap
-    if args.dynamics_cache and model_based(args, t):
-        cmd += ["--dynamics-cache", os.path.abspath(args.dynamics_cache)]
+    if args.dynamics_cache and model_based(args, t):  # the seed's ensemble, fitted once (toolbox.share_ensemble)
+        entry, fitted = toolbox.ensemble_entry(args.dynamics_cache, cmd), shared_ensemble(args, t)
+        if entry and toolbox.share_ensemble(entry, fitted and os.path.dirname(fitted)):
+            cmd += ["--load-dynamics-path", entry]
     return cmd
 
 
@@ -541,8 +544,7 @@ def record_dataset(args: Args, dataset: str, task: str) -> None:
         raise UsageError(
             f"{path} is not a D4RL-layout HDF5 file ({e}); make it with datasets/ (docs/data.md)"
         ) from None
-    sys.path.insert(0, os.path.join(ROOT, "algorithms"))
-    from plumbing import file_fingerprint  # what our runs record in config.json
+    from plumbing import file_fingerprint  # what our runs record in config.json (toolbox put algorithms/ on the path)
 
     fingerprint = file_fingerprint(path)
     recorded = [(dst, before.get("fingerprint"))]

@@ -109,6 +109,7 @@ RUN_ONLY = {
     "checkpoint_minutes",
     "threads",
     "dynamics_cache",
+    "load_dynamics_path",  # the launcher's cache entry: where the seed's ensemble came from, not what the run computes
     # what a run records of how it came about (config.json's _command, _typed, _filled, _git_revision, _dynamics)
     "_command",
     "_typed",
@@ -133,8 +134,9 @@ class Args:
     runs_dir: str = "runs/scores"
     """where the runs are written (the launcher's own state goes to RUNS_DIR/_grid)"""
     dynamics_cache: str = os.path.join("runs", "dynamics_cache")
-    """the model-based runs' --dynamics-cache: each (dataset, dynamics flags, seed)'s ensemble is fitted once and loaded
-    by every other algorithm of the grid, and by compare.py's and budget.py's runs ('': every run fits its own)"""
+    """the launchers' ensemble cache (benchmarks/toolbox.py): each (dataset, dynamics flags, seed)'s ensemble is fitted
+    once and given with --load-dynamics-path to every other algorithm of the grid, and to compare.py's and budget.py's
+    runs ('': every run fits its own)"""
     out: str = "runs/scores/scores.md"
     """markdown table written here, and beside it a .json, a .png of the learning curves and a _profile.png (default
     under runs/, not committed; a committed page is written by passing --out docs/NAME.md on purpose)"""
@@ -212,6 +214,7 @@ class Cell:
     exp_name: str
     env: str
     seed: int
+    cache: Optional[str] = None  # the launchers' ensemble cache (toolbox.cached_ensemble): one fit per dataset and seed
 
     @property
     def key(self) -> tuple:
@@ -265,8 +268,7 @@ def make_grid(args: Args) -> list[Cell]:
         else:
             raise UsageError(f"unknown algorithm '{algo}'; use one of {', '.join(VARIANTS)}")
         flags = [*flags, *extra, *extra_for.get(algo, [])]
-        if args.dynamics_cache and script != "td3bc" and not any(f.startswith("--dynamics-cache") for f in flags):
-            flags += ["--dynamics-cache", os.path.abspath(args.dynamics_cache)]  # one fit per (dataset, seed)
+        cache = os.path.abspath(args.dynamics_cache) if args.dynamics_cache else None  # one fit per (dataset, seed)
         exp_name = exp_name_of(script, flags)
         if owner.setdefault(exp_name, algo) != algo:
             raise UsageError(
@@ -274,7 +276,7 @@ def make_grid(args: Args) -> list[Cell]:
             )
         for env in args.envs:
             for seed in args.seeds:
-                cells.append(Cell(algo, script, tuple(flags), exp_name, env, seed))
+                cells.append(Cell(algo, script, tuple(flags), exp_name, env, seed, cache))
     return cells
 
 
@@ -447,11 +449,8 @@ def check_cells(cells: list[Cell]) -> None:
                 argv = ["--env", cell.env, "--seed", str(cell.seed), *cell.flags]
                 try:
                     parsed[(cell.script, cell.flags)] = plumbing.parse_args(module.Args, argv)
-                except plumbing.UserError as e:  # its hint names this process; the flags are the script's
-                    hint = f"python {sys.argv[0]} --help"
-                    raise plumbing.UserError(
-                        str(e).replace(hint, f"python algorithms/{cell.script}.py --help")
-                    ) from None
+                except SystemExit:  # tyro's error box (above) names the flag; this line names the cell
+                    raise plumbing.UserError(f"algorithms/{cell.script}.py refuses its flags (above)") from None
             args = dataclasses.replace(parsed[(cell.script, cell.flags)], env=cell.env, seed=cell.seed)
             plumbing.check_args(args)
             where = (args.env, args.dataset_path, args.eval_env, args.data_dir)
@@ -869,7 +868,8 @@ class GridJob:
             if run is None:  # what the next launch compares its flags with (changed_flags)
                 update_record(self.runs_dir, cell, flags=list(cell.flags))
             print(f"{cell.label}: {action}", flush=True)
-            rc = self._run_child(self._command(run))
+            with toolbox.cached_ensemble(cell.cache, self._command(run)) as cmd:
+                rc = self._run_child(cmd)
             run = best_run(scan_runs(self.runs_dir).get(cell.key, []))
             run_dir = run["run_dir"] if run else None
             if run and run["state"] == "finished":

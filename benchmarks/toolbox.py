@@ -11,16 +11,47 @@ replace_atomically.
 
 import contextlib
 import importlib.util
+import itertools
+import json
+import math
 import os
 import signal
 import sys
 import tempfile
-from typing import Callable
-
+import threading
+import time
+from typing import Callable, Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "algorithms"))  # plumbing.py, as the algorithm files import it
-from plumbing import UsageError, UserError, _tmp_name, parse_args, read_json, write_json  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "algorithms"))  # plumbing.py, as the algorithm files import it: the one place
+from plumbing import UsageError, UserError, parse_args, read_json  # noqa: E402
+
+_TMP_COUNT, _LOADING = itertools.count(), threading.RLock()
+
+
+def _tmp_name(path: str, suffix: str = ".tmp") -> str:
+    """A temporary name beside path, unique (pid and a count): two writers of one file never move each other's half."""
+    return f"{path}.{os.getpid()}.{next(_TMP_COUNT)}{suffix}"
+
+
+def write_json(obj, path: str, default: Optional[Callable] = None) -> None:
+    """Strict JSON, atomically, the scripts' one JSON writer: a NaN or an infinity is written as null (json.dump would
+    write NaN, not JSON); `default` turns other objects into JSON (json.dump's). Its temporary name is _tmp_name's: a
+    grid's records, written by two jobs at once, never get half a file."""
+
+    def finite(x):
+        if isinstance(x, dict):
+            return {k: finite(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [finite(v) for v in x]
+        return None if isinstance(x, float) and not math.isfinite(x) else x
+
+    def write(tmp):
+        with open(tmp, "w") as f:
+            json.dump(finite(obj), f, indent=2, allow_nan=False, default=default)
+
+    replace_atomically(path, write)
+
 
 __all__ = ["UserError", "UsageError", "algorithm", "cli", "read_json", "replace_atomically", "unwritable_folder",
            "write_json", "write_text"]  # fmt: skip
@@ -33,10 +64,11 @@ def algorithm(script: str, folder: str = "algorithms"):
     name = f"_{folder}_{script}"
     if os.path.join(ROOT, folder) not in sys.path:
         sys.path.insert(0, os.path.join(ROOT, folder))
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, folder, f"{script}.py"))
-        sys.modules[name] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sys.modules[name])
+    with _LOADING:  # two threads of a launcher (toolbox.cached_ensemble) never see a half-loaded module
+        if name not in sys.modules:
+            spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, folder, f"{script}.py"))
+            sys.modules[name] = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(sys.modules[name])
     return sys.modules[name]
 
 
@@ -118,3 +150,100 @@ def unwritable_folder(folder: str) -> str | None:
     except OSError as e:
         return f"{parent} is not writable ({e.strerror})"
     return None
+
+
+# ------------------------------------------------------------------------------------------------ the launchers' cache
+# the flags that decide an ensemble fit: with the data file's fingerprint, the key of an entry of a launcher's cache
+DYNAMICS_KEY = (
+    "num_ensemble", "num_elites", "dynamics_hidden_dims", "dynamics_bf16", "dynamics_lr", "dynamics_batch_size",
+    "dynamics_max_epochs", "dynamics_patience", "dynamics_holdout_ratio", "dynamics_max_holdout", "seed",
+)  # fmt: skip
+
+
+def ensemble_entry(cache: str, cmd: list[str]) -> Optional[str]:
+    """The cache file of the ensemble that the run `cmd` ([python, algorithms/SCRIPT.py, FLAGS...]) fits, one per (data
+    file, DYNAMICS_KEY's flags); None for a run that fits none (td3bc.py, a --resume, a --load-dynamics-path)."""
+    import dataclasses
+    import hashlib
+
+    import plumbing
+
+    Args = algorithm(os.path.splitext(os.path.basename(cmd[1]))[0]).Args
+    if not set(DYNAMICS_KEY) <= {f.name for f in dataclasses.fields(Args)}:
+        return None
+    if any(w.split("=")[0] in ("--resume", "--load-dynamics-path") for w in cmd):
+        return None
+    with _LOADING:  # tyro's caches are not thread-safe: a launcher's threads parse one at a time
+        args = parse_args(Args, cmd[2:])
+    try:
+        path = plumbing.resolve_task(args.env, args.dataset_path, args.eval_env, args.data_dir)[1]
+    except UserError:  # the run itself says what is wrong with its data
+        return None
+    key = {"data": plumbing.file_fingerprint(path), **{k: vars(args)[k] for k in DYNAMICS_KEY}, "format": 1}
+    digest = hashlib.sha256(json.dumps(json.loads(json.dumps(key)), sort_keys=True).encode()).hexdigest()[:20]
+    return os.path.join(os.path.abspath(cache), f"{digest}.pt")  # the digest the runs' own --dynamics-cache used
+
+
+def share_ensemble(entry: str, run_dir: Optional[str]) -> bool:
+    """Copy run_dir's dynamics.pt into the cache as `entry` once it is there (atomically); True when the entry exists.
+    An entry of the runs' former --dynamics-cache gets the seed it was fitted with, so a run that loads it takes its RNG
+    state too (plumbing's load_or_fit) and continues as the run that fitted it did."""
+    import shutil
+
+    import torch
+
+    if not os.path.isfile(entry) and run_dir and os.path.isfile(os.path.join(run_dir, "dynamics.pt")):
+        os.makedirs(os.path.dirname(entry), exist_ok=True)
+        replace_atomically(entry, lambda tmp: shutil.copyfile(os.path.join(run_dir, "dynamics.pt"), tmp))
+    if os.path.isfile(entry) and "seed" not in (saved := torch.load(entry, map_location="cpu", weights_only=True)):
+        replace_atomically(entry, lambda tmp: torch.save(saved | {"seed": saved["key"]["seed"]}, tmp))
+    return os.path.isfile(entry)
+
+
+@contextlib.contextmanager
+def cached_ensemble(cache: Optional[str], cmd: list[str]):
+    """`with cached_ensemble(cache, cmd) as cmd:` run the command inside: it loads its ensemble from the cache
+    (--load-dynamics-path ENTRY) when the entry is there; else the run fits it, and a thread copies its dynamics.pt into
+    the cache as soon as the run has written it, then lets the other runs of that entry (waiting here on its lock, in
+    any process) load it. A run that ends without one lets the next waiter fit it."""
+    import glob
+
+    import filelock
+
+    entry = ensemble_entry(cache, cmd) if cache else None
+    if entry is None:
+        yield cmd
+        return
+    os.makedirs(os.path.dirname(entry), exist_ok=True)
+    lock = filelock.FileLock(entry + ".lock", thread_local=False)
+    try:
+        lock.acquire(timeout=0)
+    except filelock.Timeout:
+        print(f"waiting for another run fitting the ensemble {entry}", flush=True)
+        lock.acquire()
+    if share_ensemble(entry, None):
+        lock.release()
+        yield cmd + ["--load-dynamics-path", entry]
+        return
+    with _LOADING:
+        runs_dir, done = parse_args(algorithm(os.path.splitext(os.path.basename(cmd[1]))[0]).Args, cmd[2:]).runs_dir, []
+
+    def watch():  # the run's directory is the one whose config.json records this command
+        try:
+            while not os.path.isfile(entry):
+                for config in glob.glob(os.path.join(glob.escape(runs_dir), "*", "config.json")):
+                    if read_json(config).get("_command") == cmd[1:]:
+                        share_ensemble(entry, os.path.dirname(config))
+                if done:
+                    break
+                time.sleep(1)
+        finally:
+            lock.release()
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    try:
+        yield cmd
+    finally:
+        done.append(True)
+        thread.join()

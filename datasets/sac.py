@@ -51,7 +51,8 @@ from common import (
     run_cli,
     write_dataset,
 )
-from plumbing import atomic_save, write_json  # the algorithms' atomic writes (common put algorithms/ on the path)
+from plumbing import atomic_save  # the algorithms' checkpoint writer (common put algorithms/ on the path)
+from toolbox import write_json, write_text  # the scripts' JSON and text writers
 
 # ---------------------------------------------------------------------------- SAC
 
@@ -461,7 +462,7 @@ def write_rows_csv(path: Path, rows: list[dict]) -> None:
         writer = csv.DictWriter(text, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    atomic_save(text.getvalue(), str(path), lambda text, f: f.write(text))
+    write_text(str(path), text.getvalue())
 
 
 def main(args: Args) -> None:

@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+from typing import NamedTuple
 
 import gymnasium as gym
 import h5py
@@ -30,9 +31,8 @@ def slurm_here() -> bool:
 def pytest_configure(config):
     # the *-v4 MuJoCo envs are used on purpose (closest to D4RL's v2 data)
     config.addinivalue_line("filterwarnings", "ignore:.*is out of date.*:DeprecationWarning")
-    config.addinivalue_line(
-        "markers", "slow: the slow tier: the harnesses' end-to-end runs (benchmarks/, datasets/, toy/)"
-    )
+    config.addinivalue_line("markers",
+                            "slow: the slow tier: the harnesses' end-to-end runs (benchmarks/, datasets/, toy/)")  # fmt: skip
     config.addinivalue_line("markers", "slurm_jobs: runs jobs on the one-node Slurm (collected first: they wait)")
 
 
@@ -50,7 +50,10 @@ def pytest_collection_modifyitems(config, items):
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "algorithms"))  # the algorithm files import plumbing.py beside them
+# the one place the tests put the repo's folders on the path: the algorithm files import plumbing.py beside them, the
+# dataset scripts `common`, the benchmarks scripts `toolbox`, test_minimal the fixtures' maker
+sys.path[:0] = [os.path.join(ROOT, d) for d in ("algorithms", "datasets", "benchmarks", os.path.join("tests",
+         "fixtures"))]  # fmt: skip
 ALGORITHMS = ("orpo", "mopo", "oroo", "mbpo", "td3bc")
 # The device of the tests that take one (tests/test_device.py): the CPU unless ORPO_TEST_DEVICE=cuda
 # (benchmarks/gpu_check.sh sets it on a GPU machine; CI never does).
@@ -78,6 +81,52 @@ def load_module(path: str, name: str):
 @pytest.fixture(scope="session")
 def orpo():
     return load_module("algorithms/orpo.py", "orpo")
+
+
+@pytest.fixture(scope="session")
+def files():
+    """The algorithm files as modules (their Args, presets, main)."""
+    return {name: load_module(f"algorithms/{name}.py", name) for name in ALGORITHMS}
+
+
+class Result(NamedTuple):
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_file(script: str, *argv, cwd: str, data_dir: str | None = None) -> Result:
+    """algorithms/SCRIPT.py's command line in this process (plumbing.cli with an argv), in `cwd`, with `data_dir` as
+    $D4RL_DATASET_DIR: (exit status, stdout, stderr). A traceback fails the test."""
+    import contextlib
+    import io
+
+    import plumbing
+
+    module = sys.modules.get(script) or load_module(f"algorithms/{script}.py", script)
+    out, err, code, here, env = io.StringIO(), io.StringIO(), 0, os.getcwd(), os.environ.get("D4RL_DATASET_DIR")
+    os.makedirs(cwd, exist_ok=True)
+    os.chdir(cwd)
+    os.environ.update({"D4RL_DATASET_DIR": data_dir} if data_dir else {})
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            plumbing.cli(module.main, module.Args, [str(a) for a in argv])
+    except SystemExit as e:
+        code = e.code
+    finally:
+        os.chdir(here)
+        if env is None:
+            os.environ.pop("D4RL_DATASET_DIR", None)
+        else:
+            os.environ["D4RL_DATASET_DIR"] = env
+    assert "Traceback" not in out.getvalue() + err.getvalue(), err.getvalue()[-3000:]
+    return Result(code, out.getvalue(), err.getvalue())
+
+
+@pytest.fixture
+def cli(files, hopper_data_dir, tmp_path):
+    """cli("orpo", *argv): run_file in tmp_path, with the Hopper fixture as the data dir."""
+    return lambda script, *argv: run_file(script, *argv, cwd=str(tmp_path), data_dir=hopper_data_dir[0])
 
 
 def write_random_dataset(
@@ -116,31 +165,10 @@ def hopper_data_dir(tmp_path_factory):
     return str(root), arrays
 
 
-TINY = [
-    "--epochs",
-    "2",
-    "--steps-per-epoch",
-    "20",
-    "--batch-size",
-    "32",
-    "--rollout-batch-size",
-    "64",
-    "--dynamics-max-epochs",
-    "2",
-    "--dynamics-hidden-dims",
-    "32",
-    "32",
-    "--hidden-dims",
-    "32",
-    "32",
-    "--eval-episodes",
-    "2",
-    "--num-ensemble",
-    "3",
-    "--num-elites",
-    "2",
-    "--no-cuda",
-]
+TINY = (
+    "--epochs 2 --steps-per-epoch 20 --batch-size 32 --rollout-batch-size 64 --dynamics-max-epochs 2 "
+    "--dynamics-hidden-dims 32 32 --hidden-dims 32 32 --eval-episodes 2 --num-ensemble 3 --num-elites 2 --no-cuda"
+).split()
 
 
 def run_script(

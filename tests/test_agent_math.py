@@ -41,9 +41,8 @@ NORM_MEAN = torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64)
 NORM_STD = torch.tensor([2.0, 0.5, 1.5], dtype=torch.float64)
 LR = {"actor": 0.05, "critic": 0.1, "alpha": 0.2}  # SGD step sizes swapped in for Adam
 # TD3's target noise draws: with σ = 0.2·max_action = 0.4 and c = 0.5·max_action = 1.0, |ε| > 2.5 is clipped
-NOISE_EPS = torch.tensor(
-    [[3.0, -0.5], [-4.0, 1.0], [0.2, 2.8], [-1.0, -3.5], [0.7, 0.0], [2.0, -2.6]], dtype=torch.float64
-)
+NOISE_EPS = torch.tensor([[3.0, -0.5], [-4.0, 1.0], [0.2, 2.8], [-1.0, -3.5], [0.7, 0.0], [2.0, -2.6]],
+                         dtype=torch.float64)  # fmt: skip
 SAC_EPS = (  # the SAC update draws ε twice: a' ~ π(s') for the target, then ã ~ π(s) for the actor
     torch.tensor([[0.3, -1.2], [1.5, 0.4], [-0.7, -0.1], [0.0, 2.1], [-1.8, 0.9], [0.6, -0.4]], dtype=torch.float64),
     torch.tensor([[-0.5, 0.8], [1.1, -1.6], [0.2, 0.3], [-2.2, 0.5], [0.9, 1.4], [-0.3, -0.9]], dtype=torch.float64),
@@ -80,21 +79,9 @@ def agents_file(request):
 # ---------------------------------------------------------------- set-up: tiny agents, a batch, fixed draws
 def hyper(**overrides) -> SimpleNamespace:
     """The Args fields the agents read, with values that tell the terms apart (τ ≠ 1 − τ, γ < 1, λ's α ≠ 1)."""
-    fields = {
-        "hidden_dims": HIDDEN,
-        "actor_lr": 3e-4,
-        "critic_lr": 3e-4,
-        "sac_actor_lr": 1e-4,
-        "sac_critic_lr": 3e-4,
-        "sac_alpha_lr": 1e-4,
-        "gamma": 0.9,
-        "tau": 0.3,
-        "alpha": 2.5,
-        "policy_noise": 0.2,
-        "noise_clip": 0.5,
-        "policy_freq": 2,
-        "target_entropy": None,
-    }
+    fields = {"hidden_dims": HIDDEN, "actor_lr": 3e-4, "critic_lr": 3e-4, "sac_actor_lr": 1e-4, "sac_critic_lr": 3e-4,
+              "sac_alpha_lr": 1e-4, "gamma": 0.9, "tau": 0.3, "alpha": 2.5, "policy_noise": 0.2, "noise_clip": 0.5,
+              "policy_freq": 2, "target_entropy": None}  # fmt: skip
     return SimpleNamespace(**{**fields, **overrides})
 
 
@@ -146,13 +133,10 @@ def tiny_batch(done=(0, 1, 0, 0, 1, 0), seed: int = 1) -> dict[str, torch.Tensor
     def randn(*shape):
         return torch.randn(*shape, generator=g, dtype=torch.float64)
 
-    return {
-        "obs": NORM_MEAN + NORM_STD * randn(n, OBS_DIM),
-        "act": (0.9 * MAX_ACTION * (2 * torch.rand(n, ACT_DIM, generator=g) - 1)).double(),
-        "rew": randn(n),
-        "next_obs": NORM_MEAN + NORM_STD * randn(n, OBS_DIM),
-        "done": torch.tensor(done, dtype=torch.float64),
-    }
+    return {"obs": NORM_MEAN + NORM_STD * randn(n, OBS_DIM), "act": (0.9 * MAX_ACTION * (2 * torch.rand(n, ACT_DIM,
+                                                generator=g) - 1)).double(), "rew": randn(n),
+                                                "next_obs": NORM_MEAN + NORM_STD * randn(n, OBS_DIM),
+                                                "done": torch.tensor(done, dtype=torch.float64)}  # fmt: skip
 
 
 def fix_draws(monkeypatch, *draws: torch.Tensor) -> list:
@@ -243,9 +227,8 @@ def assert_params(net: torch.nn.Module, expected, what: str) -> None:
 
 
 def assert_stat(stats, key: str, expected) -> None:
-    torch.testing.assert_close(
-        stats[key], torch.as_tensor(expected, dtype=torch.float64), **TOL, msg=lambda m: f"{key}: {m}"
-    )
+    torch.testing.assert_close(stats[key], torch.as_tensor(expected, dtype=torch.float64), **TOL,
+                               msg=lambda m: f"{key}: {m}")  # fmt: skip
 
 
 def min_of_both(q1, q2):
@@ -305,9 +288,8 @@ def td3bc_expected(before, b, eps, args, update_actor: bool) -> dict:
     sigma, clip = args.policy_noise * MAX_ACTION, args.noise_clip * MAX_ACTION
     next_act = deterministic_actor_ref(before["actor_target"], b["next_obs"]) + (sigma * eps).clamp(-clip, clip)
     next_act = next_act.clamp(-MAX_ACTION, MAX_ACTION)
-    target = b["rew"] + args.gamma * (1 - b["done"]) * min_of_both(
-        *twin_q_ref(before["critic_target"], b["next_obs"], next_act)
-    )
+    target = b["rew"] + args.gamma * (1 - b["done"]) * min_of_both(*twin_q_ref(before["critic_target"], b["next_obs"],
+                                      next_act))  # fmt: skip
 
     def critic_loss(params):
         return sum(((q - target) ** 2).mean() for q in twin_q_ref(params, b["obs"], b["act"]))
@@ -432,11 +414,8 @@ def test_tanh_gaussian_actor_by_hand(sac_file, monkeypatch):
     torch.testing.assert_close(action, MAX_ACTION * torch.tanh(mlp_ref(params, normalised(b["obs"]))[:, :ACT_DIM]))
 
 
-@pytest.mark.parametrize(
-    "log_alpha, target_entropy",
-    [(math.log(0.2), None), (math.log(3.0), -0.5)],
-    ids=["alpha-0.2-default-entropy", "alpha-clamped-to-1"],
-)
+@pytest.mark.parametrize("log_alpha, target_entropy", [(math.log(0.2), None), (math.log(3.0), -0.5)],
+                         ids=["alpha-0.2-default-entropy", "alpha-clamped-to-1"])  # fmt: skip
 def test_sac_update_by_hand(sac_file, monkeypatch, log_alpha, target_entropy):
     """One SAC update recomputed from the parameters before it (OfflineRL-Kit's order):
     α = min(exp(log_alpha), 1), a constant; y = r + γ(1 − done)·(min(Q1', Q2')(s', a') − α·log π(a'|s')), a' ~ π(s');

@@ -6,7 +6,7 @@ import warnings
 import gymnasium as gym
 import numpy as np
 import pytest
-from conftest import TINY, run_script
+from conftest import TINY, run_file, run_script
 import plumbing  # noqa: E402  (conftest puts algorithms/ on sys.path)
 
 minari = pytest.importorskip("minari")
@@ -40,14 +40,8 @@ def minari_dir(tmp_path_factory):
         buffers.append(EpisodeBuffer(id=episode, seed=episode, **{k: np.asarray(v) for k, v in cols.items()}))
     with warnings.catch_warnings():  # minari asks for an author, an email, a permalink...: none for a test's file
         warnings.filterwarnings("ignore", message="`[a-z_]+` is set to None", category=UserWarning)
-        minari.create_dataset_from_buffers(
-            "test/hopper/random-v0",
-            buffers,
-            env="Hopper-v4",
-            algorithm_name="random",
-            ref_min_score=-20.272305,
-            ref_max_score=3234.3,
-        )
+        minari.create_dataset_from_buffers("test/hopper/random-v0", buffers, env="Hopper-v4", algorithm_name="random",
+                                           ref_min_score=-20.272305, ref_max_score=3234.3)  # fmt: skip
     yield str(root)
     mp.undo()
 
@@ -77,39 +71,27 @@ def test_minari_dataset_through_the_loader(orpo, minari_dir, monkeypatch):
         np.testing.assert_array_equal(data[k], np.stack(rows), err_msg=k)
 
 
-def test_minari_end_to_end_and_bad_id(minari_dir, tmp_path):
+def test_minari_end_to_end_and_bad_id(minari_dir, tmp_path, monkeypatch):
     env = {"MINARI_DATASETS_PATH": minari_dir, "http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9"}
-    result = run_script("algorithms/orpo.py", "--env", "test/hopper/random-v0", *TINY, cwd=str(tmp_path), extra_env=env)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    result = run_file("orpo", "--env", "test/hopper/random-v0", *TINY, cwd=str(tmp_path))
     assert result.returncode == 0, result.stderr[-2000:]
     (run_dir,) = (tmp_path / "runs").iterdir()
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["score_kind"] == "d4rl_normalized" and np.isfinite(summary["normalized_score"])
-    bad = run_script("algorithms/orpo.py", "--env", "test/hopper/nonexistent-v0", cwd=str(tmp_path), extra_env=env)
+    bad = run_file("orpo", "--env", "test/hopper/nonexistent-v0", cwd=str(tmp_path))
     assert bad.returncode != 0 and "Traceback" not in bad.stderr
     last = bad.stderr.strip().splitlines()[-1]
     assert last.startswith("error: could not load Minari dataset 'test/hopper/nonexistent-v0'"), last
 
 
 def test_jump_task_reports_raw_returns(tmp_path):
-    made = run_script(
-        "datasets/halfcheetah_jump.py",
-        "--task",
-        "halfcheetah-jump-hard",
-        "--steps",
-        "1500",
-        "--data-dir",
-        str(tmp_path / "data"),
-    )
+    made = run_script("datasets/halfcheetah_jump.py", "--task", "halfcheetah-jump-hard", "--steps", "1500",
+                      "--data-dir", str(tmp_path / "data"))  # fmt: skip
     assert made.returncode == 0, made.stderr[-2000:]
-    result = run_script(
-        "algorithms/orpo.py",
-        "--env",
-        "halfcheetah-jump-hard",
-        *TINY,
-        "--data-dir",
-        str(tmp_path / "data"),
-        cwd=str(tmp_path),
-    )
+    result = run_file("orpo", "--env", "halfcheetah-jump-hard", *TINY, "--data-dir", str(tmp_path / "data"),
+                      cwd=str(tmp_path))  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
     (run_dir,) = (tmp_path / "runs").iterdir()
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -117,12 +99,8 @@ def test_jump_task_reports_raw_returns(tmp_path):
         summary["score_kind"] == "raw_return" and summary["normalized_score"] is None and np.isfinite(summary["return"])
     )
     config = json.loads((run_dir / "config.json").read_text())
-    assert (config["lambda_p"], config["lambda_o"], config["rollout_length"], config["rollout_length_o"]) == (
-        1.0,
-        0.1,
-        5,
-        5,
-    )
+    assert (config["lambda_p"], config["lambda_o"], config["rollout_length"], config["rollout_length_o"]) == (1.0,
+            0.1, 5, 5)  # fmt: skip
     assert (config["real_ratio"], config["output_rollout_ratio"]) == (0.05, 0.05)  # 12 D / 12 π^p / 232 π^o rows
 
 
@@ -153,20 +131,17 @@ def test_jump_reward_in_evaluation_matches_the_dataset_scripts(orpo):
 @pytest.mark.slow  # the slow tier: datasets/collect.py end to end
 def test_local_dataset_from_collect_py(tmp_path):
     data = str(tmp_path / "data")
-    made = run_script(
-        "datasets/collect.py", "--env", "Hopper-v4", "--policy", "random", "--steps", "1500", "--data-dir", data
-    )
+    made = run_script("datasets/collect.py", "--env", "Hopper-v4", "--policy", "random", "--steps", "1500",
+                      "--data-dir", data)  # fmt: skip
     assert made.returncode == 0, made.stderr[-2000:]
-    result = run_script(
-        "algorithms/orpo.py", "--env", "local/hopper-random", *TINY, "--data-dir", data, cwd=str(tmp_path)
-    )
+    result = run_file("orpo", "--env", "local/hopper-random", *TINY, "--data-dir", data, cwd=str(tmp_path))
     assert result.returncode == 0, result.stderr[-2000:]
     (run_dir,) = (tmp_path / "runs").iterdir()
     assert run_dir.name.startswith("local_hopper-random__orpo__")
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["preset"] == "hopper-random-v2" and summary["score_kind"] == "d4rl_normalized"
     assert np.isfinite(summary["normalized_score"])
-    missing = run_script("algorithms/orpo.py", "--env", "local/walker2d-random", "--data-dir", data, cwd=str(tmp_path))
+    missing = run_file("orpo", "--env", "local/walker2d-random", "--data-dir", data, cwd=str(tmp_path))
     assert missing.returncode != 0 and "datasets/collect.py" in missing.stderr.strip().splitlines()[-1]
 
 
@@ -185,17 +160,8 @@ def test_collect_py_runs_a_policy_exported_by_the_algorithms(orpo, tmp_path, kin
     path = tmp_path / "run" / "policy.pt"
     path.parent.mkdir()
     plumbing.export_policy(actor, str(path))
-    made = run_script(
-        "datasets/collect.py",
-        "--env",
-        "Hopper-v4",
-        "--policy",
-        str(path),
-        "--steps",
-        "300",
-        "--out",
-        str(tmp_path / "d.hdf5"),
-    )
+    made = run_script("datasets/collect.py", "--env", "Hopper-v4", "--policy", str(path), "--steps", "300", "--out",
+                      str(tmp_path / "d.hdf5"))  # fmt: skip
     assert made.returncode == 0, made.stderr[-2000:]
     with h5py.File(tmp_path / "d.hdf5", "r") as f:
         obs, act = f["observations"][()], f["actions"][()]
@@ -204,10 +170,8 @@ def test_collect_py_runs_a_policy_exported_by_the_algorithms(orpo, tmp_path, kin
     np.testing.assert_allclose(act, expected.numpy(), atol=1e-5)
 
 
-@pytest.mark.parametrize(
-    "args,needle",
-    [(["--env", "Hoppr-v4"], "Hoppr"), (["--policy", "/nonexistent/policy.pt"], "/nonexistent/policy.pt")],
-)
+@pytest.mark.parametrize("args,needle", [(["--env", "Hoppr-v4"], "Hoppr"), (["--policy", "/nonexistent/policy.pt"],
+                         "/nonexistent/policy.pt")])  # fmt: skip
 def test_collect_py_bad_input_is_one_line(tmp_path, args, needle):
     result = run_script("datasets/collect.py", "--steps", "10", "--out", str(tmp_path / "x.hdf5"), *args)
     assert result.returncode != 0 and "Traceback" not in result.stderr

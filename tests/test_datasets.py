@@ -31,9 +31,8 @@ spec.loader.exec_module(common)
 def run_script(script, *args, data_dir, expect_ok=True):
     # One torch thread: deterministic SAC (the resume test compares bits) and light on CPU.
     env = os.environ | {"OMP_NUM_THREADS": "1", "D4RL_DATASET_DIR": str(data_dir)}
-    proc = subprocess.run(
-        [sys.executable, str(DATASETS / script), *map(str, args)], env=env, capture_output=True, text=True, timeout=300
-    )
+    proc = subprocess.run([sys.executable, str(DATASETS / script), *map(str, args)], env=env, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
     if expect_ok:
         assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
@@ -124,14 +123,12 @@ def reference_jump_reward(actions, state, hard):
 
 def test_collect_random_round_trip(tmp_path):
     # No --out / --data-dir: the default name under $D4RL_DATASET_DIR.
-    proc = run_script(
-        "collect.py", "--env", "Hopper-v4", "--policy", "random", "--steps", 1000, "--seed", 3, data_dir=tmp_path
-    )
+    proc = run_script("collect.py", "--env", "Hopper-v4", "--policy", "random", "--steps", 1000, "--seed", 3,
+                      data_dir=tmp_path)  # fmt: skip
     path = tmp_path / "local" / "hopper-random.hdf5"
     assert str(path) in proc.stdout
-    data = check_dataset(
-        path, env_id="Hopper-v4", reward_fn="env", policy="random", steps=1000, seed=3, created_by="collect.py"
-    )
+    data = check_dataset(path, env_id="Hopper-v4", reward_fn="env", policy="random", steps=1000, seed=3,
+                         created_by="collect.py")  # fmt: skip
     assert data["terminals"].sum() > 10  # random Hopper falls quickly: many episode ends tested
     actions = data["actions"]
     assert actions.min() >= -1 and actions.max() <= 1 and actions.std() > 0.5  # uniform on [-1, 1]
@@ -146,43 +143,16 @@ def test_collect_saved_policy(tmp_path):
     mean, std = torch.randn(obs_dim), torch.rand(obs_dim) + 0.5
     policy_file = tmp_path / "runs" / "tiny-hopper" / "policy.pt"
     policy_file.parent.mkdir(parents=True)
-    torch.save(
-        {
-            "kind": "deterministic_mlp",
-            "obs_dim": obs_dim,
-            "act_dim": act_dim,
-            "hidden_dims": [16, 16],
-            "max_action": max_action,
-            "obs_mean": mean,
-            "obs_std": std,
-            "state_dict": net.state_dict(),
-        },
-        policy_file,
-    )
+    torch.save({"kind": "deterministic_mlp", "obs_dim": obs_dim, "act_dim": act_dim, "hidden_dims": [16, 16],
+               "max_action": max_action, "obs_mean": mean, "obs_std": std, "state_dict": net.state_dict()},
+               policy_file)  # fmt: skip
 
     data_dir = tmp_path / "data"
-    run_script(
-        "collect.py",
-        "--env",
-        "Hopper-v4",
-        "--policy",
-        policy_file,
-        "--steps",
-        1000,
-        "--data-dir",
-        data_dir,
-        data_dir=tmp_path / "unused",
-    )
+    run_script("collect.py", "--env", "Hopper-v4", "--policy", policy_file, "--steps", 1000, "--data-dir", data_dir,
+               data_dir=tmp_path / "unused")  # fmt: skip
     assert not (tmp_path / "unused").exists()  # --data-dir wins over $D4RL_DATASET_DIR
-    data = check_dataset(
-        data_dir / "local" / "hopper-tiny-hopper.hdf5",
-        env_id="Hopper-v4",
-        reward_fn="env",
-        policy=str(policy_file),
-        steps=1000,
-        seed=0,
-        created_by="collect.py",
-    )
+    data = check_dataset(data_dir / "local" / "hopper-tiny-hopper.hdf5", env_id="Hopper-v4", reward_fn="env",
+                         policy=str(policy_file), steps=1000, seed=0, created_by="collect.py")  # fmt: skip
     with torch.no_grad():
         expected = torch.tanh(net((torch.from_numpy(data["observations"]) - mean) / std)) * max_action
     np.testing.assert_allclose(data["actions"], expected.numpy(), atol=1e-6)
@@ -192,30 +162,10 @@ def test_collect_saved_policy(tmp_path):
 def test_collect_rejects_policy_for_another_env(tmp_path):
     net = nn.Sequential(nn.Linear(5, 4))
     policy_file = tmp_path / "policy.pt"
-    torch.save(
-        {
-            "kind": "deterministic_mlp",
-            "obs_dim": 5,
-            "act_dim": 4,
-            "hidden_dims": [],
-            "max_action": 1.0,
-            "obs_mean": torch.zeros(5),
-            "obs_std": torch.ones(5),
-            "state_dict": net.state_dict(),
-        },
-        policy_file,
-    )
-    proc = run_script(
-        "collect.py",
-        "--policy",
-        policy_file,
-        "--steps",
-        10,
-        "--out",
-        tmp_path / "x.hdf5",
-        data_dir=tmp_path,
-        expect_ok=False,
-    )
+    torch.save({"kind": "deterministic_mlp", "obs_dim": 5, "act_dim": 4, "hidden_dims": [], "max_action": 1.0,
+               "obs_mean": torch.zeros(5), "obs_std": torch.ones(5), "state_dict": net.state_dict()}, policy_file)  # fmt: skip
+    proc = run_script("collect.py", "--policy", policy_file, "--steps", 10, "--out", tmp_path / "x.hdf5",
+                      data_dir=tmp_path, expect_ok=False)  # fmt: skip
     assert proc.returncode != 0 and "obs/act dims" in proc.stderr
     assert not (tmp_path / "x.hdf5").exists()
 
@@ -225,82 +175,30 @@ def test_collect_rejects_policy_for_another_env(tmp_path):
 
 def test_jump_hard_round_trip(tmp_path):
     out = tmp_path / "somewhere" / "jh.hdf5"
-    run_script(
-        "halfcheetah_jump.py",
-        "--task",
-        "halfcheetah-jump-hard",
-        "--steps",
-        1000,
-        "--seed",
-        1,
-        "--out",
-        out,
-        data_dir=tmp_path,
-    )
-    data = check_dataset(
-        out,
-        env_id="HalfCheetah-v4",
-        reward_fn="halfcheetah-jump-hard",
-        policy="random",
-        steps=1000,
-        seed=1,
-        created_by="halfcheetah_jump.py",
-    )
+    run_script("halfcheetah_jump.py", "--task", "halfcheetah-jump-hard", "--steps", 1000, "--seed", 1, "--out", out,
+               data_dir=tmp_path)  # fmt: skip
+    data = check_dataset(out, env_id="HalfCheetah-v4", reward_fn="halfcheetah-jump-hard", policy="random", steps=1000,
+                         seed=1, created_by="halfcheetah_jump.py")  # fmt: skip
     state = replay("HalfCheetah-v4", data, seed=1)
     np.testing.assert_allclose(data["rewards"], reference_jump_reward(data["actions"], state, hard=True), atol=1e-4)
 
 
 def test_jump_sac_round_trip(tmp_path):
     # No --out: the default name, where the algorithms' `--env halfcheetah-jump` looks.
-    proc = run_script(
-        "halfcheetah_jump.py",
-        "--task",
-        "halfcheetah-jump",
-        "--no-cuda",
-        "--steps",
-        1000,
-        "--learning-starts",
-        200,
-        "--batch-size",
-        16,
-        "--hidden-dim",
-        64,
-        data_dir=tmp_path,
-    )
+    proc = run_script("halfcheetah_jump.py", "--task", "halfcheetah-jump", "--no-cuda", "--steps", 1000,
+                      "--learning-starts", 200, "--batch-size", 16, "--hidden-dim", 64, data_dir=tmp_path)  # fmt: skip
     assert "800 gradient updates" in proc.stdout
     path = tmp_path / "halfcheetah-jump.hdf5"
-    data = check_dataset(
-        path,
-        env_id="HalfCheetah-v4",
-        reward_fn="halfcheetah-jump",
-        policy="sac-online",
-        steps=1000,
-        seed=0,
-        created_by="halfcheetah_jump.py",
-    )
+    data = check_dataset(path, env_id="HalfCheetah-v4", reward_fn="halfcheetah-jump", policy="sac-online", steps=1000,
+                         seed=0, created_by="halfcheetah_jump.py")  # fmt: skip
     assert not list(tmp_path.rglob("*.ckpt.pt"))
     state = replay("HalfCheetah-v4", data, seed=0)
     np.testing.assert_allclose(data["rewards"], reference_jump_reward(data["actions"], state, hard=False), atol=1e-4)
 
 
 def test_jump_sac_resume_matches_uninterrupted_run(tmp_path):
-    sac = [
-        "--task",
-        "halfcheetah-jump",
-        "--no-cuda",
-        "--steps",
-        500,
-        "--max-episode-steps",
-        100,
-        "--learning-starts",
-        100,
-        "--batch-size",
-        16,
-        "--hidden-dim",
-        32,
-        "--checkpoint-every",
-        200,
-    ]
+    sac = ["--task", "halfcheetah-jump", "--no-cuda", "--steps", 500, "--max-episode-steps", 100, "--learning-starts",
+           100, "--batch-size", 16, "--hidden-dim", 32, "--checkpoint-every", 200]  # fmt: skip
     whole, split = tmp_path / "whole.hdf5", tmp_path / "split.hdf5"
     ckpt = tmp_path / "split.hdf5.ckpt.pt"
     run_script("halfcheetah_jump.py", *sac, "--out", whole, data_dir=tmp_path)
@@ -311,24 +209,15 @@ def test_jump_sac_resume_matches_uninterrupted_run(tmp_path):
     # A checkpoint is never silently overwritten, nor continued with other settings.
     proc = run_script("halfcheetah_jump.py", *sac, "--out", split, data_dir=tmp_path, expect_ok=False)
     assert proc.returncode != 0 and "--resume" in proc.stderr
-    proc = run_script(
-        "halfcheetah_jump.py", *sac, "--out", split, "--resume", "--gamma", 0.9, data_dir=tmp_path, expect_ok=False
-    )
+    proc = run_script("halfcheetah_jump.py", *sac, "--out", split, "--resume", "--gamma", 0.9, data_dir=tmp_path,
+                      expect_ok=False)  # fmt: skip
     assert proc.returncode != 0 and "gamma" in proc.stderr
 
     proc = run_script("halfcheetah_jump.py", *sac, "--out", split, "--resume", data_dir=tmp_path)
     assert "at step 300" in proc.stdout and "200 env steps with 200 gradient updates" in proc.stdout
     assert not ckpt.exists()
-    data = check_dataset(
-        split,
-        env_id="HalfCheetah-v4",
-        reward_fn="halfcheetah-jump",
-        policy="sac-online",
-        steps=500,
-        seed=0,
-        created_by="halfcheetah_jump.py",
-        max_episode_steps=100,
-    )
+    data = check_dataset(split, env_id="HalfCheetah-v4", reward_fn="halfcheetah-jump", policy="sac-online", steps=500,
+                         seed=0, created_by="halfcheetah_jump.py", max_episode_steps=100)  # fmt: skip
     with h5py.File(whole, "r") as f:
         for key in KEYS:
             np.testing.assert_array_equal(data[key], f[key][()], err_msg=key)
@@ -430,31 +319,17 @@ def test_sac_replay_datasets_are_the_buffer_up_to_each_snapshot(sac_runs):
     root, _ = sac_runs
     run = root / "whole"
     snapshots = json.loads((run / "snapshots.json").read_text())
-    whole = check_dataset(
-        run / "replay.hdf5",
-        env_id="Hopper-v4",
-        reward_fn="env",
-        policy="sac-online replay buffer, all 1500 steps",
-        steps=1500,
-        seed=0,
-        created_by="sac.py",
-        max_episode_steps=100,
-    )
+    whole = check_dataset(run / "replay.hdf5", env_id="Hopper-v4", reward_fn="env",
+                          policy="sac-online replay buffer, all 1500 steps", steps=1500, seed=0, created_by="sac.py",
+                          max_episode_steps=100)  # fmt: skip
     replay("Hopper-v4", whole, seed=0, max_episode_steps=100)  # the stored steps are the env's, in order
     for name in ("low", "mid"):
         step = snapshots[name]["step"]
         path = root / "d1" / "local" / f"hopper-{name}-replay.hdf5"
         assert snapshots[name]["replay"] == str(path)
-        data = check_dataset(
-            path,
-            env_id="Hopper-v4",
-            reward_fn="env",
-            policy=f"sac-online replay buffer up to step {step}",
-            steps=step,
-            seed=0,
-            created_by="sac.py",
-            max_episode_steps=100,
-        )
+        data = check_dataset(path, env_id="Hopper-v4", reward_fn="env",
+                             policy=f"sac-online replay buffer up to step {step}", steps=step, seed=0,
+                             created_by="sac.py", max_episode_steps=100)  # fmt: skip
         for key in KEYS:  # a prefix of the whole buffer
             np.testing.assert_array_equal(data[key], whole[key][:step], err_msg=key)
         _, attrs = read_h5(path)
@@ -489,13 +364,11 @@ def test_collect_stochastic_sac_policy(sac_runs, tmp_path):
     """D4RL's medium data: the snapshot's actions sampled from its tanh-Gaussian, the behaviour's return recorded."""
     root, _ = sac_runs
     policy_file = root / "whole" / "policy-mid.pt"
-    proc = run_script(
-        "collect.py", "--policy", policy_file, "--stochastic", "--steps", 3000, "--seed", 5, data_dir=tmp_path
-    )
+    proc = run_script("collect.py", "--policy", policy_file, "--stochastic", "--steps", 3000, "--seed", 5,
+                      data_dir=tmp_path)  # fmt: skip
     path = tmp_path / "local" / "hopper-mid.hdf5"  # policy-mid.pt -> local/hopper-mid
-    data = check_dataset(
-        path, env_id="Hopper-v4", reward_fn="env", policy=str(policy_file), steps=3000, seed=5, created_by="collect.py"
-    )
+    data = check_dataset(path, env_id="Hopper-v4", reward_fn="env", policy=str(policy_file), steps=3000, seed=5,
+                         created_by="collect.py")  # fmt: skip
     replay("Hopper-v4", data, seed=5)
     _, attrs = read_h5(path)
     assert attrs["stochastic"]
@@ -523,16 +396,8 @@ def test_join_is_medium_expert_layout(tmp_path):
         run_script("collect.py", "--steps", 700, "--seed", seed, "--name", f"local/p{seed}", data_dir=tmp_path)
     run_script("collect.py", "--env", "HalfCheetah-v4", "--steps", 50, "--name", "local/cheetah", data_dir=tmp_path)
     proc = run_script("join.py", "local/p1", "local/p2", "--name", "local/p12", data_dir=tmp_path)
-    joined = check_dataset(
-        tmp_path / "local" / "p12.hdf5",
-        env_id="Hopper-v4",
-        reward_fn="env",
-        policy="random + random",
-        steps=1400,
-        seed=1,
-        created_by="join.py",
-        cuts=(699,),
-    )
+    joined = check_dataset(tmp_path / "local" / "p12.hdf5", env_id="Hopper-v4", reward_fn="env",
+                           policy="random + random", steps=1400, seed=1, created_by="join.py", cuts=(699,))  # fmt: skip
     parts = [read_h5(tmp_path / "local" / f"p{seed}.hdf5") for seed in (1, 2)]
     for key in KEYS:
         np.testing.assert_array_equal(joined[key], np.concatenate([data[key] for data, _ in parts]), err_msg=key)
@@ -649,14 +514,9 @@ def test_dataset_paths(tmp_path, monkeypatch):
 
 def test_write_dataset_never_leaves_a_partial_file(tmp_path):
     def data(n):
-        return {
-            "observations": np.zeros((n, 2)),
-            "actions": np.zeros((n, 1)),
-            "rewards": np.full(n, float(n)),
-            "next_observations": np.zeros((n, 2)),
-            "terminals": np.zeros(n),
-            "timeouts": np.ones(n),
-        }
+        return {"observations": np.zeros((n, 2)), "actions": np.zeros((n, 1)), "rewards": np.full(n, float(n)),
+                                         "next_observations": np.zeros((n, 2)), "terminals": np.zeros(n),
+                                         "timeouts": np.ones(n)}  # fmt: skip
 
     meta = dict(env_id="Hopper-v4", reward_fn="env", policy="random", seed=0, created_by="test")
     path = tmp_path / "d.hdf5"
@@ -677,7 +537,6 @@ def test_write_dataset_never_leaves_a_partial_file(tmp_path):
 
 # ---------------------------------------------------------------------------- bad input: one line each, exit 2, nothing written
 
-sys.path.insert(0, str(DATASETS))  # the scripts import `common` from their own folder
 collect = importlib.import_module("collect")
 jump = importlib.import_module("halfcheetah_jump")
 sac = importlib.import_module("sac")
@@ -689,63 +548,20 @@ def error_lines(proc):
     return [line for line in lines if "DeprecationWarning" not in line and "logger.deprecation" not in line]
 
 
-@pytest.mark.parametrize(
-    "script,flags,expected",
-    [
-        (
-            "collect.py",
-            ["--steps", 0, "--seed", -1],
-            ["--steps must be at least 1, got 0", "--seed must be at least 0, got -1"],
-        ),
-        (
-            "collect.py",
-            ["--steps", -5, "--policy", "/nonexistent/policy.pt"],
-            ["--steps must be at least 1, got -5", "--policy /nonexistent/policy.pt: no such file"],
-        ),
-        (
-            "halfcheetah_jump.py",
-            [
-                "--task",
-                "halfcheetah-jump",
-                "--checkpoint-every",
-                0,
-                "--gamma",
-                "nan",
-                "--tau",
-                0,
-                "--learning-rate",
-                "-1e-5",
-                "--batch-size",
-                0,
-                "--hidden-dim",
-                0,
-                "--stop-at",
-                0,
-                "--max-episode-steps",
-                0,
-                "--learning-starts",
-                -1,
-                "--steps",
-                0,
-                "--seed",
-                -2,
-            ],
-            [
-                "--checkpoint-every must be at least 1, got 0",
-                "--gamma must be a finite number in [0.0, 1.0], got nan",
-                "--tau must be a finite number in (0.0, 1.0], got 0.0",
-                "--learning-rate must be a finite number above 0.0",
-                "--batch-size must be at least 1",
-                "--hidden-dim must be at least 1",
-                "--stop-at must be at least 1",
-                "--max-episode-steps must be at least 1",
-                "--learning-starts must be at least 0",
-                "--steps must be at least 1",
-                "--seed must be at least 0",
-            ],
-        ),
-    ],
-)
+@pytest.mark.parametrize("script,flags,expected", [("collect.py", ["--steps", 0, "--seed", -1],
+                         ["--steps must be at least 1, got 0", "--seed must be at least 0, got -1"]), ("collect.py",
+                         ["--steps", -5, "--policy", "/nonexistent/policy.pt"], ["--steps must be at least 1, got -5",
+                         "--policy /nonexistent/policy.pt: no such file"]), ("halfcheetah_jump.py", ["--task",
+                         "halfcheetah-jump", "--checkpoint-every", 0, "--gamma", "nan", "--tau", 0, "--learning-rate",
+                         "-1e-5", "--batch-size", 0, "--hidden-dim", 0, "--stop-at", 0, "--max-episode-steps", 0,
+                         "--learning-starts", -1, "--steps", 0, "--seed", -2],
+                         ["--checkpoint-every must be at least 1, got 0",
+                         "--gamma must be a finite number in [0.0, 1.0], got nan",
+                         "--tau must be a finite number in (0.0, 1.0], got 0.0",
+                         "--learning-rate must be a finite number above 0.0", "--batch-size must be at least 1",
+                         "--hidden-dim must be at least 1", "--stop-at must be at least 1",
+                         "--max-episode-steps must be at least 1", "--learning-starts must be at least 0",
+                         "--steps must be at least 1", "--seed must be at least 0"])])  # fmt: skip
 def test_bad_flags_are_one_line_each_and_exit_2(tmp_path, script, flags, expected):
     out = tmp_path / "out" / "d.hdf5"
     proc = run_script(script, *flags, "--out", out, data_dir=tmp_path, expect_ok=False)
@@ -758,20 +574,14 @@ def test_bad_flags_are_one_line_each_and_exit_2(tmp_path, script, flags, expecte
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing made, not even the output folder
 
 
-@pytest.mark.parametrize(
-    "script,flags", [("collect.py", []), ("halfcheetah_jump.py", ["--task", "halfcheetah-jump-hard"])]
-)
+@pytest.mark.parametrize("script,flags", [("collect.py", []), ("halfcheetah_jump.py", ["--task",
+                         "halfcheetah-jump-hard"])])  # fmt: skip
 def test_output_path_that_cannot_be_written_fails_before_collecting(tmp_path, script, flags):
     """With the default 1M steps: a check after the collection would time out here (it takes minutes)."""
     (tmp_path / "a_file").write_text("x")
     for out, needle in [(tmp_path, "is a directory"), (tmp_path / "a_file" / "d.hdf5", "is not a directory")]:
-        proc = subprocess.run(
-            [sys.executable, str(DATASETS / script), *flags, "--out", str(out)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=os.environ | {"OMP_NUM_THREADS": "1"},
-        )
+        proc = subprocess.run([sys.executable, str(DATASETS / script), *flags, "--out", str(out)],
+                              capture_output=True, text=True, timeout=60, env=os.environ | {"OMP_NUM_THREADS": "1"})  # fmt: skip
         lines = error_lines(proc)
         assert proc.returncode == 2 and len(lines) == 1 and needle in lines[0], proc.stderr[-2000:]
         assert str(out) in lines[0]
@@ -783,23 +593,10 @@ def test_check_flags_accept_the_defaults_and_find_each_problem(tmp_path):
     assert collect.check_flags(collect.Args(out=out)) == []
     assert jump.check_flags(jump.Args(task="halfcheetah-jump", out=out)) == []
     assert jump.check_flags(jump.Args(task="halfcheetah-jump", out=out, gamma=1.0, tau=1.0, learning_starts=0)) == []
-    for field, value in [
-        ("steps", 0),
-        ("seed", -1),
-        ("max_episode_steps", 0),
-        ("learning_rate", 0.0),
-        ("learning_rate", float("inf")),
-        ("learning_starts", -1),
-        ("batch_size", 0),
-        ("gamma", -0.1),
-        ("gamma", 1.01),
-        ("tau", 0.0),
-        ("tau", 1.5),
-        ("tau", float("nan")),
-        ("hidden_dim", 0),
-        ("checkpoint_every", 0),
-        ("stop_at", 0),
-    ]:
+    bad = [("steps", 0), ("seed", -1), ("max_episode_steps", 0), ("learning_rate", 0.0), ("learning_rate", float("inf")),
+           ("learning_starts", -1), ("batch_size", 0), ("gamma", -0.1), ("gamma", 1.01), ("tau", 0.0), ("tau", 1.5),
+           ("tau", float("nan")), ("hidden_dim", 0), ("checkpoint_every", 0), ("stop_at", 0)]  # fmt: skip
+    for field, value in bad:
         problems = jump.check_flags(jump.Args(task="halfcheetah-jump", out=out, **{field: value}))
         assert len(problems) == 1 and problems[0].startswith("--" + field.replace("_", "-")), (field, problems)
     # the SAC checkpoint of an earlier collection is never silently overwritten
@@ -814,13 +611,9 @@ def test_sac_bad_flags_are_one_line_each_and_exit_2(tmp_path):
     flags = ["--levels", "medium", "--eval-every", 0, "--eval-episodes", 0, "--learning-rate", 0, "--steps", 0]
     proc = run_script("sac.py", *flags, "--run-dir", run, data_dir=tmp_path / "d", expect_ok=False)
     lines = error_lines(proc)
-    expected = [
-        "--levels 'medium': write NAME=SCORE",
-        "--eval-every must be at least 1",
-        "--eval-episodes must be at least 1",
-        "--learning-rate must be a finite number above 0.0",
-        "--steps must be at least 1",
-    ]
+    expected = ["--levels 'medium': write NAME=SCORE", "--eval-every must be at least 1",
+                "--eval-episodes must be at least 1", "--learning-rate must be a finite number above 0.0",
+                "--steps must be at least 1"]  # fmt: skip
     assert proc.returncode == 2 and len(lines) == len(expected), proc.stderr[-2000:]
     for want in expected:
         assert sum(want in line for line in lines) == 1, (want, lines)
@@ -838,17 +631,8 @@ def test_sac_bad_flags_are_one_line_each_and_exit_2(tmp_path):
 
 
 def test_discrete_env_is_a_flag_error(tmp_path):
-    proc = run_script(
-        "collect.py",
-        "--env",
-        "CartPole-v1",
-        "--steps",
-        10,
-        "--out",
-        tmp_path / "d.hdf5",
-        data_dir=tmp_path,
-        expect_ok=False,
-    )
+    proc = run_script("collect.py", "--env", "CartPole-v1", "--steps", 10, "--out", tmp_path / "d.hdf5",
+                      data_dir=tmp_path, expect_ok=False)  # fmt: skip
     (line,) = error_lines(proc)
     assert proc.returncode == 2 and "CartPole-v1" in line and "Discrete" in line and "Box" in line, proc.stderr[-2000:]
     assert list(tmp_path.iterdir()) == []
@@ -882,16 +666,8 @@ class _RunsCode:
 
 def policy_dict(hidden=(16,)):
     net = nn.Sequential(nn.Linear(11, hidden[0]), nn.ReLU(), nn.Linear(hidden[0], 3))
-    return {
-        "kind": "deterministic_mlp",
-        "obs_dim": 11,
-        "act_dim": 3,
-        "hidden_dims": list(hidden),
-        "max_action": 1.0,
-        "obs_mean": torch.zeros(11),
-        "obs_std": torch.ones(11),
-        "state_dict": net.state_dict(),
-    }
+    return {"kind": "deterministic_mlp", "obs_dim": 11, "act_dim": 3, "hidden_dims": list(hidden), "max_action": 1.0,
+            "obs_mean": torch.zeros(11), "obs_std": torch.ones(11), "state_dict": net.state_dict()}  # fmt: skip
 
 
 def bad_torch_files(tmp_path, good: dict) -> dict:
@@ -916,12 +692,10 @@ def test_policy_files_load_weights_only_and_fail_in_one_line(tmp_path):
     torch.save({k: v for k, v in good.items() if k != "obs_std"}, tmp_path / "no_std.pt")
     torch.save(good | {"obs_mean": torch.zeros(5)}, tmp_path / "short_mean.pt")
     torch.save([1, 2, 3], tmp_path / "a_list.pt")
-    cases |= {
-        "wrong_sizes": (tmp_path / "wrong_sizes.pt", "do not match"),
-        "no_std": (tmp_path / "no_std.pt", "lacks obs_std"),
-        "short_mean": (tmp_path / "short_mean.pt", "obs_mean/obs_std have shapes (5,)"),
-        "a_list": (tmp_path / "a_list.pt", "unsupported policy kind 'list'"),
-    }
+    cases |= {"wrong_sizes": (tmp_path / "wrong_sizes.pt", "do not match"), "no_std": (tmp_path / "no_std.pt",
+                              "lacks obs_std"), "short_mean": (tmp_path / "short_mean.pt",
+                              "obs_mean/obs_std have shapes (5,)"), "a_list": (tmp_path / "a_list.pt",
+                              "unsupported policy kind 'list'")}  # fmt: skip
     for name, (path, needle) in cases.items():
         with pytest.raises(ValueError) as info:
             collect.load_policy(str(path), 11, 3)
@@ -933,17 +707,8 @@ def test_policy_files_load_weights_only_and_fail_in_one_line(tmp_path):
     assert collect.load_policy(str(tmp_path / "good.pt"), 11, 3)(np.zeros((2, 11), np.float32)).shape == (2, 3)
 
     # end to end: exit 1, the one line, no dataset
-    proc = run_script(
-        "collect.py",
-        "--policy",
-        tmp_path / "truncated.pt",
-        "--steps",
-        10,
-        "--out",
-        tmp_path / "d.hdf5",
-        data_dir=tmp_path,
-        expect_ok=False,
-    )
+    proc = run_script("collect.py", "--policy", tmp_path / "truncated.pt", "--steps", 10, "--out",
+                      tmp_path / "d.hdf5", data_dir=tmp_path, expect_ok=False)  # fmt: skip
     (line,) = error_lines(proc)
     assert proc.returncode == 1 and line.startswith("error: ") and "truncated.pt" in line, proc.stderr[-2000:]
     assert not (tmp_path / "d.hdf5").exists()
@@ -960,18 +725,12 @@ def test_sac_checkpoints_load_weights_only_and_fail_in_one_line(tmp_path):
     jump.save_checkpoint(good, 100, sac, buf, env, rng, jump.settings(args))
     state = torch.load(good, weights_only=True)
     cases = bad_torch_files(tmp_path, state)
-    broken = {
-        "keys": {"step": 100},
-        "sac": state | {"sac": {}},
-        "step": state | {"step": 300},
-        "buffer": state | {"buffer": {k: v[:, :3] if v.dim() == 2 else v for k, v in state["buffer"].items()}},
-    }
+    broken = {"keys": {"step": 100}, "sac": state | {"sac": {}}, "step": state | {"step": 300},
+              "buffer": state | {"buffer": {k: v[:, :3] if v.dim() == 2 else v for k, v in state["buffer"].items()}}}  # fmt: skip
     for name, value in broken.items():
         torch.save(value, tmp_path / f"{name}.pt")
-        cases[name] = (
-            tmp_path / f"{name}.pt",
-            "not a checkpoint of this script" if name == "keys" else "does not match",
-        )
+        cases[name] = (tmp_path / f"{name}.pt",
+                       "not a checkpoint of this script" if name == "keys" else "does not match")  # fmt: skip
     for name, (path, needle) in cases.items():
         with pytest.raises(ValueError) as info:
             jump.load_checkpoint(path, sac, buf, env, rng, jump.settings(args), args.steps)
@@ -987,21 +746,8 @@ def test_sac_checkpoints_load_weights_only_and_fail_in_one_line(tmp_path):
     # end to end: exit 1, one line naming the file and the fix, no dataset
     out = tmp_path / "d.hdf5"
     (tmp_path / "d.hdf5.ckpt.pt").write_bytes((tmp_path / "truncated.pt").read_bytes())
-    proc = run_script(
-        "halfcheetah_jump.py",
-        "--task",
-        "halfcheetah-jump",
-        "--steps",
-        300,
-        "--hidden-dim",
-        8,
-        "--no-cuda",
-        "--out",
-        out,
-        "--resume",
-        data_dir=tmp_path,
-        expect_ok=False,
-    )
+    proc = run_script("halfcheetah_jump.py", "--task", "halfcheetah-jump", "--steps", 300, "--hidden-dim", 8,
+                      "--no-cuda", "--out", out, "--resume", data_dir=tmp_path, expect_ok=False)  # fmt: skip
     (line,) = error_lines(proc)
     assert proc.returncode == 1 and "d.hdf5.ckpt.pt" in line and "delete" in line, proc.stderr[-2000:]
     assert not out.exists()

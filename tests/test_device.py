@@ -27,29 +27,19 @@ from conftest import TINY, fit_settings, load_module
 from torch.overrides import TorchFunctionMode
 
 # calls that make the host wait for the device (or copy through the host), by name: Tensor methods and torch functions
-SYNCS = {
-    "item": "reads a value on the host",
-    "tolist": "reads values on the host",
-    "numpy": "copies to a numpy array",
-    "__array__": "copies to a numpy array",
-    "__bool__": "Python branches on a tensor's value",
-    "__float__": "reads a value on the host",
-    "__int__": "reads a value on the host",
-    "__index__": "reads a value on the host",
-    "__complex__": "reads a value on the host",
-    "__format__": "formats a value on the host",
-    "__repr__": "formats values on the host",
-    "cpu": "copies to the host",
-    "nonzero": "the host waits for the count of nonzero entries",
-    "argwhere": "the host waits for the count of nonzero entries",
-    "masked_select": "the host waits for the count of selected entries",
-    "unique": "the host waits for the count of unique entries",
-    "unique_consecutive": "the host waits for the count of unique entries",
-    "tensor": "copies host data to the device",
-    "as_tensor": "copies host data to the device",
-    "asarray": "copies host data to the device",
-    "from_numpy": "wraps a numpy array",
-}
+SYNCS = {"item": "reads a value on the host", "tolist": "reads values on the host",
+         "numpy": "copies to a numpy array", "__array__": "copies to a numpy array",
+         "__bool__": "Python branches on a tensor's value", "__float__": "reads a value on the host",
+         "__int__": "reads a value on the host", "__index__": "reads a value on the host",
+         "__complex__": "reads a value on the host", "__format__": "formats a value on the host",
+         "__repr__": "formats values on the host", "cpu": "copies to the host",
+         "nonzero": "the host waits for the count of nonzero entries",
+         "argwhere": "the host waits for the count of nonzero entries",
+         "masked_select": "the host waits for the count of selected entries",
+         "unique": "the host waits for the count of unique entries",
+         "unique_consecutive": "the host waits for the count of unique entries",
+         "tensor": "copies host data to the device", "as_tensor": "copies host data to the device",
+         "asarray": "copies host data to the device", "from_numpy": "wraps a numpy array"}  # fmt: skip
 # factories whose tensor lands on the CPU (the default device) unless they are given device=
 FACTORIES = {"zeros", "ones", "empty", "full", "arange", "rand", "randn", "randint", "randperm", "linspace", "eye"}
 FACTORIES |= {"logspace", "scalar_tensor", "empty_strided"}
@@ -222,25 +212,10 @@ def probed_epochs(module, device: torch.device, monkeypatch):
 
 
 # ---------------------------------------------------------------- the check itself
-@pytest.mark.parametrize(
-    "snippet",
-    [
-        "x.sum().item()",
-        "x.tolist()",
-        "x.numpy()",
-        "np.asarray(x)",
-        "bool(x.sum() > 0)",
-        "float(x.sum())",
-        "f'{x.sum():.3f}'",
-        "x.cpu()",
-        "x[x > 0]",
-        "x.nonzero()",
-        "torch.as_tensor(np.zeros(3), device=x.device)",
-        "torch.zeros(3)",
-        "np.random.rand()",
-        "random.random()",
-    ],
-)
+@pytest.mark.parametrize("snippet", ["x.sum().item()", "x.tolist()", "x.numpy()", "np.asarray(x)",
+                         "bool(x.sum() > 0)", "float(x.sum())", "f'{x.sum():.3f}'", "x.cpu()", "x[x > 0]",
+                         "x.nonzero()", "torch.as_tensor(np.zeros(3), device=x.device)", "torch.zeros(3)",
+                         "np.random.rand()", "random.random()"])  # fmt: skip
 def test_the_check_catches_each_kind_of_host_round_trip(snippet, device):
     """Each of these lines in an update step would make a GPU wait for the host (or the host for the GPU)."""
     x = torch.randn(8, device=device)
@@ -258,14 +233,8 @@ def test_the_check_lets_device_side_work_pass(device):
 
 
 # ---------------------------------------------------------------- the epoch loop of every model-based file
-FILES = [
-    ("orpo", []),
-    ("orpo", ["--output-algo", "sac"]),
-    ("mopo", []),
-    ("mopo", ["--policy", "td3bc"]),
-    ("oroo", []),
-    ("mbpo", []),
-]
+FILES = [("orpo", []), ("orpo", ["--output-algo", "sac"]), ("mopo", []), ("mopo", ["--policy", "td3bc"]), ("oroo",
+          []), ("mbpo", [])]  # fmt: skip
 
 
 @pytest.mark.parametrize("name, flags", FILES, ids=[" ".join([n, *f]) for n, f in FILES])
@@ -331,9 +300,8 @@ def test_resume_on_the_device_continues_exactly(modules, hopper_data_dir, tmp_pa
     orpo = modules["orpo"]
     argv = [*device_tiny(device), "--env", "hopper-random-v2", "--data-dir", hopper_data_dir[0], "--seed", "7"]
     straight = orpo.main(tyro.cli(orpo.Args, args=[*argv, "--runs-dir", str(tmp_path / "a")]))
-    stopped = orpo.main(
-        tyro.cli(orpo.Args, args=[*argv, "--runs-dir", str(tmp_path / "b"), "--stop-after-epochs", "1"])
-    )
+    stopped = orpo.main(tyro.cli(orpo.Args, args=[*argv, "--runs-dir", str(tmp_path / "b"), "--stop-after-epochs",
+                        "1"]))  # fmt: skip
     assert not stopped["finished"] and stopped["epochs"] == 1
     cuda = "--cuda" if device.type == "cuda" else "--no-cuda"
     resumed = orpo.main(tyro.cli(orpo.Args, args=["--resume", stopped["run_dir"], cuda]))
@@ -380,11 +348,8 @@ def test_cuda_graphs_keep_the_eager_numbers(modules, hopper_data_dir, tmp_path, 
         assert eager.keys() == graphs.keys(), eager["epoch"]
         for key, value in eager.items():
             if value and not any(t in key for t in ("seconds", "SPS")):
-                assert float(graphs[key]) == pytest.approx(float(value), rel=1e-4, abs=1e-6), (
-                    name,
-                    eager["epoch"],
-                    key,
-                )
+                assert float(graphs[key]) == pytest.approx(float(value), rel=1e-4, abs=1e-6), (name, eager["epoch"],
+                             key)  # fmt: skip
 
 
 @pytest.mark.parametrize("period, n", [(1, 20), (2, 20), (2, 4), (3, 17)])
@@ -427,15 +392,16 @@ def test_gradient_steps_bookkeeping_with_a_stand_in_for_cuda_graphs(modules, mon
     counts = {}
 
     class Run:
-        graphs = True  # --cuda-graphs on a CUDA device
+        graphs, steps = True, 0  # --cuda-graphs on a CUDA device; the epoch's gradient steps (charts/SPS)
 
         def add(self, prefix, stats):
             for k in stats:
                 counts[f"{prefix}/{k}"] = counts.get(f"{prefix}/{k}", 0) + 1
 
-    orpo.gradient_steps(step, n, Run(), [policy], period=period)
+    run = Run()
+    orpo.gradient_steps(step, n, run, [policy], period=period)
     graphed = n >= 3 + period
     assert seen["captures"] == int(graphed) and seen["replays"] == ((n - 3) // period if graphed else 0)
     assert seen["capturable"] == [True] * int(graphed) and policy.optim.param_groups[0]["capturable"] is False
-    assert policy.total_it == n
+    assert policy.total_it == n == run.steps
     assert counts == {"losses/critic_loss": n, "losses/actor_loss": n // period}

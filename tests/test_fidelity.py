@@ -29,15 +29,12 @@ def preset(module, name, **kw):
 
 
 def output_batch_rows(orpo, args) -> dict[str, int]:
-    n = orpo.mix_counts(
-        args.batch_size, (args.real_ratio, args.output_rollout_ratio, 1 - args.real_ratio - args.output_rollout_ratio)
-    )
+    n = orpo.mix_counts(args.batch_size, (args.real_ratio, args.output_rollout_ratio,
+                        1 - args.real_ratio - args.output_rollout_ratio))  # fmt: skip
     return dict(zip(("D", "pi_p", "pi_o"), n))
 
 
-@pytest.mark.parametrize(
-    "name,official,literal",
-    [
+@pytest.mark.parametrize("name,official,literal", [
         (
             "hopper-medium-v2",
             (12, 115, 129),
@@ -45,8 +42,7 @@ def output_batch_rows(orpo, args) -> dict[str, int]:
         ),  # official commands: --real-ratio-final 0.05 --final-policy-rollout-ratio-final 0.45
         ("walker2d-medium-replay-v2", (128, 76, 52), (128, 51, 77)),  # 0.5 : 0.3 : 0.2
         ("halfcheetah-jump", (12, 12, 232), (12, 230, 14)),  # 0.05 : 0.05 : 0.9; 95 % of the batch from π^o
-    ],
-)
+])  # fmt: skip
 def test_output_policy_batch_rows_per_preset(orpo, name, official, literal):
     """The presets' shares give these rows of π^p's 256-row batch (D, its own D^p_πp, π^o's D^p_πo) by main's rule
     for the counts; that main samples the sources in this order is checked by tests/test_mutations.py."""
@@ -54,13 +50,14 @@ def test_output_policy_batch_rows_per_preset(orpo, name, official, literal):
     assert tuple(output_batch_rows(orpo, preset(orpo, name, paper_literal=True)).values()) == literal
 
 
+LITERAL = {"ensemble_var": "mixture_var", "ensemble_std": "mixture_std"}  # the appendix's formula of a table type
+
+
 def test_uncertainty_presets_orpo_official_vs_literal(orpo):
     for name, table_type in TABLE.items():
         assert preset(orpo, name).uncertainty == "max_aleatoric", name  # the ORPO runner never passes its flag
         literal = preset(orpo, name, paper_literal=True).uncertainty
-        assert literal == {"ensemble_var": "mixture_var", "ensemble_std": "mixture_std"}.get(table_type, table_type), (
-            name
-        )
+        assert literal == LITERAL.get(table_type, table_type), name
         assert preset(orpo, name, uncertainty="ensemble_std").uncertainty == "ensemble_std"  # a flag wins over a preset
 
 
@@ -68,9 +65,7 @@ def test_uncertainty_presets_mopo_use_kits_formula(mopo):
     for name, table_type in TABLE.items():
         assert preset(mopo, name).uncertainty == table_type, name  # the MOPO runner passes the flag to Kit's formula
         literal = preset(mopo, name, paper_literal=True).uncertainty
-        assert literal == {"ensemble_var": "mixture_var", "ensemble_std": "mixture_std"}.get(table_type, table_type), (
-            name
-        )
+        assert literal == LITERAL.get(table_type, table_type), name
 
 
 def test_kits_ensemble_var_ignores_sigma_and_reward_and_uses_all_members(orpo):
@@ -149,14 +144,8 @@ class PoisonedDynamics:
 
 def test_rollout_drops_and_counts_nonfinite_rows(orpo):
     start = torch.zeros(30, 3)
-    out = orpo.rollout(
-        PoisonedDynamics(),
-        lambda obs: torch.ones(len(obs), 2),
-        start,
-        2,
-        lambda s: torch.zeros(len(s), dtype=torch.bool),
-        "max_aleatoric",
-    )
+    out = orpo.rollout(PoisonedDynamics(), lambda obs: torch.ones(len(obs), 2), start, 2,
+                       lambda s: torch.zeros(len(s), dtype=torch.bool), "max_aleatoric")  # fmt: skip
     # step 1: 30 rows, 20 bad (10 NaN s', 10 inf u) -> 10 kept; step 2: those 10 rows, 7 bad (rows 0,3,6,9 and 1,4,7)
     assert int(out["nonfinite"]) == 20 + 7
     assert len(out["u"]) == 10 + 3
@@ -196,14 +185,8 @@ def test_a_rollout_with_no_finite_row_adds_nothing_and_sampling_it_is_one_line(o
         def step(self, obs, act, uncertainty):
             return torch.full_like(obs, torch.nan), torch.zeros(len(obs)), torch.zeros(len(obs))
 
-    out = orpo.rollout(
-        AllNaN(),
-        lambda obs: torch.zeros(len(obs), 2),
-        torch.zeros(8, 3),
-        3,
-        lambda s: torch.zeros(len(s), dtype=torch.bool),
-        "max_aleatoric",
-    )
+    out = orpo.rollout(AllNaN(), lambda obs: torch.zeros(len(obs), 2), torch.zeros(8, 3), 3,
+                       lambda s: torch.zeros(len(s), dtype=torch.bool), "max_aleatoric")  # fmt: skip
     assert int(out["nonfinite"]) == 8 and len(out["u"]) == 0
     buf = orpo.ReplayBuffer(16, {"obs": 3, "act": 2, "rew": 1, "u": 1, "next_obs": 3, "done": 1}, "cpu")
     buf.add(out)

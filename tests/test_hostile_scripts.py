@@ -26,7 +26,6 @@ from conftest import ROOT, load_module, write_random_dataset
 
 pytestmark = pytest.mark.slow  # the slow tier: the benchmark and dataset scripts' hostile cases end to end
 
-sys.path.insert(0, os.path.join(ROOT, "datasets"))  # the dataset scripts import `common` from their own folder
 join = importlib.import_module("join")
 sac = importlib.import_module("sac")
 compare = load_module("benchmarks/compare.py", "compare_hostile")
@@ -48,28 +47,17 @@ def run(script, *args, cwd=None, file_limit=None, env=None, timeout=300):
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails instead of the process being killed
         resource.setrlimit(resource.RLIMIT_FSIZE, (file_limit, file_limit))
 
-    return subprocess.run(
-        [sys.executable, os.path.join(ROOT, script), *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=timeout,
-        env=dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", **(env or {})),
-        preexec_fn=limit if file_limit else None,
-    )
+    return subprocess.run([sys.executable, os.path.join(ROOT, script), *map(str, args)], capture_output=True,
+                          text=True, cwd=cwd, timeout=timeout, env=dict(os.environ, OMP_NUM_THREADS="1",
+                          PYTHONUNBUFFERED="1", **(env or {})), preexec_fn=limit if file_limit else None)  # fmt: skip
 
 
 def start(script, *args, cwd=None, env=None):
     """Start a script in the background with SIGINT at its default (as from a terminal)."""
-    return subprocess.Popen(
-        [sys.executable, os.path.join(ROOT, script), *map(str, args)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=cwd,
-        env=dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", **(env or {})),
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
+    return subprocess.Popen([sys.executable, os.path.join(ROOT, script), *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=cwd, env=dict(os.environ, OMP_NUM_THREADS="1",
+                            PYTHONUNBUFFERED="1", **(env or {})), preexec_fn=lambda: signal.signal(signal.SIGINT,
+                            signal.SIG_DFL))  # fmt: skip
 
 
 def wait_for(condition, proc, seconds=120):
@@ -123,9 +111,7 @@ def test_join_of_a_part_without_behavior_episodes_is_one_line(part, tmp_path):
     assert not (tmp_path / "j.hdf5").exists()
 
 
-@pytest.mark.parametrize(
-    "change, needle",
-    [
+@pytest.mark.parametrize("change, needle", [
         ({"attrs": {"behavior_episodes": 0}}, "behavior_episodes 0 and behavior_mean_return"),  # was ZeroDivisionError
         ({"attrs": {"behavior_episodes": -3}}, "must be a count >= 1"),  # was a joined file with a wrong mean
         ({"attrs": {"behavior_episodes": "many"}}, "behavior_episodes many"),
@@ -135,8 +121,7 @@ def test_join_of_a_part_without_behavior_episodes_is_one_line(part, tmp_path):
         ({"data": {"rewards": "group"}}, "lacks the dataset(s) rewards"),  # was TypeError
         ({"data": {"rewards": np.zeros(295, np.float32)}}, "'rewards' has shape (295,)"),
         ({"data": {"terminals": np.full(300, 2.0, np.float32)}}, "'terminals' must hold only 0/1"),  # was written
-    ],
-)
+])  # fmt: skip
 def test_join_refuses_a_bad_part_in_one_line(part, tmp_path, change, needle):
     """Both parts damaged alike (the first part's attrs name the joined file's); join.main raises the ValueError that
     run_cli prints as one line."""
@@ -164,9 +149,7 @@ def test_a_full_disk_is_one_line_and_leaves_no_file(part, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------ sac.py, jump
-@pytest.mark.parametrize(
-    "script, flags, needle",
-    [
+@pytest.mark.parametrize("script, flags, needle", [
         ("sac.py", ["--seed", 2**64], "--seed must be below 4294967296"),  # was torch's "Overflow" after the checks
         ("sac.py", ["--env", "NoSuchEnv-v4"], "--env NoSuchEnv-v4: Environment `NoSuchEnv` doesn't exist"),  # was 1
         ("halfcheetah_jump.py", ["--task", "halfcheetah-jump", "--seed", 2**64], "--seed must be below 4294967296"),
@@ -175,8 +158,7 @@ def test_a_full_disk_is_one_line_and_leaves_no_file(part, tmp_path):
             ["--task", "halfcheetah-jump-hard", "--stop-at", 500],
             "--stop-at stops the SAC of --task halfcheetah-jump",
         ),
-    ],
-)
+])  # fmt: skip
 def test_dataset_flags_are_checked_before_any_work(tmp_path, script, flags, needle):
     where = ["--run-dir", tmp_path / "run"] if script == "sac.py" else ["--out", tmp_path / "d.hdf5"]
     one_line(run(f"datasets/{script}", *flags, *where), 2, needle)
@@ -185,17 +167,8 @@ def test_dataset_flags_are_checked_before_any_work(tmp_path, script, flags, need
 
 def tiny_sac(steps=1500):
     """sac.py's objects for TINY_SAC, as its main makes them: (args, SAC, buffer, env, rng, settings)."""
-    args = sac.Args(
-        steps=steps,
-        learning_starts=300,
-        batch_size=16,
-        hidden_dim=16,
-        eval_every=250,
-        eval_episodes=2,
-        max_episode_steps=100,
-        checkpoint_every=400,
-        levels=(),
-    )
+    args = sac.Args(steps=steps, learning_starts=300, batch_size=16, hidden_dim=16, eval_every=250, eval_episodes=2,
+                    max_episode_steps=100, checkpoint_every=400, levels=())  # fmt: skip
     env = sac.gym.make(args.env, max_episode_steps=args.max_episode_steps)
     env.reset(seed=0)
     settings = {k: getattr(args, k) for k in sac.SETTINGS} | {"levels": []}
@@ -266,7 +239,7 @@ def test_sac_progress_on_a_full_disk_leaves_no_temporary_file(tmp_path, monkeypa
         f.write = half_then_full
         return f
 
-    monkeypatch.setitem(sac.atomic_save.__globals__, "open", full_disk)  # the open of plumbing's atomic_save
+    monkeypatch.setitem(sac.write_text.__globals__, "open", full_disk)  # the open of toolbox's write_text
     with pytest.raises(OSError, match="No space left"):
         sac.write_rows_csv(tmp_path / "progress.csv", [{"step": 5000, "eval_return": 54.1}])
     assert os.listdir(tmp_path) == []  # was a half-written progress.csv.tmp
@@ -284,9 +257,7 @@ def test_sac_resume_of_a_finished_run_touches_nothing(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------ compare.py
-@pytest.mark.parametrize(
-    "flags, needle",
-    [
+@pytest.mark.parametrize("flags, needle", [
         ({"rows": ()}, "--rows needs at least one value"),  # was a run of nothing, then "no finished run"
         ({"seeds": (1, 1)}, "--seeds needs at least one value, each once, not 1 1"),  # was the same run twice at once
         ({"env": ("local/a", "local/a")}, "--env needs at least one value, each once"),
@@ -297,8 +268,7 @@ def test_sac_resume_of_a_finished_run_touches_nothing(tmp_path):
         ({"results": "/etc/hostname/results"}, "--results: cannot write in /etc/hostname/results"),  # was a traceback
         ({"runs_dir": "/etc/hostname/runs"}, "--runs-dir: cannot write in"),
         ({"out": "/etc/hostname/report", "report_only": True}, "--out: cannot write in"),  # was after the report
-    ],
-)
+])  # fmt: skip
 def test_compare_flags_are_checked_before_any_run(flags, needle):
     with pytest.raises(compare.UsageError) as info:
         compare.check(compare.Args(**flags))
@@ -313,11 +283,9 @@ def test_compare_a_dataset_that_is_not_hdf5_is_one_line(tmp_path):
 
 def compare_flags(tmp_path, rows=("td3bc",), epochs=1, steps=2):
     """A compare.py command at tiny sizes; --settings ours needs no peer source."""
-    return [
-        *["--runs-dir", tmp_path / "runs", "--results", tmp_path / "results", "--out", tmp_path / "report"],
-        *["--settings", "ours", "--rows", *rows, "--seeds", 1, "--epochs", epochs, "--steps-per-epoch", steps],
-        *["--eval-episodes", 1, "--reps", 100, "--algo-flags=--hidden-dims 8 8 --batch-size 8"],
-    ]
+    return [*["--runs-dir", tmp_path / "runs", "--results", tmp_path / "results", "--out", tmp_path / "report"],
+            *["--settings", "ours", "--rows", *rows, "--seeds", 1, "--epochs", epochs, "--steps-per-epoch", steps],
+            *["--eval-episodes", 1, "--reps", 100, "--algo-flags=--hidden-dims 8 8 --batch-size 8"]]  # fmt: skip
 
 
 def fake_result(results, row, seed, fingerprint="1:0123456789abcdef", scores=(1.0, 2.0), status="finished"):
@@ -341,16 +309,13 @@ def test_compare_refuses_results_made_from_another_file_under_the_same_name(tmp_
     assert not (tmp_path / "runs").exists() and json.loads((seed1 / "config.json").read_text())["_dataset"]
 
 
-@pytest.mark.parametrize(
-    "damage, needle",
-    [
+@pytest.mark.parametrize("damage, needle", [
         (lambda d: d.rename(d.with_name("seedX")), "seedX: a damaged result (not a seed<N> folder)"),  # ValueError
         (lambda d: (d / "metrics.csv").unlink(), "a damaged result (FileNotFoundError"),  # was FileNotFoundError
         (lambda d: (d / "metrics.csv").write_text("epoch,eval/normalized_score\n1,abc\n"), "to float: 'abc'"),
         (lambda d: (d / "metrics.csv").write_text("epoch,eval/normalized_score\n"), "holds no evaluation"),  # Index
         (lambda d: (d / "summary.json").write_text('{"status": "fin'), "summary.json is not a JSON object"),  # skipped
-    ],
-)
+])  # fmt: skip
 def test_compare_a_damaged_result_is_one_line_naming_it(tmp_path, damage, needle):
     fake_result(tmp_path, "mopo", 2)
     damage(fake_result(tmp_path, "mopo", 1))
@@ -405,17 +370,14 @@ def test_compare_a_second_sigterm_waits_for_the_runs_and_the_same_command_resume
 
 
 # ------------------------------------------------------------------------------------------------ speed.py
-@pytest.mark.parametrize(
-    "flags, needle",
-    [
+@pytest.mark.parametrize("flags, needle", [
         ({"seed": -1}, "--seed -1: must lie in [0, 2**32)"),  # was numpy's traceback after the checks
         ({"compare": __file__, "labels": ("a", "a")}, "--labels a a: the two columns need two names"),  # one column
         ({"horizons": (1, 1)}, "every h must be at least 1, each once"),  # each run twice
         ({"algo_flags": "--hidden-dims '32"}, "--algo-flags --hidden-dims '32: No closing quotation"),  # traceback
         ({"algo_flags": "--runs-dir x"}, "--algo-flags sets --runs-dir"),  # was IndexError after a run
         ({"out": "/etc/hostname/speed"}, "--out /etc/hostname/speed: /etc/hostname is not a folder"),  # was at the end
-    ],
-)
+])  # fmt: skip
 def test_speed_flags_are_checked_before_any_work(flags, needle):
     with pytest.raises(speed.UsageError) as info:  # toolbox.cli prints it as one line, exit 2
         speed.check(speed.Args(**flags))
@@ -426,15 +388,14 @@ def test_speed_flags_are_checked_before_any_work(flags, needle):
 SPEED_TINY = ["--only", "ensemble", "--dataset-size", 5000, "--repeats", 1, "--dynamics-epochs", 1]
 
 
-@pytest.mark.parametrize(
-    "flags, code, needle",
-    [
-        (["--threads", "nan"], 2, "error: Error parsing --threads: invalid literal for int()"),  # was tyro's box
+@pytest.mark.parametrize("flags, code, needle", [
+        (["--threads", "nan"], 2, "Error parsing --threads: invalid literal for int()"),  # tyro's box
         (["--module", "datasets/join.py"], 1, "join.py takes no --runs-dir: it is not an algorithm file"),  # Stop...
-    ],
-)
+])  # fmt: skip
 def test_speed_bad_input_is_one_line(tmp_path, flags, code, needle):
-    one_line(run("benchmarks/speed.py", *SPEED_TINY, *flags, cwd=ROOT), code, needle)
+    proc = run("benchmarks/speed.py", *SPEED_TINY, *flags, cwd=ROOT)
+    one_line(proc, code, needle) if code == 1 else None
+    assert proc.returncode == code and needle in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_speed_ensemble_of_a_file_without_an_ensemble_is_an_empty_table(tmp_path):
@@ -502,3 +463,44 @@ def test_toy_figures_show_an_interval_only_over_two_seeds(tmp_path, monkeypatch,
     assert len(titles) == 2 and all(("[" in t) == (len(seeds) > 1) for t in titles), titles
     bars = [c.has_yerr for ax in figures[1].axes for c in ax.containers]
     assert bars == [len(seeds) > 1] * 2, bars
+
+
+# ---------------------------------------------------------------------------------------------------- the launchers
+def launch_and_sigterm(cmd, until, tmp_path, data_dir):
+    """Start a launcher, send SIGTERM once `until` (a glob) matches, and return its (exit status, stderr)."""
+    import glob
+
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", D4RL_DATASET_DIR=data_dir)
+    p = subprocess.Popen([sys.executable, *cmd], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         cwd=tmp_path)  # fmt: skip
+    for _ in range(3000):
+        if glob.glob(str(until)) or p.poll() is not None:
+            break
+        time.sleep(0.1)
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=300)
+    return p.returncode, err
+
+
+def test_scores_stopped_by_sigterm_exits_143_and_its_run_saved(hopper_data_dir, tmp_path):
+    flags = "--epochs 50 --steps-per-epoch 20 --batch-size 32 --hidden-dims 32 32 --eval-episodes 2 --no-cuda"
+    cmd = [f"{ROOT}/benchmarks/scores.py", "--algos", "td3bc", "--envs", "hopper-random-v2", "--seeds", "1",
+           f"--extra={flags}", "--runs-dir", "r", "--out", "out"]  # fmt: skip
+    code, err = launch_and_sigterm(cmd, tmp_path / "r" / "*" / "metrics.csv", tmp_path, hopper_data_dir[0])
+    assert code == 143 and "run the same command again to resume" in err and "Traceback" not in err, err[-2000:]
+    (summary,) = Path(tmp_path / "r").glob("*/summary.json")
+    assert json.loads(summary.read_text())["status"] == "interrupted"
+
+
+def test_budget_stops_its_run_on_sigterm_and_says_how_to_continue(tmp_path):
+    """budget.py forwards SIGTERM to the running run (started through the launchers' ensemble cache), which
+    checkpoints; it says so and exits 143."""
+    os.makedirs(tmp_path / "data" / "local")
+    write_random_dataset(str(tmp_path / "data" / "local" / "h.hdf5"), steps=1000, attrs={"env_id": "Hopper-v4"})
+    cmd = [f"{ROOT}/benchmarks/budget.py", "--env", "local/h", "--data-dir", str(tmp_path / "data"), "--only",
+           "mopo:uncapped", "--runs-dir", "r", "--results", "res", "--out", "out", "--dynamics-cache", "cache"]  # fmt: skip
+    code, err = launch_and_sigterm(cmd, tmp_path / "r" / "uncapped" / "mopo" / "*" / "metrics.csv", tmp_path, "")
+    assert code == 143 and "run the same command again to resume" in err and "Traceback" not in err, err[-2000:]
+    (summary,) = Path(tmp_path / "r" / "uncapped" / "mopo").glob("*/summary.json")
+    assert json.loads(summary.read_text())["status"] == "interrupted"
+    assert len(list(Path(tmp_path / "cache").glob("*.pt"))) == 1  # its ensemble, fitted once, is in the cache

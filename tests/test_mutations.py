@@ -54,13 +54,9 @@ def test_loader_returns_the_files_rows_real_hopper_data(orpo, hopper_data_dir):
     # the file exercises both episode ends, and timeouts in its middle (so dropping them shifts later rows)
     assert raw["terminals"].sum() > 0 and 0 < np.flatnonzero(~keep)[0] < len(keep) - 1
     data = plumbing.load_transitions(path)
-    expected = {
-        "obs": raw["observations"][keep],
-        "act": raw["actions"][keep],
-        "rew": raw["rewards"][keep][:, None],
-        "next_obs": raw["next_observations"][keep],
-        "done": raw["terminals"][keep].astype(np.float32)[:, None],
-    }
+    expected = {"obs": raw["observations"][keep], "act": raw["actions"][keep], "rew": raw["rewards"][keep][:, None],
+                "next_obs": raw["next_observations"][keep], "done": raw["terminals"][keep].astype(np.float32)[:,
+                None]}  # fmt: skip
     assert set(data) == set(expected)
     for key, value in expected.items():
         assert data[key].dtype == np.float32, key
@@ -92,10 +88,8 @@ def test_termination_agrees_with_the_envs_own_health_check(orpo, gym_id, domain)
     obs, healthy = health_states(gym_id, zs, angles)
     assert healthy.any() and not healthy.all()
     if domain == "walker2d":  # the env itself ends an episode above z = 2
-        assert (
-            not healthy[obs[:, 0].numpy() > 2.0].any()
-            and healthy[(obs[:, 0].numpy() > 1.5) & (obs[:, 0].numpy() < 2)].any()
-        )
+        assert (not healthy[obs[:, 0].numpy() > 2.0].any() and healthy[(obs[:, 0].numpy() > 1.5) & (obs[:,
+                0].numpy() < 2)].any())  # fmt: skip
     done = orpo.termination_fn(domain)(obs).numpy()
     np.testing.assert_array_equal(done, ~healthy)
 
@@ -127,13 +121,10 @@ def test_uncertainty_uses_all_members_not_only_the_elites(orpo):
 
     # by hand, over all five members: population variance of the next-state means (s' = obs + Δs: obs cancels)
     spread = means.var(0, unbiased=False)  # [3]: (Δs_0, Δs_1, r)
-    expected = {
-        "max_aleatoric": std.norm(dim=-1).max(),
-        "ensemble_var": spread[:2].mean(),
-        "ensemble_std": spread[:2].mean().sqrt(),
-        "mixture_var": (spread + std.pow(2).mean(0)).sum(),
-        "mixture_std": (spread + std.pow(2).mean(0)).sum().sqrt(),
-    }
+    expected = {"max_aleatoric": std.norm(dim=-1).max(), "ensemble_var": spread[:2].mean(),
+                                          "ensemble_std": spread[:2].mean().sqrt(),
+                                          "mixture_var": (spread + std.pow(2).mean(0)).sum(),
+                                          "mixture_std": (spread + std.pow(2).mean(0)).sum().sqrt()}  # fmt: skip
     assert set(expected) == set(orpo.UNCERTAINTIES)
     for kind, value in expected.items():
         torch.manual_seed(0)
@@ -157,9 +148,7 @@ def row_keys(obs, act, next_obs):
 LAMBDA_O, LAMBDA_P, REAL_RATIO, OUTPUT_ROLLOUT_RATIO = 0.5, 2.0, 0.1, 0.3
 
 
-def test_each_policy_trains_on_its_mdps_rewards_with_the_configured_rows_per_source(
-    orpo, hopper_data_dir, tmp_path, monkeypatch
-):
+def test_each_policy_trains_on_its_mdps_rewards_and_rows_per_source(orpo, hopper_data_dir, tmp_path, monkeypatch):
     """Run main() for one epoch with every update's batch recorded, and trace each batch row to where it came from:
     the HDF5 file (D), π^o's model rollouts or π^p's model rollouts. Then
       π^o (SAC):     D rows carry the file's reward, π^o's rollout rows r^o = r̂ + λo·u (O-MDP), no π^p rows;
@@ -190,32 +179,10 @@ def test_each_policy_trains_on_its_mdps_rewards_with_the_configured_rows_per_sou
     monkeypatch.setattr(orpo.SAC, "update", recorder("pi_o", sac_update))
     monkeypatch.setattr(orpo.TD3BC, "update", recorder("pi_p", td3bc_update))
     data_dir = hopper_data_dir[0]
-    args = tyro.cli(
-        orpo.Args,
-        args=[
-            *TINY,
-            "--epochs",
-            "1",
-            "--steps-per-epoch",
-            "3",
-            "--eval-episodes",
-            "1",
-            "--env",
-            "hopper-random-v2",
-            "--data-dir",
-            data_dir,
-            "--runs-dir",
-            str(tmp_path),
-            "--lambda-o",
-            str(LAMBDA_O),
-            "--lambda-p",
-            str(LAMBDA_P),
-            "--real-ratio",
-            str(REAL_RATIO),
-            "--output-rollout-ratio",
-            str(OUTPUT_ROLLOUT_RATIO),
-        ],
-    )
+    args = tyro.cli(orpo.Args, args=[*TINY, "--epochs", "1", "--steps-per-epoch", "3", "--eval-episodes", "1",
+                    "--env", "hopper-random-v2", "--data-dir", data_dir, "--runs-dir", str(tmp_path), "--lambda-o",
+                    str(LAMBDA_O), "--lambda-p", str(LAMBDA_P), "--real-ratio", str(REAL_RATIO),
+                    "--output-rollout-ratio", str(OUTPUT_ROLLOUT_RATIO)])  # fmt: skip
     orpo.main(args)
 
     # where each (s, a, s') row came from, and the reward each MDP gives it
@@ -223,10 +190,8 @@ def test_each_policy_trains_on_its_mdps_rewards_with_the_configured_rows_per_sou
     _, path = plumbing.resolve_task("hopper-random-v2", None, None, data_dir)
     with h5py.File(path, "r") as f:
         keep = ~f["timeouts"][()].astype(bool)
-        file_rows = {
-            k: torch.as_tensor(f[k][()][keep], dtype=torch.float32)
-            for k in ("observations", "actions", "next_observations", "rewards")
-        }
+        file_rows = {k: torch.as_tensor(f[k][()][keep], dtype=torch.float32) for k in ("observations", "actions",
+                                        "next_observations", "rewards")}  # fmt: skip
     for key, r in zip(
         row_keys(file_rows["observations"], file_rows["actions"], file_rows["next_observations"]), file_rows["rewards"]
     ):

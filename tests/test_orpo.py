@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from types import SimpleNamespace
 import torch
-from conftest import TINY, fit_settings, run_script, sac_settings, td3_settings, write_random_dataset
+from conftest import TINY, fit_settings, sac_settings, td3_settings, write_random_dataset
 import plumbing  # noqa: E402  (conftest puts algorithms/ on sys.path)
 
 PAPER_TEX = os.environ.get("ORPO_PAPER_TEX")  # the paper's LaTeX source, only to check PAPER_HYPERPARAMETERS
@@ -31,9 +31,7 @@ def test_loader_uses_next_observations_and_drops_timeouts(orpo, hopper_data_dir)
     np.testing.assert_array_equal(data["done"][:, 0], raw["terminals"][keep].astype(np.float32))
     # at a terminal step the next row is the next episode's first state, which a model must never learn
     end = np.flatnonzero(raw["terminals"][:-1])[0]
-    assert not np.allclose(
-        raw["next_observations"][end], raw["observations"][end + 1]
-    )  # precondition of the next check
+    assert not np.allclose(raw["next_observations"][end], raw["observations"][end + 1])  # the next check's premise
     row = keep[:end].sum()
     np.testing.assert_array_equal(data["next_obs"][row], raw["next_observations"][end])
 
@@ -81,17 +79,13 @@ def test_uncertainty_grows_away_from_data_and_step_shapes(orpo):
         assert next_obs.shape == (500, 3) and rew.shape == (500,) and u_near.shape == (500,)
         # the models' disagreement grows off the data (≈ 6× in var, ≈ 2.5× in std over seeds); a learned σ need not
         if kind != "max_aleatoric":
-            assert (
-                u_far.mean()
-                > {"ensemble_var": 3.0, "ensemble_std": 1.5, "mixture_var": 3.0, "mixture_std": 1.5}[kind]
-                * u_near.mean()
-            ), kind
+            assert (u_far.mean() > {"ensemble_var": 3.0, "ensemble_std": 1.5, "mixture_var": 3.0,
+                    "mixture_std": 1.5}[kind] * u_near.mean()), kind  # fmt: skip
 
 
 # ---------------------------------------------------------------- termination
-@pytest.mark.parametrize(
-    "gym_id,domain", [("Hopper-v4", "hopper"), ("Walker2d-v4", "walker2d"), ("HalfCheetah-v4", "halfcheetah")]
-)
+@pytest.mark.parametrize("gym_id,domain", [("Hopper-v4", "hopper"), ("Walker2d-v4", "walker2d"), ("HalfCheetah-v4",
+                         "halfcheetah")])  # fmt: skip
 def test_termination_matches_the_env(orpo, gym_id, domain):
     env = gym.make(gym_id)
     env.action_space.seed(0)
@@ -124,15 +118,8 @@ def test_relabel_identity(orpo):
     torch.testing.assert_close(r_o, rew + 0.015 * u)
 
 
-@pytest.mark.parametrize(
-    "ratios,expected",
-    [
-        ((0.05, 0.45, 0.5), [12, 115, 129]),
-        ((0.5, 0.3, 0.2), [128, 76, 52]),
-        ((0.05, 0.95), [12, 244]),
-        ((0.05, 0.05, 0.9), [12, 12, 232]),
-    ],
-)
+@pytest.mark.parametrize("ratios,expected", [((0.05, 0.45, 0.5), [12, 115, 129]), ((0.5, 0.3, 0.2), [128, 76, 52]),
+                         ((0.05, 0.95), [12, 244]), ((0.05, 0.05, 0.9), [12, 12, 232])])  # fmt: skip
 def test_batch_mix_counts(orpo, ratios, expected):
     assert orpo.mix_counts(256, ratios) == expected
 
@@ -141,9 +128,8 @@ def test_sample_mix_takes_each_sources_reward(orpo):
     fields = {"obs": 2, "act": 1, "rew": 1, "rew_p": 1, "next_obs": 2, "done": 1}
     a, b = orpo.ReplayBuffer(10, fields, "cpu"), orpo.ReplayBuffer(10, fields, "cpu")
     for buf, value in ((a, 1.0), (b, 2.0)):
-        buf.add(
-            {k: torch.full((10, d), value) if k != "rew_p" else torch.full((10, d), -value) for k, d in fields.items()}
-        )
+        buf.add({k: torch.full((10, d), value) if k != "rew_p" else torch.full((10, d), -value) for k,
+                d in fields.items()})  # fmt: skip
     batch = orpo.sample_mix([(a, 3, "rew"), (b, 5, "rew_p")])
     assert batch["obs"].shape == (8, 2) and batch["rew"].shape == (8,) and batch["done"].shape == (8,)
     assert batch["rew"].tolist() == [1.0] * 3 + [-2.0] * 5
@@ -224,10 +210,8 @@ def test_bf16_ensemble_is_close_to_fp32(orpo):
     data = {"obs": obs, "act": act, "next_obs": obs + 0.1 * act + 0.05 * obs**2, "rew": obs.sum(1, keepdim=True)}
     model = orpo.EnsembleDynamics(3, 1, (64, 64), 5, 3, bf16=True)
     metrics = orpo.fit_dynamics(model, data, **fit_settings(orpo.Args(dynamics_max_epochs=10)))
-    assert (
-        metrics["dynamics/holdout_mse"]
-        < 0.05 * torch.cat([data["next_obs"] - obs, data["rew"]], 1).var(0).mean().item()
-    )
+    assert (metrics["dynamics/holdout_mse"] < 0.05 * torch.cat([data["next_obs"] - obs, data["rew"]],
+            1).var(0).mean().item())  # fmt: skip
     x = torch.cat([obs[:500], act[:500]], 1)
     with torch.no_grad():
         mean16, logvar16 = model(x)
@@ -241,31 +225,24 @@ def test_bf16_ensemble_is_close_to_fp32(orpo):
         assert ((u16 - u32).abs() / u32).median() < 0.02, kind
 
 
-def test_bf16_on_a_gpu_without_bfloat16_is_a_user_error(orpo, monkeypatch, tmp_path):
-    """Checked before anything touches the GPU, so a fake capability answer tests it on a CPU machine."""
+def test_bf16_on_a_gpu_without_bfloat16_is_a_user_error(orpo, monkeypatch):
+    """Checked before the fit touches the GPU, so a fake capability answer (and fake CUDA data) tests it on a CPU."""
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
-    run = SimpleNamespace(args=orpo.Args(dynamics_bf16=True), dir=str(tmp_path), device=torch.device("cuda"))
     model = orpo.EnsembleDynamics(3, 1, (8,), 2, 1, bf16=True)
     with pytest.raises(orpo.UserError, match="--dynamics-bf16: this GPU has no bfloat16 support"):
-        plumbing.Run.load_or_fit(run, model, fit=lambda: pytest.fail("the fit must not start"))
-    assert not os.listdir(tmp_path)  # nothing written
+        orpo.fit_dynamics(model, {"obs": SimpleNamespace(is_cuda=True)}, **fit_settings(orpo.Args()))
 
 
 def test_early_stopping_restores_each_models_best(orpo):
     """Training stops on patience, and the weights left are each model's best on the holdout set."""
     torch.manual_seed(1)
     obs, act = torch.randn(600, 2), torch.randn(600, 1)
-    data = {
-        "obs": obs,
-        "act": act,
-        "next_obs": obs + 0.3 * obs.roll(1, 1) + 0.1 * torch.randn(600, 2),
-        "rew": torch.randn(600, 1),
-    }
+    data = {"obs": obs, "act": act, "next_obs": obs + 0.3 * obs.roll(1, 1) + 0.1 * torch.randn(600, 2),
+            "rew": torch.randn(600, 1)}  # fmt: skip
     model = orpo.EnsembleDynamics(2, 1, (32,), 3, 2)
     torch.manual_seed(5)
-    metrics = orpo.fit_dynamics(
-        model, data, **fit_settings(orpo.Args(dynamics_patience=2, dynamics_max_epochs=300, dynamics_batch_size=64))
-    )
+    metrics = orpo.fit_dynamics(model, data, **fit_settings(orpo.Args(dynamics_patience=2, dynamics_max_epochs=300,
+                                dynamics_batch_size=64)))  # fmt: skip
     assert metrics["dynamics/epochs"] < 300  # the noisy reward stops improving long before
     torch.manual_seed(5)
     hold = torch.randperm(600)[: min(int(600 * 0.2), 1000)]  # fit_dynamics' first random draw is its holdout split
@@ -280,20 +257,19 @@ def test_early_stopping_restores_each_models_best(orpo):
 # The paper's "Tuned hyper-parameters" table (\label{fig:d4rl-tuned-hyperparams}): per dataset our MOPO's
 # (λp, uncertainty, h^p) and ORPO's (λo, h^o), copied from the paper; test_hyperparameters_equal_the_latex checks
 # them against the LaTeX when ORPO_PAPER_TEX names it.
-PAPER_HYPERPARAMETERS = {
-    "halfcheetah-random-v2": (6.64, "ensemble_std", 5, 0.015, 5),
-    "hopper-random-v2": (5.9, "max_aleatoric", 5, 0.015, 5),
-    "walker2d-random-v2": (0.21, "ensemble_var", 1, 0.002, 5),
-    "halfcheetah-medium-v2": (5.92, "ensemble_var", 5, 0.015, 1),
-    "hopper-medium-v2": (5.0, "max_aleatoric", 5, 0.015, 1),
-    "walker2d-medium-v2": (5.28, "ensemble_std", 1, 0.015, 1),
-    "halfcheetah-medium-replay-v2": (0.96, "ensemble_var", 5, 0.002, 5),
-    "hopper-medium-replay-v2": (2.5, "max_aleatoric", 5, 0.005, 5),
-    "walker2d-medium-replay-v2": (2.48, "ensemble_std", 1, 0.015, 1),
-    "halfcheetah-medium-expert-v2": (4.56, "max_aleatoric", 5, 0.015, 1),
-    "hopper-medium-expert-v2": (10.0, "max_aleatoric", 5, 0.015, 5),
-    "walker2d-medium-expert-v2": (2.5, "max_aleatoric", 1, 0.015, 1),
-}
+PAPER_HYPERPARAMETERS = {"halfcheetah-random-v2": (6.64, "ensemble_std", 5, 0.015, 5), "hopper-random-v2": (5.9,
+                                                   "max_aleatoric", 5, 0.015, 5), "walker2d-random-v2": (0.21,
+                                                   "ensemble_var", 1, 0.002, 5), "halfcheetah-medium-v2": (5.92,
+                                                   "ensemble_var", 5, 0.015, 1), "hopper-medium-v2": (5.0,
+                                                   "max_aleatoric", 5, 0.015, 1), "walker2d-medium-v2": (5.28,
+                                                   "ensemble_std", 1, 0.015, 1),
+                                                   "halfcheetah-medium-replay-v2": (0.96, "ensemble_var", 5, 0.002,
+                                                   5), "hopper-medium-replay-v2": (2.5, "max_aleatoric", 5, 0.005, 5),
+                                                   "walker2d-medium-replay-v2": (2.48, "ensemble_std", 1, 0.015, 1),
+                                                   "halfcheetah-medium-expert-v2": (4.56, "max_aleatoric", 5, 0.015,
+                                                   1), "hopper-medium-expert-v2": (10.0, "max_aleatoric", 5, 0.015,
+                                                   5), "walker2d-medium-expert-v2": (2.5, "max_aleatoric", 1, 0.015,
+                                                   1)}  # fmt: skip
 
 
 def test_hyperparameters_equal_the_latex():
@@ -329,13 +305,8 @@ def test_presets_fill_only_unset_fields(orpo, hopper_data_dir):
     task, _ = plumbing.resolve_task("hopper-random-v2", None, None, hopper_data_dir[0])
     args, source = orpo.apply_presets(orpo.Args(env="hopper-random-v2", lambda_p=1.5), task)
     assert source == "hopper-random-v2"
-    assert (args.lambda_p, args.uncertainty, args.rollout_length, args.lambda_o, args.rollout_length_o) == (
-        1.5,
-        "max_aleatoric",
-        5,
-        0.015,
-        5,
-    )
+    assert (args.lambda_p, args.uncertainty, args.rollout_length, args.lambda_o, args.rollout_length_o) == (1.5,
+            "max_aleatoric", 5, 0.015, 5)  # fmt: skip
     assert args.normalize_obs is False  # the official code does not normalise hopper/walker2d observations
 
 
@@ -345,10 +316,8 @@ def read_metrics(run_dir):
         return list(csv.DictReader(f))
 
 
-def test_end_to_end_run_writes_a_finite_score(hopper_data_dir, tmp_path):
-    result = run_script(
-        "algorithms/orpo.py", "--env", "hopper-random-v2", *TINY, data_dir=hopper_data_dir[0], cwd=str(tmp_path)
-    )
+def test_end_to_end_run_writes_a_finite_score(cli, tmp_path):
+    result = cli("orpo", "--env", "hopper-random-v2", *TINY)
     assert result.returncode == 0, result.stderr[-3000:]
     (run_dir,) = (tmp_path / "runs").iterdir()
     assert run_dir.name.startswith("hopper-random-v2__orpo__1__")
@@ -360,60 +329,27 @@ def test_end_to_end_run_writes_a_finite_score(hopper_data_dir, tmp_path):
     rows = read_metrics(run_dir)
     assert [r["epoch"] for r in rows] == ["0", "1", "2"]  # row 0: the ensemble's fit
     assert float(rows[0]["dynamics/holdout_mse"]) > 0 and int(rows[0]["dynamics/epochs"]) == 2
-    for key in (
-        "eval/normalized_score",
-        "eval/model_return",
-        "eval/model_uncertainty",
-        "rollout/u_optimistic",
-        "rollout/u_pessimistic",
-        "rollout/action_distance_optimistic",
-        "losses/critic_loss",
-        "losses/actor_loss",
-        "rollout_policy/alpha",
-        "rollout_policy/critic_loss",
-        "losses/q",
-    ):
+    keys = ["eval/normalized_score", "eval/model_return", "eval/model_uncertainty", "rollout/u_optimistic", "losses/q",
+            "rollout/u_pessimistic", "rollout/action_distance_optimistic", "losses/critic_loss", "losses/actor_loss",
+            "rollout_policy/alpha", "rollout_policy/critic_loss"]  # fmt: skip
+    for key in keys:
         assert np.isfinite(float(rows[-1][key])), key
     config = json.loads((run_dir / "config.json").read_text())
     assert config["lambda_p"] == 5.9 and config["rollout_length_o"] == 5  # the preset was applied and saved
     assert not list(run_dir.glob("*.tmp"))
 
 
-def test_resume_continues_a_stopped_run_exactly(hopper_data_dir, tmp_path):
-    data_dir = hopper_data_dir[0]
-    straight = run_script(
-        "algorithms/orpo.py",
-        "--env",
-        "hopper-random-v2",
-        *TINY,
-        "--seed",
-        "7",
-        data_dir=data_dir,
-        cwd=str(tmp_path / "a"),
-    )
+def test_resume_continues_a_stopped_run_exactly(cli, tmp_path):
+    straight = cli("orpo", "--env", "hopper-random-v2", *TINY, "--seed", "7", "--runs-dir", "a")
     assert straight.returncode == 0, straight.stderr[-2000:]
-    (tmp_path / "b").mkdir()
-    stopped = run_script(
-        "algorithms/orpo.py",
-        "--env",
-        "hopper-random-v2",
-        *TINY,
-        "--seed",
-        "7",
-        "--stop-after-epochs",
-        "1",
-        data_dir=data_dir,
-        cwd=str(tmp_path / "b"),
-    )
+    stopped = cli("orpo", "--env", "hopper-random-v2", *TINY, "--seed", "7", "--stop-after-epochs", "1", "--runs-dir",
+                  "b")  # fmt: skip
     assert stopped.returncode == 0, stopped.stderr[-2000:]
-    (run_b,) = (tmp_path / "b" / "runs").iterdir()
+    (run_b,) = (tmp_path / "b").iterdir()
     assert len(read_metrics(run_b)) == 2 and not json.loads((run_b / "summary.json").read_text())["finished"]
-    resumed = run_script(
-        "algorithms/orpo.py", "--resume", str(run_b), "--no-cuda", data_dir=data_dir, cwd=str(tmp_path / "b")
-    )
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert "resumed" in resumed.stdout
-    (run_a,) = (tmp_path / "a" / "runs").iterdir()
+    resumed = cli("orpo", "--resume", str(run_b), "--no-cuda")
+    assert resumed.returncode == 0 and "resumed" in resumed.stdout, resumed.stderr[-2000:]
+    (run_a,) = (tmp_path / "a").iterdir()
     rows_a, rows_b = read_metrics(run_a), read_metrics(run_b)
     assert len(rows_b) == len(rows_a) == 3
     for key in rows_a[2]:
@@ -422,48 +358,21 @@ def test_resume_continues_a_stopped_run_exactly(hopper_data_dir, tmp_path):
 
 
 # ---------------------------------------------------------------- ablation switches (Table 4, RQ2)
-@pytest.fixture(scope="module")
-def source_run(hopper_data_dir, tmp_path_factory):
+@pytest.fixture
+def source_run(cli, tmp_path):
     """A finished tiny ORPO run, whose trained rollout policy the `fixed` variant reuses."""
-    cwd = tmp_path_factory.mktemp("source")
-    result = run_script(
-        "algorithms/orpo.py",
-        "--env",
-        "hopper-random-v2",
-        *TINY,
-        "--seed",
-        "3",
-        data_dir=hopper_data_dir[0],
-        cwd=str(cwd),
-    )
+    result = cli("orpo", "--env", "hopper-random-v2", *TINY, "--seed", "3", "--runs-dir", "source")
     assert result.returncode == 0, result.stderr[-2000:]
-    (run_dir,) = (cwd / "runs").iterdir()
+    (run_dir,) = (tmp_path / "source").iterdir()
     return run_dir
 
 
-@pytest.mark.parametrize(
-    "switch",
-    [
-        ["--output-algo", "sac"],
-        ["--no-pessimism"],
-        ["--rollout-policy", "random"],
-        ["--rollout-policy", "cvae", "--cvae-steps", "30"],
-        ["--rollout-policy", "fixed"],
-        ["--dynamics-bf16"],
-    ],
-)
-def test_ablation_switches_run(hopper_data_dir, tmp_path, source_run, switch):
-    extra = ["--rollout-policy-path", str(source_run)] if "fixed" in switch else []
-    result = run_script(
-        "algorithms/orpo.py",
-        "--env",
-        "hopper-random-v2",
-        *TINY,
-        *switch,
-        *extra,
-        data_dir=hopper_data_dir[0],
-        cwd=str(tmp_path),
-    )
+@pytest.mark.parametrize("switch", [["--output-algo", "sac"], ["--no-pessimism"], ["--rollout-policy", "random"],
+                         ["--rollout-policy", "cvae", "--cvae-steps", "30"], ["--rollout-policy", "fixed"],
+                         ["--dynamics-bf16"]])  # fmt: skip
+def test_ablation_switches_run(cli, tmp_path, switch, request):
+    extra = ["--rollout-policy-path", str(request.getfixturevalue("source_run"))] if "fixed" in switch else []
+    result = cli("orpo", "--env", "hopper-random-v2", *TINY, *switch, *extra)
     assert result.returncode == 0, result.stderr[-2000:]
     (run_dir,) = (tmp_path / "runs").iterdir()
     assert np.isfinite(json.loads((run_dir / "summary.json").read_text())["normalized_score"])
@@ -519,84 +428,60 @@ def assert_one_line_error(result, *needles):
         assert needle in last, last
 
 
-def test_unknown_env(tmp_path):
-    assert_one_line_error(
-        run_script("algorithms/orpo.py", "--env", "hopper-mediun-v2", cwd=str(tmp_path)),
-        "unknown dataset",
-        "hopper-medium-v2",
-    )
+def test_unknown_env(cli):
+    assert_one_line_error(cli("orpo", "--env", "hopper-mediun-v2"), "unknown dataset", "hopper-medium-v2")
 
 
-def test_missing_file_without_network(tmp_path):
+def test_missing_file_without_network(cli, tmp_path, monkeypatch):
     # a proxy on a closed local port makes every download fail at once, like a machine without network
     env_dir = tmp_path / "empty"
     env_dir.mkdir()
-    offline = {"http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9"}
-    result = run_script(
-        "algorithms/orpo.py", "--env", "walker2d-medium-v2", data_dir=str(env_dir), cwd=str(tmp_path), extra_env=offline
-    )
+    for k in ("http_proxy", "https_proxy"):
+        monkeypatch.setenv(k, "http://127.0.0.1:9")  # offline
+    result = cli("orpo", "--env", "walker2d-medium-v2", "--data-dir", str(env_dir))
     assert_one_line_error(result, "rail.eecs.berkeley.edu", str(env_dir / "walker2d_medium-v2.hdf5"))
     assert not list(env_dir.iterdir())  # nothing half-written
 
 
-def test_corrupt_hdf5(tmp_path):
+def test_corrupt_hdf5(cli, tmp_path):
     path = tmp_path / "hopper_medium-v2.hdf5"
     path.write_bytes(b"\x89HDF\r\n\x1a\n" + os.urandom(2000))
-    result = run_script("algorithms/orpo.py", "--env", "hopper-medium-v2", data_dir=str(tmp_path), cwd=str(tmp_path))
+    result = cli("orpo", "--env", "hopper-medium-v2", "--data-dir", str(tmp_path))
     assert_one_line_error(result, "not a readable HDF5 file", str(path))
 
 
-def test_nan_rows(tmp_path):
+def test_nan_rows(cli, tmp_path):
     path = tmp_path / "nan.hdf5"
     write_random_dataset(str(path), steps=300, attrs={"env_id": "Hopper-v4"})
     with h5py.File(path, "r+") as f:
         f["observations"][17, 3] = np.nan
-    result = run_script("algorithms/orpo.py", "--dataset-path", str(path), cwd=str(tmp_path))
-    assert_one_line_error(result, "NaN", "observations", "row 17")
+    assert_one_line_error(cli("orpo", "--dataset-path", str(path)), "NaN", "observations", "row 17")
 
 
-def test_wrong_shapes_and_missing_keys(tmp_path):
+def test_wrong_shapes_and_missing_keys(cli, tmp_path):
     path = tmp_path / "bad.hdf5"
     write_random_dataset(str(path), steps=300, attrs={"env_id": "Hopper-v4"})
     with h5py.File(path, "r+") as f:
         del f["rewards"]
         f["rewards"] = np.zeros((299,), dtype=np.float32)
-    assert_one_line_error(
-        run_script("algorithms/orpo.py", "--dataset-path", str(path), cwd=str(tmp_path)), "'rewards'", "300 rows"
-    )
+    assert_one_line_error(cli("orpo", "--dataset-path", str(path)), "'rewards'", "300 rows")
     with h5py.File(path, "r+") as f:
         del f["next_observations"]
-    assert_one_line_error(
-        run_script("algorithms/orpo.py", "--dataset-path", str(path), cwd=str(tmp_path)), "next_observations"
-    )
+    assert_one_line_error(cli("orpo", "--dataset-path", str(path)), "next_observations")
 
 
-def test_dims_must_match_the_eval_env(tmp_path):
+def test_dims_must_match_the_eval_env(cli, tmp_path):
     path = tmp_path / "hopper.hdf5"
     write_random_dataset(str(path), steps=300, attrs={"env_id": "Hopper-v4"})
-    result = run_script(
-        "algorithms/orpo.py", "--dataset-path", str(path), "--eval-env", "Walker2d-v4", *TINY, cwd=str(tmp_path)
-    )
+    result = cli("orpo", "--dataset-path", str(path), "--eval-env", "Walker2d-v4", *TINY)
     assert_one_line_error(result, "--eval-env")
 
 
 def test_agents_take_each_hyperparameter_from_its_own_flag(orpo):
     """SAC and TD3BC read their settings from Args by name: every learning rate reaches its own optimiser."""
-    args = orpo.Args(
-        hidden_dims=(8, 8),
-        sac_actor_lr=1e-5,
-        sac_critic_lr=2e-5,
-        sac_alpha_lr=3e-5,
-        actor_lr=4e-5,
-        critic_lr=5e-5,
-        gamma=0.9,
-        tau=0.01,
-        alpha=1.5,
-        policy_noise=0.3,
-        noise_clip=0.4,
-        policy_freq=3,
-        target_entropy=-0.5,
-    )
+    args = orpo.Args(hidden_dims=(8, 8), sac_actor_lr=1e-5, sac_critic_lr=2e-5, sac_alpha_lr=3e-5, actor_lr=4e-5,
+                     critic_lr=5e-5, gamma=0.9, tau=0.01, alpha=1.5, policy_noise=0.3, noise_clip=0.4, policy_freq=3,
+                     target_entropy=-0.5)  # fmt: skip
     norm = orpo.ObsNorm(torch.zeros(4), torch.ones(4))
     sac = orpo.SAC(norm, 2, 2.0, **sac_settings(args))
     lrs = [opt.param_groups[0]["lr"] for opt in (sac.actor_optim, sac.critic_optim, sac.alpha_optim)]
@@ -607,3 +492,11 @@ def test_agents_take_each_hyperparameter_from_its_own_flag(orpo):
     assert [opt.param_groups[0]["lr"] for opt in (td3.actor_optim, td3.critic_optim)] == [4e-5, 5e-5]
     assert (td3.gamma, td3.tau, td3.alpha, td3.policy_freq) == (0.9, 0.01, 1.5, 3)
     assert (td3.policy_noise, td3.noise_clip) == (0.6, 0.8)  # TD3's noise scales with the action bound
+
+
+def test_mixture_u_keeps_its_aleatoric_part_with_one_member(orpo):
+    """Only the members' disagreement is 0 with one member (Args.problems refuses it); mixture_var adds their own
+    variance."""
+    mean, std = torch.randn(1, 4, 3), torch.rand(1, 4, 3) + 0.1
+    assert torch.all(orpo.uncertainty_fn(mean, std, "ensemble_var") == 0)
+    assert torch.all(orpo.uncertainty_fn(mean, std, "mixture_var") > 0)

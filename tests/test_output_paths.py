@@ -12,14 +12,10 @@ def test_no_benchmarks_script_writes_under_docs_by_default(tmp_path, monkeypatch
     report.py alone writes docs/, from results/, on purpose."""
     monkeypatch.chdir(ROOT)  # relative defaults resolve against where the user runs them; the repository is the risk
     committed = [os.path.join(ROOT, "docs"), os.path.join(ROOT, "results")]
-    outputs = {
-        "benchmarks/scores.py": ("out", "runs_dir"),
-        "benchmarks/uncertainty_scales.py": ("out",),
-        "benchmarks/compare.py": ("out", "results", "runs_dir"),
-        "benchmarks/budget.py": ("out", "results", "runs_dir"),
-        "benchmarks/speed.py": ("out",),
-        "benchmarks/episodes.py": ("out", "figure"),
-    }
+    outputs = {"benchmarks/scores.py": ("out", "runs_dir"), "benchmarks/uncertainty_scales.py": ("out",),
+                                        "benchmarks/compare.py": ("out", "results", "runs_dir"),
+                                        "benchmarks/budget.py": ("out", "results", "runs_dir"),
+                                        "benchmarks/speed.py": ("out",), "benchmarks/episodes.py": ("out", "figure")}  # fmt: skip
     for script, fields in outputs.items():
         args = load_module(script, "defaults_" + os.path.basename(script)[:-3]).Args()
         for name in fields:

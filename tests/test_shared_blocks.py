@@ -21,13 +21,9 @@ blocks = sync_shared.blocks
 MODEL = ["layers", "model"]
 MODEL_BASED = MODEL[1:]  # not in td3bc.py
 # the blocks each file carries, in order, before `main`; everything else a run needs is in algorithms/plumbing.py
-CARRIES = {
-    "orpo": [*MODEL, "agents", "sac", "td3bc", "buffers", "mixing"],
-    "mopo": [*MODEL, "agents", "sac", "td3bc", "buffers", "mixing"],
-    "oroo": [*MODEL, "agents", "sac", "buffers", "mixing"],
-    "mbpo": [*MODEL, "agents", "sac", "buffers", "mixing"],
-    "td3bc": ["layers", "agents", "td3bc", "buffers"],
-}
+CARRIES = {"orpo": [*MODEL, "agents", "sac", "td3bc", "buffers", "mixing"], "mopo": [*MODEL, "agents", "sac", "td3bc",
+           "buffers", "mixing"], "oroo": [*MODEL, "agents", "sac", "buffers", "mixing"], "mbpo": [*MODEL, "agents",
+           "sac", "buffers", "mixing"], "td3bc": ["layers", "agents", "td3bc", "buffers"]}  # fmt: skip
 
 
 def test_shared_blocks_are_identical():
@@ -69,11 +65,8 @@ def test_a_method_file_imports_only_plumbing_and_third_party_packages(name):
     tree = ast.parse(open(os.path.join(ROOT, "algorithms", name + ".py")).read())
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    local = {
-        os.path.splitext(f)[0]
-        for d in ("algorithms", "datasets", "benchmarks", "toy")
-        for f in os.listdir(os.path.join(ROOT, d))
-    }
+    local = {os.path.splitext(f)[0] for d in ("algorithms", "datasets", "benchmarks",
+                              "toy") for f in os.listdir(os.path.join(ROOT, d))}  # fmt: skip
     assert imported & local == {"plumbing"}
     assert not imported - local - set(sys.stdlib_module_names) - {"numpy", "torch", "tqdm", "plumbing"}
 
@@ -109,12 +102,10 @@ def test_plumbings_public_surface_is_what_the_method_files_import():
     imported = set()
     for name in CARRIES:
         tree = ast.parse(open(os.path.join(ROOT, "algorithms", name + ".py")).read())
-        imported |= {
-            a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "plumbing" for a in n.names
-        }
+        imported |= {a.name for n in ast.walk(tree) if isinstance(n,
+                                              ast.ImportFrom) and n.module == "plumbing" for a in n.names}  # fmt: skip
     tree = ast.parse(open(os.path.join(ROOT, "algorithms", "plumbing.py")).read())
-    (surface,) = [
-        ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "__all__"
-    ]
+    (surface,) = [ast.literal_eval(n.value) for n in tree.body if isinstance(n,
+     ast.Assign) and n.targets[0].id == "__all__"]  # fmt: skip
     assert set(surface) == imported
     assert all(name in ast.get_docstring(tree) for name in surface)

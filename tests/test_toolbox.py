@@ -89,25 +89,16 @@ def test_cli_sigterm_stops_main_as_ctrl_c_and_its_errors_are_one_line(capsys):
         signal.signal(signal.SIGTERM, previous)
 
 
-@pytest.mark.parametrize(
-    "argv, line",
-    [
-        (["--nn", "3"], "error: Unrecognized options: --nn, 3 (did you mean --n?)"),
-        (["--m", "3"], f"error: Unrecognized options: --m, 3 (see python {sys.argv[0]} --help)"),
-        (
-            ["--n", "x"],
-            f"error: Error parsing --n: invalid literal for int() with base 10: 'x' (see python {sys.argv[0]} --help)",
-        ),
-    ],
-)
-def test_cli_bad_flags_are_one_line_and_exit_2(argv, line, capsys):
-    """The algorithm files' parser (plumbing.parse_args): tyro's box as one line, the fix named."""
+@pytest.mark.parametrize("argv, named", [(["--nn", "3"], "--n"), (["--m", "3"], "--m"), (["--n", "x"], "--n")])
+def test_cli_bad_flags_are_tyros_box_naming_the_flag_exit_2(argv, named, capsys):
+    """The algorithm files' parser (plumbing.parse_args, tyro): its error box names the flag, exit 2."""
     assert toolbox.cli(lambda args: 0, Args, argv) == 2
-    assert capsys.readouterr().err.strip().splitlines() == [line]
+    err = capsys.readouterr().err
+    assert named in err and "Traceback" not in err
 
 
 def test_one_json_writer_strict_atomic_and_its_own_per_process(tmp_path, monkeypatch):
-    """Every script writes JSON through plumbing's write_json (gpu_check's versions.py, which imports nothing of the
+    """Every script writes JSON through toolbox's write_json (gpu_check's versions.py, which imports nothing of the
     project, aside): strict JSON at any depth, `default` for other objects, a temporary name of this process's own."""
     calls = []
     for folder in ("benchmarks", "benchmarks/gpu_check", "toy", "datasets"):
@@ -115,7 +106,7 @@ def test_one_json_writer_strict_atomic_and_its_own_per_process(tmp_path, monkeyp
             for node in ast.walk(ast.parse(open(path).read())):
                 if isinstance(node, ast.Call) and ast.unparse(node.func) == "json.dump":
                     calls.append(os.path.relpath(path, ROOT))
-    assert calls == ["benchmarks/gpu_check/versions.py"], calls
+    assert sorted(calls) == ["benchmarks/gpu_check/versions.py", "benchmarks/toolbox.py"], calls
     path = str(tmp_path / "r.json")
     toolbox.write_json({"a": [1.0, float("nan")], "b": {"c": float("inf")}, "d": tmp_path}, path, default=str)
     assert json.loads(open(path).read()) == {"a": [1.0, None], "b": {"c": None}, "d": str(tmp_path)}

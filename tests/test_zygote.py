@@ -17,23 +17,13 @@ def start(tmp_path, body, *args, timeout=60, name="script.py"):
     script = tmp_path / name
     script.write_text(textwrap.dedent(body))
     base = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-    return zygote(base).run(
-        [sys.executable, str(script), *args], cwd=str(tmp_path), env={**base, "A": "1"}, timeout=timeout
-    )
+    return zygote(base).run([sys.executable, str(script), *args], cwd=str(tmp_path), env={**base, "A": "1"},
+                  timeout=timeout)  # fmt: skip
 
 
 def test_exit_status_output_argv_cwd_and_environment_are_the_scripts_own(tmp_path):
-    out = start(
-        tmp_path,
-        """
-        import os, sys
-        print(sys.argv[1:], os.getcwd(), os.environ.get("A"), __name__)
-        print("to stderr", file=sys.stderr)
-        sys.exit(int(sys.argv[1]))
-        """,
-        "3",
-        "x",
-    )
+    body = "import os, sys; print(sys.argv[1:], os.getcwd(), os.environ.get('A'), __name__); "
+    out = start(tmp_path, body + "print('to stderr', file=sys.stderr); sys.exit(int(sys.argv[1]))", "3", "x")
     assert out.returncode == 3 and out.stderr == "to stderr\n"
     assert out.stdout == f"['3', 'x'] {tmp_path} 1 __main__\n"
     message = start(tmp_path, "import sys; sys.exit('refused: one line')")

@@ -20,21 +20,8 @@ import sys
 import tempfile
 import threading
 
-PRELOAD = (
-    "numpy",
-    "torch",
-    "torch.nn",
-    "torch.nn.functional",
-    "torch.utils.tensorboard",
-    "gymnasium",
-    "gymnasium.envs.mujoco",
-    "mujoco",
-    "h5py",
-    "tyro",
-    "tqdm.auto",
-    "scipy.stats",
-    "submitit",
-)
+PRELOAD = ("numpy", "torch", "torch.nn", "torch.nn.functional", "torch.utils.tensorboard", "gymnasium",
+           "gymnasium.envs.mujoco", "mujoco", "h5py", "tyro", "tqdm.auto", "scipy.stats", "submitit")  # fmt: skip
 
 # The zygote's own program: import PRELOAD, then for each request line fork a child that runs the script and answer
 # its pid. The children run side by side (a test may start several at once) and are reaped by the kernel (SIGCHLD
@@ -104,15 +91,9 @@ for line in sys.stdin:
 class Zygote:
     def __init__(self, env: dict):
         read, write = os.pipe()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", SERVE, str(write), *PRELOAD],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            pass_fds=(write,),
-            env=env,
-            text=True,
-        )
+        self.proc = subprocess.Popen([sys.executable, "-c", SERVE, str(write), *PRELOAD], stdin=subprocess.PIPE,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=(write,), env=env,
+                                     text=True)  # fmt: skip
         os.close(write)
         self.answers = os.fdopen(read, "r")
         self.lock = threading.Lock()  # one request and its answer at a time; the children then run side by side

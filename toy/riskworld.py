@@ -609,7 +609,7 @@ def train_cell(setting: Setting, args: ToyArgs, dataset_path: str, dynamics_path
         np.savez_compressed(f, visited=states[:, 1:].astype(np.float16), trajectories=trajectories.astype(np.float16))
     for ext in (".metrics.csv", ".npz"):
         os.replace(base + ext + ".tmp", base + ext)
-    plumbing.write_json(row, base + ".json")  # the JSON last: it marks the cell finished
+    toolbox.write_json(row, base + ".json")  # the JSON last: it marks the cell finished
     print(f"{key}: average return {row['avg_return']:.2f} over {len(returns)} episodes, {train_seconds:.0f} s")
 
 
@@ -1161,7 +1161,7 @@ def run(args: ToyArgs, command: Optional[str] = None) -> dict:
         "algorithm_files": code_versions(),
         "figures": [rel(p) for p in figures],
     }
-    plumbing.write_json(results, os.path.join(out_dir, "results.json"))
+    toolbox.write_json(results, os.path.join(out_dir, "results.json"))
     print_summary(results)
     print(
         f"results.json, figures and logs in {shown(out_dir)} ({wall / 60:.1f} min this invocation on {cpu_name()}, "

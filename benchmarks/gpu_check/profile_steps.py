@@ -153,7 +153,7 @@ for r in out["runs"]:
             name = (e["name"] if len(e["name"]) <= 70 else e["name"][:67] + "...").replace("|", "/")  # a table cell
             lines.append(f"| `{name}` | {e['calls']} | {ms(e['ms'])} | {ms(1e3 * e['ms'] / r['steps'])} |")
 md = "\n".join(lines) + "\n"
-plumbing.write_json(out, prefix + ".json")
+toolbox.write_json(out, prefix + ".json")
 with open(prefix + ".md", "w") as f:
     f.write(md)
 print(md)

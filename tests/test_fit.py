@@ -1,0 +1,187 @@
+"""The ensemble fit around the runs: a fit stopped part-way (a signal, a kill) continues to the same ensemble; the
+launchers' cache (benchmarks/toolbox.py) fits once per (data, dynamics flags, seed) and a run that loads the entry
+continues as the run that fitted it; and the fixed horizon of SAC's actor-LR schedule (--sac-lr-horizon) makes a short
+run the beginning of the long one."""
+
+import csv
+import glob
+import json
+import math
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+import torch
+from conftest import ROOT, TINY, fit_settings, load_module
+
+import plumbing  # noqa: E402  (conftest puts algorithms/ on sys.path)
+
+
+def rows(run_dir: str) -> list[dict]:
+    with open(os.path.join(run_dir, "metrics.csv")) as f:
+        return [{k: v for k,
+                v in r.items() if not k.endswith("_seconds") and k != "charts/SPS"} for r in csv.DictReader(f)]  # fmt: skip
+
+
+def only_run(runs_dir) -> str:
+    (found,) = glob.glob(os.path.join(str(runs_dir), "*", "config.json"))
+    return os.path.dirname(found)
+
+
+# ------------------------------------------------------------------------------------------- a fit stopped part-way
+class Stop(Exception):
+    pass
+
+
+def small_fit(orpo):
+    """A small data set, 8-epoch fit settings and a seeded ensemble maker."""
+    g = torch.Generator().manual_seed(0)
+    obs, act = torch.randn(600, 3, generator=g), torch.rand(600, 2, generator=g) * 2 - 1
+    data = {"obs": obs, "act": act, "next_obs": obs + 0.1 * act.sum(1, keepdim=True), "rew": obs[:, :1] ** 2}
+    settings = fit_settings(orpo.Args(dynamics_max_epochs=8, dynamics_patience=100, dynamics_batch_size=64))
+
+    def model():
+        torch.manual_seed(7)
+        return orpo.EnsembleDynamics(3, 2, (16, 16), 3, 2)
+
+    return data, settings, model
+
+
+def fitter(orpo, model, data, settings, on_epoch):
+    def fit(**kw):
+        def progress(state):
+            on_epoch(state, kw["progress"])
+
+        return orpo.fit_dynamics(model, data, **settings, resume=kw["resume"], progress=progress)
+
+    return fit
+
+
+def test_a_fit_stopped_part_way_continues_to_the_same_ensemble(orpo, tmp_path):
+    """plumbing saves the fit's state (every --checkpoint-minutes; here every epoch); a fit killed after its third
+    epoch and started again from that file ends with the ensemble, elites and metrics of the fit never stopped."""
+    data, settings, model = small_fit(orpo)
+    whole = model()
+    expected = orpo.fit_dynamics(whole, data, **settings)
+    path, epochs = str(tmp_path / "fit.pt"), []
+
+    def die_after_3(state, progress):
+        progress(state)
+        epochs.append(1)
+        if len(epochs) == 3:
+            raise Stop
+
+    with pytest.raises(Stop):
+        plumbing._checked_fit(fitter(orpo, model(), data, settings, die_after_3), path, 0, lambda: False)
+    assert torch.load(path, weights_only=True)["state"]["epoch"] == 3
+    again = model()
+    metrics = plumbing._checked_fit(lambda **kw: orpo.fit_dynamics(again, data, **settings, **kw), path, 0,
+                                    lambda: False)  # fmt: skip
+    assert not os.path.exists(path)  # removed once the fit is complete
+    assert all(torch.equal(v, again.state_dict()[k]) for k, v in whole.state_dict().items())
+    assert metrics["dynamics/holdout_mse"] == expected["dynamics/holdout_mse"] and metrics["dynamics/epochs"] == 8
+
+
+def test_a_signal_during_the_fit_saves_its_last_finished_epoch(orpo, tmp_path):
+    """No timed save yet (60 minutes): a SIGINT/SIGTERM (KeyboardInterrupt) in the fifth epoch saves the state after
+    the fourth, not the weights the fifth had half trained; the fit started again from it ends as if never stopped."""
+    data, settings, model = small_fit(orpo)
+    whole = model()
+    orpo.fit_dynamics(whole, data, **settings)
+    path, epochs = str(tmp_path / "fit.pt"), []
+
+    def signal_in_5(state, progress):
+        epochs.append(1)
+        if len(epochs) == 5:  # the fifth epoch has trained: the signal lands before it is recorded
+            raise KeyboardInterrupt
+        progress(state)
+
+    with pytest.raises(KeyboardInterrupt):
+        plumbing._checked_fit(fitter(orpo, model(), data, settings, signal_in_5), path, 60, lambda: False)
+    assert torch.load(path, weights_only=True)["state"]["epoch"] == 4
+    again = model()
+    plumbing._checked_fit(lambda **kw: orpo.fit_dynamics(again, data, **settings, **kw), path, 60, lambda: False)
+    assert all(torch.equal(v, again.state_dict()[k]) for k, v in whole.state_dict().items())
+
+
+def test_a_signal_whose_raise_was_lost_still_stops_the_fit_after_the_epoch(orpo, tmp_path):
+    """The handler's KeyboardInterrupt is swallowed when it lands in a finalizer ("Exception ignored in ..."); the flag
+    the handler set stops the fit after that epoch, with that epoch's state saved."""
+    data, settings, model = small_fit(orpo)
+    path, epochs = str(tmp_path / "fit.pt"), []
+    count = fitter(orpo, model(), data, settings, lambda state, progress: (epochs.append(1), progress(state)))
+    with pytest.raises(KeyboardInterrupt):
+        plumbing._checked_fit(count, path, 60, signalled=lambda: len(epochs) >= 3)
+    assert len(epochs) == 3 and torch.load(path, weights_only=True)["state"]["epoch"] == 3
+
+
+# ------------------------------------------------------------------------------------------- the launchers' cache
+def test_the_launchers_cache_fits_once_and_a_run_loading_it_equals_its_fitter(hopper_data_dir, tmp_path, monkeypatch):
+    """Two runs of one seed launched together: one fits, the other waits on the entry's lock, then loads it with the
+    RNG state after the fit, and every logged number, the fit's row 0 included, is the same."""
+    toolbox = load_module("benchmarks/toolbox.py", "toolbox")
+    monkeypatch.setenv("D4RL_DATASET_DIR", hopper_data_dir[0])
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    cache = str(tmp_path / "cache")
+    cmd = lambda runs, *more: [sys.executable, f"{ROOT}/algorithms/orpo.py", "--env", "hopper-random-v2", *TINY,  # noqa: E731
+                               "--runs-dir", str(tmp_path / runs), *more]  # fmt: skip
+    done = {}
+
+    def launch(name):
+        with toolbox.cached_ensemble(cache, cmd(name)) as c:
+            done[name] = subprocess.run(c, env=env, capture_output=True, text=True, timeout=600)
+
+    threads = [threading.Thread(target=launch, args=(name,)) for name in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(d.returncode == 0 for d in done.values()), [d.stderr[-1500:] for d in done.values()]
+    (entry,) = glob.glob(os.path.join(cache, "*.pt"))
+    a, b = only_run(tmp_path / "a"), only_run(tmp_path / "b")
+    sources = sorted(json.load(open(os.path.join(d, "config.json")))["_dynamics"]["source"] for d in (a, b))
+    assert sources == ["fitted", "loaded"] and rows(a) == rows(b)
+    assert toolbox.ensemble_entry(cache, cmd("c")) == entry  # the same data, flags and seed: the same entry
+    assert toolbox.ensemble_entry(cache, cmd("c", "--seed", "2")) != entry
+    assert toolbox.ensemble_entry(cache, cmd("c", "--dynamics-lr", "3e-4")) != entry
+    td3bc = [sys.executable, f"{ROOT}/algorithms/td3bc.py", "--env", "hopper-random-v2"]
+    assert (toolbox.ensemble_entry(cache, td3bc) is None and toolbox.ensemble_entry(cache, cmd("c", "--resume",
+            a)) is None)  # fmt: skip
+
+
+def test_an_entry_of_the_former_dynamics_cache_gets_its_seed(tmp_path):
+    """The runs' own --dynamics-cache wrote entries keyed by the same digest, without a top-level seed: the launcher
+    adds it from the entry's key, so a run that loads it takes its RNG state as such a run did."""
+    toolbox = load_module("benchmarks/toolbox.py", "toolbox")
+    entry = str(tmp_path / "x.pt")
+    torch.save({"model": {}, "metrics": {}, "rng": plumbing.rng_state(), "key": {"seed": 4}}, entry)
+    assert toolbox.share_ensemble(entry, None) and torch.load(entry, weights_only=True)["seed"] == 4
+
+
+# ------------------------------------------------------------------------------------------- the schedule's horizon
+def test_cosine_lr_reaches_0_at_its_horizon_and_stays_there(orpo):
+    opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+    schedule, lrs = orpo.CosineLR(opt, T_max=4), []
+    for _ in range(8):
+        opt.step()
+        schedule.step()
+        lrs.append(schedule.get_last_lr()[0])
+    assert lrs[:4] == pytest.approx([0.8535534, 0.5, 0.1464466, 0.0], abs=1e-6)
+    assert lrs[4:] == [0.0] * 4  # torch's CosineAnnealingLR climbs back up after T_max
+
+
+def test_a_short_run_is_the_beginning_of_the_long_one(orpo, hopper_data_dir, tmp_path, monkeypatch, capsys):
+    """Every metric of a 2-epoch run equals the first 2 epochs of a 4-epoch run with the same seed (the LR schedule
+    does not depend on --epochs), and extending the finished 2-epoch run to 4 gives the 4-epoch run's numbers."""
+    monkeypatch.setenv("D4RL_DATASET_DIR", hopper_data_dir[0])
+    flags = ["--env", "hopper-random-v2", *TINY]
+    plumbing.cli(orpo.main, orpo.Args, [*flags, "--epochs", "4", "--runs-dir", str(tmp_path / "long")])
+    plumbing.cli(orpo.main, orpo.Args, [*flags, "--runs-dir", str(tmp_path / "short")])
+    a, b = rows(only_run(tmp_path / "short")), rows(only_run(tmp_path / "long"))
+    assert len(a) == 3 and a == b[:3]  # row 0 (the fit) and epochs 1-2
+    lrs = [float(r["charts/lr_rollout_actor"]) for r in b[1:]]
+    assert lrs == pytest.approx([1e-4 * 0.5 * (1 + math.cos(math.pi * e / 1000)) for e in range(1, 5)], rel=1e-6)
+    plumbing.cli(orpo.main, orpo.Args, ["--resume", only_run(tmp_path / "short"), "--epochs", "4"])
+    assert rows(only_run(tmp_path / "short")) == b

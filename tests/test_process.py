@@ -1,0 +1,153 @@
+"""Where the process is the point: a run stopped by SIGINT, SIGTERM or SIGKILL (in its epochs, in its ensemble fit, a
+second signal while its checkpoint is written) exits with 128 + the signal, loses at most an epoch, and resumes to the
+uninterrupted run's numbers."""
+
+import csv
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from conftest import ROOT, TINY
+
+SMALL = [*TINY, "--checkpoint-every", "1", "--epochs", "4", "--dynamics-max-epochs", "4", "--dynamics-batch-size", "16"]
+
+
+def rows(run_dir) -> list[dict]:
+    with open(os.path.join(run_dir, "metrics.csv")) as f:
+        return [{k: v for k, v in r.items() if "seconds" not in k and k != "charts/SPS"} for r in csv.DictReader(f)]
+
+
+def start(runs, data_dir, *flags, script="orpo", driver=None):
+    """The file as a user starts it (or under `driver`, a Python snippet that patches plumbing first)."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", D4RL_DATASET_DIR=data_dir)
+    argv = [os.path.join(ROOT, "algorithms", f"{script}.py"), "--env", "hopper-random-v2", *flags, "--runs-dir",
+                         str(runs)]  # fmt: skip
+    cmd = [sys.executable, *(["-c", driver] if driver else []), *argv]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def wait_for_row(runs, epoch, proc, timeout=300):
+    """Poll metrics.csv until it holds `epoch`; returns the run dir."""
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        for d in os.listdir(runs) if os.path.isdir(runs) else []:
+            path = os.path.join(runs, d, "metrics.csv")
+            if os.path.isfile(path) and any(r["epoch"] == str(epoch) for r in rows(os.path.join(runs, d))):
+                return os.path.join(runs, d)
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.02)
+    raise TimeoutError
+
+
+def resume(run_dir, data_dir):
+    env = dict(os.environ, OMP_NUM_THREADS="1", D4RL_DATASET_DIR=data_dir)
+    return subprocess.run([sys.executable, f"{ROOT}/algorithms/orpo.py", "--resume", run_dir, "--no-cuda"], env=env,
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def straight(hopper_data_dir, tmp_path_factory):
+    """The uninterrupted 4-epoch run every stopped one must end equal to."""
+    runs = tmp_path_factory.mktemp("straight")
+    proc = start(runs, hopper_data_dir[0], *SMALL)
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err[-2000:]
+    (run,) = os.listdir(runs)
+    return os.path.join(runs, run)
+
+
+def test_sigint_and_sigkill_resume_to_the_uninterrupted_metrics(straight, hopper_data_dir, tmp_path):
+    data = hopper_data_dir[0]
+    interrupted, killed = start(tmp_path / "int", data, *SMALL), start(tmp_path / "kill", data, *SMALL)
+    # Ctrl-C after epoch 1: the epoch finishes, a checkpoint is written, exit 130, the message says how to continue
+    run_int = wait_for_row(tmp_path / "int", 1, interrupted)
+    interrupted.send_signal(signal.SIGINT)
+    # SIGKILL in epoch >= 2: no handler runs; the last checkpoint is what survives
+    run_kill = wait_for_row(tmp_path / "kill", 2, killed)
+    killed.kill()
+    killed.communicate()
+    out, err = interrupted.communicate(timeout=300)
+    assert interrupted.returncode == 130 and "Traceback" not in err, err[-2000:]
+    assert "interrupted by SIGINT" in err.splitlines()[-1] and f"--resume {run_int}" in err.splitlines()[-1]
+    assert json.load(open(os.path.join(run_int, "summary.json")))["status"] == "interrupted"
+    for run in (run_int, run_kill):
+        done = resume(run, data)
+        assert done.returncode == 0 and "resumed" in done.stdout, done.stderr[-2000:]
+        assert json.load(open(os.path.join(run, "summary.json")))["status"] == "finished"
+        assert rows(run) == rows(straight)
+        assert len(json.load(open(os.path.join(run, "summary.json")))["invocations"]) == 2
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_in_the_fit_keeps_its_epochs_and_resumes_exactly(signum, straight, hopper_data_dir, tmp_path):
+    """The fit's state after its last finished epoch is saved (dynamics_fit.pt); --resume continues the fit from it
+    and ends with every number of the run never stopped."""
+    proc = start(tmp_path, hopper_data_dir[0], *SMALL)
+    seen = ""
+    while seen.count("best_member_holdout_mse") < 2:  # the fit's second epoch ends: the first has been recorded
+        seen += proc.stderr.read(1)
+        assert proc.poll() is None, seen[-2000:]
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 128 + signum and "Traceback" not in err, err[-2000:]
+    assert f"interrupted by {signal.Signals(signum).name}" in err.strip().splitlines()[-1]
+    (run,) = [os.path.join(tmp_path, d) for d in os.listdir(tmp_path)]
+    summary = json.load(open(os.path.join(run, "summary.json")))
+    assert summary["status"] == "interrupted" and summary["epochs"] == 0
+    assert 1 <= torch.load(os.path.join(run, "dynamics_fit.pt"), weights_only=True)["state"]["epoch"] < 4
+    if signum == signal.SIGTERM:  # one resume is enough to show the fit continues exactly
+        done = resume(run, hopper_data_dir[0])
+        assert done.returncode == 0 and "continuing the ensemble fit saved at epoch" in done.stdout, done.stderr[-2000:]
+        assert rows(run) == rows(straight)
+
+
+def test_a_run_killed_during_or_right_after_the_fit_resumes_to_the_same_numbers(straight, hopper_data_dir, tmp_path):
+    """A kill before the first checkpoint leaves config.json (and maybe dynamics.pt): --resume refits, or reuses the
+    ensemble with the RNG as it was after the fit, and ends with the uninterrupted run's metrics."""
+    for keep_dynamics in (False, True):
+        copy = tmp_path / f"copy_{keep_dynamics}"
+        copy.mkdir()
+        shutil.copy(os.path.join(straight, "config.json"), copy)
+        if keep_dynamics:
+            shutil.copy(os.path.join(straight, "dynamics.pt"), copy)
+        done = resume(str(copy), hopper_data_dir[0])
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert ("fitting the ensemble from its last saved state" in done.stdout) != keep_dynamics
+        assert "starts again from epoch 0" in done.stdout and rows(copy) == rows(straight)
+
+
+SLOW_SAVE = """import runpy, sys, time
+sys.path.insert(0, sys.argv[1].rsplit('/', 1)[0])
+import plumbing
+real = plumbing.atomic_save
+def slow(obj, path):  # a checkpoint that takes a second to write
+    if path.endswith('checkpoint.pt'):
+        print('saving', flush=True)
+        time.sleep(1)
+    real(obj, path)
+plumbing.atomic_save = slow
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name='__main__')
+"""
+
+
+def test_a_second_signal_while_the_checkpoint_is_written_ends_with_143_once_it_is_complete(hopper_data_dir, tmp_path):
+    proc = start(tmp_path, hopper_data_dir[0], *SMALL, "--epochs", "20", driver=SLOW_SAVE)
+    run = wait_for_row(tmp_path, 1, proc)
+    while "saving" not in proc.stdout.readline():  # a checkpoint is being written
+        assert proc.poll() is None
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)  # the second, while the file is still being written
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 143 and "Traceback" not in err, err[-2000:]
+    assert "interrupted by SIGTERM" in err.strip().splitlines()[-1]
+    epoch = torch.load(os.path.join(run, "checkpoint.pt"), weights_only=True)["epoch"]
+    assert epoch == int(rows(run)[-1]["epoch"]) and not os.path.exists(os.path.join(run, "checkpoint.pt.tmp"))
+    assert json.load(open(os.path.join(run, "summary.json")))["status"] == "interrupted"
