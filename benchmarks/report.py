@@ -51,14 +51,25 @@ PAGES = ["README.md", "docs/results.md", "docs/claim.md", "docs/compare.md", "do
 FIGURES = ["docs/compare.png", "docs/compare_shares.png", "docs/budget.png", "docs/jump_curves.png"]
 JUMP = "halfcheetah-jump-hard"
 JUMP_DELTA = 500.0  # the equivalence margin of the jump contrasts, in raw return (the data's episodes: sd 440)
-# the jump table's rows: (compare.py's row, its label, the paper's column beside it); a new row is one more line
+# the jump table's rows: (compare.py's row, its label, the paper's column beside it); a new row is one more line. A row
+# with no stored run is left out; the README's contrasts wait for JUMP_CORE's rows only (the authors'-code rows are extra)
 JUMP_ROWS = (
     ("td3bc", "TD3+BC (ours)", "TD3+BC"),
+    ("official_td3bc", "TD3+BC, the authors' code (run_td3bc.py's jump-hard branch, as written)", "TD3+BC"),
     ("mopo", "MOPO (ours)", "MOPO"),
+    ("official_mopo", "MOPO, the authors' code (run_mopo.py's jump-hard branch, λp 1, h 5)", "MOPO"),
     ("orpo", "ORPO, π^o trained (ours: the paper's method)", "ORPO"),
-    ("orpo_untrained", "ORPO, π^o untrained (ours: what the official code runs)", "ORPO"),
-    ("official_orpo", "ORPO, the official code", "ORPO"),
+    ("orpo_untrained", "ORPO, π^o untrained (ours: run_orpo.py's rollout policy)", "ORPO"),
+    ("official_orpo", "ORPO, the official code (run_orpo.py)", "ORPO"),
+    ("official_orpo_readme", "ORPO, the official code with the README's shares (run_orpo.py)", "ORPO"),
 )
+JUMP_CORE = ("td3bc", "mopo", "orpo", "orpo_untrained", "official_orpo")
+# the official scripts' own budget, which the paper's runs had unless they changed it: --epoch 1000 (run_orpo.py L31,
+# run_mopo.py L57, run_td3bc.py L43), --rollout-batch-size 50000 (run_orpo.py L66, run_mopo.py L47)
+OFFICIAL_BUDGET = dict(epochs=1000, starts=50_000)
+# π^p's own batch share in the README's jump-hard command (README L76, peers.JUMP_FLAGS)
+README_SHARE = float(dict(zip(compare.peers.JUMP_FLAGS[::2], compare.peers.JUMP_FLAGS[1::2]))[
+    "--final-policy-rollout-ratio-final"])  # fmt: skip
 JUMP_CONTRASTS = (("orpo", "mopo"), ("orpo_untrained", "mopo"), ("orpo", "orpo_untrained"),
                   ("orpo_untrained", "official_orpo"))  # fmt: skip
 
@@ -307,13 +318,38 @@ def contrast(last10: dict, a: str, b: str) -> dict:
 
 
 def jump_summary(results: str) -> dict:
-    """docs/results.md's line on the generalisation task: what has finished, the method's two contrasts once every row
-    has compare.MIN_SEEDS seeds, the units diagnostic."""
+    """docs/results.md's line on the generalisation task: what has finished (an official ORPO row named with its π^p
+    share), the method's two contrasts once every JUMP_CORE row has compare.MIN_SEEDS seeds, the units diagnostic."""
     rows, x, _ = jump_runs(results)
-    complete = all(len(rows.get(row, {})) >= compare.MIN_SEEDS for row, _, _ in JUMP_ROWS)
-    return dict(done=[(short(r), list(x[r].values())) for r, _, _ in JUMP_ROWS if rows.get(r)], complete=complete,
+    complete = all(len(rows.get(row, {})) >= compare.MIN_SEEDS for row in JUMP_CORE)
+    named = lambda r: short(r) + (f" ({share_text(s)})" if (s := jump_share(rows[r])) is not None else "")  # noqa: E731
+    return dict(done=[(named(r), list(x[r].values())) for r, _, _ in JUMP_ROWS if rows.get(r)], complete=complete,
                 pairs=[contrast(x, "orpo", b) for b in ("mopo", "orpo_untrained")] if complete else [],
-                units=list(x.get(compare.UNITS_ROW, {}).values()))  # fmt: skip
+                units=list(x.get(compare.UNITS_ROW, {}).values()),
+                official=[(named(r), list(x[r].values())) for r in ("official_orpo", "official_orpo_readme")
+                          if rows.get(r)])  # fmt: skip
+
+
+def jump_share(runs: dict) -> float | None:
+    """π^p's own batch share that an official ORPO row's runs parsed (run_orpo.py's --final-policy-rollout-ratio-final,
+    config.json's peer_settings); None for a row without one, or runs that differ."""
+    v = {r["config"].get("peer_settings", {}).get("final_policy_rollout_ratio_final") for r in runs.values()}
+    return float(v.pop()) if len(v) == 1 and None not in v else None
+
+
+def share_text(share: float) -> str:
+    said = "the README command's" if share == README_SHARE else f"not the README command's {README_SHARE:g}"
+    return f"π^p's own batch share {share:g}, {said}"
+
+
+def jump_budget(runs: dict) -> str:
+    """The budget a row's runs had, from their config.json (ours: the flags; the official code's: peers.py's `cli`):
+    '100 epochs, 5,000 rollout start states', without start states for a row with no model."""
+    cfg = [r["config"].get("cli", r["config"]) for r in runs.values()]
+    epochs = sorted({int(c["epochs"]) for c in cfg if c.get("epochs") is not None})
+    starts = sorted({int(c["rollout_batch_size"]) for c in cfg if c.get("rollout_batch_size") is not None})
+    text = f"{' / '.join(map(str, epochs)) or '?'} epochs"
+    return text + (f", {' / '.join(f'{n:,}' for n in starts)} rollout start states" if starts else "")
 
 
 def run_machine(summary: dict) -> str:
@@ -342,7 +378,7 @@ def jump_ensemble(rows: dict, seed: int) -> dict:
     for row, _, _ in JUMP_ROWS:
         run = rows.get(row, {}).get(seed)
         d = run and (run["config"].get("_dynamics") or run["config"].get("dynamics"))
-        if d:
+        if d and not str(d.get("source", "")).startswith("none"):  # official_td3bc: "none (no model)"
             files.setdefault((d.get("run_dynamics") or d).get("path") or f"{short(row)}'s own fit", []).append(
                 short(row)
             )
@@ -373,27 +409,47 @@ def jump_numbers(results: str) -> dict:
     ensembles = runinfo.read_json(os.path.join(results, "jump", JUMP, "ensembles.json"))
     seeds = sorted((int(k[4:]), v) for k, v in ensembles.items() if k.startswith("seed"))
     configs = [r["config"] for runs in rows.values() for r in runs.values() if r["config"].get("lambda_p") is not None]
-    findings = []  # a row of ≥ 3 seeds against the paper's: reproduced or a finding
-    for row, label, col in JUMP_ROWS:
-        v = np.array(list(x.get(row, {}).values()))
+    shown = [(row, label, col) for row, label, col in JUMP_ROWS if x.get(row)]  # a row with no stored run is left out
+    findings = []  # a row of ≥ 3 seeds against the paper's: reproduced or a finding, at the row's budget
+    for row, label, col in shown:
+        v = np.array(list(x[row].values()))
         if len(v) >= 3 and col in paper:
             welch = stats.welch(v, *paper[col], 5)
             findings.append(dict(row=row, label=label, x=v, t=stats.t_interval(v), paper=paper[col], welch=welch,
-                                 inside=welch[0] <= 0 <= welch[1], checked=reading_checked(results, row, made)))  # fmt: skip
+                                 inside=welch[0] <= 0 <= welch[1], checked=reading_checked(results, row, made),
+                                 budget=jump_budget(rows[row])))  # fmt: skip
     official = rows.get("official_orpo", {}).values()
+    shares = {r: jump_share(rows[r]) for r, _, _ in shown}
     return dict(
         rows=rows, attrs=attrs, paper=paper, x=x, seeds=seeds, c=configs[0] if configs else None, findings=findings,
+        shown=[(r, label if shares[r] is None else f"{label[:-1]}; {share_text(shares[r])})", col) for r, label, col in shown],
         paper_cell={r: minus("%.1f ± %.1f" % paper.get(col, (np.nan, np.nan))) for r, _, col in JUMP_ROWS},
+        t_cell={r: jump_t_cell(list(x[r].values())) for r, _, _ in shown}, OFFICIAL_BUDGET=OFFICIAL_BUDGET,
         hours={r: run_hours(rows.get(r, {})) for r, _, _ in JUMP_ROWS}, ensemble=lambda s: jump_ensemble(rows, s),
         sources=sorted({r["config"].get("dynamics", {}).get("source", "?") for r in official}),
         folded=any("folded" in r["summary"].get("dynamics_observations", "") for r in official),
         contrasts=[dict(c, a=short(a), b=short(b)) for a, b in JUMP_CONTRASTS if (c := contrast(x, a, b))["n"]],
-        dips=jump_dips(rows, attrs), missing=[label for r, label, _ in JUMP_ROWS if len(rows.get(r, {})) < 3],
+        dips=jump_dips(rows, attrs), budget={r: jump_budget(rows[r]) for r, _, _ in shown},
+        missing=[label for r, label, _ in JUMP_ROWS if (r in JUMP_CORE or rows.get(r)) and len(rows.get(r, {})) < 3],
         under_way=[(s, max(map(int, p["best_member_holdout_mse"]))) for s, e in seeds for p in e.get("fit", [])[-1:]
                    if p.get("best_member_holdout_mse") and "not converged" in p.get("status", "")],
         lost=[(s, gone["at"]) for s, e in seeds for gone in e.get("lost", [])],
         units=jump_units(rows, made.get("policies", []), x), episodes=jump_episodes(made),
+        saturated=saturated_policies(made), README_SHARE=README_SHARE,
     )  # fmt: skip
+
+
+def jump_t_cell(v: list) -> str:
+    """The 95 % Student-t interval of a row's mean over its seeds, or 'one seed'."""
+    return rng(*stats.t_interval(v)) if len(v) >= 2 else "one seed"
+
+
+def saturated_policies(made: dict, cost: float = 0.54) -> list:
+    """The learned policies of episodes.json that never tipped over (flip share below 0.0005) yet pay a control cost
+    near the most there is (0.1·6 = 0.6 a step: every action component at ±1; here ≥ 90 % of it): what their returns
+    say of a policy that saturates its actions."""
+    return [p for p in made.get("policies", []) if p["policy"] != "random" and p["mean"].get("flip_share", 1) < 5e-4
+            and p["mean"].get("control_cost_mean", 0) >= cost]  # fmt: skip
 
 
 def jump_units(rows: dict, made: list, x: dict) -> dict | None:
@@ -408,10 +464,12 @@ def jump_units(rows: dict, made: list, x: dict) -> dict | None:
         if seed.isdigit() and int(seed) in rows.get(row, {}):
             cost.setdefault(row, {})[int(seed)] = p["mean"]["control_cost_mean"]
     names = {"official_orpo": "the official code, as written", units: "the official code, one action unit (the "
-             "diagnostic)", "orpo_untrained": "ours, π^o untrained (what the official code runs)"}  # fmt: skip
+             "diagnostic)", "orpo_untrained": "ours, π^o untrained (run_orpo.py's rollout policy)"}  # fmt: skip
     pairs = [dict(contrast(x, a, b), a=names[a], b=names[b]) for a, b in ((units, "official_orpo"),
                                                                           ("orpo_untrained", units))]  # fmt: skip
+    gap = dict(contrast(x, "orpo_untrained", "official_orpo"), a=names["orpo_untrained"], b=names["official_orpo"])
     return dict(row=units, names=names, cost=cost, x=x, seeds=sorted(rows[units]), pairs=[p for p in pairs if p["n"]],
+                gap=gap if gap["n"] else None,
                 cells={r: ", ".join(f"{s}: {c:.3f}" for s, c in sorted(by.items())) for r, by in cost.items()},
                 hours={r: run_hours(rows.get(r, {})) for r in names})  # fmt: skip
 
