@@ -311,7 +311,9 @@ def test_the_jump_page_shows_the_authors_code_rows_that_have_runs_beside_the_pap
     assert table[said].startswith(f"| {said} | 4867.9 ± 381.6 | ")
     assert (
         "**ORPO, the official code with the README's shares (run_orpo.py): does not reproduce the paper's row at this "
-        "budget** (100 epochs, 5,000 rollout start states a run;" in " ".join(page.split())
+        "budget** (100 epochs, 5,000 rollout start states a run;"
+        in " ".join(page.split())
+        and "start states). This row −3100.0, 95 % Student-t [" in " ".join(page.split())
     )
     assert "**MOPO, the authors' code" not in page  # 2 seeds: no finding yet
     unknown = " ".join(page.split()).split("**Still unknown: which code made the paper's jump-hard numbers.**")[1]
