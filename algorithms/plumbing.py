@@ -92,10 +92,6 @@ class Task:
     ref_min: Optional[float] = None
     ref_max: Optional[float] = None
 
-    def normalize(self, returns: np.ndarray) -> Optional[np.ndarray]:
-        """D4RL normalised score, per episode: 100·(R − R_random)/(R_expert − R_random)."""
-        return None if self.ref_min is None else 100.0 * (returns - self.ref_min) / (self.ref_max - self.ref_min)
-
 
 def domain_of(gym_id: str) -> str:
     return next((d for d, (i, _, _) in DOMAINS.items() if gym_id.split("-")[0] == i.split("-")[0]),
@@ -267,7 +263,8 @@ def evaluate(policy: Callable, envs, task: Task, seed: int, device) -> tuple[np.
 
 def eval_metrics(task: Task, returns: np.ndarray) -> dict[str, float]:
     metrics = {"eval/return": float(returns.mean()), "eval/return_std": float(returns.std())}
-    if (score := task.normalize(returns)) is not None:
+    if task.ref_min is not None:  # D4RL normalised score, per episode: 100·(R − R_random)/(R_expert − R_random)
+        score = 100.0 * (returns - task.ref_min) / (task.ref_max - task.ref_min)
         metrics |= {"eval/normalized_score": float(score.mean()), "eval/normalized_score_std": float(score.std())}
     return metrics
 
@@ -403,8 +400,7 @@ def safe_load(path: str, what: str, **kw):
         raise UserError(f"{path} does not exist; pass the path of {what}") from None
     except Exception as e:  # torch raises many types for truncated, corrupt or foreign files
         reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'unreadable'}"
-        if "Weights only load failed" in str(e):
-            reason = "it holds objects other than tensors and plain values"
+        reason = "it holds objects beyond tensors and plain values" if "Weights only load failed" in str(e) else reason
         raise UserError(f"{path} is not a usable {what} ({reason}); delete it or pass another file") from None
 
 
