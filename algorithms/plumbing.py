@@ -1,6 +1,6 @@
 """The harness every method file runs in (as CleanRL keeps its buffer and evaluation in cleanrl_utils): the data (D4RL
-HDF5, local files, a download, Minari), evaluation and the D4RL score, the run flags every file shares, and `Run`: the
-run directory, config, seeding, logging, checkpoints, exact resume, signals and summary.json. Copy a method file and
+HDF5, local files, a download, Minari), evaluation and the D4RL score, the run flags every file shares (`RunArgs`), and
+`Run`: run directory, config, seeding, logging, checkpoints, exact resume, signals, summary.json. Copy a method file and
 this one to use that method in your own project. A method's `main` reads:
 
     run = Run(args, apply_presets)        # flags checked, dataset found, presets filled, seeded, run directory made
@@ -12,12 +12,10 @@ this one to use that method in your own project. A method's `main` reads:
         ... metrics |= run.evaluate(policy); run.log(metrics); run.checkpoint_due() and run.save_checkpoint()
     return run.finish(actor)               # policy.pt and summary.json
 
-`cli(main, Args)` parses the flags with tyro (--help from the docstrings under the fields) and makes every error one
-line and a non-zero exit. No method's flag is named here: a field declares its interval or file beside it,
-`field(default=0.5, metadata={"range": "[0, 1]"})` ("[" includes the bound, "(" does not), `metadata={"path": "a run's
-dynamics.pt"}`, and the rules tying flags together are its class's `problems()`. The method files import `__all__`:
-Run, RunArgs, Task, UserError, check_memory, cli, gradient_steps, safe_load; the lab (benchmarks/, datasets/, toy/)
-also uses the data and flag functions (resolve_task, load_transitions, parse_args, check_args, ...).
+`cli(main, Args)` parses the flags with tyro and makes every error one line and a non-zero exit. No method flag is named
+here: a field declares its interval or file beside it (`metadata={"range": "[0, 1]"}`, "[" includes the bound, "(" does
+not; `metadata={"path": "a run's dynamics.pt"}`), and its class's `problems()` the rules tying flags together. The
+method files import `__all__`: Run, RunArgs, Task, UserError, check_memory, cli, gradient_steps, safe_load.
 """
 
 from __future__ import annotations
@@ -81,11 +79,8 @@ DOMAINS = {"hopper": ("Hopper-v4", -20.272305, 3234.3), "halfcheetah": ("HalfChe
 D4RL_NAMES = [f"{d}-{k}-v2" for d in DOMAINS for k in ("random", "medium", "medium-replay", "medium-expert")]
 JUMP_TASKS = ("halfcheetah-jump", "halfcheetah-jump-hard")
 REWARD_FNS = ("env", *JUMP_TASKS)  # a file's `reward_fn` attr: the env's own reward, or a jump task's
-D4RL_URLS = (  # the original host first, then a public mirror of the same files
-    "http://rail.eecs.berkeley.edu/datasets/offline_rl/gym_mujoco_v2/{file}",
-    "https://huggingface.co/datasets/imone/D4RL/resolve/main/{file}",
-)
-OFFLINE = "or, offline, make a local dataset: python datasets/collect.py --env Hopper-v4 (docs/data.md)"
+D4RL_URLS = ("http://rail.eecs.berkeley.edu/datasets/offline_rl/gym_mujoco_v2/{file}",  # the original host first,
+             "https://huggingface.co/datasets/imone/D4RL/resolve/main/{file}")  # then a public mirror  # fmt: skip
 
 
 @dataclass
@@ -96,12 +91,6 @@ class Task:
     reward_fn: str = "env"
     ref_min: Optional[float] = None
     ref_max: Optional[float] = None
-
-    def normalize(self, returns: np.ndarray) -> Optional[np.ndarray]:
-        """D4RL normalised score, per episode: 100·(R − R_random)/(R_expert − R_random)."""
-        if self.ref_min is None or self.ref_max is None:
-            return None
-        return 100.0 * (returns - self.ref_min) / (self.ref_max - self.ref_min)
 
 
 def domain_of(gym_id: str) -> str:
@@ -120,17 +109,18 @@ def download(urls: list[str], path: str) -> None:
             reasons.append(f"{url}: {getattr(e, 'reason', e)}")
     with contextlib.suppress(OSError):  # a failed first download leaves no empty folder behind
         os.removedirs(folder) if made else None
-    raise UserError(f"could not download the dataset ({'; '.join(reasons)}); put the file at {path}, {OFFLINE}")
+    raise UserError(f"could not download the dataset ({'; '.join(reasons)}); put the file at {path}, or, offline, make "
+                    "a local dataset: python datasets/collect.py --env Hopper-v4 (docs/data.md)")  # fmt: skip
 
 
 def read_attrs(path: str) -> dict:
     """The file's attrs that matter here, checked: env_id, reward_fn, finite reference returns with ref_min < ref_max."""
     try:
         with h5py.File(path, "r") as f:
-            raw = {k: f.attrs.get(k) for k in ("env_id", "reward_fn", "ref_min_score", "ref_max_score")}
+            attrs = {k: f.attrs.get(k) for k in ("env_id", "reward_fn", "ref_min_score", "ref_max_score")}
     except OSError as e:
         raise UserError(f"{path} is not a readable HDF5 file ({e}); delete it and download or make it again") from None
-    attrs = {k: v.decode() if isinstance(v, bytes) else v for k, v in raw.items()}
+    attrs = {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}
     for k in ("env_id", "reward_fn"):
         if attrs[k] is not None and not isinstance(attrs[k], str):
             raise UserError(f"{path}: attr '{k}' is {attrs[k]!r}, not a string; fix the file's attrs")
@@ -138,9 +128,8 @@ def read_attrs(path: str) -> dict:
         raise UserError(f"{path}: attr 'reward_fn' is {attrs['reward_fn']!r}; use one of {', '.join(REWARD_FNS)}")
     refs = [attrs["ref_min_score"], attrs["ref_max_score"]]
     if refs != [None, None]:
-        with contextlib.suppress(TypeError, ValueError):
-            low = high = math.nan
-            low, high = (float(v) for v in refs)
+        low, high = (float(v) if isinstance(v, (int, float, np.number)) and not isinstance(v, bool) else math.nan
+                     for v in refs)  # fmt: skip
         if not low < high or not math.isfinite(high - low):
             raise UserError(f"{path}: attrs ref_min_score {refs[0]!r}, ref_max_score {refs[1]!r} must be finite numbers, "
                             "min < max (or drop both: raw returns are reported)")  # fmt: skip
@@ -166,8 +155,17 @@ def resolve_task(env: str, dataset_path: Optional[str], eval_env: Optional[str],
         if not os.path.isfile(path):
             maker = "datasets/halfcheetah_jump.py --task " + env if env in JUMP_TASKS else "datasets/collect.py"
             raise UserError(f"{path} does not exist; make it with `python {maker}` (or set --data-dir)")
-    elif "/" in env:
-        return resolve_minari(env, eval_env)
+    elif "/" in env:  # a Minari dataset from its local cache (downloaded there when the network allows)
+        try:
+            import minari
+
+            dataset = minari.load_dataset(env, download=True)
+        except Exception as e:  # minari raises several types for unknown ids and network failures
+            raise UserError(f"could not load Minari dataset '{env}' ({type(e).__name__}: {e}); check the id with "
+                            "`minari list remote`, put it in the local cache, or pip install \"minari[hf]\"") from None  # fmt: skip
+        gym_id, meta = eval_env or dataset.spec.env_spec.id, dataset.storage.metadata
+        refs = [None if r is None else float(r) for r in (meta.get("ref_min_score"), meta.get("ref_max_score"))]
+        return Task(env, gym_id, domain_of(gym_id), "env", *refs), "minari:" + env
     else:
         raise UserError(f"unknown dataset '{env}'; use one of {', '.join(D4RL_NAMES + list(JUMP_TASKS))}, local/NAME, "
                         "a Minari id like mujoco/hopper/medium-v0, or --dataset-path FILE.hdf5")  # fmt: skip
@@ -182,21 +180,6 @@ def resolve_task(env: str, dataset_path: Optional[str], eval_env: Optional[str],
     return Task(name, gym_id, domain, reward_fn, *refs), path
 
 
-def resolve_minari(dataset_id: str, eval_env: Optional[str]) -> tuple[Task, str]:
-    """A Minari dataset from its local cache (downloaded there when the network allows)."""
-    try:
-        import minari
-
-        dataset = minari.load_dataset(dataset_id, download=True)
-    except Exception as e:  # minari raises several types for unknown ids and network failures
-        raise UserError(f"could not load Minari dataset '{dataset_id}' ({type(e).__name__}: {e}); check the id with "
-                        "`minari list remote`, put it in the local cache, or pip install \"minari[hf]\"") from None  # fmt: skip
-    gym_id, meta = eval_env or dataset.spec.env_spec.id, dataset.storage.metadata
-    ref = (meta.get("ref_min_score"), meta.get("ref_max_score"))
-    task = Task(dataset_id, gym_id, domain_of(gym_id), "env", *(None, None) if ref[0] is None else map(float, ref))
-    return task, "minari:" + dataset_id
-
-
 def load_transitions(path: str) -> dict[str, np.ndarray]:
     """(s, a, r, s', done) of a D4RL-layout HDF5 file (or a Minari dataset), checked: s' is `next_observations`, never
     `observations[i+1]` (the next episode's start at episode ends); timeout steps are dropped (d4rl's qlearning_dataset)"""
@@ -207,7 +190,7 @@ def load_transitions(path: str) -> dict[str, np.ndarray]:
         eps = list(minari.load_dataset(path[len("minari:") :]).iterate_episodes())
         cols = [(e.observations[:-1], e.actions, e.rewards, e.observations[1:], e.terminations,
                 e.truncations) for e in eps]  # fmt: skip
-        data = {k: np.concatenate([c[i] for c in cols]) for i, k in enumerate(keys)}  # fmt: skip
+        data = {k: np.concatenate([c[i] for c in cols]) for i, k in enumerate(keys)}
     else:
         try:
             with h5py.File(path, "r") as f:
@@ -227,8 +210,7 @@ def load_transitions(path: str) -> dict[str, np.ndarray]:
         if n == 0:
             raise UserError(f"{path} holds 0 rows; a run needs at least 10 transitions")
         checks = [(~np.isfinite(v.reshape(n, -1)).all(1), "has NaN or infinite rows; drop them from the file")]
-        if k in ("terminals", "timeouts"):
-            checks.append((~np.isin(v, (0, 1)), "must hold only 0/1 (or booleans); fix the file"))
+        checks += [(~np.isin(v, (0, 1)), "must hold only 0/1 (or booleans); fix the file")] if k in keys[4:] else []
         for bad, why in checks:
             if bad.any():
                 first = f"row {bad.argmax()}" + (f", {v[bad.argmax()]}" if ndim == 1 else "")
@@ -238,8 +220,7 @@ def load_transitions(path: str) -> dict[str, np.ndarray]:
     keep = ~data["timeouts"].astype(bool)
     if not keep.any():
         raise UserError(f"{path} holds no transition that is not a timeout step; a run needs at least 10")
-    names = {"obs": "observations", "act": "actions", "rew": "rewards", "next_obs": "next_observations"}
-    out = {k: data[v][keep].astype(np.float32) for k, v in (names | {"done": "terminals"}).items()}
+    out = {k: data[v][keep].astype(np.float32) for k, v in zip(("obs", "act", "rew", "next_obs", "done"), keys)}
     out["rew"], out["done"] = out["rew"][:, None], out["done"][:, None]
     return out
 
@@ -282,7 +263,8 @@ def evaluate(policy: Callable, envs, task: Task, seed: int, device) -> tuple[np.
 
 def eval_metrics(task: Task, returns: np.ndarray) -> dict[str, float]:
     metrics = {"eval/return": float(returns.mean()), "eval/return_std": float(returns.std())}
-    if (score := task.normalize(returns)) is not None:
+    if task.ref_min is not None:  # D4RL normalised score, per episode: 100·(R − R_random)/(R_expert − R_random)
+        score = 100.0 * (returns - task.ref_min) / (task.ref_max - task.ref_min)
         metrics |= {"eval/normalized_score": float(score.mean()), "eval/normalized_score_std": float(score.std())}
     return metrics
 
@@ -312,8 +294,7 @@ class RunArgs:
     cuda: bool = True
     """use a CUDA GPU when one is present (the same code runs on CPU otherwise)"""
     cuda_graphs: bool = True
-    """on a CUDA GPU, capture each epoch's gradient steps as one CUDA graph and replay it (ignored on a CPU;
-    --no-cuda-graphs steps eagerly)"""
+    """on a CUDA GPU, capture each epoch's gradient steps as one CUDA graph and replay it (--no-cuda-graphs: eager)"""
     track: bool = False
     """also log to Weights & Biases (set WANDB_MODE=offline to log without network)"""
     wandb_project_name: str = "orpo"
@@ -331,19 +312,16 @@ class RunArgs:
     checkpoint_minutes: float = field(default=10.0, metadata={"range": "(0, inf)"})
     """also save a checkpoint at the end of the first epoch after this many minutes since the last one"""
     threads: Optional[int] = field(default=None, metadata={"range": "[1, inf)"})
-    """torch CPU threads (None: $OMP_NUM_THREADS where set, else 1: on a 2-core machine with anything else running,
-    2 threads ran an ensemble step 3x slower than 1; docs/speed.md)"""
+    """torch CPU threads (None: $OMP_NUM_THREADS where set, else 1: 2 ran 3x slower on 2 busy cores; docs/speed.md)"""
     epochs: int = field(default=1000, metadata={"range": "[1, inf)"})
     """number of epochs (each: the method's model rollouts and gradient steps, then its evaluation)"""
     eval_episodes: int = field(default=10, metadata={"range": "[1, inf)"})
     """episodes per evaluation, run as one vectorised environment"""
 
-    def problems(self) -> list[str]:
+    def problems(self) -> list[str]:  # --exp-name is part of the run directory's name
         name = self.exp_name
-        if name is not None and (os.sep in name or name in ("", ".", "..") or len(name) > 100):
-            return [f"--exp-name {name[:40]!r}: must be a plain name of at most 100 characters (part of the run "
-                    "directory's name)"]  # fmt: skip
-        return []
+        bad = name is not None and (os.sep in name or name in ("", ".", "..") or len(name) > 100)
+        return [f"--exp-name {name[:40]!r}: must be a plain name of at most 100 characters"] if bad else []
 
 
 # a resume takes these from its own command line: always (the machine's and the time's) ...
@@ -352,31 +330,28 @@ INVOCATION_FLAGS = ("resume", "stop_after_epochs", "cuda", "track", "checkpoint_
 RESUME_FLAGS = INVOCATION_FLAGS + ("epochs", "data_dir", "dataset_path")
 
 
-def _outside(value: float, interval: str) -> bool:
-    low, high = (float(b) for b in interval[1:-1].split(","))
-    above = low <= value if interval[0] == "[" else low < value
-    return not above or not (value <= high if interval[-1] == "]" else value < high)
-
-
 def check_args(args) -> None:
-    """Every flag finite and in its declared interval, every named file there, and every class's `problems()`, before
-    anything is read or written: one line per problem, exit 2."""
+    """Every flag finite and in its declared interval, every named file there, every class's problems(): exit 2."""
     problems = []
     for f in dataclasses.fields(args):
         value, flag, meta = vars(args)[f.name], "--" + f.name.replace("_", "-"), f.metadata
         values = list(value) if isinstance(value, (tuple, list)) else [value]
         numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        interval = meta.get("range", "[-inf, inf]")  # "[" includes the bound, "(" does not
+        low, high = (float(b) for b in interval[1:-1].split(","))
+        inside = [(low <= v if interval[0] == "[" else low < v) and (v <= high if interval[-1] == "]" else v < high)
+                  for v in numbers]  # fmt: skip
+        path = "path" in meta and value is not None and not os.path.isfile(value)
         if isinstance(value, (tuple, list)) and not value:
             problems.append(f"{flag}: give at least one value")
         elif any(not math.isfinite(v) for v in numbers):
             problems.append(f"{flag} {value}: must be a finite number")
-        elif "range" in meta and any(_outside(v, meta["range"]) for v in numbers):
-            problems.append(f"{flag} {value}: must lie in {meta['range']}")
-        elif "path" in meta and value is not None and not os.path.isfile(value):
-            if not (meta.get("directory") and os.path.isdir(value)):
-                found = "is a directory" if os.path.isdir(value) else "no such file or directory"
-                found = "is not a regular file" if os.path.exists(value) and not os.path.isdir(value) else found
-                problems.append(f"{flag} {value}: {found}; pass {meta['path']}")
+        elif not all(inside):
+            problems.append(f"{flag} {value}: must lie in {interval}")
+        elif path and not (meta.get("directory") and os.path.isdir(value)):
+            found = "is not a regular file" if os.path.exists(value) else "no such file or directory"
+            found = "is a directory" if os.path.isdir(value) else found
+            problems.append(f"{flag} {value}: {found}; pass {meta['path']}")
     for cls in type(args).__mro__:  # each class's own rules, beside its flags
         problems += vars(cls)["problems"](args) if "problems" in vars(cls) else []
     if problems:
@@ -393,19 +368,12 @@ def parse_args(args_class: type, argv: list[str]):
         sys.exit(0)
 
 
-def typed_flags(args_class: type, argv: list[str]) -> set[str]:
-    """The fields the command line names (a resume names those it ignores, whatever their value)."""
-    names = {w[2:].split("=")[0].replace("-", "_") for w in argv if w.startswith("--")}
-    fields = {f.name for f in dataclasses.fields(args_class)}
-    return {n for n in fields if n in names or "no_" + n in names}
-
-
 # --------------------------------------------------------------------------------------------------------------- files
 def atomic_save(obj, path: str) -> None:
-    """torch.save to path + .tmp, then os.replace: a crash or a full disk never leaves half a file (nor the .tmp)."""
+    """torch.save (a .json path: JSON) to path + .tmp, then os.replace: never half a file, nor a .tmp left."""
     try:
         with open(path + ".tmp", "wb") as f:  # our own file object: closed on error, its disk space freed
-            torch.save(obj, f)
+            f.write(json.dumps(obj, indent=2).encode()) if path.endswith(".json") else torch.save(obj, f)
         os.replace(path + ".tmp", path)
     except BaseException as e:
         with contextlib.suppress(OSError):
@@ -417,20 +385,11 @@ def atomic_save(obj, path: str) -> None:
         raise
 
 
-def write_json(obj, path: str) -> None:
-    """A JSON file, written to path + .tmp and renamed."""
-    with open(path + ".tmp", "w") as f:
-        json.dump(obj, f, indent=2)
-    os.replace(path + ".tmp", path)
-
-
 def read_json(path: str) -> dict:
     """A JSON file, or {} where there is none (or it is unreadable)."""
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return {}
+    with contextlib.suppress(OSError, ValueError), open(path) as f:
+        return json.load(f)
+    return {}
 
 
 def safe_load(path: str, what: str, **kw):
@@ -441,8 +400,7 @@ def safe_load(path: str, what: str, **kw):
         raise UserError(f"{path} does not exist; pass the path of {what}") from None
     except Exception as e:  # torch raises many types for truncated, corrupt or foreign files
         reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'unreadable'}"
-        if "Weights only load failed" in str(e):
-            reason = "it holds objects other than tensors and plain values"
+        reason = "it holds objects beyond tensors and plain values" if "Weights only load failed" in str(e) else reason
         raise UserError(f"{path} is not a usable {what} ({reason}); delete it or pass another file") from None
 
 
@@ -465,15 +423,12 @@ def set_rng_state(rng: dict) -> None:
 
 def check_memory(nbytes: int, what: str, device: torch.device) -> None:
     """Refuse in one line, before any work, an allocation larger than the device's free memory."""
-    device = torch.device(device)
-    try:
-        if device.type == "cuda":
-            free = torch.cuda.mem_get_info(device)[0]
-        else:
-            with open("/proc/meminfo") as f:
-                free = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
-    except (OSError, StopIteration, ValueError):
-        return  # not Linux: nothing to measure against
+    device, free = torch.device(device), math.inf  # not Linux: nothing to measure against
+    if device.type == "cuda":
+        free = torch.cuda.mem_get_info(device)[0]
+    else:
+        with contextlib.suppress(OSError, ValueError), open("/proc/meminfo") as f:
+            free = next((int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:")), free)
     if nbytes > free:
         raise UserError(f"{what} needs {nbytes / 2**30:,.1f} GiB, more than the {free / 2**30:,.1f} GiB free on the "
                         f"{device.type}; lower the flags that size it")  # fmt: skip
@@ -493,11 +448,9 @@ def device_name(device: torch.device) -> str:
     """The GPU's or CPU's model name, so every result says what it ran on."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        model = platform.processor() or platform.machine()
+    model = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), model)
     return f"{model} ({os.cpu_count()} cores, {torch.get_num_threads()} torch threads)"
 
 
@@ -522,9 +475,8 @@ def export_policy(actor: nn.Module, path: str) -> None:
 
 
 def _checked_fit(fit: Callable[..., dict], state_path: str, minutes: float, signalled: Callable[[], bool]) -> dict:
-    """fit(resume=..., progress=...), its state saved to state_path every `minutes` and at a signal (the last finished
-    epoch's), continued from there, removed when done; `signalled()` too stops it after an epoch (the handler's raise is
-    lost when it lands in a finalizer). A diverged fit is one line."""
+    """fit(resume=, progress=), its state saved to state_path every `minutes` and at a signal or `signalled()` (the
+    handler's raise is lost in a finalizer), continued from there, removed when done. A diverged fit is one line."""
     resume, t0, last, latest = None, time.time(), [time.time()], [None]
     if os.path.isfile(state_path):
         saved = safe_load(state_path, "part-way ensemble fit")
@@ -549,8 +501,7 @@ def _checked_fit(fit: Callable[..., dict], state_path: str, minutes: float, sign
             atomic_save(latest[0], state_path)
             print(f"dynamics: the fit's state after epoch {latest[0]['state']['epoch']} saved to {state_path}")
         raise
-    with contextlib.suppress(OSError):
-        os.remove(state_path)
+    os.remove(state_path) if os.path.isfile(state_path) else None
     metrics["dynamics/fit_seconds"] = time.time() - t0
     if not np.isfinite(mse := metrics["dynamics/holdout_mse"]):
         raise UserError(f"the ensemble fit diverged (holdout MSE {mse}); lower the dynamics learning rate or check the "
@@ -561,11 +512,8 @@ def _checked_fit(fit: Callable[..., dict], state_path: str, minutes: float, sign
 
 # ---------------------------------------------------------------------------------------------------------------- runs
 class Run:
-    """Everything around the epoch loop: the run directory, data, resume, evaluation, logging, checkpoints, signals.
-
-    Checkpoints are written every --checkpoint-every epochs, every --checkpoint-minutes, at the end, and after the
-    epoch in which SIGINT/SIGTERM arrives (a second signal stops at once, or once the file being written is complete).
-    Only a finite checkpoint is written: a run that turns non-finite stops, keeping the last good one."""
+    """Everything around the epoch loop. A second SIGINT/SIGTERM stops at once, or once the file being written is
+    complete. Only a finite checkpoint is written: a run that turns non-finite stops, keeping the last good one."""
 
     current: Optional[Run] = None  # the run of this process, for cli's one-line messages
     typed: Optional[set] = None  # the flags the command line named (cli sets it; None: those that differ from defaults)
@@ -624,22 +572,17 @@ class Run:
         saved = {k: tuple(v) if isinstance(v, list) else v for k, v in config.items() if not k.startswith("_")}
         other = config.get("_script", script) != script or "_script" not in config and set(saved) != set(defaults)
         if not config or other:
-            what = (
-                f"is a run of {config.get('_script', 'another script')}" if config else "holds no readable config.json"
-            )
+            what = f"is a run of {config.get('_script', 'another script')}" if config else "has no readable config.json"
             raise UserError(f"--resume {args.resume} {what}; pass a run directory made by {script}")
         for k in sorted(set(saved) - set(defaults)):  # a flag this version of the file no longer has
             print(f"note: {args.resume} was saved with --{k.replace('_', '-')} {saved.pop(k)}, which {script} no longer "
                   "has; it resumes without it")  # fmt: skip
         for k in sorted(set(defaults) - set(saved)):  # a flag added since the run was saved
             print(f"note: {args.resume} predates --{k.replace('_', '-')}; it resumes with the default {defaults[k]}")
-        for k in sorted(typed - set(RESUME_FLAGS)):
-            if vars(args)[k] != saved.get(k, defaults[k]):
-                print(f"note: --resume ignores --{k.replace('_', '-')} {vars(args)[k]}; the run keeps its saved "
-                      f"{saved.get(k, defaults[k])}")  # fmt: skip
-        vars(args).update(
-            defaults | saved | {k: vars(args)[k] for k in RESUME_FLAGS if k in typed or k in INVOCATION_FLAGS}
-        )
+        old = defaults | saved
+        for k in sorted(k for k in typed - set(RESUME_FLAGS) if vars(args)[k] != old[k]):
+            print(f"note: --resume ignores --{k.replace('_', '-')} {vars(args)[k]}; the run keeps its saved {old[k]}")
+        vars(args).update(old | {k: vars(args)[k] for k in RESUME_FLAGS if k in typed or k in INVOCATION_FLAGS})
         done = read_json(os.path.join(args.resume, "summary.json"))
         if args.epochs < done.get("epochs", 0):
             raise UsageError(f"--epochs {args.epochs}: {args.resume} has run {done['epochs']} epochs already")
@@ -649,9 +592,8 @@ class Run:
 
     def _open_dir(self) -> None:
         """The run directory made (or --resume's reopened) and locked; config.json and invocations.jsonl written."""
-        args, minari = self.args, self.data_path.startswith("minari:")
-        dataset = {"path": self.data_path if minari else os.path.abspath(self.data_path),
-                   "fingerprint": self.fingerprint}  # fmt: skip
+        args, path, minari = self.args, self.data_path, self.data_path.startswith("minari:")
+        dataset = {"path": path if minari else os.path.abspath(path), "fingerprint": self.fingerprint}
         if args.resume is not None:
             self.dir, config = args.resume, read_json(os.path.join(args.resume, "config.json"))
             if (config.get("_dataset") or dataset)["fingerprint"] != self.fingerprint:
@@ -676,13 +618,14 @@ class Run:
             if os.path.isfile(self.ckpt_path):  # its epoch only (mmap): the tensors stay on disk
                 peek = safe_load(self.ckpt_path, "checkpoint", mmap=True)
                 self.start_epoch = self.epoch = peek.get("epoch", 0) if isinstance(peek, dict) else 0
+            revision = git_revision(self.script)
             if self.created:  # the effective config, and how it came about: what was typed, what the preset filled
                 config = asdict(args) | {"_dataset": dataset, "_script": os.path.basename(self.script)}
                 config |= {"_typed": sorted(self.typed), "_filled": self.filled, "_command": sys.argv}
-                write_json(config | {"_git_revision": git_revision(self.script)}, os.path.join(self.dir, "config.json"))
+                atomic_save(config | {"_git_revision": revision}, os.path.join(self.dir, "config.json"))
             record = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "start_epoch": self.start_epoch,
                       "torch_threads": torch.get_num_threads(), "device_name": device_name(self.device),
-                      "command": sys.argv, "git_revision": git_revision(self.script)}  # fmt: skip
+                      "command": sys.argv, "git_revision": revision}  # fmt: skip
             with open(os.path.join(self.dir, "invocations.jsonl"), "a") as f:  # every start and resume, as it begins
                 f.write(json.dumps(record) + "\n")
         except filelock.Timeout:
@@ -727,9 +670,8 @@ class Run:
         return data, float(space.high[0])
 
     def load_or_fit(self, model: nn.Module, fit: Callable[..., dict], path: Optional[str] = None) -> dict:
-        """The dynamics ensemble: loaded from `path` (a run's dynamics.pt), else fitted by `fit()`; saved as the run's
-        dynamics.pt with the RNG state after it, so a resume before the first checkpoint continues exactly. An ensemble
-        saved by a run of the same seed brings that RNG state along: the run continues as the one that fitted it did."""
+        """The dynamics ensemble: loaded from `path` (a run's dynamics.pt; one of this seed brings its RNG state),
+        else fitted by `fit()`; saved as this run's dynamics.pt with the RNG state after it: a resume continues exactly."""
         run_path, seed = os.path.join(self.dir, "dynamics.pt"), self.args.seed
         resuming = self.args.resume is not None and os.path.isfile(run_path)
         if self.args.resume is not None and not resuming and path is None:
@@ -754,7 +696,7 @@ class Run:
         if not resuming:
             self.dynamics["holdout_mse"] = metrics.get("dynamics/holdout_mse")
             config = read_json(os.path.join(self.dir, "config.json")) | {"_dynamics": self.dynamics}
-            write_json(config, os.path.join(self.dir, "config.json"))
+            atomic_save(config, os.path.join(self.dir, "config.json"))
             atomic_save({"model": model.state_dict(), "metrics": metrics, "rng": rng_state(), "seed": seed}, run_path)
         else:
             self.dynamics = {}  # summary.json takes config.json's: where the run got it first
@@ -764,10 +706,26 @@ class Run:
     def start(self, parts: dict, first_row: Optional[dict] = None) -> None:
         """`parts` (anything with a state_dict) is what a checkpoint saves, loaded from one on --resume; row 0: first_row."""
         self.parts, args = parts, self.args
-        if args.resume and os.path.isfile(self.ckpt_path):
-            self._load_checkpoint(parts)
-        elif args.resume:
+        if args.resume and not os.path.isfile(self.ckpt_path):
             print(f"{self.dir} has no checkpoint yet: the run starts again from epoch 0 in the same directory")
+        elif args.resume:  # to the CPU: RNG states must stay CPU tensors
+            ckpt = safe_load(self.ckpt_path, "checkpoint")
+            try:
+                for k, v in parts.items():
+                    v.load_state_dict(ckpt["parts"][k])
+                set_rng_state(ckpt["rng"])
+                epoch, rows, scores, seconds = ckpt["epoch"], ckpt["rows"], ckpt["scores"], ckpt.get("wall_seconds", 0)
+                number = lambda x: isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)  # noqa: E731
+                if not (isinstance(epoch, int) and 0 <= epoch <= self.args.epochs and number(seconds)):
+                    raise ValueError(f"its epoch {epoch!r} or wall time is not one this run can continue from")
+                if not all(isinstance(r, dict) for r in rows) or not all(map(number, scores)):
+                    raise ValueError("its metrics rows or scores are malformed")
+            except (KeyError, RuntimeError, ValueError, TypeError, IndexError, AttributeError) as e:
+                why = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                raise UserError(f"{self.ckpt_path} does not match this run ({why}); it was saved with other sizes or by "
+                                "another script") from None  # fmt: skip
+            print(f"resumed {self.dir} at epoch {epoch}")
+            self.start_epoch, self.rows, self.scores, self.prior_seconds = epoch, list(rows), list(scores), seconds
         self.writer = SummaryWriter(self.dir, purge_step=self.rows[-1]["epoch"] + 1 if self.rows else None)
         table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
         self.writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + table)
@@ -775,25 +733,6 @@ class Run:
             self._write_row(0, first_row)
         stop = args.epochs if args.stop_after_epochs is None else self.start_epoch + args.stop_after_epochs
         self.last_epoch, self.epoch, self.last_save = min(args.epochs, stop), self.start_epoch, time.time()
-
-    def _load_checkpoint(self, parts: dict) -> None:
-        ckpt = safe_load(self.ckpt_path, "checkpoint")  # to the CPU: RNG states must stay CPU tensors
-        try:
-            for k, v in parts.items():
-                v.load_state_dict(ckpt["parts"][k])
-            set_rng_state(ckpt["rng"])
-            epoch, rows, scores, seconds = ckpt["epoch"], ckpt["rows"], ckpt["scores"], ckpt.get("wall_seconds", 0.0)
-            number = lambda x: isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)  # noqa: E731
-            if not (isinstance(epoch, int) and 0 <= epoch <= self.args.epochs and number(seconds)):
-                raise ValueError(f"its epoch {epoch!r} or wall time is not one this run can continue from")
-            if not all(isinstance(r, dict) for r in rows) or not all(map(number, scores)):
-                raise ValueError("its metrics rows or scores are malformed")
-        except (KeyError, RuntimeError, ValueError, TypeError, IndexError, AttributeError) as e:
-            why = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-            raise UserError(f"{self.ckpt_path} does not match this run ({why}); it was saved with other sizes or by "
-                            "another script") from None  # fmt: skip
-        print(f"resumed {self.dir} at epoch {epoch}")
-        self.start_epoch, self.rows, self.scores, self.prior_seconds = epoch, list(rows), list(scores), seconds
 
     def epochs(self):
         """The epoch numbers still to run, with a progress bar; stops early after a signal."""
@@ -807,12 +746,6 @@ class Run:
             if self.signal is not None:
                 break
         self.bar.close()
-
-    def add(self, prefix: str, stats: dict[str, torch.Tensor]) -> None:
-        """Sum one update's statistics as tensors: no host sync in the inner loop; `means` turns them into numbers."""
-        for k, v in stats.items():
-            self.sums[f"{prefix}/{k}"] = self.sums.get(f"{prefix}/{k}", 0) + v
-            self.counts[f"{prefix}/{k}"] = self.counts.get(f"{prefix}/{k}", 0) + 1
 
     def lap(self, name: str) -> None:
         """Log `charts/{name}_seconds`, the time since the epoch started."""
@@ -874,34 +807,27 @@ class Run:
         try:
             parts = {k: v.state_dict() for k, v in self.parts.items()}
             ckpt = {"epoch": self.epoch, "parts": parts, "rng": rng_state(), "rows": self.rows, "scores": self.scores}
-            atomic_save(ckpt | {"wall_seconds": self.wall_seconds()}, self.ckpt_path)
+            atomic_save(ckpt | {"wall_seconds": self.prior_seconds + time.time() - self.start_time}, self.ckpt_path)
         finally:
             self.writing = False
         self.last_save = time.time()
         if self.stop_now:
             raise KeyboardInterrupt
 
-    def wall_seconds(self) -> float:
-        """The run's wall time over every invocation (a resume adds to what its checkpoint recorded)."""
-        return self.prior_seconds + time.time() - self.start_time
-
     def on_signal(self, signum, frame) -> None:
         urgent = not self.deferring or self.signal is not None  # before the loop, or a second signal: stop now ...
         self.signal = self.signal or signum
-        if urgent and self.writing:  # ... once the checkpoint or summary being written is complete
-            self.stop_now = True
-        elif urgent:
+        if not urgent:
+            return tqdm.write(f"{signal.Signals(signum).name}: stops after this epoch with a checkpoint (again: now)")
+        if not self.writing:  # ... or once the checkpoint or summary being written is complete
             raise KeyboardInterrupt
-        else:
-            tqdm.write(f"{signal.Signals(signum).name}: stopping after this epoch with a checkpoint (signal again to "
-                       "stop now)")  # fmt: skip
+        self.stop_now = True
 
     def on_thread_error(self, hook) -> None:
         """TensorBoard's thread's OSError (a full disk) is kept for the main thread's one line, not a traceback."""
-        if issubclass(hook.exc_type, OSError):
-            self.thread_error = self.thread_error or hook.exc_value
-        else:
-            self.previous_hook(hook)
+        if not issubclass(hook.exc_type, OSError):
+            return self.previous_hook(hook)
+        self.thread_error = self.thread_error or hook.exc_value
 
     def finish(self, actor: nn.Module) -> dict:
         """After the loop: the exported policy and summary.json (or the interrupt's checkpoint message)."""
@@ -915,6 +841,7 @@ class Run:
     def end(self, status: str, error: Optional[str] = None, code: int = 0) -> dict:
         """summary.json (the last evaluation, the last 10's mean: the paper's protocol); a signal meanwhile waits for it."""
         self.writing, args, task, scores = True, self.args, self.task, self.scores
+        seconds = time.time() - self.start_time
         if self.bar is not None:
             self.bar.close()  # a message printed after this starts a line of its own
         last = next((r for r in reversed(self.rows) if "eval/return" in r), {})
@@ -926,12 +853,12 @@ class Run:
                    "score_kind": "d4rl_normalized" if task.ref_min is not None else "raw_return",
                    **{k: last.get(f"eval/{k}") for k in ("normalized_score", "normalized_score_std", "return", "return_std")},
                    "last10_score": float(np.mean(scores[-10:])) if scores else None,
-                   "wall_seconds": self.wall_seconds(), "wall_seconds_this_invocation": time.time() - self.start_time,
+                   "wall_seconds": self.prior_seconds + seconds, "wall_seconds_this_invocation": seconds,
                    "torch_threads": torch.get_num_threads()}  # fmt: skip
         with contextlib.suppress(OSError, ValueError):  # a full disk: the one-line error still says what happened
             with open(os.path.join(self.dir, "invocations.jsonl")) as f:
                 summary["invocations"] = [json.loads(line) for line in f if line.strip()]
-            write_json(summary, os.path.join(self.dir, "summary.json"))
+            atomic_save(summary, os.path.join(self.dir, "summary.json"))
         with contextlib.suppress(OSError):
             self.writer.close() if self.writer is not None else None
             if args.track:
@@ -966,14 +893,16 @@ class Run:
 # -------------------------------------------------------------------------------------------------------------- steps
 def gradient_steps(step: Callable[[], dict], n: int, run: Run, policies: list[nn.Module], period: int = 1) -> None:
     """n gradient steps: `step()` makes one of every policy and returns {log prefix: statistics}, summed into `run`.
-    With run.graphs (--cuda-graphs on CUDA) `period` steps (one Python-side cycle: TD3+BC's delayed actor) are captured
-    as one CUDA graph, anew every epoch, and replayed: one launch for the steps' hundreds of small kernels."""
+    With run.graphs, `period` steps (TD3+BC's delayed actor) are one CUDA graph, captured anew every epoch, and replayed."""
     run.steps += n  # charts/SPS
+
+    def add(out: dict) -> None:  # summed as tensors: no host sync in the inner loop; run.means() makes them numbers
+        for key, v in ((f"{prefix}/{k}", v) for prefix, stats in out.items() for k, v in stats.items()):
+            run.sums[key], run.counts[key] = run.sums.get(key, 0) + v, run.counts.get(key, 0) + 1
 
     def eager(k: int) -> None:
         for _ in range(k):
-            for prefix, stats in step().items():
-                run.add(prefix, stats)
+            add(step())
 
     warmup = 3  # eager steps on a side stream before the capture, as CUDA graphs ask
     if not run.graphs or n < warmup + period:
@@ -997,8 +926,7 @@ def gradient_steps(step: Callable[[], dict], n: int, run: Run, policies: list[nn
     for _ in range(replays):
         graph.replay()
         for out in outs:
-            for prefix, stats in out.items():
-                run.add(prefix, stats)
+            add(out)
     for p, total_it in counters:
         p.total_it = total_it + replays * period
     eager(tail)
@@ -1011,14 +939,13 @@ FIXES = {errno.ENOSPC: "free disk space", errno.EDQUOT: "free disk space (the di
 
 
 def cli(main: Callable, args_class: type, argv: Optional[list[str]] = None) -> None:
-    """The command line: tyro parses argv (default: sys.argv[1:]), main runs; every error is one line and a non-zero
-    exit (2 for bad flags, 128 + the signal for a stop), never a traceback."""
+    """tyro parses argv (default: sys.argv[1:]), main runs; every error is one line and a non-zero exit (2: bad flags,
+    128 + the signal: a stop), never a traceback."""
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(args_class, argv)
-    Run.typed, handlers = (
-        typed_flags(args_class, argv),
-        {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)},
-    )
+    names = {w[2:].split("=")[0].replace("-", "_") for w in argv if w.startswith("--")}
+    Run.typed = {f.name for f in dataclasses.fields(args_class) if f.name in names or "no_" + f.name in names}  # typed
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         main(args)
     except RunEnded as e:  # the run has written its summary.json
@@ -1031,13 +958,17 @@ def cli(main: Callable, args_class: type, argv: Optional[list[str]] = None) -> N
         if isinstance(e, KeyboardInterrupt):
             signum = (run.signal if run is not None else None) or signal.SIGINT
             code, why = 128 + signum, f"interrupted by {signal.Signals(signum).name}"
-        else:
-            code = e.code if isinstance(e, UserError) else 1
-            why = "\n".join(f"error: {line}" for line in str(e).splitlines() or [""])
-            why = why if isinstance(e, UserError) else "error: " + _write_failure(e, run)
-            if run is not None:
-                run._remove_new_dir()  # a run that fails at its start leaves no run directory
-                run = Run.current
+        elif isinstance(e, UserError):
+            code, why = e.code, "\n".join(f"error: {line}" for line in str(e).splitlines() or [""])
+        else:  # an OSError: a failed write, in words that name the fix
+            said = e.strerror if e.filename is None and e.strerror else str(e)  # atomic_save's words, no [Errno N]
+            code, why = 1, f"error: {said}; {FIXES.get(e.errno, 'free disk space or pass a writable --runs-dir')}"
+            if run is not None and not os.path.isdir(run.dir):
+                why = (f"error: the run directory {run.dir} was deleted while the run was writing it ({e}); start "
+                       "the run again")  # fmt: skip
+        if run is not None and not isinstance(e, KeyboardInterrupt):
+            run._remove_new_dir()  # a run that fails at its start leaves no run directory
+            run = Run.current
         if run is not None and not isinstance(e, UserError) and os.path.isdir(run.dir):
             with contextlib.suppress(RunEnded, OSError):
                 run.end("interrupted" if code > 128 else "failed", f"{why}; {run.resume_hint()}", code)
@@ -1048,11 +979,3 @@ def cli(main: Callable, args_class: type, argv: Optional[list[str]] = None) -> N
         Run.typed = None
         for s, handler in handlers.items():
             signal.signal(s, handler)
-
-
-def _write_failure(e: OSError, run: Optional[Run]) -> str:
-    """What a failed write means, in words that name the fix."""
-    if run is not None and not os.path.isdir(run.dir):
-        return f"the run directory {run.dir} was deleted while the run was writing it ({e}); start the run again"
-    said = e.strerror if e.filename is None and e.strerror else str(e)  # atomic_save's own words, without [Errno N]
-    return f"{said}; {FIXES.get(e.errno, 'free disk space or pass a writable --runs-dir')}"

@@ -31,7 +31,6 @@ from dataclasses import dataclass
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import toolbox  # noqa: E402  (the scripts' one error type, flags and command line)
 from toolbox import UsageError, UserError, replace_atomically  # noqa: E402
 import runinfo  # noqa: E402  (the runs' provenance, as compare.py and report.py show it)

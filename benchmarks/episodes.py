@@ -24,9 +24,8 @@ import numpy as np
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [os.path.join(ROOT, "datasets")]  # collect.py's load_policy reads any algorithm's policy.pt
 from toolbox import UsageError, UserError, cli, read_json, replace_atomically, write_json  # noqa: E402
-import plumbing  # noqa: E402  (on sys.path through toolbox: the tasks' rewards and the device's name)
+import plumbing  # noqa: E402  (algorithms/, put on the path by toolbox: the tasks' rewards and the device's name)
 
 JUMP = plumbing.Task("halfcheetah-jump", "HalfCheetah-v4", "halfcheetah", "halfcheetah-jump")  # no flip penalty
 

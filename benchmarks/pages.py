@@ -11,13 +11,11 @@ checks each relation a sentence states with `{% do holds(condition, "the sentenc
 
 import os
 import re
-import sys
 import textwrap
 
 import jinja2
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import runinfo  # noqa: E402
 import toolbox  # noqa: E402
 from runinfo import minus, sci, signed  # noqa: E402

@@ -66,9 +66,8 @@ import warnings
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # toolbox.py beside this file
 from toolbox import UsageError, UserError, algorithm, replace_atomically, write_json  # noqa: E402
-import plumbing  # noqa: E402  (on sys.path through toolbox: the algorithm files' reward and metrics)
+import plumbing  # noqa: E402  (algorithms/, put on the path by toolbox: the algorithm files' reward and metrics)
 
 PEERS = {
     "kit-mopo": {

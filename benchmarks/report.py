@@ -27,7 +27,6 @@ from dataclasses import dataclass
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import budget  # noqa: E402
 import compare  # noqa: E402
 import pages  # noqa: E402  (the Jinja2 templates and their checks)

@@ -58,7 +58,6 @@ from unittest import mock
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))  # toolbox.py, also in a Slurm or submitit job that unpickles us
 import pages  # noqa: E402  (the table's page from its template)
 import stats  # noqa: E402  (the bootstrap interval of a cell's mean)
 import toolbox  # noqa: E402  (the scripts' one error type, flags and command line)

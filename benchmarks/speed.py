@@ -41,7 +41,6 @@ import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import toolbox  # noqa: E402  (the scripts' one-line parse errors and atomic writes)
 import runinfo  # noqa: E402  (md_table)
 from toolbox import UsageError, UserError, unwritable_folder  # noqa: E402

@@ -23,7 +23,9 @@ import time
 from typing import Callable, Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "algorithms"))  # plumbing.py, as the algorithm files import it: the one place
+# the one place benchmarks/ puts the repo's folders on the path (every script here imports toolbox first): plumbing.py,
+# as the algorithm files import it, and the dataset scripts (collect.py's load_policy, its neighbour common.py)
+sys.path[:0] = [os.path.join(ROOT, "algorithms"), os.path.join(ROOT, "datasets")]
 from plumbing import UsageError, UserError, parse_args, read_json  # noqa: E402
 
 _TMP_COUNT, _LOADING = itertools.count(), threading.RLock()
@@ -59,11 +61,9 @@ __all__ = ["UserError", "UsageError", "algorithm", "cli", "read_json", "replace_
 
 def algorithm(script: str, folder: str = "algorithms"):
     """algorithms/SCRIPT.py as a module, loaded once per process, as `python algorithms/SCRIPT.py` has it (plumbing.py
-    beside it on sys.path; the files import without side effects): its Args, presets and method blocks. `folder`:
-    another folder's script, its neighbours importable (datasets/collect.py imports common.py)."""
+    importable beside it; the files import without side effects): its Args, presets and method blocks. `folder`:
+    datasets/ (its neighbours importable too: datasets/collect.py imports common.py)."""
     name = f"_{folder}_{script}"
-    if os.path.join(ROOT, folder) not in sys.path:
-        sys.path.insert(0, os.path.join(ROOT, folder))
     with _LOADING:  # two threads of a launcher (toolbox.cached_ensemble) never see a half-loaded module
         if name not in sys.modules:
             spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, folder, f"{script}.py"))

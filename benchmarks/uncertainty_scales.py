@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # toolbox.py beside this file
 import toolbox  # noqa: E402  (the scripts' one error type, flags and command line; algorithms/orpo.py as a module)
-import plumbing  # noqa: E402  (on sys.path through toolbox)
+import plumbing  # noqa: E402  (algorithms/, put on the path by toolbox)
 import runinfo  # noqa: E402  (md_table)
 
 

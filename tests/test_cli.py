@@ -247,7 +247,7 @@ def test_a_run_dir_written_before_the_change_still_resumes(td3bc_run, cli):
 def test_a_config_of_unknown_origin_or_none_is_refused(cli, tmp_path, files):
     (tmp_path / "x").mkdir()
     code, _, err = cli("orpo", "--resume", "x")
-    assert code == 1 and "--resume x holds no readable config.json; pass a run directory made by orpo.py" in err
+    assert code == 1 and "--resume x has no readable config.json; pass a run directory made by orpo.py" in err
     config = {k: v for k, v in plumbing.asdict(files["orpo"].Args()).items() if k != "pessimism"}
     (tmp_path / "x" / "config.json").write_text(json.dumps(config))  # no _script: told apart by its flags
     code, _, err = cli("orpo", "--resume", "x")
@@ -383,7 +383,7 @@ def test_a_full_disk_at_the_start_leaves_no_run_directory(cli, monkeypatch, tmp_
     def no_space(obj, path):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(plumbing, "write_json", no_space)
+    monkeypatch.setattr(plumbing, "atomic_save", no_space)
     code, _, err = cli("td3bc", "--env", "hopper-random-v2", *tiny("td3bc"))
     assert code == 1 and "No space left on device; free disk space" in last_line(err)
     assert_nothing_written(tmp_path)

@@ -17,7 +17,7 @@ import torch
 STEPS = 20  # the update steps recorded (each: one SAC and one TD3+BC update)
 prefix, flags = sys.argv[1], sys.argv[3:]
 assert sys.argv[2] == "--", "usage: profile_steps.py OUT_PREFIX -- ORPO_FLAGS..."
-sys.path.insert(0, "benchmarks")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/, from any folder
 import toolbox  # noqa: E402  (the scripts' loader: plumbing.py beside the file, as `python algorithms/orpo.py` has it)
 
 orpo = toolbox.algorithm("orpo")
