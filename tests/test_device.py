@@ -43,9 +43,8 @@ SYNCS = {"item": "reads a value on the host", "tolist": "reads values on the hos
 # factories whose tensor lands on the CPU (the default device) unless they are given device=
 FACTORIES = {"zeros", "ones", "empty", "full", "arange", "rand", "randn", "randint", "randperm", "linspace", "eye"}
 FACTORIES |= {"logspace", "scalar_tensor", "empty_strided"}
-ROLLOUT_FIELDS = (
-    6  # rollout() keeps each step's obs, act, rew, u, next_obs, done: one mask each, one more for the alive
-)
+# rollout() keeps each step's obs, act, rew, u, next_obs, done: one mask each, one more for the alive
+ROLLOUT_FIELDS = 6
 
 
 class HostRoundTrip(AssertionError):
@@ -268,14 +267,23 @@ def test_ensemble_fits_and_predicts_on_the_device(modules, device, bf16):
     target_var = torch.cat([delta, data["rew"]], 1).var(0).mean().item()
     assert metrics["dynamics/holdout_mse"] < 0.15 * target_var, metrics  # 0.6 × target_var after one epoch
     assert all(p.device.type == device.type for p in model.state_dict().values())
-    x = torch.cat([obs[:256], act[:256]], 1)
+    assert len(model.elites) == len(set(model.elites.tolist())) == 3  # three distinct members
+    o, a = torch.rand(256, 3, device=device) * 2 - 1, torch.rand(256, 2, device=device) * 2 - 1  # fresh inputs
+    truth = torch.stack([torch.sin(2 * o[:, 0]) + a[:, 0], o[:, 1] * a[:, 1], 0.5 * o[:, 2]], 1)
+    x = torch.cat([o, a], 1)
     with torch.no_grad():
         mean, logvar = model(x)
+        assert ((mean[model.elites, :, :3].mean(0) - truth) ** 2).mean() < 0.15 * target_var
         model.bf16 = False
-        mean32, _ = model(x)
+        mean32, logvar32 = model(x)
     assert mean.dtype == logvar.dtype == torch.float32 and mean.shape == (5, 256, 4) and mean.device.type == device.type
-    if bf16:  # the autocast path of this device stays close to its fp32 forward
-        assert 0 < (mean - mean32).abs().max() < 0.05
+    if bf16:  # the autocast path of this device stays close to its fp32 forward, and so does each u
+        assert 0 < (mean - mean32).abs().max() < 0.05 and (logvar - logvar32).abs().max() < 0.05
+        for kind in orpo.UNCERTAINTIES:
+            u16, u32 = (
+                orpo.uncertainty_fn(m, (0.5 * lv).exp(), kind) for m, lv in ((mean, logvar), (mean32, logvar32))
+            )
+            assert ((u16 - u32).abs() / u32).median() < 0.02, kind
     next_obs, rew, u = model.step(obs[:256], act[:256], "ensemble_var")
     assert {t.device.type for t in (next_obs, rew, u)} == {device.type}
     assert next_obs.shape == (256, 3) and rew.shape == u.shape == (256,) and bool(torch.isfinite(u).all())

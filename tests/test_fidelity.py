@@ -79,6 +79,11 @@ def test_kits_ensemble_var_ignores_sigma_and_reward_and_uses_all_members(orpo):
     torch.testing.assert_close(orpo.uncertainty_fn(changed, std, "ensemble_std"), expected.sqrt())
     mixture = (mean.var(0, unbiased=False) + std.pow(2).mean(0)).sum(-1)
     torch.testing.assert_close(orpo.uncertainty_fn(mean, std, "mixture_var"), mixture)
+    # one member: the members' disagreement is 0 (Args.problems refuses it), the mixture keeps their own variance
+    assert (orpo.uncertainty_fn(mean[:1], std[:1], "ensemble_var") == 0).all()
+    assert (orpo.uncertainty_fn(mean[:1], std[:1] + 0.1, "mixture_var") > 0).all()
+    with pytest.raises(ValueError):
+        orpo.uncertainty_fn(mean, std, "nope")
 
 
 def one_epoch_args(orpo, hopper_data_dir, tmp_path, *extra: str):
