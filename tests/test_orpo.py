@@ -76,31 +76,7 @@ def test_termination_matches_the_env(orpo, gym_id, domain):
     assert bool(fn(torch.tensor([[float("nan")] * len(obs)]))[0])
 
 
-# ---------------------------------------------------------------- O-MDP / P-MDP, buffers
-def test_relabel_identity(orpo):
-    rew, u = torch.randn(1000), torch.rand(1000)
-    r_o, r_p = orpo.relabel(rew, u, lambda_o=0.015, lambda_p=5.0)
-    torch.testing.assert_close(r_o - r_p, (0.015 + 5.0) * u)
-    torch.testing.assert_close(r_o, rew + 0.015 * u)
-
-
-@pytest.mark.parametrize("ratios,expected", [((0.05, 0.45, 0.5), [12, 115, 129]), ((0.5, 0.3, 0.2), [128, 76, 52]),
-                         ((0.05, 0.95), [12, 244]), ((0.05, 0.05, 0.9), [12, 12, 232])])  # fmt: skip
-def test_batch_mix_counts(orpo, ratios, expected):
-    assert orpo.mix_counts(256, ratios) == expected
-
-
-def test_sample_mix_takes_each_sources_reward(orpo):
-    fields = {"obs": 2, "act": 1, "rew": 1, "rew_p": 1, "next_obs": 2, "done": 1}
-    a, b = orpo.ReplayBuffer(10, fields, "cpu"), orpo.ReplayBuffer(10, fields, "cpu")
-    for buf, value in ((a, 1.0), (b, 2.0)):
-        buf.add({k: torch.full((10, d), value) if k != "rew_p" else torch.full((10, d), -value) for k,
-                d in fields.items()})  # fmt: skip
-    batch = orpo.sample_mix([(a, 3, "rew"), (b, 5, "rew_p")])
-    assert batch["obs"].shape == (8, 2) and batch["rew"].shape == (8,) and batch["done"].shape == (8,)
-    assert batch["rew"].tolist() == [1.0] * 3 + [-2.0] * 5
-
-
+# ---------------------------------------------------------------- buffers
 def test_ring_buffer_is_fifo(orpo):
     buf = orpo.ReplayBuffer(5, {"x": 1}, "cpu")
     buf.add({"x": torch.arange(3.0)})
