@@ -34,7 +34,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import load_module, sac_settings, td3_settings
+from conftest import sac_settings, td3_settings
 
 OBS_DIM, ACT_DIM, HIDDEN, MAX_ACTION = 3, 2, (4,), 2.0
 NORM_MEAN = torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64)
@@ -49,31 +49,20 @@ SAC_EPS = (  # the SAC update draws ε twice: a' ~ π(s') for the target, then �
 )
 TOL = {"rtol": 1e-9, "atol": 1e-10}
 
-_loaded = {}
+
+@pytest.fixture(params=["orpo", "mopo", "td3bc"])
+def td3bc_file(request, files):
+    return files[request.param]
 
 
-def algorithm(request, name: str):
-    """algorithms/<name>.py, loaded once by path (orpo through conftest's fixture)."""
-    if name == "orpo":
-        return request.getfixturevalue("orpo")
-    if name not in _loaded:
-        _loaded[name] = load_module(f"algorithms/{name}.py", f"agent_math_{name}")
-    return _loaded[name]
+@pytest.fixture(params=["orpo", "mopo", "oroo", "mbpo"])
+def sac_file(request, files):
+    return files[request.param]
 
 
-@pytest.fixture(scope="module", params=["orpo", "mopo", "td3bc"])
-def td3bc_file(request):
-    return algorithm(request, request.param)
-
-
-@pytest.fixture(scope="module", params=["orpo", "mopo", "oroo", "mbpo"])
-def sac_file(request):
-    return algorithm(request, request.param)
-
-
-@pytest.fixture(scope="module", params=["orpo", "mopo", "oroo", "mbpo", "td3bc"])
-def agents_file(request):
-    return algorithm(request, request.param)
+@pytest.fixture(params=["orpo", "mopo", "oroo", "mbpo", "td3bc"])
+def agents_file(request, files):
+    return files[request.param]
 
 
 # ---------------------------------------------------------------- set-up: tiny agents, a batch, fixed draws
