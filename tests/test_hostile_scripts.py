@@ -454,31 +454,18 @@ def test_toy_figures_show_an_interval_only_over_two_seeds(tmp_path, monkeypatch,
 
 
 # ---------------------------------------------------------------------------------------------------- the launchers
-def launch_and_sigterm(cmd, until, tmp_path, data_dir):
-    """Start a launcher, send SIGTERM once `until` (a glob) matches, and return its (exit status, stderr)."""
-    import glob
-
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", D4RL_DATASET_DIR=data_dir)
-    p = subprocess.Popen([sys.executable, *cmd], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         cwd=tmp_path)  # fmt: skip
-    for _ in range(3000):
-        if glob.glob(str(until)) or p.poll() is not None:
-            break
-        time.sleep(0.1)
-    p.send_signal(signal.SIGTERM)
-    out, err = p.communicate(timeout=300)
-    return p.returncode, err
-
-
 def test_budget_stops_its_run_on_sigterm_and_says_how_to_continue(tmp_path):
     """budget.py forwards SIGTERM to the running run (started through the launchers' ensemble cache), which
     checkpoints; it says so and exits 143."""
     os.makedirs(tmp_path / "data" / "local")
     write_random_dataset(str(tmp_path / "data" / "local" / "h.hdf5"), steps=1000, attrs={"env_id": "Hopper-v4"})
-    cmd = [f"{ROOT}/benchmarks/budget.py", "--env", "local/h", "--data-dir", str(tmp_path / "data"), "--only",
-           "mopo:uncapped", "--runs-dir", "r", "--results", "res", "--out", "out", "--dynamics-cache", "cache"]  # fmt: skip
-    code, err = launch_and_sigterm(cmd, tmp_path / "r" / "uncapped" / "mopo" / "*" / "metrics.csv", tmp_path, "")
-    assert code == 143 and "run the same command again to resume" in err and "Traceback" not in err, err[-2000:]
+    proc = start("benchmarks/budget.py", "--env", "local/h", "--data-dir", tmp_path / "data", "--only", "mopo:uncapped",
+                 *["--runs-dir", "r", "--results", "res", "--out", "out", "--dynamics-cache", "cache"], cwd=tmp_path,
+                 env={"D4RL_DATASET_DIR": ""})  # fmt: skip
+    wait_for(lambda: list(tmp_path.glob("r/uncapped/mopo/*/metrics.csv")), proc, seconds=300)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 143 and "run the same command again to resume" in err and "Traceback" not in err, err
     (summary,) = Path(tmp_path / "r" / "uncapped" / "mopo").glob("*/summary.json")
     assert json.loads(summary.read_text())["status"] == "interrupted"
     assert len(list(Path(tmp_path / "cache").glob("*.pt"))) == 1  # its ensemble, fitted once, is in the cache
