@@ -14,7 +14,7 @@ One-line changes the tests are known to catch (43 planted one at a time in a scr
 26 that apply also in td3bc.py's; each failed the tests named, on the planted file's parametrisation):
   TD3+BC target: `(1 - b["done"])` or γ dropped, min -> Q2 or max, the noise clip dropped, σ or c not × max_action,
     next_act's clamp dropped, critic or actor instead of its target, critic loss a mean over both critics
-                                                        -> test_td3bc_critic_step_by_hand (and ..._terminal_rows_...)
+                                                        -> test_td3bc_critic_step_by_hand
   TD3+BC actor: λ's `.detach()` or `.abs()` dropped, Q1 -> min(Q1, Q2) or Q2, the BC term's sign swapped, dropped or
     summed, either target soft-updated with 1 − τ        -> test_td3bc_actor_and_target_step_by_hand
   TD3+BC: no policy_freq delay, or `% policy_freq == 1` -> test_td3bc_delays_... and the two step tests
@@ -34,7 +34,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import load_module, sac_settings, td3_settings
+from conftest import sac_settings, td3_settings
 
 OBS_DIM, ACT_DIM, HIDDEN, MAX_ACTION = 3, 2, (4,), 2.0
 NORM_MEAN = torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64)
@@ -49,31 +49,20 @@ SAC_EPS = (  # the SAC update draws ε twice: a' ~ π(s') for the target, then �
 )
 TOL = {"rtol": 1e-9, "atol": 1e-10}
 
-_loaded = {}
+
+@pytest.fixture(params=["orpo", "mopo", "td3bc"])
+def td3bc_file(request, files):
+    return files[request.param]
 
 
-def algorithm(request, name: str):
-    """algorithms/<name>.py, loaded once by path (orpo through conftest's fixture)."""
-    if name == "orpo":
-        return request.getfixturevalue("orpo")
-    if name not in _loaded:
-        _loaded[name] = load_module(f"algorithms/{name}.py", f"agent_math_{name}")
-    return _loaded[name]
+@pytest.fixture(params=["orpo", "mopo", "oroo", "mbpo"])
+def sac_file(request, files):
+    return files[request.param]
 
 
-@pytest.fixture(scope="module", params=["orpo", "mopo", "td3bc"])
-def td3bc_file(request):
-    return algorithm(request, request.param)
-
-
-@pytest.fixture(scope="module", params=["orpo", "mopo", "oroo", "mbpo"])
-def sac_file(request):
-    return algorithm(request, request.param)
-
-
-@pytest.fixture(scope="module", params=["orpo", "mopo", "oroo", "mbpo", "td3bc"])
-def agents_file(request):
-    return algorithm(request, request.param)
+@pytest.fixture(params=["orpo", "mopo", "oroo", "mbpo", "td3bc"])
+def agents_file(request, files):
+    return files[request.param]
 
 
 # ---------------------------------------------------------------- set-up: tiny agents, a batch, fixed draws
@@ -380,15 +369,6 @@ def test_td3bc_delays_actor_and_target_updates_to_every_policy_freq_th_call(td3b
     assert target_moves == actor_moves and reports == actor_moves
 
 
-def test_td3bc_terminal_rows_do_not_bootstrap(td3bc_file, monkeypatch):
-    """When every row is terminal the target is the reward alone: critic loss = Σ_k mean (Q_k(s, a) − r)²."""
-    agent, b = tiny_td3bc(td3bc_file), tiny_batch(done=(1, 1, 1, 1, 1, 1))
-    critic = snap(agent.critic)
-    fix_draws(monkeypatch, NOISE_EPS)
-    stats = agent.update(b)
-    assert_stat(stats, "critic_loss", sum(((q - b["rew"]) ** 2).mean() for q in twin_q_ref(critic, b["obs"], b["act"])))
-
-
 # ---------------------------------------------------------------- SAC
 def test_tanh_gaussian_actor_by_hand(sac_file, monkeypatch):
     """a = max·tanh(μ + σ·ε) with log_std clamped to [−5, 2], and log π(a|s) with the tanh change-of-variables
@@ -460,12 +440,3 @@ def test_sac_update_by_hand(sac_file, monkeypatch, log_alpha, target_entropy):
     assert_params(agent.critic_target, lerp(before["critic_target"], critic, args.tau), "critic target (every step)")
     assert set(stats) == {"critic_loss", "actor_loss", "alpha", "alpha_loss", "q", "entropy"}
     assert_detached_scalars(stats)
-
-
-def test_sac_terminal_rows_do_not_bootstrap(sac_file, monkeypatch):
-    """When every row is terminal the target is the reward alone (no next value, no entropy bonus)."""
-    agent, b = tiny_sac(sac_file, math.log(0.2)), tiny_batch(done=(1, 1, 1, 1, 1, 1))
-    critic = snap(agent.critic)
-    fix_draws(monkeypatch, *SAC_EPS)
-    stats = agent.update(b)
-    assert_stat(stats, "critic_loss", sum(((q - b["rew"]) ** 2).mean() for q in twin_q_ref(critic, b["obs"], b["act"])))

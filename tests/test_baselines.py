@@ -2,38 +2,25 @@
 and of every algorithm script's --help. The shared code they copy from orpo.py is tested in test_orpo.py."""
 
 import ast
-import csv
 import dataclasses
 import glob
 import json
 import math
 import os
-import re
 
 import numpy as np
 import pytest
 import torch
 import tyro
 from conftest import ROOT, TINY, load_module, run_file
-from test_orpo import PAPER_HYPERPARAMETERS
+from test_orpo import PAPER_HYPERPARAMETERS, read_metrics
 from test_shared_blocks import MODEL_BASED, blocks
 
-MODEL_BASED_SCRIPTS = ("mopo", "oroo", "mbpo")
 TD3BC_TINY = ["--epochs", "2", "--steps-per-epoch", "20", "--batch-size", "32", "--hidden-dims", "32", "32",
               "--eval-episodes", "2", "--no-cuda"]  # fmt: skip
 # name: (script, flags); every run uses seed 7 and 2 epochs, so the resume test can compare against it
 RUNS = {"mopo": ("mopo", TINY), "mopo_td3bc": ("mopo", [*TINY, "--policy", "td3bc", "--exp-name", "mopo_td3bc"]),
                  "oroo": ("oroo", TINY), "mbpo": ("mbpo", TINY), "td3bc": ("td3bc", TD3BC_TINY)}  # fmt: skip
-
-
-def read_metrics(run_dir):
-    with open(os.path.join(run_dir, "metrics.csv")) as f:
-        return list(csv.DictReader(f))
-
-
-@pytest.fixture(scope="module")
-def modules():
-    return {name: load_module(f"algorithms/{name}.py", f"baseline_{name}") for name in (*MODEL_BASED_SCRIPTS, "td3bc")}
 
 
 @pytest.fixture(scope="module")
@@ -123,10 +110,10 @@ def test_resume_continues_a_stopped_run_exactly(runs, hopper_data_dir, tmp_path)
         ("oroo", lambda rew, u: rew + 0.015 * u),  # O-MDP, hopper-random's λo
         ("mbpo", lambda rew, u: rew),  # the model MDP
 ])  # fmt: skip
-def test_policy_batches_use_the_algorithms_reward(modules, hopper_data_dir, tmp_path, monkeypatch, name, expected):
+def test_policy_batches_use_the_algorithms_reward(files, hopper_data_dir, tmp_path, monkeypatch, name, expected):
     """Run main() in-process and record every batch request: D's rows keep their real reward, the model buffer's rows
     carry the algorithm's reward, computed from the r̂ and u stored with them."""
-    module = modules[name]
+    module = files[name]
     calls, sample_mix = [], module.sample_mix
 
     def recording_sample_mix(sources):
@@ -147,23 +134,23 @@ def test_policy_batches_use_the_algorithms_reward(modules, hopper_data_dir, tmp_
 
 
 # ---------------------------------------------------------------- presets
-def test_presets_equal_the_papers_table(modules):
+def test_presets_equal_the_papers_table(files):
     """MOPO's are the paper's "MOPO (Our implementation)" column; OROO takes λo from ORPO's column, and OROO and MBPO
     the uncertainty type and h from MOPO's."""
     table = PAPER_HYPERPARAMETERS
     assert len(table) == 12
     for name, (lambda_p, uncertainty, h_p, lambda_o, _) in table.items():
-        assert modules["mopo"].PRESETS[name] == (lambda_p, uncertainty, h_p), name
-        assert modules["oroo"].PRESETS[name] == (lambda_o, uncertainty, h_p), name
-        assert modules["mbpo"].PRESETS[name] == (uncertainty, h_p), name
+        assert files["mopo"].PRESETS[name] == (lambda_p, uncertainty, h_p), name
+        assert files["oroo"].PRESETS[name] == (lambda_o, uncertainty, h_p), name
+        assert files["mbpo"].PRESETS[name] == (uncertainty, h_p), name
     for task in ("halfcheetah-jump", "halfcheetah-jump-hard"):  # MOPO's λp = 1, h = 5; ORPO's λo = 0.1
-        assert modules["mopo"].PRESETS[task] == (1.0, "max_aleatoric", 5)
-        assert modules["oroo"].PRESETS[task] == (0.1, "max_aleatoric", 5)
-        assert modules["mbpo"].PRESETS[task] == ("max_aleatoric", 5)
+        assert files["mopo"].PRESETS[task] == (1.0, "max_aleatoric", 5)
+        assert files["oroo"].PRESETS[task] == (0.1, "max_aleatoric", 5)
+        assert files["mbpo"].PRESETS[task] == ("max_aleatoric", 5)
 
 
-def test_presets_fill_only_unset_fields(modules):
-    mopo = modules["mopo"]
+def test_presets_fill_only_unset_fields(files):
+    mopo = files["mopo"]
     # local/NAME made with D4RL's recipe takes NAME-v2's preset; a user's value wins
     task = mopo.Task("local/walker2d-medium", "Walker2d-v4", "walker2d")
     args, source = mopo.apply_presets(mopo.Args(lambda_p=1.5), task)
@@ -175,7 +162,7 @@ def test_presets_fill_only_unset_fields(modules):
     assert mopo.apply_presets(mopo.Args(policy="td3bc"), cheetah)[0].normalize_obs is True
     assert mopo.apply_presets(mopo.Args(policy="td3bc"), task)[0].normalize_obs is False
     unknown = mopo.Task("my-data", "Hopper-v4", "hopper")
-    oroo, mbpo = modules["oroo"], modules["mbpo"]
+    oroo, mbpo = files["oroo"], files["mbpo"]
     assert mopo.apply_presets(mopo.Args(), unknown)[1] == "fallback"
     assert oroo.apply_presets(oroo.Args(rollout_length=3), task)[0].rollout_length == 3
     assert oroo.apply_presets(oroo.Args(), unknown)[0].lambda_o == oroo.FALLBACK_PRESET[0]
@@ -234,12 +221,12 @@ DIFFERENT = {"mopo": {"rollout_length", "real_ratio", "exploration_noise", "hidd
 
 
 @pytest.mark.parametrize("name", DIFFERENT)
-def test_args_match_orpo_in_order_and_docstrings(modules, orpo, name):
+def test_args_match_orpo_in_order_and_docstrings(files, orpo, name):
     ours, theirs = (field_docstrings(os.path.join(ROOT, "algorithms", f"{name}.py")),
                     field_docstrings(os.path.join(ROOT, "algorithms", "orpo.py")))  # fmt: skip
     shared = [f for f in ours if f in theirs]
     assert shared == [f for f in theirs if f in ours], "shared fields are in another order than in orpo.py"
-    defaults = {f.name: f.default for f in dataclasses.fields(modules[name].Args)}
+    defaults = {f.name: f.default for f in dataclasses.fields(files[name].Args)}
     orpo_defaults = {f.name: f.default for f in dataclasses.fields(orpo.Args)}
     for field in shared:
         if field in DIFFERENT[name]:
@@ -249,7 +236,7 @@ def test_args_match_orpo_in_order_and_docstrings(modules, orpo, name):
 
 
 def test_td3bc_references_nothing_from_the_model_based_blocks():
-    """td3bc.py omits the blocks ensemble, uncertainty, termination and rollouts: no name they define may appear in it."""
+    """td3bc.py omits the model block (the ensemble, u, termination, rollouts): no name it defines may appear in it."""
     reference = blocks(os.path.join(ROOT, "algorithms", "orpo.py"))
     defined = {node.name for block in MODEL_BASED for node in ast.parse(reference[block]).body if isinstance(node,
                (ast.FunctionDef, ast.ClassDef))}  # fmt: skip
@@ -258,6 +245,4 @@ def test_td3bc_references_nothing_from_the_model_based_blocks():
     used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     used |= {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value,
                                        str) and n.value.isidentifier()}  # fmt: skip
-    assert not used & defined
-    assert not re.search(r"^# --- shared: (ensemble|uncertainty|termination|rollouts) ---", open(os.path.join(ROOT,
-                         "algorithms", "td3bc.py")).read(), re.M)  # fmt: skip
+    assert not used & defined  # and it carries no model block: test_shared_blocks' tutorial-order test

@@ -1,12 +1,13 @@
-"""Tests of the dataset scripts in datasets/: run them as a user would (subprocess, tiny
+"""Tests of the dataset scripts in datasets/: run them as a user would (their own process, tiny
 sizes) and check the files against the HDF5 contract and against a replay of the env."""
 
 import importlib
-import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import gymnasium as gym
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn as nn
+from conftest import run_script as start_script
 
 pytestmark = pytest.mark.slow  # the slow tier: datasets/'s collection, SAC training and joins end to end
 
@@ -23,16 +25,12 @@ KEYS = {"observations", "actions", "rewards", "next_observations", "terminals", 
 # D4RL's reference returns, restated here so a typo in common.py cannot hide.
 D4RL_REFS = {"Hopper-v4": (-20.272305, 3234.3), "HalfCheetah-v4": (-280.178953, 12135.0)}
 
-spec = importlib.util.spec_from_file_location("datasets_common", DATASETS / "common.py")
-common = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(common)
+common = importlib.import_module("common")  # conftest puts datasets/ on the path
 
 
 def run_script(script, *args, data_dir, expect_ok=True):
-    # One torch thread: deterministic SAC (the resume test compares bits) and light on CPU.
-    env = os.environ | {"OMP_NUM_THREADS": "1", "D4RL_DATASET_DIR": str(data_dir)}
-    proc = subprocess.run([sys.executable, str(DATASETS / script), *map(str, args)], env=env, capture_output=True,
-                          text=True, timeout=300)  # fmt: skip
+    # one torch thread (conftest's run_script): deterministic SAC (the resume test compares bits) and light on CPU
+    proc = start_script(f"datasets/{script}", *map(str, args), data_dir=str(data_dir))
     if expect_ok:
         assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
@@ -159,17 +157,6 @@ def test_collect_saved_policy(tmp_path):
     replay("Hopper-v4", data, seed=0)
 
 
-def test_collect_rejects_policy_for_another_env(tmp_path):
-    net = nn.Sequential(nn.Linear(5, 4))
-    policy_file = tmp_path / "policy.pt"
-    torch.save({"kind": "deterministic_mlp", "obs_dim": 5, "act_dim": 4, "hidden_dims": [], "max_action": 1.0,
-               "obs_mean": torch.zeros(5), "obs_std": torch.ones(5), "state_dict": net.state_dict()}, policy_file)  # fmt: skip
-    proc = run_script("collect.py", "--policy", policy_file, "--steps", 10, "--out", tmp_path / "x.hdf5",
-                      data_dir=tmp_path, expect_ok=False)  # fmt: skip
-    assert proc.returncode != 0 and "obs/act dims" in proc.stderr
-    assert not (tmp_path / "x.hdf5").exists()
-
-
 # ---------------------------------------------------------------------------- halfcheetah_jump.py
 
 
@@ -183,26 +170,19 @@ def test_jump_hard_round_trip(tmp_path):
     np.testing.assert_allclose(data["rewards"], reference_jump_reward(data["actions"], state, hard=True), atol=1e-4)
 
 
-def test_jump_sac_round_trip(tmp_path):
-    # No --out: the default name, where the algorithms' `--env halfcheetah-jump` looks.
-    proc = run_script("halfcheetah_jump.py", "--task", "halfcheetah-jump", "--no-cuda", "--steps", 1000,
-                      "--learning-starts", 200, "--batch-size", 16, "--hidden-dim", 64, data_dir=tmp_path)  # fmt: skip
-    assert "800 gradient updates" in proc.stdout
-    path = tmp_path / "halfcheetah-jump.hdf5"
-    data = check_dataset(path, env_id="HalfCheetah-v4", reward_fn="halfcheetah-jump", policy="sac-online", steps=1000,
-                         seed=0, created_by="halfcheetah_jump.py")  # fmt: skip
-    assert not list(tmp_path.rglob("*.ckpt.pt"))
-    state = replay("HalfCheetah-v4", data, seed=0)
-    np.testing.assert_allclose(data["rewards"], reference_jump_reward(data["actions"], state, hard=False), atol=1e-4)
-
-
-def test_jump_sac_resume_matches_uninterrupted_run(tmp_path):
+def test_jump_sac_round_trip_and_resume_matches_uninterrupted_run(tmp_path):
     sac = ["--task", "halfcheetah-jump", "--no-cuda", "--steps", 500, "--max-episode-steps", 100, "--learning-starts",
            100, "--batch-size", 16, "--hidden-dim", 32, "--checkpoint-every", 200]  # fmt: skip
-    whole, split = tmp_path / "whole.hdf5", tmp_path / "split.hdf5"
-    ckpt = tmp_path / "split.hdf5.ckpt.pt"
-    run_script("halfcheetah_jump.py", *sac, "--out", whole, data_dir=tmp_path)
+    # No --out: the default name, where the algorithms' `--env halfcheetah-jump` looks.
+    proc = run_script("halfcheetah_jump.py", *sac, data_dir=tmp_path)
+    assert "500 env steps with 400 gradient updates" in proc.stdout and not list(tmp_path.rglob("*.ckpt.pt"))
+    whole = check_dataset(tmp_path / "halfcheetah-jump.hdf5", env_id="HalfCheetah-v4", reward_fn="halfcheetah-jump",
+                          policy="sac-online", steps=500, seed=0, created_by="halfcheetah_jump.py",
+                          max_episode_steps=100)  # fmt: skip
+    state = replay("HalfCheetah-v4", whole, seed=0, max_episode_steps=100)
+    np.testing.assert_allclose(whole["rewards"], reference_jump_reward(whole["actions"], state, hard=False), atol=1e-4)
 
+    split, ckpt = tmp_path / "split.hdf5", tmp_path / "split.hdf5.ckpt.pt"
     proc = run_script("halfcheetah_jump.py", *sac, "--out", split, "--stop-at", 250, data_dir=tmp_path)
     assert "stopped at step 300" in proc.stdout  # the first episode end at or after 250
     assert ckpt.exists() and not split.exists()
@@ -218,9 +198,8 @@ def test_jump_sac_resume_matches_uninterrupted_run(tmp_path):
     assert not ckpt.exists()
     data = check_dataset(split, env_id="HalfCheetah-v4", reward_fn="halfcheetah-jump", policy="sac-online", steps=500,
                          seed=0, created_by="halfcheetah_jump.py", max_episode_steps=100)  # fmt: skip
-    with h5py.File(whole, "r") as f:
-        for key in KEYS:
-            np.testing.assert_array_equal(data[key], f[key][()], err_msg=key)
+    for key in KEYS:
+        np.testing.assert_array_equal(data[key], whole[key], err_msg=key)
 
 
 # ---------------------------------------------------------------------------- sac.py: D4RL's medium recipe
@@ -548,20 +527,14 @@ def error_lines(proc):
     return [line for line in lines if "DeprecationWarning" not in line and "logger.deprecation" not in line]
 
 
-@pytest.mark.parametrize("script,flags,expected", [("collect.py", ["--steps", 0, "--seed", -1],
-                         ["--steps must be at least 1, got 0", "--seed must be at least 0, got -1"]), ("collect.py",
-                         ["--steps", -5, "--policy", "/nonexistent/policy.pt"], ["--steps must be at least 1, got -5",
-                         "--policy /nonexistent/policy.pt: no such file"]), ("halfcheetah_jump.py", ["--task",
-                         "halfcheetah-jump", "--checkpoint-every", 0, "--gamma", "nan", "--tau", 0, "--learning-rate",
-                         "-1e-5", "--batch-size", 0, "--hidden-dim", 0, "--stop-at", 0, "--max-episode-steps", 0,
-                         "--learning-starts", -1, "--steps", 0, "--seed", -2],
-                         ["--checkpoint-every must be at least 1, got 0",
-                         "--gamma must be a finite number in [0.0, 1.0], got nan",
-                         "--tau must be a finite number in (0.0, 1.0], got 0.0",
-                         "--learning-rate must be a finite number above 0.0", "--batch-size must be at least 1",
-                         "--hidden-dim must be at least 1", "--stop-at must be at least 1",
-                         "--max-episode-steps must be at least 1", "--learning-starts must be at least 0",
-                         "--steps must be at least 1", "--seed must be at least 0"])])  # fmt: skip
+@pytest.mark.parametrize("script,flags,expected", [
+    ("collect.py", ["--steps", 0, "--seed", -1], ["--steps must be at least 1", "--seed must be at least 0"]),
+    ("collect.py", ["--steps", -5, "--policy", "/no/policy.pt"], ["--steps must be", "--policy /no/policy.pt: no such"]),
+    # halfcheetah_jump.py's every other flag: test_check_flags_accept_the_defaults_and_find_each_problem
+    ("halfcheetah_jump.py", ["--task", "halfcheetah-jump", "--gamma", "nan", "--tau", 0, "--batch-size", 0, "--seed", -2],
+     ["--gamma must be a finite number in [0.0, 1.0]", "--tau must be a finite number in (0.0, 1.0]",
+      "--batch-size must be at least 1", "--seed must be at least 0"]),
+])  # fmt: skip
 def test_bad_flags_are_one_line_each_and_exit_2(tmp_path, script, flags, expected):
     out = tmp_path / "out" / "d.hdf5"
     proc = run_script(script, *flags, "--out", out, data_dir=tmp_path, expect_ok=False)
@@ -580,8 +553,7 @@ def test_output_path_that_cannot_be_written_fails_before_collecting(tmp_path, sc
     """With the default 1M steps: a check after the collection would time out here (it takes minutes)."""
     (tmp_path / "a_file").write_text("x")
     for out, needle in [(tmp_path, "is a directory"), (tmp_path / "a_file" / "d.hdf5", "is not a directory")]:
-        proc = subprocess.run([sys.executable, str(DATASETS / script), *flags, "--out", str(out)],
-                              capture_output=True, text=True, timeout=60, env=os.environ | {"OMP_NUM_THREADS": "1"})  # fmt: skip
+        proc = run_script(script, *flags, "--out", out, data_dir=tmp_path, expect_ok=False)
         lines = error_lines(proc)
         assert proc.returncode == 2 and len(lines) == 1 and needle in lines[0], proc.stderr[-2000:]
         assert str(out) in lines[0]
@@ -692,6 +664,8 @@ def test_policy_files_load_weights_only_and_fail_in_one_line(tmp_path):
     torch.save({k: v for k, v in good.items() if k != "obs_std"}, tmp_path / "no_std.pt")
     torch.save(good | {"obs_mean": torch.zeros(5)}, tmp_path / "short_mean.pt")
     torch.save([1, 2, 3], tmp_path / "a_list.pt")
+    torch.save(good | {"obs_dim": 5, "act_dim": 4}, tmp_path / "other_env.pt")  # a policy of another env
+    cases |= {"other_env": (tmp_path / "other_env.pt", "policy is for obs/act dims 5/4, env has 11/3")}
     cases |= {"wrong_sizes": (tmp_path / "wrong_sizes.pt", "do not match"), "no_std": (tmp_path / "no_std.pt",
                               "lacks obs_std"), "short_mean": (tmp_path / "short_mean.pt",
                               "obs_mean/obs_std have shapes (5,)"), "a_list": (tmp_path / "a_list.pt",
@@ -761,41 +735,21 @@ def test_every_torch_load_in_datasets_is_weights_only():
 
 
 def test_ctrl_c_is_one_line_and_writes_nothing(tmp_path):
-    import signal
-    import time
-
-    out = tmp_path / "d.hdf5"
-    proc = subprocess.Popen(
-        [sys.executable, str(DATASETS / "collect.py"), "--out", str(out)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=os.environ | {"OMP_NUM_THREADS": "1"},
-        # as from a terminal: SIGINT at its default, whatever the test process inherited or set (a process started
-        # with SIGINT ignored never gets Python's KeyboardInterrupt)
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-    os.set_blocking(proc.stderr.fileno(), False)
-    deadline, err = time.time() + 60, ""
-    while time.time() < deadline and proc.poll() is None:  # until the collection runs (its progress bar is on stderr)
-        time.sleep(0.5)
-        try:
-            err += os.read(proc.stderr.fileno(), 65536).decode(errors="replace")
-        except BlockingIOError:
-            continue
-        if "step/s" in err:
-            break
-    os.set_blocking(proc.stderr.fileno(), True)
-    assert proc.poll() is None, err
-    ignored = next(line for line in open(f"/proc/{proc.pid}/status") if line.startswith("SigIgn:"))
+    err = tmp_path / "stderr"
+    with open(err, "w") as f:  # as from a terminal: SIGINT at its default, whatever this process inherited or set
+        proc = subprocess.Popen([sys.executable, str(DATASETS / "collect.py"), "--out", str(tmp_path / "d.hdf5")],
+                                stdout=subprocess.DEVNULL, stderr=f, env=os.environ | {"OMP_NUM_THREADS": "1"},
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
+    deadline = time.time() + 60
+    while time.time() < deadline and proc.poll() is None and "step/s" not in err.read_text():
+        time.sleep(0.5)  # until the collection runs (its progress bar is on stderr)
+    assert proc.poll() is None, err.read_text()
     proc.send_signal(signal.SIGINT)
     try:
-        _, rest = proc.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
+        proc.wait(timeout=60)
+    finally:
         proc.kill()
-        rest = proc.communicate()[1]
-        pytest.fail(f"still running 60 s after SIGINT ({ignored.strip()}); its stderr ends: {rest[-1500:]!r}")
-    lines = [line for line in (err + rest).replace("\r", "\n").splitlines() if line.strip() and "step" not in line]
-    assert proc.returncode == 130 and "Traceback" not in err + rest, (err + rest)[-2000:]
-    assert lines[-1] == "interrupted; no dataset was written"
-    assert list(tmp_path.iterdir()) == []
+    text = err.read_text()
+    lines = [line for line in text.replace("\r", "\n").splitlines() if line.strip() and "step" not in line]
+    assert proc.returncode == 130 and "Traceback" not in text and "no dataset was written" in lines[-1], text[-2000:]
+    assert os.listdir(tmp_path) == ["stderr"]

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 import torch
 import tyro
-from conftest import TINY, fit_settings, load_module
+from conftest import TINY, fit_settings
 from torch.overrides import TorchFunctionMode
 
 # calls that make the host wait for the device (or copy through the host), by name: Tensor methods and torch functions
@@ -43,9 +43,8 @@ SYNCS = {"item": "reads a value on the host", "tolist": "reads values on the hos
 # factories whose tensor lands on the CPU (the default device) unless they are given device=
 FACTORIES = {"zeros", "ones", "empty", "full", "arange", "rand", "randn", "randint", "randperm", "linspace", "eye"}
 FACTORIES |= {"logspace", "scalar_tensor", "empty_strided"}
-ROLLOUT_FIELDS = (
-    6  # rollout() keeps each step's obs, act, rew, u, next_obs, done: one mask each, one more for the alive
-)
+# rollout() keeps each step's obs, act, rew, u, next_obs, done: one mask each, one more for the alive
+ROLLOUT_FIELDS = 6
 
 
 class HostRoundTrip(AssertionError):
@@ -135,11 +134,6 @@ def rng_equal(a, b) -> bool:
 
 def device_tiny(device: torch.device) -> list[str]:
     return [f for f in TINY if f != "--no-cuda"] + ["--cuda" if device.type == "cuda" else "--no-cuda"]
-
-
-@pytest.fixture(scope="module")
-def modules():
-    return {name: load_module(f"algorithms/{name}.py", name) for name in ("orpo", "mopo", "oroo", "mbpo", "td3bc")}
 
 
 def file_tiny(module, device: torch.device) -> list[str]:
@@ -238,11 +232,11 @@ FILES = [("orpo", []), ("orpo", ["--output-algo", "sac"]), ("mopo", []), ("mopo"
 
 
 @pytest.mark.parametrize("name, flags", FILES, ids=[" ".join([n, *f]) for n, f in FILES])
-def test_epoch_loop_makes_no_host_round_trip(modules, hopper_data_dir, tmp_path, monkeypatch, device, name, flags):
+def test_epoch_loop_makes_no_host_round_trip(files, hopper_data_dir, tmp_path, monkeypatch, device, name, flags):
     """One epoch of the file's own main() on the test device: its update steps never wait for the host, its rollouts
     only to compact their rows (at most one wait per stored field and one for the alive rows per model step), and every
     tensor either part makes is on the run's device."""
-    module = modules[name]
+    module = files[name]
     argv = [*device_tiny(device), "--epochs", "1", "--env", "hopper-random-v2", "--data-dir", hopper_data_dir[0]]
     args = tyro.cli(module.Args, args=[*argv, "--runs-dir", str(tmp_path), *flags])
     with probed_epochs(module, device, monkeypatch) as seen:
@@ -256,8 +250,8 @@ def test_epoch_loop_makes_no_host_round_trip(modules, hopper_data_dir, tmp_path,
 
 # ---------------------------------------------------------------- the ensemble and the rollouts
 @pytest.mark.parametrize("bf16", [False, True], ids=["fp32", "bf16"])
-def test_ensemble_fits_and_predicts_on_the_device(modules, device, bf16):
-    orpo = modules["orpo"]
+def test_ensemble_fits_and_predicts_on_the_device(files, device, bf16):
+    orpo = files["orpo"]
     torch.manual_seed(0)
     n = 3000
     obs, act = torch.rand(n, 3, device=device) * 2 - 1, torch.rand(n, 2, device=device) * 2 - 1
@@ -268,21 +262,30 @@ def test_ensemble_fits_and_predicts_on_the_device(modules, device, bf16):
     target_var = torch.cat([delta, data["rew"]], 1).var(0).mean().item()
     assert metrics["dynamics/holdout_mse"] < 0.15 * target_var, metrics  # 0.6 × target_var after one epoch
     assert all(p.device.type == device.type for p in model.state_dict().values())
-    x = torch.cat([obs[:256], act[:256]], 1)
+    assert len(model.elites) == len(set(model.elites.tolist())) == 3  # three distinct members
+    o, a = torch.rand(256, 3, device=device) * 2 - 1, torch.rand(256, 2, device=device) * 2 - 1  # fresh inputs
+    truth = torch.stack([torch.sin(2 * o[:, 0]) + a[:, 0], o[:, 1] * a[:, 1], 0.5 * o[:, 2]], 1)
+    x = torch.cat([o, a], 1)
     with torch.no_grad():
         mean, logvar = model(x)
+        assert ((mean[model.elites, :, :3].mean(0) - truth) ** 2).mean() < 0.15 * target_var
         model.bf16 = False
-        mean32, _ = model(x)
+        mean32, logvar32 = model(x)
     assert mean.dtype == logvar.dtype == torch.float32 and mean.shape == (5, 256, 4) and mean.device.type == device.type
-    if bf16:  # the autocast path of this device stays close to its fp32 forward
-        assert 0 < (mean - mean32).abs().max() < 0.05
+    if bf16:  # the autocast path of this device stays close to its fp32 forward, and so does each u
+        assert 0 < (mean - mean32).abs().max() < 0.05 and (logvar - logvar32).abs().max() < 0.05
+        for kind in orpo.UNCERTAINTIES:
+            u16, u32 = (
+                orpo.uncertainty_fn(m, (0.5 * lv).exp(), kind) for m, lv in ((mean, logvar), (mean32, logvar32))
+            )
+            assert ((u16 - u32).abs() / u32).median() < 0.02, kind
     next_obs, rew, u = model.step(obs[:256], act[:256], "ensemble_var")
     assert {t.device.type for t in (next_obs, rew, u)} == {device.type}
     assert next_obs.shape == (256, 3) and rew.shape == u.shape == (256,) and bool(torch.isfinite(u).all())
 
 
-def test_rollout_on_the_device_stops_rows_at_termination(modules, device):
-    orpo = modules["orpo"]
+def test_rollout_on_the_device_stops_rows_at_termination(files, device):
+    orpo = files["orpo"]
     model = orpo.EnsembleDynamics(11, 3, (16,), 3, 2).to(device)
     start = torch.zeros(50, 11, device=device)
     terminal = lambda s: torch.arange(len(s), device=s.device) % 2 == 0
@@ -294,10 +297,10 @@ def test_rollout_on_the_device_stops_rows_at_termination(modules, device):
 
 
 # ---------------------------------------------------------------- resume
-def test_resume_on_the_device_continues_exactly(modules, hopper_data_dir, tmp_path, device):
+def test_resume_on_the_device_continues_exactly(files, hopper_data_dir, tmp_path, device):
     """A run stopped after epoch 1 and resumed (networks, optimisers, buffers and RNG states restored on the device)
     ends with the uninterrupted run's numbers."""
-    orpo = modules["orpo"]
+    orpo = files["orpo"]
     argv = [*device_tiny(device), "--env", "hopper-random-v2", "--data-dir", hopper_data_dir[0], "--seed", "7"]
     straight = orpo.main(tyro.cli(orpo.Args, args=[*argv, "--runs-dir", str(tmp_path / "a")]))
     stopped = orpo.main(tyro.cli(orpo.Args, args=[*argv, "--runs-dir", str(tmp_path / "b"), "--stop-after-epochs",
@@ -323,13 +326,13 @@ GRAPH_FILES = [*FILES, ("td3bc", [])]
 
 
 @pytest.mark.parametrize("name, flags", GRAPH_FILES, ids=[" ".join([n, *f]) for n, f in GRAPH_FILES])
-def test_cuda_graphs_keep_the_eager_numbers(modules, hopper_data_dir, tmp_path, monkeypatch, device, name, flags):
+def test_cuda_graphs_keep_the_eager_numbers(files, hopper_data_dir, tmp_path, monkeypatch, device, name, flags):
     """--cuda-graphs captures each epoch's gradient steps as a CUDA graph (plumbing.gradient_steps, the one driver of
     every file) and replays it: the same kernels and random numbers, so two epochs end with the eager run's metrics,
     and one graph is captured per epoch. A CPU ignores the flag, so this runs only on a GPU (benchmarks/gpu_check.sh)."""
     if device.type != "cuda":
         pytest.skip("CUDA graphs need a CUDA device (benchmarks/gpu_check.sh runs this test on one)")
-    module = modules[name]
+    module = files[name]
     captured = []
     graph_class = torch.cuda.CUDAGraph
     monkeypatch.setattr(torch.cuda, "CUDAGraph", lambda *a, **k: captured.append(graph_class(*a, **k)) or captured[-1])
@@ -353,12 +356,12 @@ def test_cuda_graphs_keep_the_eager_numbers(modules, hopper_data_dir, tmp_path, 
 
 
 @pytest.mark.parametrize("period, n", [(1, 20), (2, 20), (2, 4), (3, 17)])
-def test_gradient_steps_bookkeeping_with_a_stand_in_for_cuda_graphs(modules, monkeypatch, period, n):
+def test_gradient_steps_bookkeeping_with_a_stand_in_for_cuda_graphs(files, monkeypatch, period, n):
     """What a CPU can check of --cuda-graphs: with torch.cuda's graph calls replaced by a stand-in (capture runs the
     step's Python once, as a real capture does; a replay only counts), every statistic is logged once per step, a
     Python step counter ends where n eager steps leave it, Adam's groups are capturable during the capture only, and
     the steps split into 3 warm-up, (n − 3) // period replays of `period` and the rest eager."""
-    orpo = modules["orpo"]
+    orpo = files["orpo"]
     seen = {"captures": 0, "replays": 0, "capturable": []}
     policy = torch.nn.Module()
     policy.total_it = 0

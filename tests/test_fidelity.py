@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 import tyro
-from conftest import TINY, load_module, sac_settings
+from conftest import TINY, sac_settings
 
 TABLE = {  # a few rows of the paper's table, by kind: (dataset, the table's uncertainty type)
     "halfcheetah-random-v2": "ensemble_std",
@@ -15,11 +15,6 @@ TABLE = {  # a few rows of the paper's table, by kind: (dataset, the table's unc
     "walker2d-medium-replay-v2": "ensemble_std",
     "halfcheetah-jump": "max_aleatoric",
 }
-
-
-@pytest.fixture(scope="module")
-def mopo():
-    return load_module("algorithms/mopo.py", "mopo_fidelity")
 
 
 def preset(module, name, **kw):
@@ -61,7 +56,8 @@ def test_uncertainty_presets_orpo_official_vs_literal(orpo):
         assert preset(orpo, name, uncertainty="ensemble_std").uncertainty == "ensemble_std"  # a flag wins over a preset
 
 
-def test_uncertainty_presets_mopo_use_kits_formula(mopo):
+def test_uncertainty_presets_mopo_use_kits_formula(files):
+    mopo = files["mopo"]
     for name, table_type in TABLE.items():
         assert preset(mopo, name).uncertainty == table_type, name  # the MOPO runner passes the flag to Kit's formula
         literal = preset(mopo, name, paper_literal=True).uncertainty
@@ -79,6 +75,11 @@ def test_kits_ensemble_var_ignores_sigma_and_reward_and_uses_all_members(orpo):
     torch.testing.assert_close(orpo.uncertainty_fn(changed, std, "ensemble_std"), expected.sqrt())
     mixture = (mean.var(0, unbiased=False) + std.pow(2).mean(0)).sum(-1)
     torch.testing.assert_close(orpo.uncertainty_fn(mean, std, "mixture_var"), mixture)
+    # one member: the members' disagreement is 0 (Args.problems refuses it), the mixture keeps their own variance
+    assert (orpo.uncertainty_fn(mean[:1], std[:1], "ensemble_var") == 0).all()
+    assert (orpo.uncertainty_fn(mean[:1], std[:1] + 0.1, "mixture_var") > 0).all()
+    with pytest.raises(ValueError):
+        orpo.uncertainty_fn(mean, std, "nope")
 
 
 def one_epoch_args(orpo, hopper_data_dir, tmp_path, *extra: str):

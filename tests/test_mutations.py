@@ -47,7 +47,8 @@ def test_loader_returns_the_files_rows_hand_made(orpo, tmp_path):
 def test_loader_returns_the_files_rows_real_hopper_data(orpo, hopper_data_dir):
     """The loader's output against the HDF5 file itself (read here with h5py), on real Hopper transitions."""
     data_dir, _ = hopper_data_dir
-    _, path = plumbing.resolve_task("hopper-random-v2", None, None, data_dir)
+    task, path = plumbing.resolve_task("hopper-random-v2", None, None, data_dir)
+    assert (task.gym_id, task.domain, task.ref_min, task.ref_max) == ("Hopper-v4", "hopper", -20.272305, 3234.3)
     with h5py.File(path, "r") as f:
         raw = {k: f[k][()] for k in f}
     keep = ~raw["timeouts"].astype(bool)
