@@ -3,48 +3,26 @@
     python benchmarks/compare.py --env local/hopper-medium --seeds 1 2 3 --epochs 50     # run (resumes), then report
     python benchmarks/compare.py --report-only                      # redraw runs/compare_results/compare.md from there
 
-By default the copied results go to runs/compare_results/ and the report to runs/compare_results/compare.md and .png
-(runs/ is not committed). The committed comparisons are results/compare/ and results/compare_shares/; their pages
-docs/compare.md and docs/compare_shares.md are rewritten, with every other results page, by
-`python benchmarks/report.py`.
-
-Rows (--rows picks some):
-  orpo            algorithms/orpo.py, π^o trained (the paper's method)
-  orpo_untrained  algorithms/orpo.py --rollout-policy untrained (what the official code runs: π^o never updated)
-  mopo            algorithms/mopo.py
-  td3bc           algorithms/td3bc.py
+Rows (--rows picks some; the last four only when named):
+  orpo, orpo_untrained  algorithms/orpo.py, π^o trained (the paper's method) / --rollout-policy untrained (the
+                  official code's: π^o never updated); mopo, td3bc: algorithms/mopo.py, td3bc.py
   kit_mopo        OfflineRL-Kit's MOPO, its run_mopo.py settings (benchmarks/peers.py)
-  official_orpo   the official ORPO code, its hopper-medium settings (benchmarks/peers.py)
+  official_orpo   the official ORPO code, its settings for the dataset (benchmarks/peers.py)
   official_orpo_units  the same with its TD3+BC update's actions in one unit (halfcheetah-jump-hard only: a diagnostic
                   of a finding in docs/peers.md, not the official code as written)
-  official_orpo_readme  the official ORPO code with its README command's batch shares (on halfcheetah-jump-hard
-                  0.05 / 0.05 / 0: π^p's own rollouts get no share), the rest as official_orpo
-  official_td3bc  the official repository's run_td3bc.py, its halfcheetah-jump-hard branch as written (jump-hard only)
-  official_mopo   the official repository's run_mopo.py, its halfcheetah-jump-hard branch with the appendix's λp = 1 and
-                  h = 5 (jump-hard only; its pair settings are mopo's)
-  (the last four are never default rows)
+  official_orpo_readme  the official code with its README command's batch shares (on the jump task 0.05 / 0.05 / 0)
+  official_td3bc, official_mopo  the official repository's run_td3bc.py / run_mopo.py, their halfcheetah-jump-hard
+                  branches (run_mopo.py with the appendix's λp = 1, h = 5; its pair settings are mopo's)
 
-Every row gets the same data file, seed, --epochs × --steps-per-epoch gradient steps, --rollout-batch-size start
-states, --eval-episodes episodes after every epoch (in the same Gymnasium env, from the same start states) and the
-same D4RL reference returns. Both sides of a pair (mopo and kit_mopo; orpo, orpo_untrained and official_orpo) get the
-same dataset settings (λp, u, h; ORPO's λo, h^o and batch shares too), as flags on both sides: the peer's own for
---task (--settings theirs) or our presets' (--settings ours). The peers' code is fetched from --kit-source /
---orpo-source ($ORPO_PEERS_MIRROR's snapshots where it is set) at run time into a temporary folder
-(benchmarks/peers.py), never copied here. Our model-based rows of one seed share the ensemble that
-fits first, through the launchers' cache (--dynamics-cache, benchmarks/toolbox.py: one entry per data file, dynamics
-flags and seed, fitted once and given to every later run, of this or any later comparison, with --load-dynamics-path;
---dynamics-cache '' lets each fit its own); the
-peers fit their own, or with --peer-ensemble shared load that same ensemble (peers.py --load-dynamics converts it to
-their format), so every model-based row of a seed rolls out in one model.
-
-Runs go to --runs-dir/<dataset>/<row>/seed<S>/; a finished one is never run again, an unfinished one of ours continues
-with its script's --resume, an unfinished peer run starts over (the peers cannot resume). --jobs runs at once, each
-with --threads torch threads. Each finished run's config.json, metrics.csv and summary.json are copied to
---results/<dataset>/<row>/seed<S>/ (small files), and the report is drawn from there alone: a figure (normalised
-score vs gradient steps, mean over seeds with the seeds' range as a band, one panel per dataset) and a markdown table
-(last-10 score per row: mean, range over seeds, 95 % Student-t interval; the behaviour policy's score, the CPU, each
-run's provenance caveats) with a verdict per pair of rows (ours vs theirs): an equivalence test of the paired
-per-seed last-10 difference against the margin --delta (see `verdict`).
+Every row gets the same data file, seed, gradient steps, start states, evaluation episodes (same env, same start
+states) and reference returns; both sides of a pair get the same dataset settings (λp, u, h; ORPO's λo, h^o and batch
+shares), as flags: the peer's own for --task (--settings theirs) or our presets' (--settings ours). Our model-based rows
+of a seed share one ensemble through the launchers' cache (--dynamics-cache, benchmarks/toolbox.py); the peers fit
+their own, or load it (--peer-ensemble shared). Runs go to --runs-dir/<dataset>/<row>/seed<S>/ (a finished one is never
+rerun, ours resume, a peer's starts over); each finished run's config.json, metrics.csv and summary.json are copied to
+--results/<dataset>/<row>/seed<S>/, and the report (OUT.md, OUT.png) is drawn from there alone: last-10 score per row
+(mean, range over seeds, 95 % Student-t), the provenance caveats, and a verdict per pair (`verdict`, at ±--delta).
+The committed results/compare*/ pages, docs/compare*.md, come from `python benchmarks/report.py`.
 """
 
 import csv
@@ -79,12 +57,8 @@ import stats  # noqa: E402  (every interval and verdict, on scipy)
 UNITS_ROW = "official_orpo_units"
 ROWS = {
     "orpo": ("ours", "orpo", [], "ORPO, π^o trained (ours)"),
-    "orpo_untrained": (
-        "ours",
-        "orpo",
-        ["--rollout-policy", "untrained", "--exp-name", "orpo_untrained"],
-        "ORPO, π^o untrained (ours)",
-    ),
+    "orpo_untrained": ("ours", "orpo", ["--rollout-policy", "untrained", "--exp-name", "orpo_untrained"],
+                       "ORPO, π^o untrained (ours)"),
     "mopo": ("ours", "mopo", [], "MOPO (ours)"),
     "td3bc": ("ours", "td3bc", [], "TD3+BC (ours)"),
     "kit_mopo": ("peer", "kit-mopo", [], "MOPO (OfflineRL-Kit)"),
@@ -93,7 +67,7 @@ ROWS = {
     "official_orpo_readme": ("peer", "official-orpo", [], "ORPO (official code, README shares)"),
     "official_td3bc": ("peer", "official-td3bc", [], "TD3+BC (official code)"),
     "official_mopo": ("peer", "official-mopo", [], "MOPO (official code)"),
-}
+}  # fmt: skip
 # the rows a comparison runs only when --rows names them: the diagnostic and the official repository's other columns
 EXTRA_ROWS = (UNITS_ROW, "official_orpo_readme", "official_td3bc", "official_mopo")
 # rows whose code runs on halfcheetah-jump-hard only (peers.py: their run scripts' branches for it)
@@ -108,20 +82,11 @@ CONTRASTS = [("orpo", "orpo_untrained"), ("orpo", "mopo"), ("orpo_untrained", "m
 MIN_SEEDS = stats.MIN_SEEDS
 # The dataset settings both sides of a pair take (--settings), by the pair's peer row: our flag -> the peer's run-script
 # flag. u (None) goes through peers.py --uncertainty-mode: neither run script hands one to its ensemble.
-PAIR_SETTINGS = {
-    "kit_mopo": {"lambda_p": "--penalty-coef", "uncertainty": None, "rollout_length": "--rollout-length"},
-    "official_mopo": {"lambda_p": "--penalty-coef", "uncertainty": None, "rollout_length": "--rollout-length"},
-    "official_orpo": {
-        "lambda_p": "--penalty-coef",
-        "lambda_o": "--bonus-coef",
-        "uncertainty": None,
-        "rollout_length": "--rollout-length",
-        "rollout_length_o": "--rollout-length-rollout-policy",
-        "real_ratio": "--real-ratio-final",
-        "output_rollout_ratio": "--final-policy-rollout-ratio-final",
-        "real_ratio_o": "--real-ratio-rollout",
-    },
-}
+MOPO_SETTINGS = {"lambda_p": "--penalty-coef", "uncertainty": None, "rollout_length": "--rollout-length"}
+PAIR_SETTINGS = {"kit_mopo": MOPO_SETTINGS, "official_mopo": MOPO_SETTINGS, "official_orpo": {
+    "lambda_p": "--penalty-coef", "lambda_o": "--bonus-coef", "uncertainty": None, "rollout_length": "--rollout-length",
+    "rollout_length_o": "--rollout-length-rollout-policy", "real_ratio": "--real-ratio-final",
+    "output_rollout_ratio": "--final-policy-rollout-ratio-final", "real_ratio_o": "--real-ratio-rollout"}}  # fmt: skip
 PEER_OF = {"mopo": "kit_mopo", "kit_mopo": "kit_mopo", "official_mopo": "official_mopo"} | dict.fromkeys(
     ("orpo", "orpo_untrained", "official_orpo", UNITS_ROW, "official_orpo_readme"), "official_orpo"
 )  # orpo (π^o trained) takes its pair's settings too, so that its contrast with orpo_untrained is like with like;
@@ -249,11 +214,8 @@ def run_dir_of(args: Args, t: Task) -> Optional[str]:
     d = task_dir(args, t)
     if ROWS[t.row][0] == "peer":
         return d if os.path.isfile(os.path.join(d, "config.json")) else None
-    found = (
-        sorted(e.path for e in os.scandir(d) if os.path.isfile(os.path.join(e.path, "config.json")))
-        if (os.path.isdir(d))
-        else []
-    )
+    found = sorted(e.path for e in os.scandir(d) if os.path.isfile(os.path.join(e.path, "config.json"))) if (
+        os.path.isdir(d)) else []  # fmt: skip
     return found[-1] if found else None
 
 
@@ -342,12 +304,8 @@ _FLAGS: dict[str, set] = {}
 def script_flags(script: str) -> set:
     """The flags an algorithm file takes (from its --help), so a cut it lacks (td3bc: no rollouts) is left out."""
     if script not in _FLAGS:
-        out = subprocess.run(
-            [sys.executable, os.path.join(ROOT, "algorithms", f"{script}.py"), "--help"],
-            capture_output=True,
-            text=True,
-            env={**os.environ, "COLUMNS": "200"},
-        ).stdout
+        out = subprocess.run([sys.executable, os.path.join(ROOT, "algorithms", f"{script}.py"), "--help"],
+                             capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"}).stdout  # fmt: skip
         _FLAGS[script] = {w.split("=")[0].rstrip(",") for w in out.split() if w.startswith("--")}
     return _FLAGS[script]
 
@@ -424,64 +382,19 @@ def command(args: Args, t: Task, plan: tuple[str, dict]) -> list[str]:
                 cap = ["--load-dynamics", os.path.abspath(shared_ensemble(args, t))]
         else:  # official_td3bc: no model, so no rollouts, ensemble or cap
             cap = []
-        return (
-            [
-                sys.executable,
-                os.path.join(ROOT, "benchmarks", "peers.py"),
-                "--peer",
-                name,
-                "--source",
-                source,
-                "--dataset-path",
-                dataset_file(args, t.dataset),
-                "--eval-env",
-                eval_env_of(t.dataset),
-                "--seed",
-                str(t.seed),
-                "--epochs",
-                str(args.epochs),
-                "--steps-per-epoch",
-                str(args.steps_per_epoch),
-                "--eval-episodes",
-                str(args.eval_episodes),
-                "--run-dir",
-                d,
-                "--threads",
-                str(args.threads),
-            ]
-            + cuda
-            + cap
-            + same
-            + extra
-        )
+        return [sys.executable, os.path.join(ROOT, "benchmarks", "peers.py"), "--peer", name, "--source", source,
+                "--dataset-path", dataset_file(args, t.dataset), "--eval-env", eval_env_of(t.dataset), "--seed",
+                str(t.seed), "--epochs", str(args.epochs), "--steps-per-epoch", str(args.steps_per_epoch),
+                "--eval-episodes", str(args.eval_episodes), "--run-dir", d, "--threads", str(args.threads),
+                *cuda, *cap, *same, *extra]  # fmt: skip
     script = os.path.join(ROOT, "algorithms", f"{name}.py")
     run = run_dir_of(args, t)
     if run:  # ours resume in place (a run killed before its first checkpoint refits)
         return [sys.executable, script, "--resume", run] + cuda
-    cmd = (
-        [
-            sys.executable,
-            script,
-            "--dataset-path" if t.dataset.endswith(".hdf5") else "--env",
-            t.dataset,
-            "--seed",
-            str(t.seed),
-            "--runs-dir",
-            d,
-            "--epochs",
-            str(args.epochs),
-            "--steps-per-epoch",
-            str(args.steps_per_epoch),
-            "--eval-every",
-            "1",
-            "--eval-episodes",
-            str(args.eval_episodes),
-            "--eval-env",
-            eval_env_of(t.dataset),
-        ]
-        + cuda
-        + extra
-    )
+    cmd = [sys.executable, script, "--dataset-path" if t.dataset.endswith(".hdf5") else "--env", t.dataset, "--seed",
+           str(t.seed), "--runs-dir", d, "--epochs", str(args.epochs), "--steps-per-epoch", str(args.steps_per_epoch),
+           "--eval-every", "1", "--eval-episodes", str(args.eval_episodes), "--eval-env", eval_env_of(t.dataset),
+           *cuda, *extra]  # fmt: skip
     if args.data_dir:
         cmd += ["--data-dir", args.data_dir]
     cmd += own_flags(shlex.split(args.algo_flags), script_flags(name))
@@ -575,9 +488,8 @@ def run_all(args: Args) -> int:
     tasks = tasks_of(args)
     for d in args.env:
         if not os.path.isfile(dataset_file(args, d)):
-            raise UsageError(
-                f"no dataset file {dataset_file(args, d)}: make it with datasets/ (docs/data.md) or pass --data-dir"
-            )
+            raise UsageError(f"no dataset file {dataset_file(args, d)}: make it with datasets/ (docs/data.md) or pass "
+                             "--data-dir")  # fmt: skip
     plans = {d: pair_settings(args, d) for d in args.env}  # every error before any run starts
     for d in args.env:
         record_dataset(args, d, plans[d][0])
@@ -591,12 +503,8 @@ def run_all(args: Args) -> int:
     print(f"compare: {len(tasks)} runs, {done} finished, {len(todo)} to run, {args.jobs} at a time", flush=True)
     running: dict[str, tuple[Task, subprocess.Popen, float, object]] = {}
     failed = []
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": str(args.threads),
-        "MKL_NUM_THREADS": str(args.threads),
-        "WANDB_MODE": "offline",
-    }
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads),
+           "WANDB_MODE": "offline"}  # fmt: skip
     try:
         while todo or running:
             for t in list(todo):
@@ -610,12 +518,8 @@ def run_all(args: Args) -> int:
                 log = open(d.rstrip("/") + ".log", "a")
                 log.write(f"\n$ {shlex.join(cmd)}\n")
                 log.flush()
-                running[t.key] = (
-                    t,
-                    subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT),
-                    time.time(),
-                    log,
-                )
+                p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+                running[t.key] = (t, p, time.time(), log)
                 todo.remove(t)
                 print(f"  start  {t.key}", flush=True)
             if todo and not running:  # every task left waits for an ensemble that no run is making
@@ -674,14 +578,8 @@ def load_run(seed_dir: str) -> Optional[dict]:
     if not curve:
         raise ValueError("metrics.csv holds no evaluation")
     config = read_json(os.path.join(seed_dir, "config.json")) or {}
-    return {
-        "config": config,
-        "summary": summary,
-        "provenance": runinfo.load_provenance(seed_dir),
-        "curve": curve,
-        "metrics": metrics,
-        "raw": key == "eval/return",
-    }
+    return dict(config=config, summary=summary, provenance=runinfo.load_provenance(seed_dir), curve=curve,
+                metrics=metrics, raw=key == "eval/return")  # fmt: skip
 
 
 def load_results(results: str) -> dict:
@@ -698,10 +596,8 @@ def load_results(results: str) -> dict:
                     run = load_run(seed_dir)
                 except (OSError, ValueError, KeyError) as e:
                     why = f"{type(e).__name__}: {e}" if isinstance(e, (OSError, KeyError)) else str(e)
-                    raise UsageError(
-                        f"{seed_dir}: a damaged result ({why}); delete it (a run of the comparison copies the finished "
-                        "run there again)"
-                    ) from None
+                    raise UsageError(f"{seed_dir}: a damaged result ({why}); delete it (a run of the comparison copies "
+                                     "the finished run there again)") from None  # fmt: skip
                 if run:
                     entry["rows"].setdefault(row, {})[int(os.path.basename(seed_dir)[4:])] = run
         if entry["rows"]:
@@ -751,16 +647,12 @@ def diagnostics(ours: dict, theirs: dict, fitted: dict, min_relative: float) -> 
         per_seed = [run_means(r["metrics"], fitted.get(seed) if side == "ours" else None) for seed, r in runs.items()]
         keys = set.intersection(*(set(m) for m in per_seed))
         means[side] = {k: np.array([m[k] for m in per_seed]) for k in keys}
-    keys = sorted(
-        set(means["ours"]) & set(means["theirs"]),
-        key=lambda k: (next((i for i, p in enumerate(DIAGNOSTIC_ORDER) if k.startswith(p)), 9), k),
-    )
+    order = lambda k: (next((i for i, p in enumerate(DIAGNOSTIC_ORDER) if k.startswith(p)), 9), k)  # noqa: E731
+    keys = sorted(set(means["ours"]) & set(means["theirs"]), key=order)
     n = (min(len(ours), len(theirs)), max(len(ours), len(theirs)))
     seeds = f"{n[0]} seeds" if n[0] == n[1] else f"{n[0]}–{n[1]} seeds"
-    lines = [
-        f"| quantity (mean over epochs) | ours [range over {seeds}] | theirs | ours − theirs | separates |",
-        "|---|---|---|---|---|",
-    ]
+    lines = [f"| quantity (mean over epochs) | ours [range over {seeds}] | theirs | ours − theirs | separates |",
+             "|---|---|---|---|---|"]  # fmt: skip
     first = None
     for k in keys:
         a, b = means["ours"][k], means["theirs"][k]
@@ -786,27 +678,17 @@ def settings_of(peer_row: str, run: dict, side: str) -> dict:
     # runs made before peers.py recorded it ran the constructor's default: the run scripts pass no u
     u = run["summary"].get("ensemble_uncertainty_mode", "aleatoric")
     parsed = config.get("peer_settings", {})
-    return {
-        k: parsed.get(f[2:].replace("-", "_")) if f else {v: k for k, v in PEER_U.items()}.get(u, u)
-        for k, f in PAIR_SETTINGS[peer_row].items()
-    }
+    ours = {v: k for k, v in PEER_U.items()}.get(u, u)
+    return {k: parsed.get(f[2:].replace("-", "_")) if f else ours for k, f in PAIR_SETTINGS[peer_row].items()}
 
 
 def settings_line(ours: dict, theirs: dict, peer_row: str, chosen: dict) -> tuple[str, bool]:
     """The pair's settings as each run recorded them, and whether every run of both rows has the same."""
-    values = {
-        k: [
-            sorted({str(settings_of(peer_row, r, side)[k]) for r in runs.values()})
-            for side, runs in (("ours", ours), ("theirs", theirs))
-        ]
-        for k in PAIR_SETTINGS[peer_row]
-    }
+    values = {k: [sorted({str(settings_of(peer_row, r, side)[k]) for r in runs.values()})
+                  for side, runs in (("ours", ours), ("theirs", theirs))] for k in PAIR_SETTINGS[peer_row]}  # fmt: skip
     differ = [k for k, (a, b) in values.items() if a != b or len(a) > 1]
-    how = (
-        f"--settings {chosen['settings']} for {chosen.get('settings_task')}"
-        if "settings" in chosen
-        else "each side's own preset for the dataset (runs made before --settings)"
-    )
+    how = (f"--settings {chosen['settings']} for {chosen.get('settings_task')}" if "settings" in chosen
+           else "each side's own preset for the dataset (runs made before --settings)")  # fmt: skip
     if differ:
         text = "; ".join(f"{k} {'/'.join(values[k][0])} vs {'/'.join(values[k][1])}" for k in differ)
         return f"**Settings differ** (from each run's config.json, ours vs theirs): {text}. Chosen by {how}.", False
@@ -818,20 +700,12 @@ def row_stats(runs: dict) -> dict:
     """A row's last-10 score per seed, its mean, range and 95 % Student-t interval over seeds, and its curves."""
     x = np.array([last10(r["curve"]) for r in runs.values()])
     epochs, ys = curves_of(runs)
-    return {
-        "seeds": list(runs),
-        "x": x,
-        "mean": float(x.mean()),
-        "range": tuple(float(v) for v in runinfo.seed_range(x)),
-        "t": stats.t_interval(x),
-        "epochs": epochs,
-        "ys": ys,
-        "final": float(np.mean([r["curve"][-1][1] for r in runs.values()])),
-        "hours": {s: r["summary"].get("wall_seconds", float("nan")) / 3600 for s, r in runs.items()},
-        "devices": sorted(
-            {str(r["summary"].get("device_name") or r["summary"].get("device") or "?") for r in runs.values()}
-        ),
-    }
+    return dict(seeds=list(runs), x=x, mean=float(x.mean()), range=tuple(float(v) for v in runinfo.seed_range(x)),
+                t=stats.t_interval(x), epochs=epochs, ys=ys,
+                final=float(np.mean([r["curve"][-1][1] for r in runs.values()])),
+                hours={s: r["summary"].get("wall_seconds", float("nan")) / 3600 for s, r in runs.items()},
+                devices=sorted({str(r["summary"].get("device_name") or r["summary"].get("device") or "?")
+                                for r in runs.values()}))  # fmt: skip
 
 
 def paired(s: dict, o: dict, delta: float) -> dict:
@@ -875,10 +749,9 @@ def row_notes(runs: dict) -> list[str]:
         for note in runinfo.run_notes(r["config"], r["summary"], r["provenance"], r["metrics"]):
             by_note.setdefault(note, []).append(seed)
     n = len(runs)
-    return [
-        f"{'every seed' if len(seeds) == n and n > 1 else ('seed ' if len(seeds) == 1 else 'seeds ') + runinfo.seeds_text(seeds)}: {note}"
-        for note, seeds in by_note.items()
-    ]
+    which = lambda seeds: "every seed" if len(seeds) == n and n > 1 else (  # noqa: E731
+        "seed " if len(seeds) == 1 else "seeds ") + runinfo.seeds_text(seeds)  # fmt: skip
+    return [f"{which(seeds)}: {note}" for note, seeds in by_note.items()]
 
 
 def report(args: Args, made_by: Optional[str] = None, figure: bool = True) -> str:
@@ -887,21 +760,16 @@ def report(args: Args, made_by: Optional[str] = None, figure: bool = True) -> st
     data = summarize(args.results, args.delta)
     if not data:
         raise UsageError(f"no finished run in {args.results}: run the comparison first (without --report-only)")
-    made_by = made_by or (
-        f"Made by `python benchmarks/compare.py --report-only --results {os.path.relpath(args.results)}`."
+    made_by = (
+        made_by or f"Made by `python benchmarks/compare.py --report-only --results {os.path.relpath(args.results)}`."
     )
     t3 = stats.t_half_width(MIN_SEEDS)
-    lines = [
-        "# Learning curves beside the authors' code",
-        "",
-        f"{made_by} Score: D4RL normalised score of the evaluation after each epoch (the raw return on a dataset "
-        "without reference returns, e.g. the jump tasks); last-10: mean of the last 10 "
-        "evaluations of a run. Intervals: a row's **range over its seeds** [min, max] and its **95 % Student-t** "
-        f"interval of the mean (mean ± t·sd/√n; ± {t3:.2f}·sd at {MIN_SEEDS} seeds); the pairs' verdicts and the "
-        "contrasts take the 95 % Student-t interval of the per-seed differences; the quantity tables and the "
-        "figure's bands show the range over seeds.",
-        "",
-    ]
+    lines = ["# Learning curves beside the authors' code", "", f"{made_by} Score: D4RL normalised score of the "
+        "evaluation after each epoch (the raw return on a dataset without reference returns, e.g. the jump tasks); "
+        "last-10: mean of the last 10 evaluations of a run. Intervals: a row's **range over its seeds** [min, max] "
+        f"and its **95 % Student-t** interval of the mean (mean ± t·sd/√n; ± {t3:.2f}·sd at {MIN_SEEDS} seeds); the "
+        "pairs' verdicts and the contrasts take the 95 % Student-t interval of the per-seed differences; the quantity "
+        "tables and the figure's bands show the range over seeds.", ""]  # fmt: skip
     if figure:
         import matplotlib
 
@@ -912,55 +780,33 @@ def report(args: Args, made_by: Optional[str] = None, figure: bool = True) -> st
     for i, (ds, entry) in enumerate(data.items()):
         a = entry["dataset"]
         behaviour = a.get("behavior_normalized_score")
-        lines += [
-            f"## {ds}",
-            "",
-            f"Data: `{a.get('file', ds)}`, {a.get('transitions', '?')} transitions, behaviour policy's mean "
-            f"return {a.get('behavior_mean_return', float('nan')):.1f} (normalised "
-            f"{behaviour if behaviour is None else round(behaviour, 1)}).",
-            "",
+        lines += [f"## {ds}", "", f"Data: `{a.get('file', ds)}`, {a.get('transitions', '?')} transitions, "
+            f"behaviour policy's mean return {a.get('behavior_mean_return', float('nan')):.1f} (normalised "
+            f"{behaviour if behaviour is None else round(behaviour, 1)}).", "",
             "| row | seeds | epochs | last-10 score, mean | range over seeds | 95 % Student-t | per seed | final | "
-            "hours per run | device |",
-            "|---|---|---|---|---|---|---|---|---|---|",
-        ]
+            "hours per run | device |", "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
         notes = []
         for row, s in entry["rows"].items():
             runs, n = entry["runs"][row], len(s["x"])
             seeds = ", ".join(f"{seed}: {v:.1f}" for seed, v in zip(s["seeds"], s["x"]))
             hours = np.mean(list(s["hours"].values()))
-            lines.append(
-                f"| {ROWS[row][3]} | {n} | {int(s['epochs'][-1]) if len(s['epochs']) else 0} | {s['mean']:.1f} | "
-                f"{interval(*s['range'], n)} | {interval(*s['t'], n)} | {seeds} | {s['final']:.1f} | {hours:.2f} | "
-                f"{'; '.join(s['devices'])} |"
-            )
+            lines.append(f"| {ROWS[row][3]} | {n} | {int(s['epochs'][-1]) if len(s['epochs']) else 0} | "
+                         f"{s['mean']:.1f} | {interval(*s['range'], n)} | {interval(*s['t'], n)} | {seeds} | "
+                         f"{s['final']:.1f} | {hours:.2f} | {'; '.join(s['devices'])} |")  # fmt: skip
             notes += [f"- {ROWS[row][3]}, {note}." for note in row_notes(runs)]
             if figure:
                 steps, ax = s["epochs"] * args.steps_per_epoch, axes[0][i]
-                (line,) = ax.plot(
-                    steps,
-                    s["ys"].mean(0),
-                    label=f"{ROWS[row][3]} ({runinfo.count_word(n)})",
-                    linestyle="--" if ROWS[row][0] == "peer" else "-",
-                )
+                (line,) = ax.plot(steps, s["ys"].mean(0), label=f"{ROWS[row][3]} ({runinfo.count_word(n)})",
+                                  linestyle="--" if ROWS[row][0] == "peer" else "-")  # fmt: skip
                 ax.fill_between(steps, *runinfo.seed_range(s["ys"]), alpha=0.15, color=line.get_color())
-        revisions = sorted(
-            {str(r["config"].get("_git_revision"))[:10] for runs in entry["runs"].values() for r in runs.values()}
-            - {"None"}
-        )
-        unrecorded = sum(not r["config"].get("_git_revision") for runs in entry["runs"].values() for r in runs.values())
+        configs = [r["config"] for runs in entry["runs"].values() for r in runs.values()]
+        revisions = sorted({str(c.get("_git_revision"))[:10] for c in configs} - {"None"})
+        unrecorded = sum(not c.get("_git_revision") for c in configs)
         code = [f"code revision {', '.join(revisions)}"] if revisions else []
-        code += (
-            [f"code revision not recorded by {unrecorded} run{'s' * (unrecorded > 1)} (their provenance.json names "
-             "the commit that stored them)"]
-            if unrecorded
-            else []
-        )  # fmt: skip
-        lines += [
-            "",
-            "Runs (each run's config.json and summary.json, and the provenance.json stored beside older runs): "
-            f"{'; '.join(code)}.",
-            *(["", *notes] if notes else []),
-        ]
+        code += [f"code revision not recorded by {unrecorded} run{'s' * (unrecorded > 1)} (their provenance.json "
+                 "names the commit that stored them)"] if unrecorded else []  # fmt: skip
+        lines += ["", "Runs (each run's config.json and summary.json, and the provenance.json stored beside older "
+                  f"runs): {'; '.join(code)}.", *(["", *notes] if notes else [])]  # fmt: skip
         if figure:
             ax = axes[0][i]
             if behaviour is not None:
@@ -968,20 +814,15 @@ def report(args: Args, made_by: Optional[str] = None, figure: bool = True) -> st
             raw = any(r["raw"] for runs in entry["runs"].values() for r in runs.values())
             ax.set(title=ds, xlabel="gradient steps", ylabel="return (raw)" if raw else "D4RL normalised score")
             ax.legend(fontsize=7)
-        lines += [
-            "",
-            "Verdicts (ours vs theirs), an equivalence test on d = ours − theirs, the last-10 scores paired by seed, "
-            f"with the margin δ = {args.delta:g} points of the score: **agree** when the 95 % Student-t interval of mean d "
-            f"(mean d ± t·sd(d)/√n over n seeds; ± {t3:.2f}"
-            f"·sd(d) at {MIN_SEEDS}) lies inside ±δ; **differ** when it excludes 0 and |mean d| > δ; **undecided** "
-            f"otherwise, with fewer than {MIN_SEEDS} common seeds, or when the two rows' settings differ. δ is in "
-            "points, not relative to "
+        lines += ["", "Verdicts (ours vs theirs), an equivalence test on d = ours − theirs, the last-10 scores "
+            f"paired by seed, with the margin δ = {args.delta:g} points of the score: **agree** when the 95 % "
+            f"Student-t interval of mean d (mean d ± t·sd(d)/√n over n seeds; ± {t3:.2f}·sd(d) at {MIN_SEEDS}) lies "
+            "inside ±δ; **differ** when it excludes 0 and |mean d| > δ; **undecided** otherwise, with fewer than "
+            f"{MIN_SEEDS} common seeds, or when the two rows' settings differ. δ is in points, not relative to "
             "the behaviour policy's score: the normalised score already spans random (0) to expert (100) on every "
             "dataset, and 10 % of a random-policy file's score (about 0) would let nothing agree. A logged quantity "
             "separates a pair when its ranges over seeds are disjoint and the means differ by more than "
-            f"{100 * args.min_relative:g} % of the larger.",
-            "",
-        ]
+            f"{100 * args.min_relative:g} % of the larger.", ""]  # fmt: skip
         pair_tables = []
         for ours, theirs in PAIRS + CONTRASTS:
             s, o = entry["rows"].get(ours), entry["rows"].get(theirs)
@@ -990,34 +831,25 @@ def report(args: Args, made_by: Optional[str] = None, figure: bool = True) -> st
                 said = p["said"]
                 tasks = {str(r["config"].get("task")) for r in entry["runs"][theirs].values()}
                 if theirs == "official_orpo" and any(not t.startswith(("hopper", "walker2d")) for t in tasks):
-                    said += (
-                        " Not matched, as no flag sets it: off hopper and walker2d run_orpo.py standardises the "
-                        "observations before its ensemble fit, so its model, holdout MSE and u are in standardised "
-                        "units (docs/peers.md, item 7)."
-                    )
+                    said += (" Not matched, as no flag sets it: off hopper and walker2d run_orpo.py standardises "
+                             "the observations before its ensemble fit, so its model, holdout MSE and u are in "
+                             "standardised units (docs/peers.md, item 7).")  # fmt: skip
                 v, diff = p["verdict"], p["diff"]
-                notes = (
-                    [f"ours − theirs {p['mean']:+.1f} [{p['lo']:+.1f}, {p['hi']:+.1f}] (95 % Student-t)"]
-                    if len(diff) >= 2
-                    else []
-                )
+                notes = [f"ours − theirs {p['mean']:+.1f} [{p['lo']:+.1f}, {p['hi']:+.1f}] (95 % Student-t)"] if len(
+                    diff) >= 2 else []  # fmt: skip
                 if len(diff) < MIN_SEEDS:
                     notes.append(f"fewer than {MIN_SEEDS} common seeds")
                 if not p["same"]:  # not like with like: no verdict on the implementations
                     v = "undecided"
                     notes.append("the settings differ")
                 notes.append(f"{len(diff)} seeds, δ = {args.delta:g}")
-                lines.append(
-                    f"- {ROWS[ours][3]} vs {ROWS[theirs][3]}: **{v}** (last-10 {s['mean']:.1f} vs "
-                    f"{o['mean']:.1f}; {'; '.join(notes)})"
-                )
+                lines.append(f"- {ROWS[ours][3]} vs {ROWS[theirs][3]}: **{v}** (last-10 {s['mean']:.1f} vs "
+                             f"{o['mean']:.1f}; {'; '.join(notes)})")  # fmt: skip
                 fitted = {seed: r["metrics"] for seed, r in entry["runs"].get(SHARE_FROM, {}).items()}
                 pair_tables += [f"### {ROWS[ours][3]} vs {ROWS[theirs][3]}", "", said, ""]
                 if min(len(s["x"]), len(o["x"])) < MIN_SEEDS:
-                    pair_tables += [
-                        f"Fewer than {MIN_SEEDS} seeds per row: 'separates' below is a description, not a test.",
-                        "",
-                    ]
+                    pair_tables += [f"Fewer than {MIN_SEEDS} seeds per row: 'separates' below is a description, not a "
+                                    "test.", ""]  # fmt: skip
                 pair_tables += diagnostics(entry["runs"][ours], entry["runs"][theirs], fitted, args.min_relative)
             elif (ours, theirs) in entry["contrasts"]:  # the same Student-t interval as the pairs'
                 p = entry["contrasts"][(ours, theirs)]
@@ -1026,29 +858,18 @@ def report(args: Args, made_by: Optional[str] = None, figure: bool = True) -> st
                     if len(p["diff"]) >= 2
                     else "(1 seed: no interval)"
                 )
-                lines.append(
-                    f"- {ROWS[ours][3]} − {ROWS[theirs][3]}, last-10, paired by seed: {p['mean']:+.1f} {ci} "
-                    f"({len(p['diff'])} seeds)"
-                )
+                lines.append(f"- {ROWS[ours][3]} − {ROWS[theirs][3]}, last-10, paired by seed: {p['mean']:+.1f} {ci} "
+                             f"({len(p['diff'])} seeds)")  # fmt: skip
         lines.append("")
         if pair_tables:
             lines += ["Each pair quantity by quantity, ours vs theirs:", "", *pair_tables]
-    cpus = sorted(
-        {
-            str(r["summary"].get("device_name"))
-            for e in data.values()
-            for runs in e["runs"].values()
-            for r in runs.values()
-        }
-    )
+    cpus = sorted({str(r["summary"].get("device_name")) for e in data.values() for runs in e["runs"].values()
+                   for r in runs.values()})  # fmt: skip
     lines.append(f"Devices: {'; '.join(cpus)}.")
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     if figure:
-        fig.suptitle(
-            "Learning curves: ours (solid) and the authors' code (dashed), same data, seeds and evaluation; mean over "
-            "seeds, band: range over seeds",
-            fontsize=9,
-        )
+        fig.suptitle("Learning curves: ours (solid) and the authors' code (dashed), same data, seeds and evaluation; "
+                     "mean over seeds, band: range over seeds", fontsize=9)  # fmt: skip
         fig.tight_layout()
         replace_atomically(args.out + ".png", lambda tmp: fig.savefig(tmp, dpi=110), suffix=".tmp.png")
     md = "\n".join(lines) + "\n" + f"\n![learning curves]({os.path.basename(args.out)}.png)\n"

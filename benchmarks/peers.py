@@ -1,39 +1,21 @@
-"""Run the authors' code on our data, with our evaluation: the peer rows of the learning-curve comparison (benchmarks/compare.py).
+"""Run the authors' code on our data, with our evaluation: the peer rows of benchmarks/compare.py (docs/peers.md).
 
-The peers, each the authors' own run script driving the authors' own classes:
-  kit-mopo        OfflineRL-Kit's MOPO (yihaosun1124/OfflineRL-Kit, run_example/run_mopo.py), with the settings its
-                  "suggested hypers" list gives for the dataset (hopper-medium-v2: rollout-length 5, penalty-coef 5.0)
-  official-orpo   the official ORPO fork (George-Chia/ORPO, run_example/run_orpo.py), with its README's D4RL command
-                  and the paper's tuned values for the dataset; its optimistic rollout policy is never trained (its
-                  update is dead code upstream), and it is run that way
-  official-td3bc  the same repository's run_example/run_td3bc.py, on halfcheetah-jump-hard only (its branch for the
-                  task, as written: its defaults, no model)
-  official-mopo   the same repository's run_example/run_mopo.py, on halfcheetah-jump-hard only (its branch for the
-                  task, with the appendix's λp = 1 and h = 5)
+  kit-mopo        OfflineRL-Kit's MOPO (run_example/run_mopo.py), its "suggested hypers" for the dataset
+  official-orpo   the official ORPO fork (run_example/run_orpo.py), its README's command and the paper's tuned values;
+                  its optimistic rollout policy is never trained (its update is dead code upstream), and runs that way
+  official-td3bc  the same repository's run_td3bc.py, halfcheetah-jump-hard only (its branch for the task, as written)
+  official-mopo   the same repository's run_mopo.py, halfcheetah-jump-hard only (its branch, the appendix's λp 1, h 5)
 
-    python benchmarks/peers.py --peer kit-mopo --source https://github.com/yihaosun1124/OfflineRL-Kit \\
-        --dataset-path hopper-medium-v2.hdf5 --eval-env Hopper-v4 --seed 1 --epochs 1000 --steps-per-epoch 1000 \\
-        --rollout-batch-size 50000 --eval-episodes 10 --run-dir runs/peers/kit-mopo__hopper-medium__1
+    python benchmarks/peers.py --peer kit-mopo --dataset-path hopper-medium-v2.hdf5 --eval-env Hopper-v4 --seed 1 \\
+        --epochs 1000 --rollout-batch-size 50000 --eval-episodes 10 --run-dir runs/peers/kit-mopo__hopper-medium__1
 
-The peer's tree at --commit (pinned by default) is extracted from --source (a git URL or a local git directory) into
-$TMPDIR/orpo-peers/, cached by commit, and imported from there; nothing of it is copied into this repository. Its run
-script is imported with `gym.make` answered by a stand-in that serves the HDF5 file (read here with h5py) through
-`get_dataset()`, so the script's own `qlearning_dataset(env)`, buffers, dynamics fit, policies and trainer run
-unchanged. Only the evaluation is ours: every epoch the peer's deterministic policy (`select_action(obs,
-deterministic=True)`) runs one episode in each of --eval-episodes Gymnasium envs reset with seed + 1000·epoch, as
-algorithms/*.py do, and is scored with D4RL's reference returns. docs/peers.md lists every setting and stub.
---peer-flags (run-script flags) and --uncertainty-mode (the ensemble's u, which neither run script sets) override the
-dataset's settings: benchmarks/compare.py gives both sides of a pair the same ones that way.
-
-The official repository's three run scripts also run the paper's halfcheetah-jump-hard task (--task
-halfcheetah-jump-hard, or a file whose reward_fn attr names it, e.g. one made by datasets/halfcheetah_jump.py): each
-script's own branch for the task (run_orpo.py as its README runs it), with the file's actions handed over ×3 (their
-convention: RescaleAction(-3, 3)) and their policy's actions mapped back to HalfCheetah-v4's [-1, 1] (÷3) in our
-evaluation, which sums the jump-hard reward and reports raw returns.
-
-Output in --run-dir, written like ours (temp name + rename): config.json, metrics.csv (one row per epoch; row 0 is the
-dynamics fit), summary.json, and the peer's own logs under peer_log/. Peers are not resumable: rerunning the command
-on a directory without a finished summary starts it over; on a finished one with the same settings it does nothing.
+The peer's tree at --commit (pinned) is extracted from --source (a git URL or directory) into $TMPDIR/orpo-peers/ and
+imported from there; `gym.make` answers with a stand-in serving the HDF5 file through `get_dataset()`, so the run
+script's own data, buffers, fit, policies and trainer run unchanged. Only the evaluation is ours (algorithms/*.py's:
+the deterministic policy, one episode per env reset with seed + 1000·epoch, D4RL's reference returns). On
+halfcheetah-jump-hard the actions are handed over ×3 (their RescaleAction(-3, 3)) and mapped back ÷3 in our
+evaluation, which sums the jump-hard reward (raw returns). Output in --run-dir, written atomically: config.json,
+metrics.csv (row 0: the dynamics fit), summary.json, peer_log/. Peers do not resume: an unfinished run starts over.
 """
 
 from __future__ import annotations
@@ -70,47 +52,29 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # toolbox.py bes
 from toolbox import UsageError, UserError, algorithm, replace_atomically, write_json  # noqa: E402
 import plumbing  # noqa: E402  (on sys.path through toolbox: the algorithm files' reward and metrics)
 
-PEERS = {
-    "kit-mopo": {
-        "source": "https://github.com/yihaosun1124/OfflineRL-Kit",
-        "commit": "e3ce69793766d02660217d4dfc0af4693a5531bd",
-        "script": "run_example/run_mopo.py",
-        "settings": ("--penalty-coef", "--rollout-length"),  # the run-script flags a dataset's settings set
-        "uncertainty_modes": ("aleatoric", "pairwise-diff", "ensemble_std"),  # what its EnsembleDynamics computes
-    },
-    "official-orpo": {
-        "source": "https://github.com/George-Chia/ORPO",
-        "commit": "2f75a5009962175a517adc4a04c5c6459716630b",
-        "script": "run_example/run_orpo.py",
-        "settings": ("--penalty-coef", "--bonus-coef", "--rollout-length", "--rollout-length-rollout-policy"),
-        "uncertainty_modes": ("aleatoric", "pairwise-diff", "ensemble_std", "ensemble_var"),
-    },
+ORPO_REPO = ("https://github.com/George-Chia/ORPO", "2f75a5009962175a517adc4a04c5c6459716630b")
+MODES = ("aleatoric", "pairwise-diff", "ensemble_std", "ensemble_var")  # what the official EnsembleDynamics computes
+PEERS = {  # settings: the run-script flags a dataset's settings set; uncertainty_modes: what its ensemble computes
+    "kit-mopo": {"source": "https://github.com/yihaosun1124/OfflineRL-Kit", "commit":
+                 "e3ce69793766d02660217d4dfc0af4693a5531bd", "script": "run_example/run_mopo.py",
+                 "settings": ("--penalty-coef", "--rollout-length"), "uncertainty_modes": MODES[:3]},
+    "official-orpo": {"source": ORPO_REPO[0], "commit": ORPO_REPO[1], "script": "run_example/run_orpo.py",
+                      "settings": ("--penalty-coef", "--bonus-coef", "--rollout-length",
+                                   "--rollout-length-rollout-policy"), "uncertainty_modes": MODES},
     # the same repository's baselines, on halfcheetah-jump-hard only (their branches for it: JUMP_SCRIPT_TASK)
-    "official-td3bc": {
-        "source": "https://github.com/George-Chia/ORPO",
-        "commit": "2f75a5009962175a517adc4a04c5c6459716630b",
-        "script": "run_example/run_td3bc.py",
-        "settings": (),
-        "uncertainty_modes": (),  # no model
-    },
-    "official-mopo": {
-        "source": "https://github.com/George-Chia/ORPO",
-        "commit": "2f75a5009962175a517adc4a04c5c6459716630b",
-        "script": "run_example/run_mopo.py",
-        "settings": ("--penalty-coef", "--rollout-length"),
-        "uncertainty_modes": ("aleatoric", "pairwise-diff", "ensemble_std", "ensemble_var"),
-    },
-}
+    "official-td3bc": {"source": ORPO_REPO[0], "commit": ORPO_REPO[1], "script": "run_example/run_td3bc.py",
+                       "settings": (), "uncertainty_modes": ()},  # no model
+    "official-mopo": {"source": ORPO_REPO[0], "commit": ORPO_REPO[1], "script": "run_example/run_mopo.py",
+                      "settings": ("--penalty-coef", "--rollout-length"), "uncertainty_modes": MODES},
+}  # fmt: skip
 # what each peer's run script trains with: the trainer class and the policy classes whose rollout (tag) / learn we record
 TRAINERS = {
     "kit-mopo": ("MBPolicyTrainer", {"MOPOPolicy": ""}),
-    "official-orpo": (
-        "MBPolicyOOMITrainer",
-        {"OOMITD3BCPolicy": "_pessimistic", "OptimisticRolloutPolicy": "_optimistic"},
-    ),
+    "official-orpo": ("MBPolicyOOMITrainer", {"OOMITD3BCPolicy": "_pessimistic",
+                                              "OptimisticRolloutPolicy": "_optimistic"}),
     "official-td3bc": ("MFPolicyTrainer", {"TD3BCPolicy": None}),  # no model, no rollouts
     "official-mopo": ("MBPolicyTrainer", {"MOPOPolicy": ""}),
-}
+}  # fmt: skip
 # D4RL's reference returns (d4rl/infos.py), the same rows as algorithms/orpo.py's DOMAINS
 DOMAINS = {
     "hopper": ("Hopper-v4", -20.272305, 3234.3),
@@ -129,14 +93,7 @@ ORPO_TABLE = {
     for task, (lp, u, h, lo, h_o) in algorithm("orpo").PRESETS.items()
     if task.endswith("-v2")
 }
-ORPO_SHARES = [
-    "--real-ratio-rollout",
-    "0.05",
-    "--real-ratio-final",
-    "0.05",
-    "--final-policy-rollout-ratio-final",
-    "0.45",
-]
+ORPO_SHARES = "--real-ratio-rollout 0.05 --real-ratio-final 0.05 --final-policy-rollout-ratio-final 0.45".split()
 # The paper's generalisation task that the official repository's run scripts have a branch for (docs/peers.md,
 # "halfcheetah-jump-hard"). Each branch (run_orpo.py L102-113, run_td3bc.py L69-83, run_mopo.py L80-91) wraps D4RL's env
 # in RescaleAction(env, -3, 3) and sets args.action_scale = 3.0: their dataset holds the actions their collection script
@@ -148,41 +105,23 @@ JUMP_HARD = plumbing.Task(JUMP_TASK, "HalfCheetah-v4", "halfcheetah", reward_fn=
 # run_td3bc.py (L69) and run_mopo.py (L80) test `args.task.split('-')[0] == "halfcheetahvelSafejump"`, so any suffix
 # takes it (the name is used elsewhere only for log folders and get_termination_fn, whose 'halfcheetah' case it meets
 # as run_orpo.py's name does); "-hard" is ours
-JUMP_SCRIPT_TASK = {
-    "official-orpo": JUMP_TASK,
-    "official-td3bc": "halfcheetahvelSafejump-hard",
-    "official-mopo": "halfcheetahvelSafejump-hard",
-}
+JUMP_SCRIPT_TASK = {"official-orpo": JUMP_TASK, "official-td3bc": "halfcheetahvelSafejump-hard",
+                    "official-mopo": "halfcheetahvelSafejump-hard"}  # fmt: skip
 JUMP_PEERS = tuple(JUMP_SCRIPT_TASK)
 JUMP_ONLY = ("official-td3bc", "official-mopo")  # run here on halfcheetah-jump-hard only
 JUMP_ACTIONS = (-3.0, 3.0)  # RescaleAction(env, -3, 3): their action range; the env's own is [-1, 1]
 # the README's command for the task, less --task/--dataset: λp 1, λo 0.1, h 5, h^o 5, shares 0.05 / 0.05 / 0 (u: none
 # passed, so the ensemble's default aleatoric)
-JUMP_FLAGS = [
-    "--penalty-coef",
-    "1",
-    "--bonus-coef",
-    "0.1",
-    "--rollout-length",
-    "5",
-    "--rollout-length-rollout-policy",
-    "5",
-    "--real-ratio-rollout",
-    "0.05",
-    "--real-ratio-final",
-    "0.05",
-    "--final-policy-rollout-ratio-final",
-    "0",
-]
+JUMP_FLAGS = (
+    "--penalty-coef 1 --bonus-coef 0.1 --rollout-length 5 --rollout-length-rollout-policy 5 "
+    "--real-ratio-rollout 0.05 --real-ratio-final 0.05 --final-policy-rollout-ratio-final 0"
+).split()
 # official-mopo: the appendix's MOPO settings for the jump tasks ("we adopt the hyper-parameters used in MOPO, setting
 # λp = 1 and h^p = 5"); run_mopo.py's defaults are 2.5 and 5, and its other defaults stay (u aleatoric, real ratio 0.05,
 # SAC 256×256). official-td3bc: none (run_td3bc.py's defaults, α 2.5, "for all D4RL-Gym tasks"); the README gives no
 # command for either script.
-JUMP_SCRIPT_FLAGS = {
-    "official-orpo": JUMP_FLAGS,
-    "official-td3bc": [],
-    "official-mopo": ["--penalty-coef", "1", "--rollout-length", "5"],
-}
+JUMP_SCRIPT_FLAGS = {"official-orpo": JUMP_FLAGS, "official-td3bc": [],
+                     "official-mopo": ["--penalty-coef", "1", "--rollout-length", "5"]}  # fmt: skip
 # what a fresh start removes
 OUTPUTS = ("config.json", "metrics.csv", "summary.json", "error.txt", "peer_log", "peer_dynamics")
 
@@ -1058,14 +997,6 @@ def instrument(peer: str, rec: Recorder, envs, cap, uncertainty_mode: str | None
 # ----------------------------------------------------------------------------------------------------------------------
 # The run
 # ----------------------------------------------------------------------------------------------------------------------
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or platform.machine()
-
-
 def prepare_run_dir(args: argparse.Namespace, cli: dict):
     """Lock the run directory; a finished run with the same command is left alone, anything else starts over."""
     try:
@@ -1187,117 +1118,58 @@ def main(argv=None) -> int:
     from offlinerlkit.utils.load_dataset import qlearning_dataset
 
     kept = len(qlearning_dataset(None, dataset=handed)["observations"])
-    config = {
-        "peer": args.peer,
-        "source": args.source,
-        "commit": source["commit"],
-        "extracted_to": source["root"],
-        "extracted_paths": source["extracted"],
-        "run_script": PEERS[args.peer]["script"],
-        "run_script_command": command,
-        "peer_settings": {k: v for k, v in vars(peer_args).items()},
-        "task": task,
-        "eval_env": eval_env_id,
-        "reference_returns": list(ref) if ref else None,
-        "score_kind": "d4rl_normalized" if ref else "raw_return",
-        "dataset_path": os.path.abspath(args.dataset_path),
-        "dataset_rows": len(raw["observations"]),
-        "transitions_kept_by_qlearning_dataset": kept,
-        # the file's actions times this are what the peer's code gets; its policy's actions divided by it, the env's
-        "action_scale": scale,
-        "actions_handed": [float(handed["actions"].min()), float(handed["actions"].max())],
-        "stubs": stubs,
-        "replaced": [
-            "evaluation: the trainer's _evaluate runs ours (Gymnasium, one episode per sub-env, reset seed + "
-            "1000·epoch, select_action(obs, deterministic=True), "
-            + (
-                "D4RL reference returns)"
-                if ref
-                else f"its action ÷{scale:g} (gym's RescaleAction({JUMP_ACTIONS[0]:g}, {JUMP_ACTIONS[1]:g}) map), "
-                f"{task}'s reward, raw returns)"
-            ),
-            "the run script's log root (log/) is <run-dir>/peer_log",
-        ]
-        + (
-            ["official-orpo's _evaluate_Dynamics (its policy's return in the learned model) is not run"]
-            if args.peer == "official-orpo"
-            else []
-        )
-        + (
-            [
-                f"{os.path.basename(PEERS[args.peer]['script'])}'s get_dataset(args.dataset) returns the file's arrays "
-                f"read here, the actions ×{scale:g} (their {task} data's convention)"
-            ]
-            if task == JUMP_TASK
-            else []
-        )
-        + (
-            [
-                f"a diagnostic (--one-action-unit): its TD3+BC update (oomi_td3bc.py learn) gets the batch's actions ÷{scale:g}"
-            ]
-            if args.one_action_unit
-            else []
-        )
-        + (
-            [f"the ensemble's uncertainty_mode is {args.uncertainty_mode} (the run script passes none)"]
-            if args.uncertainty_mode
-            else []
-        )
-        + (
-            [f"the ensemble fit is capped at {args.dynamics_max_epochs} epochs (not the peer's setting)"]
-            if args.dynamics_max_epochs
-            else []
-        )
-        + (
-            [
-                f"no ensemble fit: it loads {args.load_dynamics} (fitted by algorithms/*.py), in its format in peer_dynamics/"
-            ]
-            if loaded
-            else []
-        ),
-        "dynamics_max_epochs": args.dynamics_max_epochs,
-        "dynamics": {"source": "loaded", **loaded}
-        if loaded
-        else {"source": "fitted by the peer's code" if PEERS[args.peer]["uncertainty_modes"] else "none (no model)"},
-        "device": device,
-        "device_name": torch.cuda.get_device_name()
-        if device == "cuda"
-        else f"{cpu_name()} ({os.cpu_count()} cores, {torch.get_num_threads()} torch threads)",
-        "torch_threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "cli": cli,
-        "_command": sys.argv,  # as our runs record them, so the results pages name the code that ran
-        "_git_revision": plumbing.git_revision(os.path.abspath(__file__)),
-    }
+    replaced = [
+        "evaluation: the trainer's _evaluate runs ours (Gymnasium, one episode per sub-env, reset seed + 1000·epoch, "
+        "select_action(obs, deterministic=True), " + ("D4RL reference returns)" if ref else f"its action ÷{scale:g} "
+        f"(gym's RescaleAction({JUMP_ACTIONS[0]:g}, {JUMP_ACTIONS[1]:g}) map), {task}'s reward, raw returns)"),
+        "the run script's log root (log/) is <run-dir>/peer_log",
+    ] + [text for when, text in (
+        (args.peer == "official-orpo", "official-orpo's _evaluate_Dynamics (its policy's return in the learned model) "
+         "is not run"),
+        (task == JUMP_TASK, f"{os.path.basename(PEERS[args.peer]['script'])}'s get_dataset(args.dataset) returns the "
+         f"file's arrays read here, the actions ×{scale:g} (their {task} data's convention)"),
+        (args.one_action_unit, "a diagnostic (--one-action-unit): its TD3+BC update (oomi_td3bc.py learn) gets the "
+         f"batch's actions ÷{scale:g}"),
+        (args.uncertainty_mode, f"the ensemble's uncertainty_mode is {args.uncertainty_mode} (the run script "
+         "passes none)"),
+        (args.dynamics_max_epochs, f"the ensemble fit is capped at {args.dynamics_max_epochs} epochs (not the peer's "
+         "setting)"),
+        (loaded, f"no ensemble fit: it loads {args.load_dynamics} (fitted by algorithms/*.py), in its format in "
+         "peer_dynamics/"),
+    ) if when]  # fmt: skip
+    model = "fitted by the peer's code" if PEERS[args.peer]["uncertainty_modes"] else "none (no model)"
+    config = dict(
+        peer=args.peer, source=args.source, commit=source["commit"], extracted_to=source["root"],
+        extracted_paths=source["extracted"], run_script=PEERS[args.peer]["script"], run_script_command=command,
+        peer_settings=dict(vars(peer_args)), task=task, eval_env=eval_env_id,
+        reference_returns=list(ref) if ref else None, score_kind="d4rl_normalized" if ref else "raw_return",
+        dataset_path=os.path.abspath(args.dataset_path),
+        dataset_rows=len(raw["observations"]), transitions_kept_by_qlearning_dataset=kept,
+        action_scale=scale,  # the file's actions times this are what the peer gets; its policy's ÷ it, the env's
+        actions_handed=[float(handed["actions"].min()), float(handed["actions"].max())], stubs=stubs, replaced=replaced,
+        dynamics_max_epochs=args.dynamics_max_epochs, dynamics={"source": "loaded", **loaded} if loaded else {"source":
+        model}, device=device, device_name=plumbing.device_name(torch.device(device)),
+        torch_threads=torch.get_num_threads(), torch=torch.__version__, python=platform.python_version(), cli=cli,
+        _command=sys.argv,  # as our runs record them, so the results pages name the code that ran
+        _git_revision=plumbing.git_revision(os.path.abspath(__file__)),
+    )  # fmt: skip
     write_json(config, os.path.join(args.run_dir, "config.json"), default=str)
     print(f"{args.peer} @ {source['commit'][:12]} on {task} -> eval {eval_env_id}; {args.run_dir}")
     print("  " + " ".join(command))
 
     def summary(status: str, error: str | None = None) -> dict:
         last = next((r for r in reversed(rec.rows) if "eval/return" in r), {})
-        out = {
-            "status": status,
-            "finished": status == "finished",
-            "peer": args.peer,
-            "commit": source["commit"],
-            "task": task,
-            "eval_env": eval_env_id,
-            "seed": args.seed,
-            "epochs": rec.epoch,
-            "score_kind": config["score_kind"],
+        folded = "as the ensemble was fitted (raw, or the peer's own fit)" if rec.uncertainty_mode else "no model"
+        out = dict(
+            status=status, finished=status == "finished", peer=args.peer, commit=source["commit"], task=task,
+            eval_env=eval_env_id, seed=args.seed, epochs=rec.epoch, score_kind=config["score_kind"],
             **{k: last.get(f"eval/{k}") for k in ("normalized_score", "normalized_score_std", "return", "return_std")},
-            "last10_score": float(np.mean(rec.scores[-10:])) if rec.scores else None,
-            "ensemble_uncertainty_mode": rec.uncertainty_mode,  # the u its ensemble computed
-            "dynamics_source": config["dynamics"]["source"],
-            "dynamics_observations": rec.obs_folded
-            or ("as the ensemble was fitted (raw, or the peer's own fit)" if rec.uncertainty_mode else "no model"),
-            "wall_seconds": time.time() - t_start,
-            "device": device,
-            "device_name": config["device_name"],
-            "error": error,
-            "run_dir": args.run_dir,
-        }
+            last10_score=float(np.mean(rec.scores[-10:])) if rec.scores else None,
+            ensemble_uncertainty_mode=rec.uncertainty_mode,  # the u its ensemble computed
+            dynamics_source=config["dynamics"]["source"], dynamics_observations=rec.obs_folded or folded,
+            wall_seconds=time.time() - t_start, device=device, device_name=config["device_name"], error=error,
+            run_dir=args.run_dir,
+        )  # fmt: skip
         write_json(out, os.path.join(args.run_dir, "summary.json"), default=str)
         return out
 
