@@ -25,7 +25,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -33,6 +33,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import toolbox  # noqa: E402  (the scripts' one error type, flags and command line)
 from toolbox import UsageError, UserError, replace_atomically  # noqa: E402
+import plumbing  # noqa: E402  (on sys.path through toolbox: its flag checks)
 import runinfo  # noqa: E402  (the runs' provenance, as compare.py and report.py show it)
 
 CUTS = {"baseline": None,  # compare.py's runs: 5,000 start states, fit capped at 20 epochs
@@ -49,12 +50,12 @@ class Args:
     """the dataset (--env of the algorithm files)"""
     data_dir: str | None = None
     """where the datasets live (default: $D4RL_DATASET_DIR or ~/.d4rl/datasets)"""
-    seed: int = 1
+    seed: int = field(default=1, metadata={"range": "[0, 4294967296)"})
     """the seed of every run (the baseline's run of this seed is the comparison)"""
-    epochs: int = 50
+    epochs: int = field(default=50, metadata={"range": "[1, inf)"})
     """epochs per run, 1000 gradient steps each (the baseline's)"""
-    only: tuple[str, ...] = ()
-    """run only these, as ROW:CUT (e.g. orpo:uncapped); default: all four, MOPO's first"""
+    only: tuple[str, ...] = ("mopo:starts50k", "mopo:uncapped", "orpo:starts50k", "orpo:uncapped")
+    """the runs to make, as ROW:CUT (e.g. orpo:uncapped; one per core)"""
     runs_dir: str = os.path.join(ROOT, "runs", "budget")
     """where the runs go: --runs-dir/<cut>/<row>/"""
     results: str = os.path.join(ROOT, "runs", "budget_results")
@@ -72,7 +73,7 @@ class Args:
 
 def tasks(args: Args) -> list[tuple[str, str]]:
     every = [(row, cut) for row in ROWS for cut in CUTS if cut != "baseline"]
-    picked = [tuple(t.split(":", 1)) for t in args.only] or every
+    picked = [tuple(t.split(":", 1)) for t in args.only]
     bad = [":".join(t) for t in picked if t not in every]
     if bad:
         raise UsageError(f"--only {bad[0]}: use ROW:CUT with ROW in {', '.join(ROWS)} and CUT in starts50k, uncapped")
@@ -231,16 +232,8 @@ def report(args: Args, made_by: str | None = None, figure: bool = True) -> str:
     return md
 
 
-def check(args: Args) -> None:
-    """The flags the runs get, checked before any run starts (a bad one would fail each run after its start)."""
-    if args.epochs < 1:
-        raise UsageError(f"--epochs {args.epochs}: must be at least 1")
-    if not 0 <= args.seed < 2**32:
-        raise UsageError(f"--seed {args.seed}: must lie in [0, 2**32)")
-
-
 def main(args: Args) -> int:
-    check(args)
+    plumbing.check_args(args)  # before any run starts: a bad flag would fail each run after its start
     picked = tasks(args)
     if not args.report_only:
         os.makedirs(args.runs_dir, exist_ok=True)

@@ -38,7 +38,7 @@ import subprocess
 import sys
 import time
 import types
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Optional
 
 import numpy as np
@@ -48,6 +48,7 @@ sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import peers  # noqa: E402  (the peers' settings and sources)
 import toolbox  # noqa: E402  (the scripts' one error type, flags and command line)
 from toolbox import UsageError, replace_atomically, unwritable_folder, write_json, write_text  # noqa: E402
+import plumbing  # noqa: E402  (on sys.path through toolbox: its flag checks)
 import runinfo  # noqa: E402  (the runs' provenance, as budget.py and report.py show them)
 import stats  # noqa: E402  (every interval and verdict, on scipy)
 
@@ -78,7 +79,7 @@ PAIRS = [("mopo", "kit_mopo"), ("orpo_untrained", "official_orpo")]  # ours vs t
 # the paper's claim, stated as it comes out; orpo_untrained − mopo is what the paper's ORPO − MOPO measured (the
 # official code never trains π^o)
 CONTRASTS = [("orpo", "orpo_untrained"), ("orpo", "mopo"), ("orpo_untrained", "mopo")]
-# a pair's verdict needs this many common seeds (the comparison's minimum): over 2, a t interval is 12.7 standard errors wide
+# a verdict needs this many common seeds (the comparison's minimum): at 2, a t interval is 12.7 standard errors wide
 MIN_SEEDS = stats.MIN_SEEDS
 # The dataset settings both sides of a pair take (--settings), by the pair's peer row: our flag -> the peer's run-script
 # flag. u (None) goes through peers.py --uncertainty-mode: neither run script hands one to its ensemble.
@@ -114,53 +115,47 @@ class Args:
     rows: tuple[str, ...] = tuple(r for r in ROWS if r not in EXTRA_ROWS)
     """rows to run and report, from: orpo orpo_untrained mopo td3bc kit_mopo official_orpo official_orpo_units
     official_orpo_readme official_td3bc official_mopo (the last four only when named)"""
-    seeds: tuple[int, ...] = (1, 2, 3)
+    seeds: tuple[int, ...] = field(default=(1, 2, 3), metadata={"range": "[0, 4294967296)"})
     """seeds; each row runs each seed"""
-    epochs: int = 50
+    epochs: int = field(default=50, metadata={"range": "[1, inf)"})
     """epochs of every row"""
-    steps_per_epoch: int = 1000
+    steps_per_epoch: int = field(default=1000, metadata={"range": "[1, inf)"})
     """gradient steps per epoch of every row"""
-    rollout_batch_size: int = 5000
+    rollout_batch_size: int = field(default=5000, metadata={"range": "[1, inf)"})
     """model-rollout start states per epoch, every model-based row (the paper's 50000, cut for a CPU)"""
-    eval_episodes: int = 5
+    eval_episodes: int = field(default=5, metadata={"range": "[1, inf)"})
     """evaluation episodes after every epoch, every row (the paper's 10, cut for a CPU)"""
-    dynamics_max_epochs: Optional[int] = None
-    """cap every row's ensemble fit at this many epochs, ours and the peers' alike (default: each fits until its own
-    early stopping, 5 epochs without a 1 % holdout gain)"""
+    dynamics_max_epochs: Optional[int] = field(default=None, metadata={"range": "[1, inf)"})
+    """cap every row's ensemble fit at this many epochs, ours and the peers' alike (default: early stopping)"""
     order: Literal["seed", "row"] = "seed"
-    """the order runs start in: `seed` (every row of the first seed, then the next seed) or `row` (every seed of
-    the first of --rows, then the next row; e.g. the pairs' rows before the long `orpo` ones)"""
-    jobs: int = 2
+    """the order runs start in: `seed` (every row of a seed, then the next) or `row` (every seed of a row, then the
+    next: e.g. the pairs' rows before the long `orpo` ones)"""
+    jobs: int = field(default=2, metadata={"range": "[1, inf)"})
     """runs at once"""
-    threads: int = 1
+    threads: int = field(default=1, metadata={"range": "[1, inf)"})
     """torch CPU threads per run (OMP_NUM_THREADS)"""
     cuda: bool = False
     """run on a CUDA GPU where present"""
     settings: Literal["theirs", "ours"] = "theirs"
-    """the dataset settings both sides of each pair run with, given to both as flags: `theirs`, the peer's own for
-    --task (kit_mopo: run_mopo.py's suggested λ and h; official_orpo: the paper's table and shares as peers.py passes
-    them), u the ensembles' aleatoric (= our max_aleatoric); `ours`, mopo.py's / orpo.py's presets for --task"""
+    """the dataset settings both sides of each pair run with, as flags: `theirs`, the peer's own for --task (u the
+    ensembles' aleatoric = our max_aleatoric); `ours`, mopo.py's / orpo.py's presets for --task"""
     task: Optional[str] = None
-    """the D4RL name whose settings the pairs take, e.g. halfcheetah-medium-v2 (default: each dataset's domain and the
-    kind (random, medium, ...) in its name)"""
-    delta: float = 5.0
+    """the D4RL name whose settings the pairs take, e.g. halfcheetah-medium-v2 (default: from the dataset's name)"""
+    delta: float = field(default=5.0, metadata={"range": "(0, inf)"})
     """δ, the equivalence margin in D4RL points: a pair agrees when the 95 % interval of ours − theirs is in ±δ"""
-    min_relative: float = 0.1
-    """a logged quantity separates a pair when the intervals are disjoint and the means differ by more than this
-    fraction of the larger"""
+    min_relative: float = field(default=0.1, metadata={"range": "[0, inf)"})
+    """a logged quantity separates a pair when its ranges are disjoint and its means differ by this share of the max"""
     algo_flags: str = ""
     """more flags for our rows' new runs, written with '=' (tests: --algo-flags='--hidden-dims 32 32'), but none of
     the pair settings (--settings gives those)"""
     peer_ensemble: Literal["own", "shared"] = "own"
-    """the peer rows' ensemble: `own`, each fits its own with its own code; `shared`, each loads the one our
-    model-based rows of its (dataset, seed) fitted (peers.py --load-dynamics) and waits until
-    it exists, so all the model-based rows of a seed differ only in their policy phase"""
+    """the peer rows' ensemble: `own`, each fits its own; `shared`, each waits for and loads the one our rows of its
+    (dataset, seed) fitted (peers.py --load-dynamics): every model-based row of a seed rolls out in one model"""
     dynamics_cache: str = os.path.join("runs", "dynamics_cache")
-    """the launchers' ensemble cache (benchmarks/toolbox.py) for our model-based rows: the first run of a (dataset, seed)
-    fits the ensemble, the others load it from here with --load-dynamics-path ('' : every run fits its own)"""
+    """the launchers' ensemble cache (benchmarks/toolbox.py): one fit per (dataset, seed), loaded by the other rows
+    ('': every run fits its own)"""
     kit_source: str = peer_source("yihaosun1124+OfflineRL-Kit", "https://github.com/yihaosun1124/OfflineRL-Kit")
-    """OfflineRL-Kit: a git URL or a local git dir (benchmarks/peers.py --source; default: the snapshot in
-    $ORPO_PEERS_MIRROR where it is set, else GitHub)"""
+    """OfflineRL-Kit: a git URL or a local git dir (default: the snapshot in $ORPO_PEERS_MIRROR if set, else GitHub)"""
     orpo_source: str = peer_source("George-Chia+ORPO", "https://github.com/George-Chia/ORPO")
     """the official ORPO code: a git URL or a local git dir (as --kit-source)"""
     runs_dir: str = "runs/compare"
@@ -170,11 +165,7 @@ class Args:
     report_only: bool = False
     """draw the report from --results without running anything"""
     out: str = os.path.join("runs", "compare_results", "compare")
-    """the report's stem: OUT.md and OUT.png (the committed docs/compare*.md come from `python benchmarks/report.py`,
-    from results/compare*/)"""
-    reps: int = 10000
-    """unused, kept so older command lines still parse: the report draws no bootstrap (over 3 seeds a percentile
-    bootstrap is the seeds' range); it shows ranges over seeds and 95 % Student-t intervals"""
+    """the report's stem: OUT.md and OUT.png"""
 
 
 # ---------------------------------------------------------------- tasks
@@ -251,16 +242,7 @@ def task_of(args: Args, dataset: str) -> str:
         if domain != "halfcheetah":
             raise UsageError(f"--task {args.task} is a halfcheetah task, but {dataset} is a {domain} dataset")
         return args.task or name
-    if args.task:
-        task = args.task if args.task.endswith("-v2") else f"{args.task}-v2"
-        if not task.startswith(f"{domain}-"):
-            raise UsageError(f"--task {args.task} is not a {domain} dataset, as {dataset} is")
-        return task
-    name = os.path.basename(dataset).removesuffix(".hdf5").lower().replace("_", "-")
-    kind = next((k for k in peers.KINDS if k in name), None)
-    if kind is None:
-        raise UsageError(f"cannot tell the kind (random, medium, ...) of {dataset!r}: pass --task {domain}-medium-v2")
-    return f"{domain}-{kind}-v2"
+    return peers.d4rl_task(args.task, domain, dataset, f"as {dataset} is")
 
 
 def our_presets(script: str, task: str) -> object:
@@ -298,16 +280,9 @@ def pair_settings(args: Args, dataset: str) -> tuple[str, dict[str, dict]]:
     return task, out
 
 
-_FLAGS: dict[str, set] = {}
-
-
-def script_flags(script: str) -> set:
-    """The flags an algorithm file takes (from its --help), so a cut it lacks (td3bc: no rollouts) is left out."""
-    if script not in _FLAGS:
-        out = subprocess.run([sys.executable, os.path.join(ROOT, "algorithms", f"{script}.py"), "--help"],
-                             capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"}).stdout  # fmt: skip
-        _FLAGS[script] = {w.split("=")[0].rstrip(",") for w in out.split() if w.startswith("--")}
-    return _FLAGS[script]
+def script_flags(script: str) -> frozenset:
+    """The flags an algorithm file takes, so a cut it lacks (td3bc: no rollouts) is left out."""
+    return toolbox.help_flags(os.path.join(ROOT, "algorithms", f"{script}.py"))
 
 
 def own_flags(tokens: list[str], known: set) -> list[str]:
@@ -894,27 +869,10 @@ def check(args: Args) -> None:
             why = ("elsewhere the official code's actions are the env's" if row == UNITS_ROW
                    else "its run script's branch for that task is what it runs")  # fmt: skip
             raise UsageError(f"--rows {row} runs on --env {peers.JUMP_TASK} only ({why}): drop it or the other --env")
-    for name, v, lo in (
-        ("--epochs", args.epochs, 1),
-        ("--steps-per-epoch", args.steps_per_epoch, 1),
-        ("--rollout-batch-size", args.rollout_batch_size, 1),
-        ("--eval-episodes", args.eval_episodes, 1),
-        ("--dynamics-max-epochs", 1 if args.dynamics_max_epochs is None else args.dynamics_max_epochs, 1),
-        ("--jobs", args.jobs, 1),
-        ("--threads", args.threads, 1),
-        ("--reps", args.reps, 100),
-    ):
-        if v < lo:
-            raise UsageError(f"{name} must be at least {lo}, not {v}")
+    plumbing.check_args(args)  # every number in its field's range, every tuple given
     for name, values in (("--rows", args.rows), ("--seeds", args.seeds), ("--env", args.env)):
-        if not values or len(set(values)) < len(values):  # a task twice would run twice, in one folder
-            raise UsageError(f"{name} needs at least one value, each once, not {' '.join(map(str, values)) or 'none'}")
-    if not all(0 <= seed < 2**32 for seed in args.seeds):
-        raise UsageError(f"--seeds must lie in [0, 2**32), not {' '.join(map(str, args.seeds))}")
-    if not (0 < args.delta < float("inf") and args.min_relative >= 0):
-        raise UsageError(
-            f"--delta must be positive and finite and --min-relative at least 0, not {args.delta}, {args.min_relative}"
-        )
+        if len(set(values)) < len(values):  # a task twice would run twice, in one folder
+            raise UsageError(f"{name} needs each value once, not {' '.join(map(str, values))}")
     if args.peer_ensemble == "shared" and any(ROWS[r][0] == "peer" and r in PEER_OF for r in args.rows):
         ours = [r for r in args.rows if model_based(args, Task("", r, 0))]
         if not (args.dynamics_cache and ours):

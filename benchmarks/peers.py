@@ -21,7 +21,7 @@ metrics.csv (row 0: the dynamics fit), summary.json, peer_log/. Peers do not res
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 import ast
 import contextlib
@@ -44,7 +44,6 @@ import tempfile
 import time
 import traceback
 import types
-import warnings
 
 import numpy as np
 
@@ -75,12 +74,7 @@ TRAINERS = {
     "official-td3bc": ("MFPolicyTrainer", {"TD3BCPolicy": None}),  # no model, no rollouts
     "official-mopo": ("MBPolicyTrainer", {"MOPOPolicy": ""}),
 }  # fmt: skip
-# D4RL's reference returns (d4rl/infos.py), the same rows as algorithms/orpo.py's DOMAINS
-DOMAINS = {
-    "hopper": ("Hopper-v4", -20.272305, 3234.3),
-    "halfcheetah": ("HalfCheetah-v4", -280.178953, 12135.0),
-    "walker2d": ("Walker2d-v4", 1.629008, 4592.3),
-}
+DOMAINS = plumbing.DOMAINS  # D4RL's reference returns (d4rl/infos.py), as the algorithm files score with
 KINDS = ("medium-replay", "medium-expert", "full-replay", "medium", "random", "expert")  # longest match first
 # official-orpo: the paper's "Tuned hyper-parameters" table, as algorithms/orpo.py's PRESETS hold it (the LaTeX checks
 # them): (penalty-coef λp, uncertainty type, rollout-length h^p, bonus-coef λo, rollout-length-rollout-policy h^o), u
@@ -130,9 +124,7 @@ def cache_root() -> str:
     return os.path.join(os.environ.get("TMPDIR") or tempfile.gettempdir(), "orpo-peers")
 
 
-# ----------------------------------------------------------------------------------------------------------------------
-# The command line
-# ----------------------------------------------------------------------------------------------------------------------
+# ---------- The command line
 @dataclass
 class Args:
     # The peer and the data
@@ -160,21 +152,21 @@ class Args:
     passes one)"""
 
     # The run
-    seed: int = 1
+    seed: int = field(default=1, metadata={"range": "[0, 4294967296)"})
     """seed of the run (the peer's own seeding, and the evaluation envs')"""
-    epochs: Optional[int] = None
+    epochs: Optional[int] = field(default=None, metadata={"range": "[1, inf)"})
     """policy epochs (default: the run script's own)"""
-    steps_per_epoch: int = 1000
+    steps_per_epoch: int = field(default=1000, metadata={"range": "[1, inf)"})
     """gradient steps per epoch"""
-    rollout_batch_size: Optional[int] = None
+    rollout_batch_size: Optional[int] = field(default=None, metadata={"range": "[1, inf)"})
     """model-rollout start states (default: 50000)"""
-    eval_episodes: Optional[int] = None
+    eval_episodes: Optional[int] = field(default=None, metadata={"range": "[1, inf)"})
     """episodes per evaluation (default: the peer's 10)"""
     cuda: bool = True
     """use a GPU if there is one"""
-    threads: int = 1
+    threads: int = field(default=1, metadata={"range": "[1, inf)"})
     """torch.set_num_threads"""
-    dynamics_max_epochs: Optional[int] = None
+    dynamics_max_epochs: Optional[int] = field(default=None, metadata={"range": "[1, inf)"})
     """cap the ensemble fit (NOT the peer's setting: its run scripts fit until early stopping); for timing only"""
     load_dynamics: Optional[str] = None
     """an ensemble fitted by algorithms/*.py (a run's dynamics.pt or a --dynamics-cache entry) for the peer to roll out
@@ -188,8 +180,6 @@ class Args:
 
 def parse_args(argv=None) -> Args:
     """The flags (the project's --help layout and one-line parse errors), checked."""
-    import plumbing  # beside toolbox, on its path
-
     argv, words = list(sys.argv[1:] if argv is None else argv), []
     for word in argv:  # `--peer-flags '--penalty-coef 2'`: a value that starts with -- is still the flag's value
         words[-1:] = [f"--peer-flags={word}"] if words[-1:] == ["--peer-flags"] else [*words[-1:], word]
@@ -199,12 +189,7 @@ def parse_args(argv=None) -> Args:
         raise UsageError(str(e)) from None  # exit 2, whatever plumbing's code
     if args.peer not in PEERS:
         raise UsageError(f"unknown --peer '{args.peer}'; use one of {', '.join(PEERS)}")
-    for name in ("epochs", "steps_per_epoch", "rollout_batch_size", "eval_episodes", "threads", "dynamics_max_epochs"):
-        value = getattr(args, name)
-        if value is not None and value < 1:
-            raise UsageError(f"--{name.replace('_', '-')} must be at least 1 (got {value})")
-    if not 0 <= args.seed < 2**32:
-        raise UsageError(f"--seed must lie in [0, 4294967296) (got {args.seed})")
+    plumbing.check_args(args)  # every number in its field's range
     if not PEERS[args.peer]["uncertainty_modes"]:  # a model-free peer: the model's flags have nothing to act on
         for name in ("rollout_batch_size", "load_dynamics", "dynamics_max_epochs", "uncertainty_mode"):
             if getattr(args, name) is not None:
@@ -230,9 +215,7 @@ def parse_args(argv=None) -> Args:
     return args
 
 
-# ----------------------------------------------------------------------------------------------------------------------
-# The peer's source: a git URL or directory -> its tree at the commit, extracted once into $TMPDIR/orpo-peers/
-# ----------------------------------------------------------------------------------------------------------------------
+# ---------- The peer's source: a git URL or directory -> its tree at the commit, extracted once into $TMPDIR/orpo-peers/
 def git(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     env = dict(os.environ, GIT_TERMINAL_PROMPT="0")
     return subprocess.run(["git", *args], capture_output=True, timeout=timeout, env=env)
@@ -286,11 +269,8 @@ def extract(peer: str, source: str, commit: str) -> dict:
             raise UsageError(f"--source {source} at {sha[:12]} lacks {', '.join(paths)} ({why[-1] if why else ''})")
         partial = f"{root}.partial{os.getpid()}"
         shutil.rmtree(partial, ignore_errors=True)
-        with tarfile.open(fileobj=io.BytesIO(out.stdout)) as tar:
-            if sys.version_info >= (3, 12) or hasattr(tarfile, "data_filter"):
-                tar.extractall(partial, filter="data")
-            else:  # pragma: no cover - old Pythons without extraction filters
-                tar.extractall(partial)
+        with tarfile.open(fileobj=io.BytesIO(out.stdout)) as tar:  # Python 3.11.4+: no link or path outside it
+            tar.extractall(partial, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
         open(os.path.join(partial, ".extracted"), "w").close()
         with contextlib.suppress(OSError):
             os.rename(partial, root)
@@ -298,11 +278,9 @@ def extract(peer: str, source: str, commit: str) -> dict:
     return {"root": root, "commit": sha, "git_dir": git_dir, "extracted": paths}
 
 
-# ----------------------------------------------------------------------------------------------------------------------
-# Stubs: what the run scripts import but this environment does not have (or must not use)
-# ----------------------------------------------------------------------------------------------------------------------
+# ---------- Stubs: what the run scripts import but this environment does not have (or must not use)
 def install_stubs(make_env) -> list[str]:
-    """`gym` and `d4rl` are always stubbed (the stand-in env replaces D4RL's); tensorboard only when it is absent."""
+    """`gym` and `d4rl` (the stand-in env replaces D4RL's); tensorboard is a dependency, the peers' Logger uses it."""
     installed = []
     gym = types.ModuleType("gym")
     gym.__doc__ = "peers.py stub: make() answers with the stand-in dataset env; the rest is for type hints"
@@ -356,27 +334,10 @@ def install_stubs(make_env) -> list[str]:
     )
     sys.modules["d4rl"] = types.ModuleType("d4rl")
     installed.append("d4rl: an empty module (the run scripts import it only to register D4RL's gym envs)")
-    try:
-        import torch.utils.tensorboard  # noqa: F401
-    except Exception:
-        tb = types.ModuleType("torch.utils.tensorboard")
-
-        class SummaryWriter:
-            def __init__(self, *args, **kwargs):
-                pass
-
-            def __getattr__(self, name):
-                return lambda *args, **kwargs: None
-
-        tb.SummaryWriter = SummaryWriter
-        sys.modules["torch.utils.tensorboard"] = tb
-        installed.append("torch.utils.tensorboard: a SummaryWriter that writes nothing (tensorboard is not installed)")
     return installed
 
 
-# ----------------------------------------------------------------------------------------------------------------------
-# Data, task and settings
-# ----------------------------------------------------------------------------------------------------------------------
+# ---------- Data, task and settings
 def read_dataset(path: str) -> tuple[dict, dict]:
     """The file's arrays as D4RL's get_dataset() gives them (rewards/terminals/timeouts 1-D), checked, and its attrs."""
     import h5py
@@ -443,20 +404,22 @@ def infer_task(args: argparse.Namespace, attrs: dict) -> tuple[str, str, tuple |
             f"{args.dataset_path} holds the rewards of '{reward_fn}' (attr reward_fn); peers.py runs the env's own "
             f"reward (D4RL names) or --task {JUMP_TASK}"
         )
-    if args.task:
-        task = args.task if args.task.endswith("-v2") else f"{args.task}-v2"
-        if not task.startswith(domain + "-"):
-            raise UsageError(f"--task {args.task} is not a {domain} dataset, but --eval-env is {eval_env}")
-    else:
-        name = os.path.splitext(os.path.basename(args.dataset_path))[0].lower().replace("_", "-")
-        kind = next((k for k in KINDS if k in name), None)
-        if kind is None:
-            raise UsageError(
-                f"cannot tell the dataset's kind (medium, medium-replay, ...) from '{os.path.basename(args.dataset_path)}'"
-                f"; pass --task, e.g. --task {domain}-medium-v2"
-            )
-        task = f"{domain}-{kind}-v2"
+    task = d4rl_task(args.task, domain, args.dataset_path, f"but --eval-env is {eval_env}")
     return task, eval_env, DOMAINS[domain][1:]
+
+
+def d4rl_task(task: str | None, domain: str, path: str, why: str) -> str:
+    """--task as a D4RL name (...-v2), or the domain and the kind (medium, medium-replay, ...) in the file's name."""
+    if task:
+        full = task if task.endswith("-v2") else f"{task}-v2"
+        if not full.startswith(f"{domain}-"):
+            raise UsageError(f"--task {task} is not a {domain} dataset, {why}")
+        return full
+    name = os.path.splitext(os.path.basename(path))[0]
+    kind = next((k for k in KINDS if k in name.lower().replace("_", "-")), None)
+    if kind is None:
+        raise UsageError(f"cannot tell the kind (random, medium, ...) of {name!r}: pass --task {domain}-medium-v2")
+    return f"{domain}-{kind}-v2"
 
 
 def script_args(root: str, script: str, argv: list[str]) -> argparse.Namespace:
@@ -534,9 +497,7 @@ def peer_command(peer: str, root: str, task: str, args: argparse.Namespace, devi
     return command
 
 
-# ----------------------------------------------------------------------------------------------------------------------
-# --load-dynamics: an ensemble of ours, in the peer's format
-# ----------------------------------------------------------------------------------------------------------------------
+# ---------- --load-dynamics: an ensemble of ours, in the peer's format
 def save_npy(path: str, value: np.ndarray) -> None:
     with open(path, "wb") as f:  # np.save(name) would add .npy to the temporary name
         np.save(f, value)
@@ -550,7 +511,6 @@ def peer_dynamics(path: str, out_dir: str, peer_args: argparse.Namespace, obs_di
     actions are the env's ×scale (the jump task), the scaler's action entries are ours ×scale: (scale·a − scale·m) /
     (scale·s) = (a − m) / s. Returns what config.json records of it (its fit's metrics among them)."""
     import torch
-    import plumbing
 
     what = "ensemble (a run's dynamics.pt or a --dynamics-cache entry)"
     saved = plumbing.safe_load(path, what)
@@ -621,22 +581,14 @@ def fold_obs_normalization(state: dict, mu, std, obs_mean, obs_std) -> tuple[dic
     return state, mu, std
 
 
-# ----------------------------------------------------------------------------------------------------------------------
-# Evaluation: the protocol of algorithms/*.py (`make_eval_envs`, `evaluate`, `eval_metrics`, reset seed + 1000·epoch)
-# ----------------------------------------------------------------------------------------------------------------------
+# ---------- Evaluation: the protocol of algorithms/*.py (reset seed + 1000·epoch, deterministic actions)
 def make_eval_envs(env_id: str, n: int):
-    import gymnasium
-
-    warnings.filterwarnings("ignore", message=".*is out of date.*")
-    try:
-        return gymnasium.vector.SyncVectorEnv([lambda: gymnasium.make(env_id) for _ in range(n)])
-    except gymnasium.error.Error as e:
-        raise UsageError(f"cannot make evaluation env '{env_id}' ({e}); pass --eval-env with a Gymnasium id") from None
+    return plumbing.make_eval_envs(plumbing.Task("", env_id, ""), n)
 
 
 def evaluate(act, envs, seed: int, reward_fn=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One episode per sub-env; returns (episode returns, lengths, initial observations). `act` gives the env's action;
-    reward_fn(next_obs, action, info), if given, replaces the env's reward (plumbing.evaluate's task_reward)."""
+    """plumbing.evaluate's loop, with the episode lengths the peer's logs record: (returns, lengths, first obs);
+    reward_fn(next_obs, action, info), if given, replaces the env's reward."""
     obs, _ = envs.reset(seed=seed)
     first_obs, n = obs.copy(), envs.num_envs
     returns, lengths, running = np.zeros(n), np.zeros(n, dtype=int), np.ones(n, dtype=bool)
@@ -650,30 +602,25 @@ def evaluate(act, envs, seed: int, reward_fn=None) -> tuple[np.ndarray, np.ndarr
 
 
 def jump_hard_reward(next_obs: np.ndarray, action: np.ndarray, info: dict) -> np.ndarray:
-    """halfcheetah-jump-hard's reward in HalfCheetah-v4: algorithms/plumbing.py's task_reward (r = clip(v_x, −3, 3) −
-    0.1·‖a‖² + 15·z, and −3 when the root angle > 1; a is the env's action, in [-1, 1]). run_orpo.py's
-    HalfcheetahSafejumpRewardWrapper (wrappedEnv.py L16-27) is the same reward in D4RL's env (its reward_ctrl is D4RL's
-    −0.1·‖a‖² of the action after RescaleAction, i.e. in [-1, 1])."""
+    """plumbing's task_reward, a in the env's [-1, 1]: run_orpo.py's HalfcheetahSafejumpRewardWrapper (wrappedEnv.py
+    L16-27) is the same reward in D4RL's env (its reward_ctrl: −0.1·‖a‖² of the action after RescaleAction)."""
     return plumbing.task_reward(JUMP_HARD, next_obs, action, None, info)
 
 
 def to_env_action(action: np.ndarray, peer_range: tuple, env_range: tuple) -> np.ndarray:
-    """gym's RescaleAction.action (gym 0.22, gym/wrappers/rescale_action.py): low + (high − low)·(a − min)/(max − min),
-    clipped to [low, high]; with RescaleAction(env, -3, 3) on HalfCheetah's [-1, 1] that is a / 3."""
+    """gym 0.22's RescaleAction.action: low + (high − low)·(a − min)/(max − min), clipped; on HalfCheetah a / 3."""
     (lo, hi), (low, high) = peer_range, env_range
     return np.clip(low + (high - low) * ((action - lo) / (hi - lo)), low, high)
 
 
-def deterministic_actions(policy):
-    """The peer's evaluation action: its select_action with deterministic=True, on a batch of observations."""
+def deterministic_actions(policy):  # the peer's evaluation action, on a batch of observations
     return lambda obs: np.asarray(policy.select_action(obs, deterministic=True), dtype=np.float32)
 
 
 def eval_policy(policy, task: str):
-    """(act, reward_fn) for evaluate(): the peer's deterministic action in the env's units, and the task's reward
-    (None: the env's own). On halfcheetah-jump-hard their select_action returns actor·action_scale in [-3, 3]
-    (td3bc.py L83; run_orpo.py L112 sets action_scale 3.0), which their eval env's RescaleAction(-3, 3) maps to the
-    env's [-1, 1]: so does ours."""
+    """(act, reward_fn) for evaluate(): the peer's deterministic action in the env's units, the task's reward (None: the
+    env's). On halfcheetah-jump-hard select_action returns actor·3 in [-3, 3] (td3bc.py L83, run_orpo.py L112), which
+    their eval env's RescaleAction(-3, 3) maps to the env's [-1, 1]: so does ours."""
     act = deterministic_actions(policy)
     if task != JUMP_TASK:
         return act, None
@@ -685,11 +632,9 @@ def eval_policy(policy, task: str):
 
 
 def export_policy(policy, task: str, obs: np.ndarray, path: str) -> str:
-    """The peer's final policy as our policy.pt (datasets/collect.py's load_policy reads it, benchmarks/episodes.py
-    plays it), where its actor is a deterministic MLP as ours (the official code's TD3+BC-style Actor: Linear-ReLU
-    layers, then max·tanh) on observations standardised by its scaler, if it has one. Checked before it is written:
-    on `obs`, the file's actions must equal the peer's evaluation actions in the env's units (eval_policy). Returns
-    what was done, in words."""
+    """The peer's final policy as our policy.pt (datasets/collect.py's load_policy), where its actor is a deterministic
+    MLP (the official TD3+BC Actor: Linear-ReLU layers, max·tanh) on its scaler's standardised observations; written
+    only if on `obs` its actions equal the peer's evaluation actions (eval_policy). Returns what was done, in words."""
     import torch
 
     actor, scaler = getattr(policy, "actor", None), getattr(policy, "scaler", None)
@@ -722,15 +667,14 @@ def export_policy(policy, task: str, obs: np.ndarray, path: str) -> str:
 
 
 def eval_metrics(returns: np.ndarray, ref: tuple[float, float] | None) -> dict[str, float]:
-    """plumbing's eval_metrics: the return, and D4RL's normalised score where there are reference returns (none on
-    halfcheetah-jump-hard)."""
+    """plumbing's: the return, and D4RL's normalised score where there are reference returns (not on jump-hard)."""
     lo, hi = ref or (None, None)
     return plumbing.eval_metrics(plumbing.Task("", "", "", ref_min=lo, ref_max=hi), returns)
 
 
 class StandInEnv:
-    """What the run script's gym.make(task) returns: the HDF5 file through get_dataset() (its qlearning_dataset(env)
-    reads it there), the eval env's spaces, and D4RL's normalised score. Evaluation is ours, so it is never stepped."""
+    """gym.make(task) in the run script: the HDF5 file through get_dataset(), the eval env's spaces, D4RL's normalised
+    score; never stepped (the evaluation is ours)."""
 
     _max_episode_steps = 1000
 
@@ -756,9 +700,7 @@ class StandInEnv:
     step = reset
 
 
-# ----------------------------------------------------------------------------------------------------------------------
-# Recording: metrics.csv rows from the peer's own logger and a few wrapped calls (their results are returned unchanged)
-# ----------------------------------------------------------------------------------------------------------------------
+# ---------- Recording: metrics.csv from the peer's logger and wrapped calls (their results returned unchanged)
 class Recorder:
     LOSSES = {"loss/actor": "losses/actor_loss", "loss/alpha": "losses/alpha_loss", "alpha": "losses/alpha"}
 
@@ -994,9 +936,7 @@ def instrument(peer: str, rec: Recorder, envs, cap, uncertainty_mode: str | None
             wrap_learn(cls)
 
 
-# ----------------------------------------------------------------------------------------------------------------------
-# The run
-# ----------------------------------------------------------------------------------------------------------------------
+# ---------- The run
 def prepare_run_dir(args: argparse.Namespace, cli: dict):
     """Lock the run directory; a finished run with the same command is left alone, anything else starts over."""
     try:
@@ -1029,8 +969,6 @@ def prepare_run_dir(args: argparse.Namespace, cli: dict):
 
 
 def main(argv=None) -> int:
-    import plumbing  # beside toolbox, on its path
-
     t_start = time.time()
     args = parse_args(argv)
     cli = {k: v for k, v in vars(args).items() if k != "typed"}  # the flags, not what plumbing noted of them
@@ -1038,25 +976,21 @@ def main(argv=None) -> int:
     task, eval_env_id, ref = infer_task(args, attrs)
     scale = JUMP_ACTIONS[1] if task == JUMP_TASK else 1.0  # the peer's actions = the env's (in [-1, 1]) × scale
     if args.one_action_unit and scale == 1.0:
-        raise UsageError(
-            f"--one-action-unit: on {task} the peer's actions are the env's (×1), so it changes nothing; drop it"
-        )
+        raise UsageError(f"--one-action-unit: on {task} the peer's actions are the env's (×1), so it changes nothing; "
+                         "drop it")  # fmt: skip
     if task == JUMP_TASK and np.abs(raw["actions"]).max() > 1.0:
         lo, hi = raw["actions"].min(), raw["actions"].max()
-        raise UsageError(
-            f"{args.dataset_path}: actions span [{lo:.4g}, {hi:.4g}], outside HalfCheetah-v4's [-1, 1]; peers.py hands "
-            f"the official code {JUMP_TASK} data ×{scale:g}, so the file must hold the env's actions (as datasets/"
-            "halfcheetah_jump.py writes them), not the official collection's [-3, 3]"
-        )
+        raise UsageError(f"{args.dataset_path}: actions span [{lo:.4g}, {hi:.4g}], outside HalfCheetah-v4's [-1, 1]; "
+                         f"peers.py hands the official code {JUMP_TASK} data ×{scale:g}, so the file must hold the env's "
+                         "actions (as datasets/halfcheetah_jump.py writes them), not the official collection's [-3, 3]")  # fmt: skip
     # what the run script is handed: on the jump task the actions ×3, the convention of its data and policies
     handed = raw if scale == 1.0 else dict(raw, actions=raw["actions"] * np.float32(scale))
     envs = make_eval_envs(eval_env_id, args.eval_episodes or 10)
     obs_dim, act_dim = raw["observations"].shape[1], raw["actions"].shape[1]
     if envs.single_observation_space.shape != (obs_dim,) or envs.single_action_space.shape != (act_dim,):
-        raise UsageError(
-            f"the data has obs/action dims {obs_dim}/{act_dim} but {eval_env_id} has "
-            f"{envs.single_observation_space.shape}/{envs.single_action_space.shape}; pass the matching --eval-env"
-        )
+        raise UsageError(f"the data has obs/action dims {obs_dim}/{act_dim} but {eval_env_id} has "
+                         f"{envs.single_observation_space.shape}/{envs.single_action_space.shape}; pass the matching "
+                         "--eval-env")  # fmt: skip
     lock, done = prepare_run_dir(args, cli)
     if done is not None:
         print(f"{args.run_dir} already holds this run, finished (summary.json); nothing to do")
@@ -1078,13 +1012,7 @@ def main(argv=None) -> int:
         raise UsageError(f"--peer-flags sets --dataset {dataset_arg}; the data is --dataset-path's")
     loaded = args.load_dynamics and peer_dynamics(args.load_dynamics, converted, peer_args, obs_dim, scale)
     stand_in = StandInEnv(task, handed, envs.single_observation_space, envs.single_action_space, ref)
-    made = []
-
-    def make_env(name, *a, **kw):
-        made.append(name)
-        return stand_in
-
-    stubs = install_stubs(make_env)
+    stubs = install_stubs(lambda name, *a, **kw: stand_in)
     for name in [n for n in sys.modules if n == "offlinerlkit" or n.startswith("offlinerlkit.")]:
         del sys.modules[name]
     sys.path.insert(0, source["root"])

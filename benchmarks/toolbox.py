@@ -10,12 +10,15 @@ replace_atomically.
 """
 
 import contextlib
+import functools
 import importlib.util
 import itertools
 import json
 import math
 import os
+import re
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -53,8 +56,8 @@ def write_json(obj, path: str, default: Optional[Callable] = None) -> None:
     replace_atomically(path, write)
 
 
-__all__ = ["UserError", "UsageError", "algorithm", "cli", "read_json", "replace_atomically", "unwritable_folder",
-           "write_json", "write_text"]  # fmt: skip
+__all__ = ["UserError", "UsageError", "algorithm", "cli", "help_flags", "read_json", "replace_atomically",
+           "unwritable_folder", "write_json", "write_text"]  # fmt: skip
 
 
 def algorithm(script: str, folder: str = "algorithms"):
@@ -132,6 +135,18 @@ def cli(
     finally:
         if previous is not None:  # None also where the handler before was not set from Python
             signal.signal(signal.SIGTERM, previous)
+
+
+@functools.cache
+def help_flags(path: str) -> frozenset[str]:
+    """The flags a script takes, read from its --help ("--x" and "--no-x"): older and newer files alike."""
+    out = subprocess.run(
+        [sys.executable, path, "--help"], capture_output=True, text=True, env=os.environ | {"COLUMNS": "200"}
+    )
+    if out.returncode != 0:
+        raise UserError(f"{path} --help failed: {(out.stderr.strip().splitlines() or ['no output'])[-1]}")
+    return frozenset(f"--{f}" for pair in re.findall(r"^\W*--([a-z0-9-]+)(?:, --([a-z0-9-]+))?", out.stdout, re.M)
+                     for f in pair if f)  # fmt: skip
 
 
 def _stop(signum, frame):
