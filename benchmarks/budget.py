@@ -1,20 +1,14 @@
-"""What the CPU budget cut costs: MOPO and ORPO (π^o trained) on one dataset at the paper's 50,000 rollout
-start states instead of 5,000, and with the ensemble fit uncapped (early stopping only), beside the 5,000-start,
-fit-capped runs that benchmarks/compare.py made (results/compare/).
+"""What the CPU budget cut costs: MOPO and ORPO (π^o trained) on one dataset at the paper's 50,000 rollout start
+states instead of 5,000 (starts50k), and with the ensemble fit uncapped (uncapped: early stopping only, one ensemble
+per seed through the launchers' cache), beside compare.py's 5,000-start, fit-capped runs (results/compare/).
 
     python benchmarks/budget.py                    # runs what is missing (resumes an unfinished run), then reports
     python benchmarks/budget.py --only mopo:starts50k mopo:uncapped     # some runs only (e.g. one per core)
     python benchmarks/budget.py --report-only      # redraw the report from --results
 
-Every run: --seed, --epochs × 1000 gradient steps, 5 evaluation episodes, the dataset's presets (as compare.py's
---settings ours). The cuts:
-  starts50k  --rollout-batch-size 50000, the fit capped at 20 epochs (as the baseline)
-  uncapped   --rollout-batch-size 5000, the fit stopped only by early stopping (5 epochs without a 1 % gain); the
-             rows share one ensemble per seed through the launchers' cache, --dynamics-cache (as compare.py's do)
-Finished runs' config.json, metrics.csv and summary.json go to --results/<cut>/<row>/ (default runs/budget_results/,
-not committed); the report (default runs/budget_results/budget.md and .png) reads those and the baseline's
---baseline/<dataset>/<row>/seed<S>/ alone. The committed runs are results/budget/; their page docs/budget.md is
-rewritten, with every other results page, by `python benchmarks/report.py`.
+Every run: --seed, --epochs × 1000 gradient steps, 5 evaluation episodes, the dataset's presets. Finished runs' small
+files go to --results/<cut>/<row>/; the report (OUT.md, OUT.png) reads those and --baseline alone. The committed runs
+are results/budget/; docs/budget.md comes from `python benchmarks/report.py`.
 """
 
 import csv

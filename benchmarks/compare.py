@@ -27,7 +27,6 @@ The committed results/compare*/ pages, docs/compare*.md, come from `python bench
 
 import csv
 import glob
-import json
 import os
 import platform
 import re
@@ -190,15 +189,6 @@ def task_dir(args: Args, t: Task) -> str:
     return os.path.join(args.runs_dir, t.key)
 
 
-def read_json(path: str) -> Optional[dict]:
-    try:
-        with open(path) as f:
-            obj = json.load(f)
-    except (OSError, ValueError):
-        return None
-    return obj if isinstance(obj, dict) else None
-
-
 def run_dir_of(args: Args, t: Task) -> Optional[str]:
     """The run directory that holds the task's config.json: ours one level down (the script names it), a peer's is
     the task directory itself."""
@@ -211,7 +201,7 @@ def run_dir_of(args: Args, t: Task) -> Optional[str]:
 
 
 def finished(run_dir: Optional[str]) -> bool:
-    s = read_json(os.path.join(run_dir, "summary.json")) if run_dir else None
+    s = runinfo.read_json(os.path.join(run_dir, "summary.json")) if run_dir else None
     return bool(s and s.get("status") == "finished")
 
 
@@ -416,7 +406,7 @@ def record_dataset(args: Args, dataset: str, task: str) -> None:
 
     dst = os.path.join(args.results, slug(dataset))
     chosen = {"settings": args.settings, "settings_task": task}
-    before = read_json(os.path.join(dst, "dataset.json")) or {}
+    before = runinfo.read_json(os.path.join(dst, "dataset.json")) or {}
     if "settings" in before and {k: before.get(k) for k in chosen} != chosen:  # its finished runs keep theirs
         raise UsageError(
             f"{dst} holds runs made with --settings {before['settings']} --task {before.get('settings_task')}: "
@@ -438,7 +428,9 @@ def record_dataset(args: Args, dataset: str, task: str) -> None:
     recorded = [(dst, before.get("fingerprint"))]
     ours = glob.glob(os.path.join(dst, "*", "seed*", "config.json"))  # our runs record the file they ran on
     ours += glob.glob(os.path.join(args.runs_dir, slug(dataset), "*", "seed*", "*", "config.json"))
-    recorded += [(os.path.dirname(c), ((read_json(c) or {}).get("_dataset") or {}).get("fingerprint")) for c in ours]
+    recorded += [
+        (os.path.dirname(c), ((runinfo.read_json(c) or {}).get("_dataset") or {}).get("fingerprint")) for c in ours
+    ]
     for where, saved in recorded:
         if saved and saved != fingerprint:  # results made from another file under this name: not to be mixed
             raise UsageError(
@@ -538,8 +530,8 @@ def load_run(seed_dir: str) -> Optional[dict]:
         raise ValueError("not a seed<N> folder")
     if not os.path.isfile(os.path.join(seed_dir, "summary.json")):
         return None  # its copy was cut before the summary (written last): the next run copies it again
-    summary = read_json(os.path.join(seed_dir, "summary.json"))
-    if summary is None:
+    summary = runinfo.read_json(os.path.join(seed_dir, "summary.json"))
+    if not summary:
         raise ValueError("summary.json is not a JSON object")
     if summary.get("status") != "finished":
         return None
@@ -552,7 +544,7 @@ def load_run(seed_dir: str) -> Optional[dict]:
     curve = [(int(float(r["epoch"])), float(r[key])) for r in metrics if r.get(key) not in (None, "")]
     if not curve:
         raise ValueError("metrics.csv holds no evaluation")
-    config = read_json(os.path.join(seed_dir, "config.json")) or {}
+    config = runinfo.read_json(os.path.join(seed_dir, "config.json")) or {}
     return dict(config=config, summary=summary, provenance=runinfo.load_provenance(seed_dir), curve=curve,
                 metrics=metrics, raw=key == "eval/return")  # fmt: skip
 
@@ -563,7 +555,7 @@ def load_results(results: str) -> dict:
     if not os.path.isdir(results):
         return out
     for ds in sorted(e.name for e in os.scandir(results) if e.is_dir()):
-        entry = {"dataset": read_json(os.path.join(results, ds, "dataset.json")) or {}, "rows": {}}
+        entry = {"dataset": runinfo.read_json(os.path.join(results, ds, "dataset.json")) or {}, "rows": {}}
         for row in ROWS:
             row_dir = os.path.join(results, ds, row)
             for seed_dir in sorted(e.path for e in os.scandir(row_dir) if e.is_dir()) if os.path.isdir(row_dir) else []:

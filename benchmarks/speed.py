@@ -1,10 +1,8 @@
 """Speed of an algorithm file's own epoch on this device, with references measured in the same run.
 
-Each measurement is a real run of the file (`python FILE ... --runs-dir TMP`, as a user would start it) on a synthetic
-D4RL-layout HDF5 dataset of HalfCheetah-v4 sizes (obs 17, act 6); the table reads the times the run writes to its
-metrics.csv: `charts/epoch_seconds`, `charts/rollout_seconds`, `charts/eval_seconds`, `charts/SPS`, and the ensemble
-fit's `dynamics/fit_seconds`. A short fit per column makes the dynamics.pt that its epoch runs load with
-`--load-dynamics-path`. Nothing is downloaded. The references run in this process, in fp32: a loop over 7 nn.Sequential
+Each measurement is a real run of the file (`python FILE ... --runs-dir TMP`) on a synthetic D4RL-layout dataset of
+HalfCheetah-v4 sizes; the table reads the times its metrics.csv holds (charts/epoch_seconds, rollout_seconds,
+eval_seconds, SPS, dynamics/fit_seconds). The references run in this process, in fp32: a loop over 7 nn.Sequential
 models (the ensemble fit) and an OfflineRL-Kit-style rollout (one network call, numpy every step).
 
     python benchmarks/speed.py                                     # every row of docs/speed.md's table, 1 thread
@@ -12,8 +10,8 @@ models (the ensemble fit) and an OfflineRL-Kit-style rollout (one network call, 
     python benchmarks/speed.py --algo-flags=--no-pessimism          # more flags for every run of the files
     python benchmarks/speed.py --cuda --out /tmp/speed              # on a GPU; writes /tmp/speed.md and /tmp/speed.json
 
-On a CPU use one thread (the default) when other processes run: with 2 threads OpenMP spin-waits make batched
-matmuls 8-60x slower whenever the other core is busy. The 1-minute load average is reported next to the table.
+On a shared CPU use one thread (the default): with 2, OpenMP spin-waits make batched matmuls 8-60x slower whenever the
+other core is busy. The 1-minute load average is reported next to the table.
 """
 
 import csv
@@ -497,7 +495,7 @@ def main(a: Args) -> dict:
         + ", ".join(
             f"{k} = {v}{' --dynamics-bf16' * (k in a.dynamics_bf16)}{' --cuda-graphs' * (k in a.cuda_graphs)}"
             for k, v in files.items()
-        ),
+        ),  # fmt: skip
         f"every run with: {a.algo_flags}" if a.algo_flags else "",
         f"epochs: median of {a.epoch_repeats} per run after {a.warmup_epochs} warm-up; references: medians of "
         f"{a.repeats} (ensemble) and {a.heavy_repeats} (rollouts) repeats after a warm-up",
