@@ -587,6 +587,8 @@ def curves_of(runs: dict) -> tuple[np.ndarray, np.ndarray]:
     return epochs, np.array([[v for _, v in r["curve"][:n]] for r in runs.values()])
 
 
+ROW_HEAD = ["row", "seeds", "epochs", "last-10 score, mean", "range over seeds", "95 % Student-t", "per seed", "final",
+            "hours per run", "device"]  # fmt: skip
 # the pipeline's order: the model first, the score last
 DIAGNOSTIC_ORDER = ("dynamics/", "rollout/", "losses/", "eval/")
 
@@ -618,9 +620,7 @@ def diagnostics(ours: dict, theirs: dict, fitted: dict, min_relative: float) -> 
     keys = sorted(set(means["ours"]) & set(means["theirs"]), key=order)
     n = (min(len(ours), len(theirs)), max(len(ours), len(theirs)))
     seeds = f"{n[0]} seeds" if n[0] == n[1] else f"{n[0]}–{n[1]} seeds"
-    lines = [f"| quantity (mean over epochs) | ours [range over {seeds}] | theirs | ours − theirs | separates |",
-             "|---|---|---|---|---|"]  # fmt: skip
-    first = None
+    table, first = [], None
     for k in keys:
         a, b = means["ours"][k], means["theirs"][k]
         (alo, ahi), (blo, bhi) = runinfo.seed_range(a), runinfo.seed_range(b)
@@ -629,9 +629,11 @@ def diagnostics(ours: dict, theirs: dict, fitted: dict, min_relative: float) -> 
         apart = min(len(a), len(b)) >= 2 and (ahi < blo or bhi < alo) and abs(relative) > min_relative
         first = first or (k if apart else None)
         cells = [f"{x.mean():.4g} {interval(lo, hi, len(x), '.4g')}" for x, lo, hi in ((a, alo, ahi), (b, blo, bhi))]
-        lines.append(f"| {k} | {cells[0]} | {cells[1]} | {100 * relative:+.1f} % | {'**yes**' if apart else 'no'} |")
+        table.append([k, *cells, f"{100 * relative:+.1f} %", "**yes**" if apart else "no"])
     found = f"the first quantity that separates them: **{first}**" if first else "no quantity separates them"
-    return [f"In the pipeline's order ({', '.join(DIAGNOSTIC_ORDER)}), {found}.", "", *lines, ""]
+    head = ["quantity (mean over epochs)", f"ours [range over {seeds}]", "theirs", "ours − theirs", "separates"]
+    return [f"In the pipeline's order ({', '.join(DIAGNOSTIC_ORDER)}), {found}.", "", *runinfo.md_table(head, table),
+            ""]  # fmt: skip
 
 
 verdict = stats.verdict  # the equivalence test of a pair (stats.py): agree, differ or undecided at ±δ
@@ -749,23 +751,22 @@ def report(args: Args, made_by: Optional[str] = None, figure: bool = True) -> st
         behaviour = a.get("behavior_normalized_score")
         lines += [f"## {ds}", "", f"Data: `{a.get('file', ds)}`, {a.get('transitions', '?')} transitions, "
             f"behaviour policy's mean return {a.get('behavior_mean_return', float('nan')):.1f} (normalised "
-            f"{behaviour if behaviour is None else round(behaviour, 1)}).", "",
-            "| row | seeds | epochs | last-10 score, mean | range over seeds | 95 % Student-t | per seed | final | "
-            "hours per run | device |", "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
-        notes = []
+            f"{behaviour if behaviour is None else round(behaviour, 1)}).", ""]  # fmt: skip
+        notes, table = [], []
         for row, s in entry["rows"].items():
             runs, n = entry["runs"][row], len(s["x"])
             seeds = ", ".join(f"{seed}: {v:.1f}" for seed, v in zip(s["seeds"], s["x"]))
             hours = np.mean(list(s["hours"].values()))
-            lines.append(f"| {ROWS[row][3]} | {n} | {int(s['epochs'][-1]) if len(s['epochs']) else 0} | "
-                         f"{s['mean']:.1f} | {interval(*s['range'], n)} | {interval(*s['t'], n)} | {seeds} | "
-                         f"{s['final']:.1f} | {hours:.2f} | {'; '.join(s['devices'])} |")  # fmt: skip
+            table.append([ROWS[row][3], n, int(s["epochs"][-1]) if len(s["epochs"]) else 0, f"{s['mean']:.1f}",
+                          interval(*s["range"], n), interval(*s["t"], n), seeds, f"{s['final']:.1f}", f"{hours:.2f}",
+                          "; ".join(s["devices"])])  # fmt: skip
             notes += [f"- {ROWS[row][3]}, {note}." for note in row_notes(runs)]
             if figure:
                 steps, ax = s["epochs"] * args.steps_per_epoch, axes[0][i]
                 (line,) = ax.plot(steps, s["ys"].mean(0), label=f"{ROWS[row][3]} ({runinfo.count_word(n)})",
                                   linestyle="--" if ROWS[row][0] == "peer" else "-")  # fmt: skip
                 ax.fill_between(steps, *runinfo.seed_range(s["ys"]), alpha=0.15, color=line.get_color())
+        lines += runinfo.md_table(ROW_HEAD, table)
         configs = [r["config"] for runs in entry["runs"].values() for r in runs.values()]
         revisions = sorted({str(c.get("_git_revision"))[:10] for c in configs} - {"None"})
         unrecorded = sum(not c.get("_git_revision") for c in configs)
