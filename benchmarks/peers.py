@@ -339,35 +339,22 @@ def install_stubs(make_env) -> list[str]:
 
 # ---------- Data, task and settings
 def read_dataset(path: str) -> tuple[dict, dict]:
-    """The file's arrays as D4RL's get_dataset() gives them (rewards/terminals/timeouts 1-D), checked, and its attrs."""
+    """The file's arrays as D4RL's get_dataset() gives them (rewards/terminals/timeouts 1-D), checked as the algorithm
+    files check their data (plumbing.load_transitions: keys, shapes, finite rows, 0/1 flags), and its attrs."""
     import h5py
 
-    keys = ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts")
     if not os.path.isfile(path):
         raise UsageError(f"--dataset-path {path} does not exist")
     try:
-        with h5py.File(path, "r") as f:
-            missing = [k for k in keys if not isinstance(f.get(k), h5py.Dataset)]
-            if missing:
-                raise UsageError(f"{path} lacks the dataset(s) {', '.join(missing)}; a D4RL-layout file has {keys}")
-            data = {k: np.asarray(f[k][()]) for k in keys}
-            attrs = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}
-    except OSError as e:
-        raise UsageError(f"--dataset-path {path} is not a readable HDF5 file ({e})") from None
-    n = len(data["observations"])
-    for k, v in data.items():
-        if k in ("rewards", "terminals", "timeouts") and v.ndim == 2 and v.shape[1] == 1:
-            v = data[k] = v[:, 0]
-        ndim = 2 if k in ("observations", "actions", "next_observations") else 1
-        if v.ndim != ndim or len(v) != n or v.dtype.kind not in "fiub":
-            raise UsageError(
-                f"{path}: '{k}' has shape {v.shape} and dtype {v.dtype}; expected {ndim}-D numbers, {n} rows"
-            )
-        if not np.isfinite(v.reshape(n, -1)).all():
-            raise UsageError(f"{path}: '{k}' has NaN or infinite entries")
-    if data["next_observations"].shape != data["observations"].shape:
-        raise UsageError(f"{path}: next_observations {data['next_observations'].shape} != observations' shape")
-    return data, attrs
+        plumbing.load_transitions(path)
+    except UserError as e:
+        raise UsageError(str(e)) from None  # exit 2: bad input
+    with h5py.File(path, "r") as f:
+        data = {k: np.asarray(f[k][()]) for k in ("observations", "actions", "rewards", "next_observations",
+                                                   "terminals", "timeouts")}  # fmt: skip
+        attrs = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}
+    flat = ("rewards", "terminals", "timeouts")
+    return {k: v[:, 0] if v.ndim == 2 and k in flat else v for k, v in data.items()}, attrs
 
 
 def infer_task(args: argparse.Namespace, attrs: dict) -> tuple[str, str, tuple | None]:
@@ -981,8 +968,9 @@ def main(argv=None) -> int:
     if task == JUMP_TASK and np.abs(raw["actions"]).max() > 1.0:
         lo, hi = raw["actions"].min(), raw["actions"].max()
         raise UsageError(f"{args.dataset_path}: actions span [{lo:.4g}, {hi:.4g}], outside HalfCheetah-v4's [-1, 1]; "
-                         f"peers.py hands the official code {JUMP_TASK} data ×{scale:g}, so the file must hold the env's "
-                         "actions (as datasets/halfcheetah_jump.py writes them), not the official collection's [-3, 3]")  # fmt: skip
+                         f"peers.py hands the official code {JUMP_TASK} data ×{scale:g}, so the file must hold the "
+                         "env's actions (as datasets/halfcheetah_jump.py writes them), not the official collection's "
+                         "[-3, 3]")  # fmt: skip
     # what the run script is handed: on the jump task the actions ×3, the convention of its data and policies
     handed = raw if scale == 1.0 else dict(raw, actions=raw["actions"] * np.float32(scale))
     envs = make_eval_envs(eval_env_id, args.eval_episodes or 10)
