@@ -1,12 +1,8 @@
-"""What every script beside the algorithm files shares (benchmarks/, toy/, datasets/): the one error type, flags
-parsed with one-line errors, the command-line wrapper and JSON files.
+"""What every script beside the algorithm files shares (benchmarks/, toy/, datasets/): plumbing's error types (a
+UserError exits 1, a UsageError 2, so an error of the algorithms' plumbing reads the same inside a script), flags
+parsed with one-line errors, the command-line wrapper, atomic files, and the launchers' ensemble cache.
 
     from toolbox import UserError, UsageError, algorithm, cli, write_json, read_json, replace_atomically
-
-One error type: algorithms/plumbing.py's UserError (a failure: exit 1) and its UsageError (bad flags or input: exit
-2), so an error raised by the algorithms' plumbing inside a script reads the same as the script's own. JSON files
-are written as plumbing writes a run's (strict JSON, atomically); every other file (a page, a figure, a copy) through
-replace_atomically.
 """
 
 import contextlib
