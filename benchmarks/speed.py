@@ -382,9 +382,8 @@ def epoch_rows(a: Args, h: int, runs: dict, obs: np.ndarray, names: list, device
 
 def reference_rollout(obs: np.ndarray, h: int, a: Args, device, loads: list) -> tuple[float, float]:
     """Transitions per second of naive_rollout from b states of D, and its matmul GFLOP per transition."""
-    x = torch.as_tensor(
-        np.concatenate([obs, np.random.uniform(-1, 1, (len(obs), 6))], -1), dtype=torch.float32, device=device
-    )
+    act = np.random.uniform(-1, 1, (len(obs), 6))
+    x = torch.as_tensor(np.concatenate([obs, act], -1), dtype=torch.float32, device=device)
     dynamics, mean, std = one_call_ensemble(x), x[:, :17].mean(0), x[:, :17].std(0)
     hidden = [m for i, o in ((17, 256), (256, 256), (256, 256)) for m in (nn.Linear(i, o), nn.ReLU())]
     net = nn.Sequential(*hidden, nn.Linear(256, 6)).to(device)  # the policies' sizes

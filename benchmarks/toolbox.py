@@ -95,14 +95,8 @@ def write_text(path: str, text: str) -> None:
     replace_atomically(path, write)
 
 
-def cli(
-    main: Callable,
-    args_class: type,
-    argv: list[str],
-    interrupted: str | Callable[[KeyboardInterrupt], str] = "",
-    sigterm: bool = False,
-    errors: tuple = (),
-) -> int:
+def cli(main: Callable, args_class: type, argv: list[str], interrupted: str | Callable[[KeyboardInterrupt], str] = "",
+        sigterm: bool = False, errors: tuple = ()) -> int:  # fmt: skip
     """A script's command line: parse the flags (the algorithm files' parser: their --help layout, a bad flag one line
     and exit 2), run main(args); an error is one line per problem and its exit status (a UserError's code, 1 for a
     failed write or one of `errors`), Ctrl-C one line (`interrupted`, a text or a function of the interrupt, else how
