@@ -854,8 +854,7 @@ OWN_FLAGS = {
 
 
 def check(args: Args) -> None:
-    bad = [r for r in args.rows if r not in ROWS]
-    if bad:
+    if bad := [r for r in args.rows if r not in ROWS]:
         raise UsageError(f"unknown row {bad[0]!r}: choose from {' '.join(ROWS)}")
     for row in [r for r in JUMP_ROWS if r in args.rows]:
         if {task_of(args, d) for d in args.env} != {peers.JUMP_TASK}:  # the name, or a file named so
@@ -876,19 +875,16 @@ def check(args: Args) -> None:
     except ValueError as e:
         raise UsageError(f"--algo-flags: {e}") from None
     paired = {f"--{k.replace('_', '-')}" for keys in PAIR_SETTINGS.values() for k in keys}
-    clash = [tok for tok in tokens if tok.split("=")[0] in paired]
-    if clash:
+    if clash := [tok for tok in tokens if tok.split("=")[0] in paired]:
         raise UsageError(f"--algo-flags sets {clash[0]}, a pair setting: --settings gives it to both sides of a pair")
-    own = [tok for tok in tokens if tok.split("=")[0] in OWN_FLAGS]
-    if own:
+    if own := [tok for tok in tokens if tok.split("=")[0] in OWN_FLAGS]:
         raise UsageError(
             f"--algo-flags sets {own[0]}, which compare.py gives every row (use its own flag, if it has one)"
         )
     folders = [("--out", os.path.dirname(os.path.abspath(args.out)))]
     folders += [] if args.report_only else [("--runs-dir", args.runs_dir), ("--results", args.results)]
     for flag, folder in folders:  # before any run: a report that cannot be written would lose hours of runs
-        why = unwritable_folder(folder)
-        if why:
+        if why := unwritable_folder(folder):
             raise UsageError(f"{flag}: cannot write in {folder}: {why}")
 
 
