@@ -1,45 +1,37 @@
-"""What the CPU budget cut costs: MOPO and ORPO (π^o trained) on one dataset at the paper's 50,000 rollout
-start states instead of 5,000, and with the ensemble fit uncapped (early stopping only), beside the 5,000-start,
-fit-capped runs that benchmarks/compare.py made (results/compare/).
+"""What the CPU budget cut costs: MOPO and ORPO (π^o trained) on one dataset at the paper's 50,000 rollout start
+states instead of 5,000 (starts50k), and with the ensemble fit uncapped (uncapped: early stopping only, one ensemble
+per seed through the launchers' cache), beside compare.py's 5,000-start, fit-capped runs (results/compare/).
 
     python benchmarks/budget.py                    # runs what is missing (resumes an unfinished run), then reports
     python benchmarks/budget.py --only mopo:starts50k mopo:uncapped     # some runs only (e.g. one per core)
     python benchmarks/budget.py --report-only      # redraw the report from --results
 
-Every run: --seed, --epochs × 1000 gradient steps, 5 evaluation episodes, the dataset's presets (as compare.py's
---settings ours). The cuts:
-  starts50k  --rollout-batch-size 50000, the fit capped at 20 epochs (as the baseline)
-  uncapped   --rollout-batch-size 5000, the fit stopped only by early stopping (5 epochs without a 1 % gain); the
-             rows share one ensemble per seed through the launchers' cache, --dynamics-cache (as compare.py's do)
-Finished runs' config.json, metrics.csv and summary.json go to --results/<cut>/<row>/ (default runs/budget_results/,
-not committed); the report (default runs/budget_results/budget.md and .png) reads those and the baseline's
---baseline/<dataset>/<row>/seed<S>/ alone. The committed runs are results/budget/; their page docs/budget.md is
-rewritten, with every other results page, by `python benchmarks/report.py`.
+Every run: --seed, --epochs × 1000 gradient steps, 5 evaluation episodes, the dataset's presets. Finished runs' small
+files go to --results/<cut>/<row>/; the report (OUT.md, OUT.png) reads those and --baseline alone. The committed runs
+are results/budget/; docs/budget.md comes from `python benchmarks/report.py`.
 """
 
 import csv
 import fcntl
 import glob
-import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 import toolbox  # noqa: E402  (the scripts' one error type, flags and command line)
 from toolbox import UsageError, UserError, replace_atomically  # noqa: E402
+import plumbing  # noqa: E402  (on sys.path through toolbox: its flag checks)
 import runinfo  # noqa: E402  (the runs' provenance, as compare.py and report.py show it)
 
-CUTS = {
-    "baseline": None,  # compare.py's runs: 5,000 start states, fit capped at 20 epochs
-    "starts50k": ["--rollout-batch-size", "50000", "--dynamics-max-epochs", "20"],
-    "uncapped": ["--rollout-batch-size", "5000"],
-}
+CUTS = {"baseline": None,  # compare.py's runs: 5,000 start states, fit capped at 20 epochs
+        "starts50k": ["--rollout-batch-size", "50000", "--dynamics-max-epochs", "20"],
+        "uncapped": ["--rollout-batch-size", "5000"]}  # fmt: skip
 ROWS = ("mopo", "orpo")
 LABELS = {"mopo": "MOPO (ours)", "orpo": "ORPO, π^o trained (ours)"}
 CUT_LABELS = {"baseline": "5,000 starts, fit capped", "starts50k": "50,000 starts", "uncapped": "fit uncapped"}
@@ -51,12 +43,12 @@ class Args:
     """the dataset (--env of the algorithm files)"""
     data_dir: str | None = None
     """where the datasets live (default: $D4RL_DATASET_DIR or ~/.d4rl/datasets)"""
-    seed: int = 1
+    seed: int = field(default=1, metadata={"range": "[0, 4294967296)"})
     """the seed of every run (the baseline's run of this seed is the comparison)"""
-    epochs: int = 50
+    epochs: int = field(default=50, metadata={"range": "[1, inf)"})
     """epochs per run, 1000 gradient steps each (the baseline's)"""
-    only: tuple[str, ...] = ()
-    """run only these, as ROW:CUT (e.g. orpo:uncapped); default: all four, MOPO's first"""
+    only: tuple[str, ...] = ("mopo:starts50k", "mopo:uncapped", "orpo:starts50k", "orpo:uncapped")
+    """the runs to make, as ROW:CUT (e.g. orpo:uncapped; one per core)"""
     runs_dir: str = os.path.join(ROOT, "runs", "budget")
     """where the runs go: --runs-dir/<cut>/<row>/"""
     results: str = os.path.join(ROOT, "runs", "budget_results")
@@ -74,7 +66,7 @@ class Args:
 
 def tasks(args: Args) -> list[tuple[str, str]]:
     every = [(row, cut) for row in ROWS for cut in CUTS if cut != "baseline"]
-    picked = [tuple(t.split(":", 1)) for t in args.only] or every
+    picked = [tuple(t.split(":", 1)) for t in args.only]
     bad = [":".join(t) for t in picked if t not in every]
     if bad:
         raise UsageError(f"--only {bad[0]}: use ROW:CUT with ROW in {', '.join(ROWS)} and CUT in starts50k, uncapped")
@@ -82,11 +74,7 @@ def tasks(args: Args) -> list[tuple[str, str]]:
 
 
 def summary_of(folder: str) -> dict:
-    try:
-        with open(os.path.join(folder, "summary.json")) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return {}
+    return runinfo.read_json(os.path.join(folder, "summary.json"))
 
 
 def run_one(args: Args, row: str, cut: str) -> None:
@@ -133,36 +121,22 @@ def run_one(args: Args, row: str, cut: str) -> None:
 
 def load(args: Args, row: str, cut: str) -> dict | None:
     slug = args.env.replace("/", "_")
-    folder = (
-        os.path.join(args.baseline, slug, row, f"seed{args.seed}")
-        if cut == "baseline"
-        else os.path.join(args.results, cut, row)
-    )
+    folder = os.path.join(args.baseline, slug, row, f"seed{args.seed}") if cut == "baseline" else os.path.join(
+        args.results, cut, row)  # fmt: skip
     if summary_of(folder).get("status") != "finished":
         return None
     with open(os.path.join(folder, "metrics.csv")) as f:
         rows = list(csv.DictReader(f))
-    with open(os.path.join(folder, "config.json")) as f:
-        config = json.load(f)
+    config = runinfo.read_json(os.path.join(folder, "config.json"))
     col = lambda k: np.array([float(r[k]) if r.get(k) not in (None, "") else np.nan for r in rows])  # noqa: E731
     fit = rows[0] if rows and rows[0].get("dynamics/holdout_mse") not in (None, "") else {}
     summary = summary_of(folder)
-    provenance = runinfo.load_provenance(folder)
-    return {
-        "epoch": col("epoch"),
-        "score": col("eval/normalized_score"),
-        "q": col("losses/q"),
-        "q_o": col("rollout_policy/q") if "rollout_policy/q" in rows[-1] else None,
-        "u": col("rollout/u") if "rollout/u" in rows[-1] else col("rollout/u_pessimistic"),
-        "summary": summary,
-        "config": config,
-        "starts": config.get("rollout_batch_size"),
-        "cap": config.get("dynamics_max_epochs"),
-        "loaded": config.get("load_dynamics_path") is not None,
-        "fit": fit,
-        "notes": runinfo.run_notes(config, summary, provenance, rows),
-        "metrics": rows,
-    }
+    return dict(epoch=col("epoch"), score=col("eval/normalized_score"), q=col("losses/q"),
+                q_o=col("rollout_policy/q") if "rollout_policy/q" in rows[-1] else None,
+                u=col("rollout/u") if "rollout/u" in rows[-1] else col("rollout/u_pessimistic"), summary=summary,
+                config=config, starts=config.get("rollout_batch_size"), cap=config.get("dynamics_max_epochs"),
+                loaded=config.get("load_dynamics_path") is not None, fit=fit, metrics=rows,
+                notes=runinfo.run_notes(config, summary, runinfo.load_provenance(folder), rows))  # fmt: skip
 
 
 def load_all(args: Args) -> dict:
@@ -183,20 +157,13 @@ def report(args: Args, made_by: str | None = None, figure: bool = True) -> str:
     runs = load_all(args)
     if not any(runs.values()):
         raise UserError(f"no finished run in {args.results} or {args.baseline}; run without --report-only first")
-    made_by = made_by or (
-        f"Made by `python benchmarks/budget.py --report-only` from `{os.path.relpath(args.results)}/` and the "
-        f"baseline runs in `{os.path.relpath(args.baseline)}/`."
-    )
-    lines = [
-        "# What the CPU budget cut costs",
-        "",
-        f"{made_by} {args.env}, seed {args.seed} (**one seed**: no interval), 50 epochs × 1000 gradient steps, 5 "
+    made_by = made_by or (f"Made by `python benchmarks/budget.py --report-only` from `{os.path.relpath(args.results)}/` "
+                          f"and the baseline runs in `{os.path.relpath(args.baseline)}/`.")  # fmt: skip
+    lines = ["# What the CPU budget cut costs", "", f"{made_by} {args.env}, seed {args.seed} (**one seed**: no interval), 50 epochs × 1000 gradient steps, 5 "
         "evaluation episodes, the dataset's presets. Last-10: mean D4RL score of the last 10 evaluations; Q: the "
-        "critic's mean Q on its training batches (`losses/q`; for ORPO π^p's), mean over the last 10 epochs.",
-        "",
+        "critic's mean Q on its training batches (`losses/q`; for ORPO π^p's), mean over the last 10 epochs.", "",
         "| row | start states | ensemble fit | holdout MSE | last-10 score | final | Q, last 10 | Q, max | hours | device |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
+        "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     if figure:
         import matplotlib
 
@@ -215,11 +182,9 @@ def report(args: Args, made_by: str | None = None, figure: bool = True) -> str:
         how = f"{how}, {fit['dynamics/epochs']} epochs" if fit else f"{how} (loaded from its seed's other run)"
         mse = holdout_mse(runs, row, cut)
         q = r["q"][~np.isnan(r["q"])]
-        lines.append(
-            f"| {LABELS[row]} | {r['starts']:,} | {how} | {'(loaded)' if mse is None else f'{mse:.4f}'} | "
-            f"{s['last10_score']:.1f} | {s['normalized_score']:.1f} | {q[-10:].mean():.1f} | {q.max():.1f} | "
-            f"{s['wall_seconds'] / 3600:.2f} | {s['device_name']} |"
-        )
+        lines.append(f"| {LABELS[row]} | {r['starts']:,} | {how} | {'(loaded)' if mse is None else f'{mse:.4f}'} | "
+                     f"{s['last10_score']:.1f} | {s['normalized_score']:.1f} | {q[-10:].mean():.1f} | {q.max():.1f} | "
+                     f"{s['wall_seconds'] / 3600:.2f} | {s['device_name']} |")  # fmt: skip
         for note in r["notes"]:
             notes.setdefault(note, []).append((row, cut))
         if figure:
@@ -245,17 +210,12 @@ def report(args: Args, made_by: str | None = None, figure: bool = True) -> str:
                     parts += [f"{LABELS[row]} ({CUT_LABELS[cut]})" for cut in mine]
             return "; ".join(parts)
 
-        lines += [
-            "",
-            "Runs (each run's config.json and summary.json, and the provenance.json stored beside older runs):",
-            "",
-            *(f"- {who(keys)}: {note}." for note, keys in notes.items()),
-        ]
+        lines += ["", "Runs (each run's config.json and summary.json, and the provenance.json stored beside older runs):",
+                  "", *(f"- {who(keys)}: {note}." for note, keys in notes.items())]  # fmt: skip
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     if figure:
-        axes[0].set(
-            xlabel="epoch (1000 gradient steps)", ylabel="D4RL normalised score", title=f"{args.env}, seed {args.seed}"
-        )
+        axes[0].set(xlabel="epoch (1000 gradient steps)", ylabel="D4RL normalised score",
+                    title=f"{args.env}, seed {args.seed}")  # fmt: skip
         axes[1].set(xlabel="epoch (1000 gradient steps)", ylabel="mean Q on training batches", yscale="symlog")
         axes[0].legend(fontsize=7)
         fig.tight_layout()
@@ -265,16 +225,8 @@ def report(args: Args, made_by: str | None = None, figure: bool = True) -> str:
     return md
 
 
-def check(args: Args) -> None:
-    """The flags the runs get, checked before any run starts (a bad one would fail each run after its start)."""
-    if args.epochs < 1:
-        raise UsageError(f"--epochs {args.epochs}: must be at least 1")
-    if not 0 <= args.seed < 2**32:
-        raise UsageError(f"--seed {args.seed}: must lie in [0, 2**32)")
-
-
 def main(args: Args) -> int:
-    check(args)
+    plumbing.check_args(args)  # before any run starts: a bad flag would fail each run after its start
     picked = tasks(args)
     if not args.report_only:
         os.makedirs(args.runs_dir, exist_ok=True)

@@ -3,53 +3,30 @@
     python benchmarks/compare.py --env local/hopper-medium --seeds 1 2 3 --epochs 50     # run (resumes), then report
     python benchmarks/compare.py --report-only                      # redraw runs/compare_results/compare.md from there
 
-By default the copied results go to runs/compare_results/ and the report to runs/compare_results/compare.md and .png
-(runs/ is not committed). The committed comparisons are results/compare/ and results/compare_shares/; their pages
-docs/compare.md and docs/compare_shares.md are rewritten, with every other results page, by
-`python benchmarks/report.py`.
-
-Rows (--rows picks some):
-  orpo            algorithms/orpo.py, π^o trained (the paper's method)
-  orpo_untrained  algorithms/orpo.py --rollout-policy untrained (what the official code runs: π^o never updated)
-  mopo            algorithms/mopo.py
-  td3bc           algorithms/td3bc.py
+Rows (--rows picks some; the last four only when named):
+  orpo, orpo_untrained  algorithms/orpo.py, π^o trained (the paper's method) / --rollout-policy untrained (the
+                  official code's: π^o never updated); mopo, td3bc: algorithms/mopo.py, td3bc.py
   kit_mopo        OfflineRL-Kit's MOPO, its run_mopo.py settings (benchmarks/peers.py)
-  official_orpo   the official ORPO code, its hopper-medium settings (benchmarks/peers.py)
+  official_orpo   the official ORPO code, its settings for the dataset (benchmarks/peers.py)
   official_orpo_units  the same with its TD3+BC update's actions in one unit (halfcheetah-jump-hard only: a diagnostic
                   of a finding in docs/peers.md, not the official code as written)
-  official_orpo_readme  the official ORPO code with its README command's batch shares (on halfcheetah-jump-hard
-                  0.05 / 0.05 / 0: π^p's own rollouts get no share), the rest as official_orpo
-  official_td3bc  the official repository's run_td3bc.py, its halfcheetah-jump-hard branch as written (jump-hard only)
-  official_mopo   the official repository's run_mopo.py, its halfcheetah-jump-hard branch with the appendix's λp = 1 and
-                  h = 5 (jump-hard only; its pair settings are mopo's)
-  (the last four are never default rows)
+  official_orpo_readme  the official code with its README command's batch shares (on the jump task 0.05 / 0.05 / 0)
+  official_td3bc, official_mopo  the official repository's run_td3bc.py / run_mopo.py, their halfcheetah-jump-hard
+                  branches (run_mopo.py with the appendix's λp = 1, h = 5; its pair settings are mopo's)
 
-Every row gets the same data file, seed, --epochs × --steps-per-epoch gradient steps, --rollout-batch-size start
-states, --eval-episodes episodes after every epoch (in the same Gymnasium env, from the same start states) and the
-same D4RL reference returns. Both sides of a pair (mopo and kit_mopo; orpo, orpo_untrained and official_orpo) get the
-same dataset settings (λp, u, h; ORPO's λo, h^o and batch shares too), as flags on both sides: the peer's own for
---task (--settings theirs) or our presets' (--settings ours). The peers' code is fetched from --kit-source /
---orpo-source ($ORPO_PEERS_MIRROR's snapshots where it is set) at run time into a temporary folder
-(benchmarks/peers.py), never copied here. Our model-based rows of one seed share the ensemble that
-fits first, through the launchers' cache (--dynamics-cache, benchmarks/toolbox.py: one entry per data file, dynamics
-flags and seed, fitted once and given to every later run, of this or any later comparison, with --load-dynamics-path;
---dynamics-cache '' lets each fit its own); the
-peers fit their own, or with --peer-ensemble shared load that same ensemble (peers.py --load-dynamics converts it to
-their format), so every model-based row of a seed rolls out in one model.
-
-Runs go to --runs-dir/<dataset>/<row>/seed<S>/; a finished one is never run again, an unfinished one of ours continues
-with its script's --resume, an unfinished peer run starts over (the peers cannot resume). --jobs runs at once, each
-with --threads torch threads. Each finished run's config.json, metrics.csv and summary.json are copied to
---results/<dataset>/<row>/seed<S>/ (small files), and the report is drawn from there alone: a figure (normalised
-score vs gradient steps, mean over seeds with the seeds' range as a band, one panel per dataset) and a markdown table
-(last-10 score per row: mean, range over seeds, 95 % Student-t interval; the behaviour policy's score, the CPU, each
-run's provenance caveats) with a verdict per pair of rows (ours vs theirs): an equivalence test of the paired
-per-seed last-10 difference against the margin --delta (see `verdict`).
+Every row gets the same data file, seed, gradient steps, start states, evaluation episodes (same env, same start
+states) and reference returns; both sides of a pair get the same dataset settings (λp, u, h; ORPO's λo, h^o and batch
+shares), as flags: the peer's own for --task (--settings theirs) or our presets' (--settings ours). Our model-based rows
+of a seed share one ensemble through the launchers' cache (--dynamics-cache, benchmarks/toolbox.py); the peers fit
+their own, or load it (--peer-ensemble shared). Runs go to --runs-dir/<dataset>/<row>/seed<S>/ (a finished one is never
+rerun, ours resume, a peer's starts over); each finished run's config.json, metrics.csv and summary.json are copied to
+--results/<dataset>/<row>/seed<S>/, and the report (OUT.md, OUT.png) is drawn from there alone: last-10 score per row
+(mean, range over seeds, 95 % Student-t), the provenance caveats, and a verdict per pair (`verdict`, at ±--delta).
+The committed results/compare*/ pages, docs/compare*.md, come from `python benchmarks/report.py`.
 """
 
 import csv
 import glob
-import json
 import os
 import platform
 import re
@@ -60,7 +37,7 @@ import subprocess
 import sys
 import time
 import types
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Optional
 
 import numpy as np
@@ -69,6 +46,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 import peers  # noqa: E402  (the peers' settings and sources)
 import toolbox  # noqa: E402  (the scripts' one error type, flags and command line)
 from toolbox import UsageError, replace_atomically, unwritable_folder, write_json, write_text  # noqa: E402
+import plumbing  # noqa: E402  (on sys.path through toolbox: its flag checks)
 import runinfo  # noqa: E402  (the runs' provenance, as budget.py and report.py show them)
 import stats  # noqa: E402  (every interval and verdict, on scipy)
 
@@ -78,12 +56,8 @@ import stats  # noqa: E402  (every interval and verdict, on scipy)
 UNITS_ROW = "official_orpo_units"
 ROWS = {
     "orpo": ("ours", "orpo", [], "ORPO, π^o trained (ours)"),
-    "orpo_untrained": (
-        "ours",
-        "orpo",
-        ["--rollout-policy", "untrained", "--exp-name", "orpo_untrained"],
-        "ORPO, π^o untrained (ours)",
-    ),
+    "orpo_untrained": ("ours", "orpo", ["--rollout-policy", "untrained", "--exp-name", "orpo_untrained"],
+                       "ORPO, π^o untrained (ours)"),
     "mopo": ("ours", "mopo", [], "MOPO (ours)"),
     "td3bc": ("ours", "td3bc", [], "TD3+BC (ours)"),
     "kit_mopo": ("peer", "kit-mopo", [], "MOPO (OfflineRL-Kit)"),
@@ -92,7 +66,7 @@ ROWS = {
     "official_orpo_readme": ("peer", "official-orpo", [], "ORPO (official code, README shares)"),
     "official_td3bc": ("peer", "official-td3bc", [], "TD3+BC (official code)"),
     "official_mopo": ("peer", "official-mopo", [], "MOPO (official code)"),
-}
+}  # fmt: skip
 # the rows a comparison runs only when --rows names them: the diagnostic and the official repository's other columns
 EXTRA_ROWS = (UNITS_ROW, "official_orpo_readme", "official_td3bc", "official_mopo")
 # rows whose code runs on halfcheetah-jump-hard only (peers.py: their run scripts' branches for it)
@@ -103,24 +77,15 @@ PAIRS = [("mopo", "kit_mopo"), ("orpo_untrained", "official_orpo")]  # ours vs t
 # the paper's claim, stated as it comes out; orpo_untrained − mopo is what the paper's ORPO − MOPO measured (the
 # official code never trains π^o)
 CONTRASTS = [("orpo", "orpo_untrained"), ("orpo", "mopo"), ("orpo_untrained", "mopo")]
-# a pair's verdict needs this many common seeds (the comparison's minimum): over 2, a t interval is 12.7 standard errors wide
+# a verdict needs this many common seeds (the comparison's minimum): at 2, a t interval is 12.7 standard errors wide
 MIN_SEEDS = stats.MIN_SEEDS
 # The dataset settings both sides of a pair take (--settings), by the pair's peer row: our flag -> the peer's run-script
 # flag. u (None) goes through peers.py --uncertainty-mode: neither run script hands one to its ensemble.
-PAIR_SETTINGS = {
-    "kit_mopo": {"lambda_p": "--penalty-coef", "uncertainty": None, "rollout_length": "--rollout-length"},
-    "official_mopo": {"lambda_p": "--penalty-coef", "uncertainty": None, "rollout_length": "--rollout-length"},
-    "official_orpo": {
-        "lambda_p": "--penalty-coef",
-        "lambda_o": "--bonus-coef",
-        "uncertainty": None,
-        "rollout_length": "--rollout-length",
-        "rollout_length_o": "--rollout-length-rollout-policy",
-        "real_ratio": "--real-ratio-final",
-        "output_rollout_ratio": "--final-policy-rollout-ratio-final",
-        "real_ratio_o": "--real-ratio-rollout",
-    },
-}
+MOPO_SETTINGS = {"lambda_p": "--penalty-coef", "uncertainty": None, "rollout_length": "--rollout-length"}
+PAIR_SETTINGS = {"kit_mopo": MOPO_SETTINGS, "official_mopo": MOPO_SETTINGS, "official_orpo": {
+    "lambda_p": "--penalty-coef", "lambda_o": "--bonus-coef", "uncertainty": None, "rollout_length": "--rollout-length",
+    "rollout_length_o": "--rollout-length-rollout-policy", "real_ratio": "--real-ratio-final",
+    "output_rollout_ratio": "--final-policy-rollout-ratio-final", "real_ratio_o": "--real-ratio-rollout"}}  # fmt: skip
 PEER_OF = {"mopo": "kit_mopo", "kit_mopo": "kit_mopo", "official_mopo": "official_mopo"} | dict.fromkeys(
     ("orpo", "orpo_untrained", "official_orpo", UNITS_ROW, "official_orpo_readme"), "official_orpo"
 )  # orpo (π^o trained) takes its pair's settings too, so that its contrast with orpo_untrained is like with like;
@@ -148,53 +113,47 @@ class Args:
     rows: tuple[str, ...] = tuple(r for r in ROWS if r not in EXTRA_ROWS)
     """rows to run and report, from: orpo orpo_untrained mopo td3bc kit_mopo official_orpo official_orpo_units
     official_orpo_readme official_td3bc official_mopo (the last four only when named)"""
-    seeds: tuple[int, ...] = (1, 2, 3)
+    seeds: tuple[int, ...] = field(default=(1, 2, 3), metadata={"range": "[0, 4294967296)"})
     """seeds; each row runs each seed"""
-    epochs: int = 50
+    epochs: int = field(default=50, metadata={"range": "[1, inf)"})
     """epochs of every row"""
-    steps_per_epoch: int = 1000
+    steps_per_epoch: int = field(default=1000, metadata={"range": "[1, inf)"})
     """gradient steps per epoch of every row"""
-    rollout_batch_size: int = 5000
+    rollout_batch_size: int = field(default=5000, metadata={"range": "[1, inf)"})
     """model-rollout start states per epoch, every model-based row (the paper's 50000, cut for a CPU)"""
-    eval_episodes: int = 5
+    eval_episodes: int = field(default=5, metadata={"range": "[1, inf)"})
     """evaluation episodes after every epoch, every row (the paper's 10, cut for a CPU)"""
-    dynamics_max_epochs: Optional[int] = None
-    """cap every row's ensemble fit at this many epochs, ours and the peers' alike (default: each fits until its own
-    early stopping, 5 epochs without a 1 % holdout gain)"""
+    dynamics_max_epochs: Optional[int] = field(default=None, metadata={"range": "[1, inf)"})
+    """cap every row's ensemble fit at this many epochs, ours and the peers' alike (default: early stopping)"""
     order: Literal["seed", "row"] = "seed"
-    """the order runs start in: `seed` (every row of the first seed, then the next seed) or `row` (every seed of
-    the first of --rows, then the next row; e.g. the pairs' rows before the long `orpo` ones)"""
-    jobs: int = 2
+    """the order runs start in: `seed` (every row of a seed, then the next) or `row` (every seed of a row, then the
+    next: e.g. the pairs' rows before the long `orpo` ones)"""
+    jobs: int = field(default=2, metadata={"range": "[1, inf)"})
     """runs at once"""
-    threads: int = 1
+    threads: int = field(default=1, metadata={"range": "[1, inf)"})
     """torch CPU threads per run (OMP_NUM_THREADS)"""
     cuda: bool = False
     """run on a CUDA GPU where present"""
     settings: Literal["theirs", "ours"] = "theirs"
-    """the dataset settings both sides of each pair run with, given to both as flags: `theirs`, the peer's own for
-    --task (kit_mopo: run_mopo.py's suggested λ and h; official_orpo: the paper's table and shares as peers.py passes
-    them), u the ensembles' aleatoric (= our max_aleatoric); `ours`, mopo.py's / orpo.py's presets for --task"""
+    """the dataset settings both sides of each pair run with, as flags: `theirs`, the peer's own for --task (u the
+    ensembles' aleatoric = our max_aleatoric); `ours`, mopo.py's / orpo.py's presets for --task"""
     task: Optional[str] = None
-    """the D4RL name whose settings the pairs take, e.g. halfcheetah-medium-v2 (default: each dataset's domain and the
-    kind (random, medium, ...) in its name)"""
-    delta: float = 5.0
+    """the D4RL name whose settings the pairs take, e.g. halfcheetah-medium-v2 (default: from the dataset's name)"""
+    delta: float = field(default=5.0, metadata={"range": "(0, inf)"})
     """δ, the equivalence margin in D4RL points: a pair agrees when the 95 % interval of ours − theirs is in ±δ"""
-    min_relative: float = 0.1
-    """a logged quantity separates a pair when the intervals are disjoint and the means differ by more than this
-    fraction of the larger"""
+    min_relative: float = field(default=0.1, metadata={"range": "[0, inf)"})
+    """a logged quantity separates a pair when its ranges are disjoint and its means differ by this share of the max"""
     algo_flags: str = ""
     """more flags for our rows' new runs, written with '=' (tests: --algo-flags='--hidden-dims 32 32'), but none of
     the pair settings (--settings gives those)"""
     peer_ensemble: Literal["own", "shared"] = "own"
-    """the peer rows' ensemble: `own`, each fits its own with its own code; `shared`, each loads the one our
-    model-based rows of its (dataset, seed) fitted (peers.py --load-dynamics) and waits until
-    it exists, so all the model-based rows of a seed differ only in their policy phase"""
+    """the peer rows' ensemble: `own`, each fits its own; `shared`, each waits for and loads the one our rows of its
+    (dataset, seed) fitted (peers.py --load-dynamics): every model-based row of a seed rolls out in one model"""
     dynamics_cache: str = os.path.join("runs", "dynamics_cache")
-    """the launchers' ensemble cache (benchmarks/toolbox.py) for our model-based rows: the first run of a (dataset, seed)
-    fits the ensemble, the others load it from here with --load-dynamics-path ('' : every run fits its own)"""
+    """the launchers' ensemble cache (benchmarks/toolbox.py): one fit per (dataset, seed), loaded by the other rows
+    ('': every run fits its own)"""
     kit_source: str = peer_source("yihaosun1124+OfflineRL-Kit", "https://github.com/yihaosun1124/OfflineRL-Kit")
-    """OfflineRL-Kit: a git URL or a local git dir (benchmarks/peers.py --source; default: the snapshot in
-    $ORPO_PEERS_MIRROR where it is set, else GitHub)"""
+    """OfflineRL-Kit: a git URL or a local git dir (default: the snapshot in $ORPO_PEERS_MIRROR if set, else GitHub)"""
     orpo_source: str = peer_source("George-Chia+ORPO", "https://github.com/George-Chia/ORPO")
     """the official ORPO code: a git URL or a local git dir (as --kit-source)"""
     runs_dir: str = "runs/compare"
@@ -204,11 +163,7 @@ class Args:
     report_only: bool = False
     """draw the report from --results without running anything"""
     out: str = os.path.join("runs", "compare_results", "compare")
-    """the report's stem: OUT.md and OUT.png (the committed docs/compare*.md come from `python benchmarks/report.py`,
-    from results/compare*/)"""
-    reps: int = 10000
-    """unused, kept so older command lines still parse: the report draws no bootstrap (over 3 seeds a percentile
-    bootstrap is the seeds' range); it shows ranges over seeds and 95 % Student-t intervals"""
+    """the report's stem: OUT.md and OUT.png"""
 
 
 # ---------------------------------------------------------------- tasks
@@ -233,31 +188,19 @@ def task_dir(args: Args, t: Task) -> str:
     return os.path.join(args.runs_dir, t.key)
 
 
-def read_json(path: str) -> Optional[dict]:
-    try:
-        with open(path) as f:
-            obj = json.load(f)
-    except (OSError, ValueError):
-        return None
-    return obj if isinstance(obj, dict) else None
-
-
 def run_dir_of(args: Args, t: Task) -> Optional[str]:
     """The run directory that holds the task's config.json: ours one level down (the script names it), a peer's is
     the task directory itself."""
     d = task_dir(args, t)
     if ROWS[t.row][0] == "peer":
         return d if os.path.isfile(os.path.join(d, "config.json")) else None
-    found = (
-        sorted(e.path for e in os.scandir(d) if os.path.isfile(os.path.join(e.path, "config.json")))
-        if (os.path.isdir(d))
-        else []
-    )
+    found = sorted(e.path for e in os.scandir(d) if os.path.isfile(os.path.join(e.path, "config.json"))) if (
+        os.path.isdir(d)) else []  # fmt: skip
     return found[-1] if found else None
 
 
 def finished(run_dir: Optional[str]) -> bool:
-    s = read_json(os.path.join(run_dir, "summary.json")) if run_dir else None
+    s = runinfo.read_json(os.path.join(run_dir, "summary.json")) if run_dir else None
     return bool(s and s.get("status") == "finished")
 
 
@@ -288,16 +231,7 @@ def task_of(args: Args, dataset: str) -> str:
         if domain != "halfcheetah":
             raise UsageError(f"--task {args.task} is a halfcheetah task, but {dataset} is a {domain} dataset")
         return args.task or name
-    if args.task:
-        task = args.task if args.task.endswith("-v2") else f"{args.task}-v2"
-        if not task.startswith(f"{domain}-"):
-            raise UsageError(f"--task {args.task} is not a {domain} dataset, as {dataset} is")
-        return task
-    name = os.path.basename(dataset).removesuffix(".hdf5").lower().replace("_", "-")
-    kind = next((k for k in peers.KINDS if k in name), None)
-    if kind is None:
-        raise UsageError(f"cannot tell the kind (random, medium, ...) of {dataset!r}: pass --task {domain}-medium-v2")
-    return f"{domain}-{kind}-v2"
+    return peers.d4rl_task(args.task, domain, dataset, f"as {dataset} is")
 
 
 def our_presets(script: str, task: str) -> object:
@@ -335,20 +269,9 @@ def pair_settings(args: Args, dataset: str) -> tuple[str, dict[str, dict]]:
     return task, out
 
 
-_FLAGS: dict[str, set] = {}
-
-
-def script_flags(script: str) -> set:
-    """The flags an algorithm file takes (from its --help), so a cut it lacks (td3bc: no rollouts) is left out."""
-    if script not in _FLAGS:
-        out = subprocess.run(
-            [sys.executable, os.path.join(ROOT, "algorithms", f"{script}.py"), "--help"],
-            capture_output=True,
-            text=True,
-            env={**os.environ, "COLUMNS": "200"},
-        ).stdout
-        _FLAGS[script] = {w.split("=")[0].rstrip(",") for w in out.split() if w.startswith("--")}
-    return _FLAGS[script]
+def script_flags(script: str) -> frozenset:
+    """The flags an algorithm file takes, so a cut it lacks (td3bc: no rollouts) is left out."""
+    return toolbox.help_flags(os.path.join(ROOT, "algorithms", f"{script}.py"))
 
 
 def own_flags(tokens: list[str], known: set) -> list[str]:
@@ -423,64 +346,19 @@ def command(args: Args, t: Task, plan: tuple[str, dict]) -> list[str]:
                 cap = ["--load-dynamics", os.path.abspath(shared_ensemble(args, t))]
         else:  # official_td3bc: no model, so no rollouts, ensemble or cap
             cap = []
-        return (
-            [
-                sys.executable,
-                os.path.join(ROOT, "benchmarks", "peers.py"),
-                "--peer",
-                name,
-                "--source",
-                source,
-                "--dataset-path",
-                dataset_file(args, t.dataset),
-                "--eval-env",
-                eval_env_of(t.dataset),
-                "--seed",
-                str(t.seed),
-                "--epochs",
-                str(args.epochs),
-                "--steps-per-epoch",
-                str(args.steps_per_epoch),
-                "--eval-episodes",
-                str(args.eval_episodes),
-                "--run-dir",
-                d,
-                "--threads",
-                str(args.threads),
-            ]
-            + cuda
-            + cap
-            + same
-            + extra
-        )
+        return [sys.executable, os.path.join(ROOT, "benchmarks", "peers.py"), "--peer", name, "--source", source,
+                "--dataset-path", dataset_file(args, t.dataset), "--eval-env", eval_env_of(t.dataset), "--seed",
+                str(t.seed), "--epochs", str(args.epochs), "--steps-per-epoch", str(args.steps_per_epoch),
+                "--eval-episodes", str(args.eval_episodes), "--run-dir", d, "--threads", str(args.threads),
+                *cuda, *cap, *same, *extra]  # fmt: skip
     script = os.path.join(ROOT, "algorithms", f"{name}.py")
     run = run_dir_of(args, t)
     if run:  # ours resume in place (a run killed before its first checkpoint refits)
         return [sys.executable, script, "--resume", run] + cuda
-    cmd = (
-        [
-            sys.executable,
-            script,
-            "--dataset-path" if t.dataset.endswith(".hdf5") else "--env",
-            t.dataset,
-            "--seed",
-            str(t.seed),
-            "--runs-dir",
-            d,
-            "--epochs",
-            str(args.epochs),
-            "--steps-per-epoch",
-            str(args.steps_per_epoch),
-            "--eval-every",
-            "1",
-            "--eval-episodes",
-            str(args.eval_episodes),
-            "--eval-env",
-            eval_env_of(t.dataset),
-        ]
-        + cuda
-        + extra
-    )
+    cmd = [sys.executable, script, "--dataset-path" if t.dataset.endswith(".hdf5") else "--env", t.dataset, "--seed",
+           str(t.seed), "--runs-dir", d, "--epochs", str(args.epochs), "--steps-per-epoch", str(args.steps_per_epoch),
+           "--eval-every", "1", "--eval-episodes", str(args.eval_episodes), "--eval-env", eval_env_of(t.dataset),
+           *cuda, *extra]  # fmt: skip
     if args.data_dir:
         cmd += ["--data-dir", args.data_dir]
     cmd += own_flags(shlex.split(args.algo_flags), script_flags(name))
@@ -527,7 +405,7 @@ def record_dataset(args: Args, dataset: str, task: str) -> None:
 
     dst = os.path.join(args.results, slug(dataset))
     chosen = {"settings": args.settings, "settings_task": task}
-    before = read_json(os.path.join(dst, "dataset.json")) or {}
+    before = runinfo.read_json(os.path.join(dst, "dataset.json")) or {}
     if "settings" in before and {k: before.get(k) for k in chosen} != chosen:  # its finished runs keep theirs
         raise UsageError(
             f"{dst} holds runs made with --settings {before['settings']} --task {before.get('settings_task')}: "
@@ -549,7 +427,9 @@ def record_dataset(args: Args, dataset: str, task: str) -> None:
     recorded = [(dst, before.get("fingerprint"))]
     ours = glob.glob(os.path.join(dst, "*", "seed*", "config.json"))  # our runs record the file they ran on
     ours += glob.glob(os.path.join(args.runs_dir, slug(dataset), "*", "seed*", "*", "config.json"))
-    recorded += [(os.path.dirname(c), ((read_json(c) or {}).get("_dataset") or {}).get("fingerprint")) for c in ours]
+    recorded += [
+        (os.path.dirname(c), ((runinfo.read_json(c) or {}).get("_dataset") or {}).get("fingerprint")) for c in ours
+    ]
     for where, saved in recorded:
         if saved and saved != fingerprint:  # results made from another file under this name: not to be mixed
             raise UsageError(
@@ -574,9 +454,8 @@ def run_all(args: Args) -> int:
     tasks = tasks_of(args)
     for d in args.env:
         if not os.path.isfile(dataset_file(args, d)):
-            raise UsageError(
-                f"no dataset file {dataset_file(args, d)}: make it with datasets/ (docs/data.md) or pass --data-dir"
-            )
+            raise UsageError(f"no dataset file {dataset_file(args, d)}: make it with datasets/ (docs/data.md) or pass "
+                             "--data-dir")  # fmt: skip
     plans = {d: pair_settings(args, d) for d in args.env}  # every error before any run starts
     for d in args.env:
         record_dataset(args, d, plans[d][0])
@@ -590,12 +469,8 @@ def run_all(args: Args) -> int:
     print(f"compare: {len(tasks)} runs, {done} finished, {len(todo)} to run, {args.jobs} at a time", flush=True)
     running: dict[str, tuple[Task, subprocess.Popen, float, object]] = {}
     failed = []
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": str(args.threads),
-        "MKL_NUM_THREADS": str(args.threads),
-        "WANDB_MODE": "offline",
-    }
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads),
+           "WANDB_MODE": "offline"}  # fmt: skip
     try:
         while todo or running:
             for t in list(todo):
@@ -609,12 +484,8 @@ def run_all(args: Args) -> int:
                 log = open(d.rstrip("/") + ".log", "a")
                 log.write(f"\n$ {shlex.join(cmd)}\n")
                 log.flush()
-                running[t.key] = (
-                    t,
-                    subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT),
-                    time.time(),
-                    log,
-                )
+                p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+                running[t.key] = (t, p, time.time(), log)
                 todo.remove(t)
                 print(f"  start  {t.key}", flush=True)
             if todo and not running:  # every task left waits for an ensemble that no run is making
@@ -658,8 +529,8 @@ def load_run(seed_dir: str) -> Optional[dict]:
         raise ValueError("not a seed<N> folder")
     if not os.path.isfile(os.path.join(seed_dir, "summary.json")):
         return None  # its copy was cut before the summary (written last): the next run copies it again
-    summary = read_json(os.path.join(seed_dir, "summary.json"))
-    if summary is None:
+    summary = runinfo.read_json(os.path.join(seed_dir, "summary.json"))
+    if not summary:
         raise ValueError("summary.json is not a JSON object")
     if summary.get("status") != "finished":
         return None
@@ -672,15 +543,9 @@ def load_run(seed_dir: str) -> Optional[dict]:
     curve = [(int(float(r["epoch"])), float(r[key])) for r in metrics if r.get(key) not in (None, "")]
     if not curve:
         raise ValueError("metrics.csv holds no evaluation")
-    config = read_json(os.path.join(seed_dir, "config.json")) or {}
-    return {
-        "config": config,
-        "summary": summary,
-        "provenance": runinfo.load_provenance(seed_dir),
-        "curve": curve,
-        "metrics": metrics,
-        "raw": key == "eval/return",
-    }
+    config = runinfo.read_json(os.path.join(seed_dir, "config.json")) or {}
+    return dict(config=config, summary=summary, provenance=runinfo.load_provenance(seed_dir), curve=curve,
+                metrics=metrics, raw=key == "eval/return")  # fmt: skip
 
 
 def load_results(results: str) -> dict:
@@ -689,7 +554,7 @@ def load_results(results: str) -> dict:
     if not os.path.isdir(results):
         return out
     for ds in sorted(e.name for e in os.scandir(results) if e.is_dir()):
-        entry = {"dataset": read_json(os.path.join(results, ds, "dataset.json")) or {}, "rows": {}}
+        entry = {"dataset": runinfo.read_json(os.path.join(results, ds, "dataset.json")) or {}, "rows": {}}
         for row in ROWS:
             row_dir = os.path.join(results, ds, row)
             for seed_dir in sorted(e.path for e in os.scandir(row_dir) if e.is_dir()) if os.path.isdir(row_dir) else []:
@@ -697,10 +562,8 @@ def load_results(results: str) -> dict:
                     run = load_run(seed_dir)
                 except (OSError, ValueError, KeyError) as e:
                     why = f"{type(e).__name__}: {e}" if isinstance(e, (OSError, KeyError)) else str(e)
-                    raise UsageError(
-                        f"{seed_dir}: a damaged result ({why}); delete it (a run of the comparison copies the finished "
-                        "run there again)"
-                    ) from None
+                    raise UsageError(f"{seed_dir}: a damaged result ({why}); delete it (a run of the comparison copies "
+                                     "the finished run there again)") from None  # fmt: skip
                 if run:
                     entry["rows"].setdefault(row, {})[int(os.path.basename(seed_dir)[4:])] = run
         if entry["rows"]:
@@ -723,6 +586,8 @@ def curves_of(runs: dict) -> tuple[np.ndarray, np.ndarray]:
     return epochs, np.array([[v for _, v in r["curve"][:n]] for r in runs.values()])
 
 
+ROW_HEAD = ["row", "seeds", "epochs", "last-10 score, mean", "range over seeds", "95 % Student-t", "per seed", "final",
+            "hours per run", "device"]  # fmt: skip
 # the pipeline's order: the model first, the score last
 DIAGNOSTIC_ORDER = ("dynamics/", "rollout/", "losses/", "eval/")
 
@@ -750,17 +615,11 @@ def diagnostics(ours: dict, theirs: dict, fitted: dict, min_relative: float) -> 
         per_seed = [run_means(r["metrics"], fitted.get(seed) if side == "ours" else None) for seed, r in runs.items()]
         keys = set.intersection(*(set(m) for m in per_seed))
         means[side] = {k: np.array([m[k] for m in per_seed]) for k in keys}
-    keys = sorted(
-        set(means["ours"]) & set(means["theirs"]),
-        key=lambda k: (next((i for i, p in enumerate(DIAGNOSTIC_ORDER) if k.startswith(p)), 9), k),
-    )
+    order = lambda k: (next((i for i, p in enumerate(DIAGNOSTIC_ORDER) if k.startswith(p)), 9), k)  # noqa: E731
+    keys = sorted(set(means["ours"]) & set(means["theirs"]), key=order)
     n = (min(len(ours), len(theirs)), max(len(ours), len(theirs)))
     seeds = f"{n[0]} seeds" if n[0] == n[1] else f"{n[0]}–{n[1]} seeds"
-    lines = [
-        f"| quantity (mean over epochs) | ours [range over {seeds}] | theirs | ours − theirs | separates |",
-        "|---|---|---|---|---|",
-    ]
-    first = None
+    table, first = [], None
     for k in keys:
         a, b = means["ours"][k], means["theirs"][k]
         (alo, ahi), (blo, bhi) = runinfo.seed_range(a), runinfo.seed_range(b)
@@ -769,9 +628,11 @@ def diagnostics(ours: dict, theirs: dict, fitted: dict, min_relative: float) -> 
         apart = min(len(a), len(b)) >= 2 and (ahi < blo or bhi < alo) and abs(relative) > min_relative
         first = first or (k if apart else None)
         cells = [f"{x.mean():.4g} {interval(lo, hi, len(x), '.4g')}" for x, lo, hi in ((a, alo, ahi), (b, blo, bhi))]
-        lines.append(f"| {k} | {cells[0]} | {cells[1]} | {100 * relative:+.1f} % | {'**yes**' if apart else 'no'} |")
+        table.append([k, *cells, f"{100 * relative:+.1f} %", "**yes**" if apart else "no"])
     found = f"the first quantity that separates them: **{first}**" if first else "no quantity separates them"
-    return [f"In the pipeline's order ({', '.join(DIAGNOSTIC_ORDER)}), {found}.", "", *lines, ""]
+    head = ["quantity (mean over epochs)", f"ours [range over {seeds}]", "theirs", "ours − theirs", "separates"]
+    return [f"In the pipeline's order ({', '.join(DIAGNOSTIC_ORDER)}), {found}.", "", *runinfo.md_table(head, table),
+            ""]  # fmt: skip
 
 
 verdict = stats.verdict  # the equivalence test of a pair (stats.py): agree, differ or undecided at ±δ
@@ -785,27 +646,17 @@ def settings_of(peer_row: str, run: dict, side: str) -> dict:
     # runs made before peers.py recorded it ran the constructor's default: the run scripts pass no u
     u = run["summary"].get("ensemble_uncertainty_mode", "aleatoric")
     parsed = config.get("peer_settings", {})
-    return {
-        k: parsed.get(f[2:].replace("-", "_")) if f else {v: k for k, v in PEER_U.items()}.get(u, u)
-        for k, f in PAIR_SETTINGS[peer_row].items()
-    }
+    ours = {v: k for k, v in PEER_U.items()}.get(u, u)
+    return {k: parsed.get(f[2:].replace("-", "_")) if f else ours for k, f in PAIR_SETTINGS[peer_row].items()}
 
 
 def settings_line(ours: dict, theirs: dict, peer_row: str, chosen: dict) -> tuple[str, bool]:
     """The pair's settings as each run recorded them, and whether every run of both rows has the same."""
-    values = {
-        k: [
-            sorted({str(settings_of(peer_row, r, side)[k]) for r in runs.values()})
-            for side, runs in (("ours", ours), ("theirs", theirs))
-        ]
-        for k in PAIR_SETTINGS[peer_row]
-    }
+    values = {k: [sorted({str(settings_of(peer_row, r, side)[k]) for r in runs.values()})
+                  for side, runs in (("ours", ours), ("theirs", theirs))] for k in PAIR_SETTINGS[peer_row]}  # fmt: skip
     differ = [k for k, (a, b) in values.items() if a != b or len(a) > 1]
-    how = (
-        f"--settings {chosen['settings']} for {chosen.get('settings_task')}"
-        if "settings" in chosen
-        else "each side's own preset for the dataset (runs made before --settings)"
-    )
+    how = (f"--settings {chosen['settings']} for {chosen.get('settings_task')}" if "settings" in chosen
+           else "each side's own preset for the dataset (runs made before --settings)")  # fmt: skip
     if differ:
         text = "; ".join(f"{k} {'/'.join(values[k][0])} vs {'/'.join(values[k][1])}" for k in differ)
         return f"**Settings differ** (from each run's config.json, ours vs theirs): {text}. Chosen by {how}.", False
@@ -817,20 +668,12 @@ def row_stats(runs: dict) -> dict:
     """A row's last-10 score per seed, its mean, range and 95 % Student-t interval over seeds, and its curves."""
     x = np.array([last10(r["curve"]) for r in runs.values()])
     epochs, ys = curves_of(runs)
-    return {
-        "seeds": list(runs),
-        "x": x,
-        "mean": float(x.mean()),
-        "range": tuple(float(v) for v in runinfo.seed_range(x)),
-        "t": stats.t_interval(x),
-        "epochs": epochs,
-        "ys": ys,
-        "final": float(np.mean([r["curve"][-1][1] for r in runs.values()])),
-        "hours": {s: r["summary"].get("wall_seconds", float("nan")) / 3600 for s, r in runs.items()},
-        "devices": sorted(
-            {str(r["summary"].get("device_name") or r["summary"].get("device") or "?") for r in runs.values()}
-        ),
-    }
+    return dict(seeds=list(runs), x=x, mean=float(x.mean()), range=tuple(float(v) for v in runinfo.seed_range(x)),
+                t=stats.t_interval(x), epochs=epochs, ys=ys,
+                final=float(np.mean([r["curve"][-1][1] for r in runs.values()])),
+                hours={s: r["summary"].get("wall_seconds", float("nan")) / 3600 for s, r in runs.items()},
+                devices=sorted({str(r["summary"].get("device_name") or r["summary"].get("device") or "?")
+                                for r in runs.values()}))  # fmt: skip
 
 
 def paired(s: dict, o: dict, delta: float) -> dict:
@@ -874,10 +717,9 @@ def row_notes(runs: dict) -> list[str]:
         for note in runinfo.run_notes(r["config"], r["summary"], r["provenance"], r["metrics"]):
             by_note.setdefault(note, []).append(seed)
     n = len(runs)
-    return [
-        f"{'every seed' if len(seeds) == n and n > 1 else ('seed ' if len(seeds) == 1 else 'seeds ') + runinfo.seeds_text(seeds)}: {note}"
-        for note, seeds in by_note.items()
-    ]
+    which = lambda seeds: "every seed" if len(seeds) == n and n > 1 else (  # noqa: E731
+        "seed " if len(seeds) == 1 else "seeds ") + runinfo.seeds_text(seeds)  # fmt: skip
+    return [f"{which(seeds)}: {note}" for note, seeds in by_note.items()]
 
 
 def report(args: Args, made_by: Optional[str] = None, figure: bool = True) -> str:
@@ -886,21 +728,16 @@ def report(args: Args, made_by: Optional[str] = None, figure: bool = True) -> st
     data = summarize(args.results, args.delta)
     if not data:
         raise UsageError(f"no finished run in {args.results}: run the comparison first (without --report-only)")
-    made_by = made_by or (
-        f"Made by `python benchmarks/compare.py --report-only --results {os.path.relpath(args.results)}`."
+    made_by = (
+        made_by or f"Made by `python benchmarks/compare.py --report-only --results {os.path.relpath(args.results)}`."
     )
     t3 = stats.t_half_width(MIN_SEEDS)
-    lines = [
-        "# Learning curves beside the authors' code",
-        "",
-        f"{made_by} Score: D4RL normalised score of the evaluation after each epoch (the raw return on a dataset "
-        "without reference returns, e.g. the jump tasks); last-10: mean of the last 10 "
-        "evaluations of a run. Intervals: a row's **range over its seeds** [min, max] and its **95 % Student-t** "
-        f"interval of the mean (mean ± t·sd/√n; ± {t3:.2f}·sd at {MIN_SEEDS} seeds); the pairs' verdicts and the "
-        "contrasts take the 95 % Student-t interval of the per-seed differences; the quantity tables and the "
-        "figure's bands show the range over seeds.",
-        "",
-    ]
+    lines = ["# Learning curves beside the authors' code", "", f"{made_by} Score: D4RL normalised score of the "
+        "evaluation after each epoch (the raw return on a dataset without reference returns, e.g. the jump tasks); "
+        "last-10: mean of the last 10 evaluations of a run. Intervals: a row's **range over its seeds** [min, max] "
+        f"and its **95 % Student-t** interval of the mean (mean ± t·sd/√n; ± {t3:.2f}·sd at {MIN_SEEDS} seeds); the "
+        "pairs' verdicts and the contrasts take the 95 % Student-t interval of the per-seed differences; the quantity "
+        "tables and the figure's bands show the range over seeds.", ""]  # fmt: skip
     if figure:
         import matplotlib
 
@@ -911,55 +748,32 @@ def report(args: Args, made_by: Optional[str] = None, figure: bool = True) -> st
     for i, (ds, entry) in enumerate(data.items()):
         a = entry["dataset"]
         behaviour = a.get("behavior_normalized_score")
-        lines += [
-            f"## {ds}",
-            "",
-            f"Data: `{a.get('file', ds)}`, {a.get('transitions', '?')} transitions, behaviour policy's mean "
-            f"return {a.get('behavior_mean_return', float('nan')):.1f} (normalised "
-            f"{behaviour if behaviour is None else round(behaviour, 1)}).",
-            "",
-            "| row | seeds | epochs | last-10 score, mean | range over seeds | 95 % Student-t | per seed | final | "
-            "hours per run | device |",
-            "|---|---|---|---|---|---|---|---|---|---|",
-        ]
-        notes = []
+        lines += [f"## {ds}", "", f"Data: `{a.get('file', ds)}`, {a.get('transitions', '?')} transitions, "
+            f"behaviour policy's mean return {a.get('behavior_mean_return', float('nan')):.1f} (normalised "
+            f"{behaviour if behaviour is None else round(behaviour, 1)}).", ""]  # fmt: skip
+        notes, table = [], []
         for row, s in entry["rows"].items():
             runs, n = entry["runs"][row], len(s["x"])
             seeds = ", ".join(f"{seed}: {v:.1f}" for seed, v in zip(s["seeds"], s["x"]))
             hours = np.mean(list(s["hours"].values()))
-            lines.append(
-                f"| {ROWS[row][3]} | {n} | {int(s['epochs'][-1]) if len(s['epochs']) else 0} | {s['mean']:.1f} | "
-                f"{interval(*s['range'], n)} | {interval(*s['t'], n)} | {seeds} | {s['final']:.1f} | {hours:.2f} | "
-                f"{'; '.join(s['devices'])} |"
-            )
+            table.append([ROWS[row][3], n, int(s["epochs"][-1]) if len(s["epochs"]) else 0, f"{s['mean']:.1f}",
+                          interval(*s["range"], n), interval(*s["t"], n), seeds, f"{s['final']:.1f}", f"{hours:.2f}",
+                          "; ".join(s["devices"])])  # fmt: skip
             notes += [f"- {ROWS[row][3]}, {note}." for note in row_notes(runs)]
             if figure:
                 steps, ax = s["epochs"] * args.steps_per_epoch, axes[0][i]
-                (line,) = ax.plot(
-                    steps,
-                    s["ys"].mean(0),
-                    label=f"{ROWS[row][3]} ({runinfo.count_word(n)})",
-                    linestyle="--" if ROWS[row][0] == "peer" else "-",
-                )
+                (line,) = ax.plot(steps, s["ys"].mean(0), label=f"{ROWS[row][3]} ({runinfo.count_word(n)})",
+                                  linestyle="--" if ROWS[row][0] == "peer" else "-")  # fmt: skip
                 ax.fill_between(steps, *runinfo.seed_range(s["ys"]), alpha=0.15, color=line.get_color())
-        revisions = sorted(
-            {str(r["config"].get("_git_revision"))[:10] for runs in entry["runs"].values() for r in runs.values()}
-            - {"None"}
-        )
-        unrecorded = sum(not r["config"].get("_git_revision") for runs in entry["runs"].values() for r in runs.values())
+        lines += runinfo.md_table(ROW_HEAD, table)
+        configs = [r["config"] for runs in entry["runs"].values() for r in runs.values()]
+        revisions = sorted({str(c.get("_git_revision"))[:10] for c in configs} - {"None"})
+        unrecorded = sum(not c.get("_git_revision") for c in configs)
         code = [f"code revision {', '.join(revisions)}"] if revisions else []
-        code += (
-            [f"code revision not recorded by {unrecorded} run{'s' * (unrecorded > 1)} (their provenance.json names "
-             "the commit that stored them)"]
-            if unrecorded
-            else []
-        )  # fmt: skip
-        lines += [
-            "",
-            "Runs (each run's config.json and summary.json, and the provenance.json stored beside older runs): "
-            f"{'; '.join(code)}.",
-            *(["", *notes] if notes else []),
-        ]
+        code += [f"code revision not recorded by {unrecorded} run{'s' * (unrecorded > 1)} (their provenance.json "
+                 "names the commit that stored them)"] if unrecorded else []  # fmt: skip
+        lines += ["", "Runs (each run's config.json and summary.json, and the provenance.json stored beside older "
+                  f"runs): {'; '.join(code)}.", *(["", *notes] if notes else [])]  # fmt: skip
         if figure:
             ax = axes[0][i]
             if behaviour is not None:
@@ -967,20 +781,15 @@ def report(args: Args, made_by: Optional[str] = None, figure: bool = True) -> st
             raw = any(r["raw"] for runs in entry["runs"].values() for r in runs.values())
             ax.set(title=ds, xlabel="gradient steps", ylabel="return (raw)" if raw else "D4RL normalised score")
             ax.legend(fontsize=7)
-        lines += [
-            "",
-            "Verdicts (ours vs theirs), an equivalence test on d = ours − theirs, the last-10 scores paired by seed, "
-            f"with the margin δ = {args.delta:g} points of the score: **agree** when the 95 % Student-t interval of mean d "
-            f"(mean d ± t·sd(d)/√n over n seeds; ± {t3:.2f}"
-            f"·sd(d) at {MIN_SEEDS}) lies inside ±δ; **differ** when it excludes 0 and |mean d| > δ; **undecided** "
-            f"otherwise, with fewer than {MIN_SEEDS} common seeds, or when the two rows' settings differ. δ is in "
-            "points, not relative to "
+        lines += ["", "Verdicts (ours vs theirs), an equivalence test on d = ours − theirs, the last-10 scores "
+            f"paired by seed, with the margin δ = {args.delta:g} points of the score: **agree** when the 95 % "
+            f"Student-t interval of mean d (mean d ± t·sd(d)/√n over n seeds; ± {t3:.2f}·sd(d) at {MIN_SEEDS}) lies "
+            "inside ±δ; **differ** when it excludes 0 and |mean d| > δ; **undecided** otherwise, with fewer than "
+            f"{MIN_SEEDS} common seeds, or when the two rows' settings differ. δ is in points, not relative to "
             "the behaviour policy's score: the normalised score already spans random (0) to expert (100) on every "
             "dataset, and 10 % of a random-policy file's score (about 0) would let nothing agree. A logged quantity "
             "separates a pair when its ranges over seeds are disjoint and the means differ by more than "
-            f"{100 * args.min_relative:g} % of the larger.",
-            "",
-        ]
+            f"{100 * args.min_relative:g} % of the larger.", ""]  # fmt: skip
         pair_tables = []
         for ours, theirs in PAIRS + CONTRASTS:
             s, o = entry["rows"].get(ours), entry["rows"].get(theirs)
@@ -989,34 +798,25 @@ def report(args: Args, made_by: Optional[str] = None, figure: bool = True) -> st
                 said = p["said"]
                 tasks = {str(r["config"].get("task")) for r in entry["runs"][theirs].values()}
                 if theirs == "official_orpo" and any(not t.startswith(("hopper", "walker2d")) for t in tasks):
-                    said += (
-                        " Not matched, as no flag sets it: off hopper and walker2d run_orpo.py standardises the "
-                        "observations before its ensemble fit, so its model, holdout MSE and u are in standardised "
-                        "units (docs/peers.md, item 7)."
-                    )
+                    said += (" Not matched, as no flag sets it: off hopper and walker2d run_orpo.py standardises "
+                             "the observations before its ensemble fit, so its model, holdout MSE and u are in "
+                             "standardised units (docs/peers.md, item 7).")  # fmt: skip
                 v, diff = p["verdict"], p["diff"]
-                notes = (
-                    [f"ours − theirs {p['mean']:+.1f} [{p['lo']:+.1f}, {p['hi']:+.1f}] (95 % Student-t)"]
-                    if len(diff) >= 2
-                    else []
-                )
+                notes = [f"ours − theirs {p['mean']:+.1f} [{p['lo']:+.1f}, {p['hi']:+.1f}] (95 % Student-t)"] if len(
+                    diff) >= 2 else []  # fmt: skip
                 if len(diff) < MIN_SEEDS:
                     notes.append(f"fewer than {MIN_SEEDS} common seeds")
                 if not p["same"]:  # not like with like: no verdict on the implementations
                     v = "undecided"
                     notes.append("the settings differ")
                 notes.append(f"{len(diff)} seeds, δ = {args.delta:g}")
-                lines.append(
-                    f"- {ROWS[ours][3]} vs {ROWS[theirs][3]}: **{v}** (last-10 {s['mean']:.1f} vs "
-                    f"{o['mean']:.1f}; {'; '.join(notes)})"
-                )
+                lines.append(f"- {ROWS[ours][3]} vs {ROWS[theirs][3]}: **{v}** (last-10 {s['mean']:.1f} vs "
+                             f"{o['mean']:.1f}; {'; '.join(notes)})")  # fmt: skip
                 fitted = {seed: r["metrics"] for seed, r in entry["runs"].get(SHARE_FROM, {}).items()}
                 pair_tables += [f"### {ROWS[ours][3]} vs {ROWS[theirs][3]}", "", said, ""]
                 if min(len(s["x"]), len(o["x"])) < MIN_SEEDS:
-                    pair_tables += [
-                        f"Fewer than {MIN_SEEDS} seeds per row: 'separates' below is a description, not a test.",
-                        "",
-                    ]
+                    pair_tables += [f"Fewer than {MIN_SEEDS} seeds per row: 'separates' below is a description, not a "
+                                    "test.", ""]  # fmt: skip
                 pair_tables += diagnostics(entry["runs"][ours], entry["runs"][theirs], fitted, args.min_relative)
             elif (ours, theirs) in entry["contrasts"]:  # the same Student-t interval as the pairs'
                 p = entry["contrasts"][(ours, theirs)]
@@ -1025,29 +825,18 @@ def report(args: Args, made_by: Optional[str] = None, figure: bool = True) -> st
                     if len(p["diff"]) >= 2
                     else "(1 seed: no interval)"
                 )
-                lines.append(
-                    f"- {ROWS[ours][3]} − {ROWS[theirs][3]}, last-10, paired by seed: {p['mean']:+.1f} {ci} "
-                    f"({len(p['diff'])} seeds)"
-                )
+                lines.append(f"- {ROWS[ours][3]} − {ROWS[theirs][3]}, last-10, paired by seed: {p['mean']:+.1f} {ci} "
+                             f"({len(p['diff'])} seeds)")  # fmt: skip
         lines.append("")
         if pair_tables:
             lines += ["Each pair quantity by quantity, ours vs theirs:", "", *pair_tables]
-    cpus = sorted(
-        {
-            str(r["summary"].get("device_name"))
-            for e in data.values()
-            for runs in e["runs"].values()
-            for r in runs.values()
-        }
-    )
+    cpus = sorted({str(r["summary"].get("device_name")) for e in data.values() for runs in e["runs"].values()
+                   for r in runs.values()})  # fmt: skip
     lines.append(f"Devices: {'; '.join(cpus)}.")
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     if figure:
-        fig.suptitle(
-            "Learning curves: ours (solid) and the authors' code (dashed), same data, seeds and evaluation; mean over "
-            "seeds, band: range over seeds",
-            fontsize=9,
-        )
+        fig.suptitle("Learning curves: ours (solid) and the authors' code (dashed), same data, seeds and evaluation; "
+                     "mean over seeds, band: range over seeds", fontsize=9)  # fmt: skip
         fig.tight_layout()
         replace_atomically(args.out + ".png", lambda tmp: fig.savefig(tmp, dpi=110), suffix=".tmp.png")
     md = "\n".join(lines) + "\n" + f"\n![learning curves]({os.path.basename(args.out)}.png)\n"
@@ -1064,35 +853,17 @@ OWN_FLAGS = {
 
 
 def check(args: Args) -> None:
-    bad = [r for r in args.rows if r not in ROWS]
-    if bad:
+    if bad := [r for r in args.rows if r not in ROWS]:
         raise UsageError(f"unknown row {bad[0]!r}: choose from {' '.join(ROWS)}")
     for row in [r for r in JUMP_ROWS if r in args.rows]:
         if {task_of(args, d) for d in args.env} != {peers.JUMP_TASK}:  # the name, or a file named so
             why = ("elsewhere the official code's actions are the env's" if row == UNITS_ROW
                    else "its run script's branch for that task is what it runs")  # fmt: skip
             raise UsageError(f"--rows {row} runs on --env {peers.JUMP_TASK} only ({why}): drop it or the other --env")
-    for name, v, lo in (
-        ("--epochs", args.epochs, 1),
-        ("--steps-per-epoch", args.steps_per_epoch, 1),
-        ("--rollout-batch-size", args.rollout_batch_size, 1),
-        ("--eval-episodes", args.eval_episodes, 1),
-        ("--dynamics-max-epochs", 1 if args.dynamics_max_epochs is None else args.dynamics_max_epochs, 1),
-        ("--jobs", args.jobs, 1),
-        ("--threads", args.threads, 1),
-        ("--reps", args.reps, 100),
-    ):
-        if v < lo:
-            raise UsageError(f"{name} must be at least {lo}, not {v}")
+    plumbing.check_args(args)  # every number in its field's range, every tuple given
     for name, values in (("--rows", args.rows), ("--seeds", args.seeds), ("--env", args.env)):
-        if not values or len(set(values)) < len(values):  # a task twice would run twice, in one folder
-            raise UsageError(f"{name} needs at least one value, each once, not {' '.join(map(str, values)) or 'none'}")
-    if not all(0 <= seed < 2**32 for seed in args.seeds):
-        raise UsageError(f"--seeds must lie in [0, 2**32), not {' '.join(map(str, args.seeds))}")
-    if not (0 < args.delta < float("inf") and args.min_relative >= 0):
-        raise UsageError(
-            f"--delta must be positive and finite and --min-relative at least 0, not {args.delta}, {args.min_relative}"
-        )
+        if len(set(values)) < len(values):  # a task twice would run twice, in one folder
+            raise UsageError(f"{name} needs each value once, not {' '.join(map(str, values))}")
     if args.peer_ensemble == "shared" and any(ROWS[r][0] == "peer" and r in PEER_OF for r in args.rows):
         ours = [r for r in args.rows if model_based(args, Task("", r, 0))]
         if not (args.dynamics_cache and ours):
@@ -1103,19 +874,16 @@ def check(args: Args) -> None:
     except ValueError as e:
         raise UsageError(f"--algo-flags: {e}") from None
     paired = {f"--{k.replace('_', '-')}" for keys in PAIR_SETTINGS.values() for k in keys}
-    clash = [tok for tok in tokens if tok.split("=")[0] in paired]
-    if clash:
+    if clash := [tok for tok in tokens if tok.split("=")[0] in paired]:
         raise UsageError(f"--algo-flags sets {clash[0]}, a pair setting: --settings gives it to both sides of a pair")
-    own = [tok for tok in tokens if tok.split("=")[0] in OWN_FLAGS]
-    if own:
+    if own := [tok for tok in tokens if tok.split("=")[0] in OWN_FLAGS]:
         raise UsageError(
             f"--algo-flags sets {own[0]}, which compare.py gives every row (use its own flag, if it has one)"
         )
     folders = [("--out", os.path.dirname(os.path.abspath(args.out)))]
     folders += [] if args.report_only else [("--runs-dir", args.runs_dir), ("--results", args.results)]
     for flag, folder in folders:  # before any run: a report that cannot be written would lose hours of runs
-        why = unwritable_folder(folder)
-        if why:
+        if why := unwritable_folder(folder):
             raise UsageError(f"{flag}: cannot write in {folder}: {why}")
 
 

@@ -4,13 +4,10 @@ paper's jump tasks turn on, and one episode drawn as a strip of frames from MuJo
     python benchmarks/episodes.py --policies random RUN_DIR [RUN_DIR ...] --task halfcheetah-jump-hard \\
         --out results/jump/halfcheetah-jump-hard/episodes.json --figure docs/jump_episodes.png
 
-A policy is a run directory (its policy.pt, written when the run finishes), a policy.pt, or `random` (uniform actions:
-the jump data's own policy). Each plays --episodes episodes with deterministic actions (as the runs' evaluation),
-seeds --seed, --seed + 1, ...; per episode: the return under the task's reward, the root height z (mean, max), the
-share of steps paying jump-hard's flip penalty (root angle > 1: −3 in place of the step's reward), the forward speed,
-and the control cost 0.1·‖a‖². The JSON is what docs/jump.md's "What the policies do" reads (benchmarks/report.py);
-the figure shows each policy's first episode, one row of frames per policy. --add plays more policies into an
-existing JSON (the runs of a later seed, say) and keeps what it held.
+A policy is a run directory (its policy.pt), a policy.pt, or `random` (the jump data's own policy). Each plays
+--episodes deterministic episodes, seeds --seed, --seed + 1, ...: the return under the task's reward, the root height z
+(mean, max), the share of steps paying jump-hard's flip penalty, the forward speed and the control cost 0.1·‖a‖².
+docs/jump.md's "What the policies do" reads the JSON; --add plays more policies into an existing one.
 """
 
 from __future__ import annotations

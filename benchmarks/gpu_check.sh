@@ -1,48 +1,21 @@
 #!/usr/bin/env bash
-# The GPU check of this repo: every step a GPU session needs, in one command, within 8 minutes on an H100,
-# everything written to one folder: $OUT where set (the device machine's), else runs/gpu_check/.
-# Its Python steps are files beside it in benchmarks/gpu_check/ (versions, profile_steps, concurrent_runs, summary).
+# The GPU check of this repo: every step a GPU session needs, in one command, within 8 minutes on an H100, written to
+# $OUT where set (the device machine's), else runs/gpu_check/. Its Python steps are in benchmarks/gpu_check/.
 #
 #   bash benchmarks/gpu_check.sh              # on a machine with a CUDA GPU (stops at step 1 without one)
 #   bash benchmarks/gpu_check.sh --rehearse   # the same steps at tiny sizes on the CPU (tests/test_benchmarks.py)
 #   GPU_CHECK_SKIP="profile concurrent graphs" bash benchmarks/gpu_check.sh  # those omitted (given on 2026-11-27)
 #
-#   1 install  the wheels carried in .whl/ (pip --target, then PYTHONPATH); print torch, CUDA, driver and the GPU
-#   2 tests    tests/test_device.py on the GPU (ORPO_TEST_DEVICE=cuda): no host round trip in the update steps, every
-#              tensor on the device, ensemble fit/forward fp32 and bf16, rollouts, one epoch of each model-based
-#              file, an exact resume, and --cuda-graphs keeping the eager numbers in every file
-#   3 collect  datasets/collect.py (Hopper-v4, random policy, 50k steps) as local/hopper-random, for steps 4-8
-#   4 profile  torch.profiler over 20 update steps of orpo.py's own main(), eager and with --cuda-graphs: the 15 ops
-#              with the most device time and with the most host time, and the share of wall time the GPU is busy
-#   5 concurrent  K = 1, 4, 8 ORPO runs at once on the one GPU (3 epochs of 200 steps, fit capped), eager and with
-#              --cuda-graphs: each run's epoch seconds (and projected to 1000 steps), the aggregate run-epochs per
-#              hour, and from the best K the paper's 60-run ORPO column (60 runs x 1000 epochs) in hours
-#   6 run      a 4-epoch algorithms/orpo.py at default sizes but a 30-epoch ensemble fit on the collected data
-#              (per-phase seconds from its metrics.csv), then --resume for 1 more
-#   7 graphs   benchmarks/speed.py --cuda: orpo.py's whole epoch eager vs --cuda-graphs, in the same run
-#   8 twins    the same seed twice (2 epochs, run side by side): bit-identical or not, and the ops that torch's
-#              use_deterministic_algorithms(warn_only=True) names in a third run
-#   9 speed    benchmarks/speed.py --cuda for orpo.py, fp32 vs --dynamics-bf16, references in the same run, then for
-#              mopo.py with what the budget leaves
-#  10 summary  one table (phase, seconds, projected 1000-epoch hours), the steps, the tests, the profile, the
-#              concurrent runs, the speed tables and the determinism verdict: $OUT/gpu_check.md (ready to paste into
-#              docs/speed.md; its last line is the paper's 60-run ORPO column on this device) and $OUT/gpu_check.json
-# $OUT ends with 4 files (the device tool returns at most 8): gpu_check.md, gpu_check.json, log.txt (every step's
-# output) and artifacts.tar.gz (each run's config/metrics/summary, the speed tables, the test report). Each step runs
-# under its own timeout, cut to what the budget leaves after the later steps' needs; a failed or timed-out step is
-# reported and the next one runs; the exit status is 1 if any step failed (an omitted one is not a failure). A
-# timed-out run gets SIGTERM first, so it checkpoints and its finished epochs still count. The caps and needs are from
-# the first H100 run (2026-11-26, docs/speed.md), where the 470-s plan written from estimates timed out in 5 steps;
-# the steps added after it (graphs; profile and concurrent) are planned from that run's epoch time, within
-# the same 470 s, in the order of what a GPU session has not measured yet: when time runs short the budget cuts the
-# last steps (speed_mopo, speed_orpo, twins: measured on 2026-11-26) first. The 2026-11-27 session ran the
-# new steps (GPU_CHECK_SKIP="run resume twins speed_orpo speed_mopo"); with --cuda-graphs now the default, the next
-# one runs GPU_CHECK_SKIP="profile concurrent graphs" (docs/speed.md): the tests, run, resume and twins on that path.
+# Steps: install (the wheels in .whl/, then versions), tests (tests/test_device.py on the GPU), collect (50k random
+# Hopper-v4 steps), profile (torch.profiler over 20 update steps, eager and --cuda-graphs), concurrent (K = 1, 4, 8 ORPO
+# runs at once: run-epochs per hour, the paper's 60-run column in hours), run and resume (a 4-epoch orpo.py, then 1
+# more), graphs (speed.py: eager vs --cuda-graphs), twins (the same seed twice: bit-identical or not), speed_orpo and
+# speed_mopo (speed.py --cuda), summary ($OUT/gpu_check.md and gpu_check.json; with log.txt and artifacts.tar.gz, the
+# 4 files $OUT ends with). Each step runs under its own timeout, cut to what the budget leaves after the later steps'
+# needs (NEED, from the first H100 run, 2026-11-26, docs/speed.md); a failed or timed-out step is reported and the next
+# runs; exit 1 if any failed. A timed-out run gets SIGTERM first, so its finished epochs still count.
 #
-# The device image has torch, numpy, h5py, tqdm, tensorboard and pytest but not gymnasium, mujoco or tyro
-# (/work/.library/device/KINDS.md). Carry them as wheels (11.6 MB): once, in the repo's root, on a machine with pip
-# and network (docs/speed.md), then `carry: [".whl"]` in the device call:
-#   echo /.whl/ >> .git/info/exclude
+# The device image lacks gymnasium, mujoco and tyro: carry them as wheels (`carry: [".whl"]`), downloaded once:
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
 #     --platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d .whl \

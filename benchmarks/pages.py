@@ -1,12 +1,8 @@
 """Markdown pages from the Jinja2 templates in benchmarks/templates/ (report.py's results pages, scores.py's table).
 
-    from pages import render, holds
-    text = render("claim.md.j2", filters={...}, **numbers)
-
-A template holds the prose, one paragraph a line: render() joins a paragraph's lines (a line that starts a bullet, a
-table, a heading, a code block, an image or a comment starts a new one) and wraps it at `width` (120, as the
-hand-written pages are; None: one line a paragraph); the builder that calls it computes the numbers. A template
-checks each relation a sentence states with `{% do holds(condition, "the sentence") %}`.
+A template holds the prose, one paragraph a line; render() joins a paragraph's lines and wraps it at `width` (None: one
+line a paragraph); the builder that calls it computes the numbers. A template checks each relation a sentence states
+with `{% do holds(condition, "the sentence") %}`.
 """
 
 import os
@@ -45,8 +41,8 @@ def holds(condition: bool, sentence: str) -> None:
 
 
 def reflow(text: str, width: int | None = 120) -> str:
-    """The template's paragraphs as one line each, then wrapped at `width`; tables, headings, code blocks, images and
-    comments as they are. A line whose wrap would start a continuation with list or heading syntax stays whole."""
+    """Paragraphs joined, then wrapped at `width` (a line whose wrap would start a list or heading stays whole); tables,
+    headings, code blocks, images and comments as they are; a line starting `- ` starts a paragraph."""
     joined, code, prose = [], False, False
     for line in text.split("\n"):
         code ^= line.startswith("```")

@@ -1,45 +1,27 @@
-"""Run the authors' code on our data, with our evaluation: the peer rows of the learning-curve comparison (benchmarks/compare.py).
+"""Run the authors' code on our data, with our evaluation: the peer rows of benchmarks/compare.py (docs/peers.md).
 
-The peers, each the authors' own run script driving the authors' own classes:
-  kit-mopo        OfflineRL-Kit's MOPO (yihaosun1124/OfflineRL-Kit, run_example/run_mopo.py), with the settings its
-                  "suggested hypers" list gives for the dataset (hopper-medium-v2: rollout-length 5, penalty-coef 5.0)
-  official-orpo   the official ORPO fork (George-Chia/ORPO, run_example/run_orpo.py), with its README's D4RL command
-                  and the paper's tuned values for the dataset; its optimistic rollout policy is never trained (its
-                  update is dead code upstream), and it is run that way
-  official-td3bc  the same repository's run_example/run_td3bc.py, on halfcheetah-jump-hard only (its branch for the
-                  task, as written: its defaults, no model)
-  official-mopo   the same repository's run_example/run_mopo.py, on halfcheetah-jump-hard only (its branch for the
-                  task, with the appendix's λp = 1 and h = 5)
+  kit-mopo        OfflineRL-Kit's MOPO (run_example/run_mopo.py), its "suggested hypers" for the dataset
+  official-orpo   the official ORPO fork (run_example/run_orpo.py), its README's command and the paper's tuned values;
+                  its optimistic rollout policy is never trained (its update is dead code upstream), and runs that way
+  official-td3bc  the same repository's run_td3bc.py, halfcheetah-jump-hard only (its branch for the task, as written)
+  official-mopo   the same repository's run_mopo.py, halfcheetah-jump-hard only (its branch, the appendix's λp 1, h 5)
 
-    python benchmarks/peers.py --peer kit-mopo --source https://github.com/yihaosun1124/OfflineRL-Kit \\
-        --dataset-path hopper-medium-v2.hdf5 --eval-env Hopper-v4 --seed 1 --epochs 1000 --steps-per-epoch 1000 \\
-        --rollout-batch-size 50000 --eval-episodes 10 --run-dir runs/peers/kit-mopo__hopper-medium__1
+    python benchmarks/peers.py --peer kit-mopo --dataset-path hopper-medium-v2.hdf5 --eval-env Hopper-v4 --seed 1 \\
+        --epochs 1000 --rollout-batch-size 50000 --eval-episodes 10 --run-dir runs/peers/kit-mopo__hopper-medium__1
 
-The peer's tree at --commit (pinned by default) is extracted from --source (a git URL or a local git directory) into
-$TMPDIR/orpo-peers/, cached by commit, and imported from there; nothing of it is copied into this repository. Its run
-script is imported with `gym.make` answered by a stand-in that serves the HDF5 file (read here with h5py) through
-`get_dataset()`, so the script's own `qlearning_dataset(env)`, buffers, dynamics fit, policies and trainer run
-unchanged. Only the evaluation is ours: every epoch the peer's deterministic policy (`select_action(obs,
-deterministic=True)`) runs one episode in each of --eval-episodes Gymnasium envs reset with seed + 1000·epoch, as
-algorithms/*.py do, and is scored with D4RL's reference returns. docs/peers.md lists every setting and stub.
---peer-flags (run-script flags) and --uncertainty-mode (the ensemble's u, which neither run script sets) override the
-dataset's settings: benchmarks/compare.py gives both sides of a pair the same ones that way.
-
-The official repository's three run scripts also run the paper's halfcheetah-jump-hard task (--task
-halfcheetah-jump-hard, or a file whose reward_fn attr names it, e.g. one made by datasets/halfcheetah_jump.py): each
-script's own branch for the task (run_orpo.py as its README runs it), with the file's actions handed over ×3 (their
-convention: RescaleAction(-3, 3)) and their policy's actions mapped back to HalfCheetah-v4's [-1, 1] (÷3) in our
-evaluation, which sums the jump-hard reward and reports raw returns.
-
-Output in --run-dir, written like ours (temp name + rename): config.json, metrics.csv (one row per epoch; row 0 is the
-dynamics fit), summary.json, and the peer's own logs under peer_log/. Peers are not resumable: rerunning the command
-on a directory without a finished summary starts it over; on a finished one with the same settings it does nothing.
+The peer's tree at --commit (pinned) is extracted from --source (a git URL or directory) into $TMPDIR/orpo-peers/ and
+imported from there; `gym.make` answers with a stand-in serving the HDF5 file through `get_dataset()`, so the run
+script's own data, buffers, fit, policies and trainer run unchanged. Only the evaluation is ours (algorithms/*.py's:
+the deterministic policy, one episode per env reset with seed + 1000·epoch, D4RL's reference returns). On
+halfcheetah-jump-hard the actions are handed over ×3 (their RescaleAction(-3, 3)) and mapped back ÷3 in our
+evaluation, which sums the jump-hard reward (raw returns). Output in --run-dir, written atomically: config.json,
+metrics.csv (row 0: the dynamics fit), summary.json, peer_log/. Peers do not resume: an unfinished run starts over.
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 import ast
 import contextlib
@@ -62,60 +44,36 @@ import tempfile
 import time
 import traceback
 import types
-import warnings
 
 import numpy as np
 
 from toolbox import UsageError, UserError, algorithm, replace_atomically, write_json  # noqa: E402
 import plumbing  # noqa: E402  (algorithms/, put on the path by toolbox: the algorithm files' reward and metrics)
 
-PEERS = {
-    "kit-mopo": {
-        "source": "https://github.com/yihaosun1124/OfflineRL-Kit",
-        "commit": "e3ce69793766d02660217d4dfc0af4693a5531bd",
-        "script": "run_example/run_mopo.py",
-        "settings": ("--penalty-coef", "--rollout-length"),  # the run-script flags a dataset's settings set
-        "uncertainty_modes": ("aleatoric", "pairwise-diff", "ensemble_std"),  # what its EnsembleDynamics computes
-    },
-    "official-orpo": {
-        "source": "https://github.com/George-Chia/ORPO",
-        "commit": "2f75a5009962175a517adc4a04c5c6459716630b",
-        "script": "run_example/run_orpo.py",
-        "settings": ("--penalty-coef", "--bonus-coef", "--rollout-length", "--rollout-length-rollout-policy"),
-        "uncertainty_modes": ("aleatoric", "pairwise-diff", "ensemble_std", "ensemble_var"),
-    },
+ORPO_REPO = ("https://github.com/George-Chia/ORPO", "2f75a5009962175a517adc4a04c5c6459716630b")
+MODES = ("aleatoric", "pairwise-diff", "ensemble_std", "ensemble_var")  # what the official EnsembleDynamics computes
+PEERS = {  # settings: the run-script flags a dataset's settings set; uncertainty_modes: what its ensemble computes
+    "kit-mopo": {"source": "https://github.com/yihaosun1124/OfflineRL-Kit", "commit":
+                 "e3ce69793766d02660217d4dfc0af4693a5531bd", "script": "run_example/run_mopo.py",
+                 "settings": ("--penalty-coef", "--rollout-length"), "uncertainty_modes": MODES[:3]},
+    "official-orpo": {"source": ORPO_REPO[0], "commit": ORPO_REPO[1], "script": "run_example/run_orpo.py",
+                      "settings": ("--penalty-coef", "--bonus-coef", "--rollout-length",
+                                   "--rollout-length-rollout-policy"), "uncertainty_modes": MODES},
     # the same repository's baselines, on halfcheetah-jump-hard only (their branches for it: JUMP_SCRIPT_TASK)
-    "official-td3bc": {
-        "source": "https://github.com/George-Chia/ORPO",
-        "commit": "2f75a5009962175a517adc4a04c5c6459716630b",
-        "script": "run_example/run_td3bc.py",
-        "settings": (),
-        "uncertainty_modes": (),  # no model
-    },
-    "official-mopo": {
-        "source": "https://github.com/George-Chia/ORPO",
-        "commit": "2f75a5009962175a517adc4a04c5c6459716630b",
-        "script": "run_example/run_mopo.py",
-        "settings": ("--penalty-coef", "--rollout-length"),
-        "uncertainty_modes": ("aleatoric", "pairwise-diff", "ensemble_std", "ensemble_var"),
-    },
-}
+    "official-td3bc": {"source": ORPO_REPO[0], "commit": ORPO_REPO[1], "script": "run_example/run_td3bc.py",
+                       "settings": (), "uncertainty_modes": ()},  # no model
+    "official-mopo": {"source": ORPO_REPO[0], "commit": ORPO_REPO[1], "script": "run_example/run_mopo.py",
+                      "settings": ("--penalty-coef", "--rollout-length"), "uncertainty_modes": MODES},
+}  # fmt: skip
 # what each peer's run script trains with: the trainer class and the policy classes whose rollout (tag) / learn we record
 TRAINERS = {
     "kit-mopo": ("MBPolicyTrainer", {"MOPOPolicy": ""}),
-    "official-orpo": (
-        "MBPolicyOOMITrainer",
-        {"OOMITD3BCPolicy": "_pessimistic", "OptimisticRolloutPolicy": "_optimistic"},
-    ),
+    "official-orpo": ("MBPolicyOOMITrainer", {"OOMITD3BCPolicy": "_pessimistic",
+                                              "OptimisticRolloutPolicy": "_optimistic"}),
     "official-td3bc": ("MFPolicyTrainer", {"TD3BCPolicy": None}),  # no model, no rollouts
     "official-mopo": ("MBPolicyTrainer", {"MOPOPolicy": ""}),
-}
-# D4RL's reference returns (d4rl/infos.py), the same rows as algorithms/orpo.py's DOMAINS
-DOMAINS = {
-    "hopper": ("Hopper-v4", -20.272305, 3234.3),
-    "halfcheetah": ("HalfCheetah-v4", -280.178953, 12135.0),
-    "walker2d": ("Walker2d-v4", 1.629008, 4592.3),
-}
+}  # fmt: skip
+DOMAINS = plumbing.DOMAINS  # D4RL's reference returns (d4rl/infos.py), as the algorithm files score with
 KINDS = ("medium-replay", "medium-expert", "full-replay", "medium", "random", "expert")  # longest match first
 # official-orpo: the paper's "Tuned hyper-parameters" table, as algorithms/orpo.py's PRESETS hold it (the LaTeX checks
 # them): (penalty-coef λp, uncertainty type, rollout-length h^p, bonus-coef λo, rollout-length-rollout-policy h^o), u
@@ -128,14 +86,7 @@ ORPO_TABLE = {
     for task, (lp, u, h, lo, h_o) in algorithm("orpo").PRESETS.items()
     if task.endswith("-v2")
 }
-ORPO_SHARES = [
-    "--real-ratio-rollout",
-    "0.05",
-    "--real-ratio-final",
-    "0.05",
-    "--final-policy-rollout-ratio-final",
-    "0.45",
-]
+ORPO_SHARES = "--real-ratio-rollout 0.05 --real-ratio-final 0.05 --final-policy-rollout-ratio-final 0.45".split()
 # The paper's generalisation task that the official repository's run scripts have a branch for (docs/peers.md,
 # "halfcheetah-jump-hard"). Each branch (run_orpo.py L102-113, run_td3bc.py L69-83, run_mopo.py L80-91) wraps D4RL's env
 # in RescaleAction(env, -3, 3) and sets args.action_scale = 3.0: their dataset holds the actions their collection script
@@ -147,41 +98,23 @@ JUMP_HARD = plumbing.Task(JUMP_TASK, "HalfCheetah-v4", "halfcheetah", reward_fn=
 # run_td3bc.py (L69) and run_mopo.py (L80) test `args.task.split('-')[0] == "halfcheetahvelSafejump"`, so any suffix
 # takes it (the name is used elsewhere only for log folders and get_termination_fn, whose 'halfcheetah' case it meets
 # as run_orpo.py's name does); "-hard" is ours
-JUMP_SCRIPT_TASK = {
-    "official-orpo": JUMP_TASK,
-    "official-td3bc": "halfcheetahvelSafejump-hard",
-    "official-mopo": "halfcheetahvelSafejump-hard",
-}
+JUMP_SCRIPT_TASK = {"official-orpo": JUMP_TASK, "official-td3bc": "halfcheetahvelSafejump-hard",
+                    "official-mopo": "halfcheetahvelSafejump-hard"}  # fmt: skip
 JUMP_PEERS = tuple(JUMP_SCRIPT_TASK)
 JUMP_ONLY = ("official-td3bc", "official-mopo")  # run here on halfcheetah-jump-hard only
 JUMP_ACTIONS = (-3.0, 3.0)  # RescaleAction(env, -3, 3): their action range; the env's own is [-1, 1]
 # the README's command for the task, less --task/--dataset: λp 1, λo 0.1, h 5, h^o 5, shares 0.05 / 0.05 / 0 (u: none
 # passed, so the ensemble's default aleatoric)
-JUMP_FLAGS = [
-    "--penalty-coef",
-    "1",
-    "--bonus-coef",
-    "0.1",
-    "--rollout-length",
-    "5",
-    "--rollout-length-rollout-policy",
-    "5",
-    "--real-ratio-rollout",
-    "0.05",
-    "--real-ratio-final",
-    "0.05",
-    "--final-policy-rollout-ratio-final",
-    "0",
-]
+JUMP_FLAGS = (
+    "--penalty-coef 1 --bonus-coef 0.1 --rollout-length 5 --rollout-length-rollout-policy 5 "
+    "--real-ratio-rollout 0.05 --real-ratio-final 0.05 --final-policy-rollout-ratio-final 0"
+).split()
 # official-mopo: the appendix's MOPO settings for the jump tasks ("we adopt the hyper-parameters used in MOPO, setting
 # λp = 1 and h^p = 5"); run_mopo.py's defaults are 2.5 and 5, and its other defaults stay (u aleatoric, real ratio 0.05,
 # SAC 256×256). official-td3bc: none (run_td3bc.py's defaults, α 2.5, "for all D4RL-Gym tasks"); the README gives no
 # command for either script.
-JUMP_SCRIPT_FLAGS = {
-    "official-orpo": JUMP_FLAGS,
-    "official-td3bc": [],
-    "official-mopo": ["--penalty-coef", "1", "--rollout-length", "5"],
-}
+JUMP_SCRIPT_FLAGS = {"official-orpo": JUMP_FLAGS, "official-td3bc": [],
+                     "official-mopo": ["--penalty-coef", "1", "--rollout-length", "5"]}  # fmt: skip
 # what a fresh start removes
 OUTPUTS = ("config.json", "metrics.csv", "summary.json", "error.txt", "peer_log", "peer_dynamics")
 
@@ -190,9 +123,7 @@ def cache_root() -> str:
     return os.path.join(os.environ.get("TMPDIR") or tempfile.gettempdir(), "orpo-peers")
 
 
-# ----------------------------------------------------------------------------------------------------------------------
-# The command line
-# ----------------------------------------------------------------------------------------------------------------------
+# ---------- The command line
 @dataclass
 class Args:
     # The peer and the data
@@ -220,21 +151,21 @@ class Args:
     passes one)"""
 
     # The run
-    seed: int = 1
+    seed: int = field(default=1, metadata={"range": "[0, 4294967296)"})
     """seed of the run (the peer's own seeding, and the evaluation envs')"""
-    epochs: Optional[int] = None
+    epochs: Optional[int] = field(default=None, metadata={"range": "[1, inf)"})
     """policy epochs (default: the run script's own)"""
-    steps_per_epoch: int = 1000
+    steps_per_epoch: int = field(default=1000, metadata={"range": "[1, inf)"})
     """gradient steps per epoch"""
-    rollout_batch_size: Optional[int] = None
+    rollout_batch_size: Optional[int] = field(default=None, metadata={"range": "[1, inf)"})
     """model-rollout start states (default: 50000)"""
-    eval_episodes: Optional[int] = None
+    eval_episodes: Optional[int] = field(default=None, metadata={"range": "[1, inf)"})
     """episodes per evaluation (default: the peer's 10)"""
     cuda: bool = True
     """use a GPU if there is one"""
-    threads: int = 1
+    threads: int = field(default=1, metadata={"range": "[1, inf)"})
     """torch.set_num_threads"""
-    dynamics_max_epochs: Optional[int] = None
+    dynamics_max_epochs: Optional[int] = field(default=None, metadata={"range": "[1, inf)"})
     """cap the ensemble fit (NOT the peer's setting: its run scripts fit until early stopping); for timing only"""
     load_dynamics: Optional[str] = None
     """an ensemble fitted by algorithms/*.py (a run's dynamics.pt or a --dynamics-cache entry) for the peer to roll out
@@ -248,8 +179,6 @@ class Args:
 
 def parse_args(argv=None) -> Args:
     """The flags (the project's --help layout and one-line parse errors), checked."""
-    import plumbing  # beside toolbox, on its path
-
     argv, words = list(sys.argv[1:] if argv is None else argv), []
     for word in argv:  # `--peer-flags '--penalty-coef 2'`: a value that starts with -- is still the flag's value
         words[-1:] = [f"--peer-flags={word}"] if words[-1:] == ["--peer-flags"] else [*words[-1:], word]
@@ -259,12 +188,7 @@ def parse_args(argv=None) -> Args:
         raise UsageError(str(e)) from None  # exit 2, whatever plumbing's code
     if args.peer not in PEERS:
         raise UsageError(f"unknown --peer '{args.peer}'; use one of {', '.join(PEERS)}")
-    for name in ("epochs", "steps_per_epoch", "rollout_batch_size", "eval_episodes", "threads", "dynamics_max_epochs"):
-        value = getattr(args, name)
-        if value is not None and value < 1:
-            raise UsageError(f"--{name.replace('_', '-')} must be at least 1 (got {value})")
-    if not 0 <= args.seed < 2**32:
-        raise UsageError(f"--seed must lie in [0, 4294967296) (got {args.seed})")
+    plumbing.check_args(args)  # every number in its field's range
     if not PEERS[args.peer]["uncertainty_modes"]:  # a model-free peer: the model's flags have nothing to act on
         for name in ("rollout_batch_size", "load_dynamics", "dynamics_max_epochs", "uncertainty_mode"):
             if getattr(args, name) is not None:
@@ -290,9 +214,7 @@ def parse_args(argv=None) -> Args:
     return args
 
 
-# ----------------------------------------------------------------------------------------------------------------------
-# The peer's source: a git URL or directory -> its tree at the commit, extracted once into $TMPDIR/orpo-peers/
-# ----------------------------------------------------------------------------------------------------------------------
+# ---------- The peer's source: a git URL or directory -> its tree at the commit, extracted once into $TMPDIR/orpo-peers/
 def git(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     env = dict(os.environ, GIT_TERMINAL_PROMPT="0")
     return subprocess.run(["git", *args], capture_output=True, timeout=timeout, env=env)
@@ -346,11 +268,8 @@ def extract(peer: str, source: str, commit: str) -> dict:
             raise UsageError(f"--source {source} at {sha[:12]} lacks {', '.join(paths)} ({why[-1] if why else ''})")
         partial = f"{root}.partial{os.getpid()}"
         shutil.rmtree(partial, ignore_errors=True)
-        with tarfile.open(fileobj=io.BytesIO(out.stdout)) as tar:
-            if sys.version_info >= (3, 12) or hasattr(tarfile, "data_filter"):
-                tar.extractall(partial, filter="data")
-            else:  # pragma: no cover - old Pythons without extraction filters
-                tar.extractall(partial)
+        with tarfile.open(fileobj=io.BytesIO(out.stdout)) as tar:  # Python 3.11.4+: no link or path outside it
+            tar.extractall(partial, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
         open(os.path.join(partial, ".extracted"), "w").close()
         with contextlib.suppress(OSError):
             os.rename(partial, root)
@@ -358,11 +277,9 @@ def extract(peer: str, source: str, commit: str) -> dict:
     return {"root": root, "commit": sha, "git_dir": git_dir, "extracted": paths}
 
 
-# ----------------------------------------------------------------------------------------------------------------------
-# Stubs: what the run scripts import but this environment does not have (or must not use)
-# ----------------------------------------------------------------------------------------------------------------------
+# ---------- Stubs: what the run scripts import but this environment does not have (or must not use)
 def install_stubs(make_env) -> list[str]:
-    """`gym` and `d4rl` are always stubbed (the stand-in env replaces D4RL's); tensorboard only when it is absent."""
+    """`gym` and `d4rl` (the stand-in env replaces D4RL's); tensorboard is a dependency, the peers' Logger uses it."""
     installed = []
     gym = types.ModuleType("gym")
     gym.__doc__ = "peers.py stub: make() answers with the stand-in dataset env; the rest is for type hints"
@@ -416,57 +333,27 @@ def install_stubs(make_env) -> list[str]:
     )
     sys.modules["d4rl"] = types.ModuleType("d4rl")
     installed.append("d4rl: an empty module (the run scripts import it only to register D4RL's gym envs)")
-    try:
-        import torch.utils.tensorboard  # noqa: F401
-    except Exception:
-        tb = types.ModuleType("torch.utils.tensorboard")
-
-        class SummaryWriter:
-            def __init__(self, *args, **kwargs):
-                pass
-
-            def __getattr__(self, name):
-                return lambda *args, **kwargs: None
-
-        tb.SummaryWriter = SummaryWriter
-        sys.modules["torch.utils.tensorboard"] = tb
-        installed.append("torch.utils.tensorboard: a SummaryWriter that writes nothing (tensorboard is not installed)")
     return installed
 
 
-# ----------------------------------------------------------------------------------------------------------------------
-# Data, task and settings
-# ----------------------------------------------------------------------------------------------------------------------
+# ---------- Data, task and settings
 def read_dataset(path: str) -> tuple[dict, dict]:
-    """The file's arrays as D4RL's get_dataset() gives them (rewards/terminals/timeouts 1-D), checked, and its attrs."""
+    """The file's arrays as D4RL's get_dataset() gives them (rewards/terminals/timeouts 1-D), checked as the algorithm
+    files check their data (plumbing.load_transitions: keys, shapes, finite rows, 0/1 flags), and its attrs."""
     import h5py
 
-    keys = ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts")
     if not os.path.isfile(path):
         raise UsageError(f"--dataset-path {path} does not exist")
     try:
-        with h5py.File(path, "r") as f:
-            missing = [k for k in keys if not isinstance(f.get(k), h5py.Dataset)]
-            if missing:
-                raise UsageError(f"{path} lacks the dataset(s) {', '.join(missing)}; a D4RL-layout file has {keys}")
-            data = {k: np.asarray(f[k][()]) for k in keys}
-            attrs = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}
-    except OSError as e:
-        raise UsageError(f"--dataset-path {path} is not a readable HDF5 file ({e})") from None
-    n = len(data["observations"])
-    for k, v in data.items():
-        if k in ("rewards", "terminals", "timeouts") and v.ndim == 2 and v.shape[1] == 1:
-            v = data[k] = v[:, 0]
-        ndim = 2 if k in ("observations", "actions", "next_observations") else 1
-        if v.ndim != ndim or len(v) != n or v.dtype.kind not in "fiub":
-            raise UsageError(
-                f"{path}: '{k}' has shape {v.shape} and dtype {v.dtype}; expected {ndim}-D numbers, {n} rows"
-            )
-        if not np.isfinite(v.reshape(n, -1)).all():
-            raise UsageError(f"{path}: '{k}' has NaN or infinite entries")
-    if data["next_observations"].shape != data["observations"].shape:
-        raise UsageError(f"{path}: next_observations {data['next_observations'].shape} != observations' shape")
-    return data, attrs
+        plumbing.load_transitions(path)
+    except UserError as e:
+        raise UsageError(str(e)) from None  # exit 2: bad input
+    with h5py.File(path, "r") as f:
+        data = {k: np.asarray(f[k][()]) for k in ("observations", "actions", "rewards", "next_observations",
+                                                   "terminals", "timeouts")}  # fmt: skip
+        attrs = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}
+    flat = ("rewards", "terminals", "timeouts")
+    return {k: v[:, 0] if v.ndim == 2 and k in flat else v for k, v in data.items()}, attrs
 
 
 def infer_task(args: argparse.Namespace, attrs: dict) -> tuple[str, str, tuple | None]:
@@ -503,20 +390,22 @@ def infer_task(args: argparse.Namespace, attrs: dict) -> tuple[str, str, tuple |
             f"{args.dataset_path} holds the rewards of '{reward_fn}' (attr reward_fn); peers.py runs the env's own "
             f"reward (D4RL names) or --task {JUMP_TASK}"
         )
-    if args.task:
-        task = args.task if args.task.endswith("-v2") else f"{args.task}-v2"
-        if not task.startswith(domain + "-"):
-            raise UsageError(f"--task {args.task} is not a {domain} dataset, but --eval-env is {eval_env}")
-    else:
-        name = os.path.splitext(os.path.basename(args.dataset_path))[0].lower().replace("_", "-")
-        kind = next((k for k in KINDS if k in name), None)
-        if kind is None:
-            raise UsageError(
-                f"cannot tell the dataset's kind (medium, medium-replay, ...) from '{os.path.basename(args.dataset_path)}'"
-                f"; pass --task, e.g. --task {domain}-medium-v2"
-            )
-        task = f"{domain}-{kind}-v2"
+    task = d4rl_task(args.task, domain, args.dataset_path, f"but --eval-env is {eval_env}")
     return task, eval_env, DOMAINS[domain][1:]
+
+
+def d4rl_task(task: str | None, domain: str, path: str, why: str) -> str:
+    """--task as a D4RL name (...-v2), or the domain and the kind (medium, medium-replay, ...) in the file's name."""
+    if task:
+        full = task if task.endswith("-v2") else f"{task}-v2"
+        if not full.startswith(f"{domain}-"):
+            raise UsageError(f"--task {task} is not a {domain} dataset, {why}")
+        return full
+    name = os.path.splitext(os.path.basename(path))[0]
+    kind = next((k for k in KINDS if k in name.lower().replace("_", "-")), None)
+    if kind is None:
+        raise UsageError(f"cannot tell the kind (random, medium, ...) of {name!r}: pass --task {domain}-medium-v2")
+    return f"{domain}-{kind}-v2"
 
 
 def script_args(root: str, script: str, argv: list[str]) -> argparse.Namespace:
@@ -594,9 +483,7 @@ def peer_command(peer: str, root: str, task: str, args: argparse.Namespace, devi
     return command
 
 
-# ----------------------------------------------------------------------------------------------------------------------
-# --load-dynamics: an ensemble of ours, in the peer's format
-# ----------------------------------------------------------------------------------------------------------------------
+# ---------- --load-dynamics: an ensemble of ours, in the peer's format
 def save_npy(path: str, value: np.ndarray) -> None:
     with open(path, "wb") as f:  # np.save(name) would add .npy to the temporary name
         np.save(f, value)
@@ -610,7 +497,6 @@ def peer_dynamics(path: str, out_dir: str, peer_args: argparse.Namespace, obs_di
     actions are the env's ×scale (the jump task), the scaler's action entries are ours ×scale: (scale·a − scale·m) /
     (scale·s) = (a − m) / s. Returns what config.json records of it (its fit's metrics among them)."""
     import torch
-    import plumbing
 
     what = "ensemble (a run's dynamics.pt or a --dynamics-cache entry)"
     saved = plumbing.safe_load(path, what)
@@ -681,22 +567,14 @@ def fold_obs_normalization(state: dict, mu, std, obs_mean, obs_std) -> tuple[dic
     return state, mu, std
 
 
-# ----------------------------------------------------------------------------------------------------------------------
-# Evaluation: the protocol of algorithms/*.py (`make_eval_envs`, `evaluate`, `eval_metrics`, reset seed + 1000·epoch)
-# ----------------------------------------------------------------------------------------------------------------------
+# ---------- Evaluation: the protocol of algorithms/*.py (reset seed + 1000·epoch, deterministic actions)
 def make_eval_envs(env_id: str, n: int):
-    import gymnasium
-
-    warnings.filterwarnings("ignore", message=".*is out of date.*")
-    try:
-        return gymnasium.vector.SyncVectorEnv([lambda: gymnasium.make(env_id) for _ in range(n)])
-    except gymnasium.error.Error as e:
-        raise UsageError(f"cannot make evaluation env '{env_id}' ({e}); pass --eval-env with a Gymnasium id") from None
+    return plumbing.make_eval_envs(plumbing.Task("", env_id, ""), n)
 
 
 def evaluate(act, envs, seed: int, reward_fn=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One episode per sub-env; returns (episode returns, lengths, initial observations). `act` gives the env's action;
-    reward_fn(next_obs, action, info), if given, replaces the env's reward (plumbing.evaluate's task_reward)."""
+    """plumbing.evaluate's loop, with the episode lengths the peer's logs record: (returns, lengths, first obs);
+    reward_fn(next_obs, action, info), if given, replaces the env's reward."""
     obs, _ = envs.reset(seed=seed)
     first_obs, n = obs.copy(), envs.num_envs
     returns, lengths, running = np.zeros(n), np.zeros(n, dtype=int), np.ones(n, dtype=bool)
@@ -710,30 +588,25 @@ def evaluate(act, envs, seed: int, reward_fn=None) -> tuple[np.ndarray, np.ndarr
 
 
 def jump_hard_reward(next_obs: np.ndarray, action: np.ndarray, info: dict) -> np.ndarray:
-    """halfcheetah-jump-hard's reward in HalfCheetah-v4: algorithms/plumbing.py's task_reward (r = clip(v_x, −3, 3) −
-    0.1·‖a‖² + 15·z, and −3 when the root angle > 1; a is the env's action, in [-1, 1]). run_orpo.py's
-    HalfcheetahSafejumpRewardWrapper (wrappedEnv.py L16-27) is the same reward in D4RL's env (its reward_ctrl is D4RL's
-    −0.1·‖a‖² of the action after RescaleAction, i.e. in [-1, 1])."""
+    """plumbing's task_reward, a in the env's [-1, 1]: run_orpo.py's HalfcheetahSafejumpRewardWrapper (wrappedEnv.py
+    L16-27) is the same reward in D4RL's env (its reward_ctrl: −0.1·‖a‖² of the action after RescaleAction)."""
     return plumbing.task_reward(JUMP_HARD, next_obs, action, None, info)
 
 
 def to_env_action(action: np.ndarray, peer_range: tuple, env_range: tuple) -> np.ndarray:
-    """gym's RescaleAction.action (gym 0.22, gym/wrappers/rescale_action.py): low + (high − low)·(a − min)/(max − min),
-    clipped to [low, high]; with RescaleAction(env, -3, 3) on HalfCheetah's [-1, 1] that is a / 3."""
+    """gym 0.22's RescaleAction.action: low + (high − low)·(a − min)/(max − min), clipped; on HalfCheetah a / 3."""
     (lo, hi), (low, high) = peer_range, env_range
     return np.clip(low + (high - low) * ((action - lo) / (hi - lo)), low, high)
 
 
-def deterministic_actions(policy):
-    """The peer's evaluation action: its select_action with deterministic=True, on a batch of observations."""
+def deterministic_actions(policy):  # the peer's evaluation action, on a batch of observations
     return lambda obs: np.asarray(policy.select_action(obs, deterministic=True), dtype=np.float32)
 
 
 def eval_policy(policy, task: str):
-    """(act, reward_fn) for evaluate(): the peer's deterministic action in the env's units, and the task's reward
-    (None: the env's own). On halfcheetah-jump-hard their select_action returns actor·action_scale in [-3, 3]
-    (td3bc.py L83; run_orpo.py L112 sets action_scale 3.0), which their eval env's RescaleAction(-3, 3) maps to the
-    env's [-1, 1]: so does ours."""
+    """(act, reward_fn) for evaluate(): the peer's deterministic action in the env's units, the task's reward (None: the
+    env's). On halfcheetah-jump-hard select_action returns actor·3 in [-3, 3] (td3bc.py L83, run_orpo.py L112), which
+    their eval env's RescaleAction(-3, 3) maps to the env's [-1, 1]: so does ours."""
     act = deterministic_actions(policy)
     if task != JUMP_TASK:
         return act, None
@@ -745,11 +618,9 @@ def eval_policy(policy, task: str):
 
 
 def export_policy(policy, task: str, obs: np.ndarray, path: str) -> str:
-    """The peer's final policy as our policy.pt (datasets/collect.py's load_policy reads it, benchmarks/episodes.py
-    plays it), where its actor is a deterministic MLP as ours (the official code's TD3+BC-style Actor: Linear-ReLU
-    layers, then max·tanh) on observations standardised by its scaler, if it has one. Checked before it is written:
-    on `obs`, the file's actions must equal the peer's evaluation actions in the env's units (eval_policy). Returns
-    what was done, in words."""
+    """The peer's final policy as our policy.pt (datasets/collect.py's load_policy), where its actor is a deterministic
+    MLP (the official TD3+BC Actor: Linear-ReLU layers, max·tanh) on its scaler's standardised observations; written
+    only if on `obs` its actions equal the peer's evaluation actions (eval_policy). Returns what was done, in words."""
     import torch
 
     actor, scaler = getattr(policy, "actor", None), getattr(policy, "scaler", None)
@@ -782,15 +653,14 @@ def export_policy(policy, task: str, obs: np.ndarray, path: str) -> str:
 
 
 def eval_metrics(returns: np.ndarray, ref: tuple[float, float] | None) -> dict[str, float]:
-    """plumbing's eval_metrics: the return, and D4RL's normalised score where there are reference returns (none on
-    halfcheetah-jump-hard)."""
+    """plumbing's: the return, and D4RL's normalised score where there are reference returns (not on jump-hard)."""
     lo, hi = ref or (None, None)
     return plumbing.eval_metrics(plumbing.Task("", "", "", ref_min=lo, ref_max=hi), returns)
 
 
 class StandInEnv:
-    """What the run script's gym.make(task) returns: the HDF5 file through get_dataset() (its qlearning_dataset(env)
-    reads it there), the eval env's spaces, and D4RL's normalised score. Evaluation is ours, so it is never stepped."""
+    """gym.make(task) in the run script: the HDF5 file through get_dataset(), the eval env's spaces, D4RL's normalised
+    score; never stepped (the evaluation is ours)."""
 
     _max_episode_steps = 1000
 
@@ -816,9 +686,7 @@ class StandInEnv:
     step = reset
 
 
-# ----------------------------------------------------------------------------------------------------------------------
-# Recording: metrics.csv rows from the peer's own logger and a few wrapped calls (their results are returned unchanged)
-# ----------------------------------------------------------------------------------------------------------------------
+# ---------- Recording: metrics.csv from the peer's logger and wrapped calls (their results returned unchanged)
 class Recorder:
     LOSSES = {"loss/actor": "losses/actor_loss", "loss/alpha": "losses/alpha_loss", "alpha": "losses/alpha"}
 
@@ -1054,17 +922,7 @@ def instrument(peer: str, rec: Recorder, envs, cap, uncertainty_mode: str | None
             wrap_learn(cls)
 
 
-# ----------------------------------------------------------------------------------------------------------------------
-# The run
-# ----------------------------------------------------------------------------------------------------------------------
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or platform.machine()
-
-
+# ---------- The run
 def prepare_run_dir(args: argparse.Namespace, cli: dict):
     """Lock the run directory; a finished run with the same command is left alone, anything else starts over."""
     try:
@@ -1097,8 +955,6 @@ def prepare_run_dir(args: argparse.Namespace, cli: dict):
 
 
 def main(argv=None) -> int:
-    import plumbing  # beside toolbox, on its path
-
     t_start = time.time()
     args = parse_args(argv)
     cli = {k: v for k, v in vars(args).items() if k != "typed"}  # the flags, not what plumbing noted of them
@@ -1106,25 +962,22 @@ def main(argv=None) -> int:
     task, eval_env_id, ref = infer_task(args, attrs)
     scale = JUMP_ACTIONS[1] if task == JUMP_TASK else 1.0  # the peer's actions = the env's (in [-1, 1]) × scale
     if args.one_action_unit and scale == 1.0:
-        raise UsageError(
-            f"--one-action-unit: on {task} the peer's actions are the env's (×1), so it changes nothing; drop it"
-        )
+        raise UsageError(f"--one-action-unit: on {task} the peer's actions are the env's (×1), so it changes nothing; "
+                         "drop it")  # fmt: skip
     if task == JUMP_TASK and np.abs(raw["actions"]).max() > 1.0:
         lo, hi = raw["actions"].min(), raw["actions"].max()
-        raise UsageError(
-            f"{args.dataset_path}: actions span [{lo:.4g}, {hi:.4g}], outside HalfCheetah-v4's [-1, 1]; peers.py hands "
-            f"the official code {JUMP_TASK} data ×{scale:g}, so the file must hold the env's actions (as datasets/"
-            "halfcheetah_jump.py writes them), not the official collection's [-3, 3]"
-        )
+        raise UsageError(f"{args.dataset_path}: actions span [{lo:.4g}, {hi:.4g}], outside HalfCheetah-v4's [-1, 1]; "
+                         f"peers.py hands the official code {JUMP_TASK} data ×{scale:g}, so the file must hold the "
+                         "env's actions (as datasets/halfcheetah_jump.py writes them), not the official collection's "
+                         "[-3, 3]")  # fmt: skip
     # what the run script is handed: on the jump task the actions ×3, the convention of its data and policies
     handed = raw if scale == 1.0 else dict(raw, actions=raw["actions"] * np.float32(scale))
     envs = make_eval_envs(eval_env_id, args.eval_episodes or 10)
     obs_dim, act_dim = raw["observations"].shape[1], raw["actions"].shape[1]
     if envs.single_observation_space.shape != (obs_dim,) or envs.single_action_space.shape != (act_dim,):
-        raise UsageError(
-            f"the data has obs/action dims {obs_dim}/{act_dim} but {eval_env_id} has "
-            f"{envs.single_observation_space.shape}/{envs.single_action_space.shape}; pass the matching --eval-env"
-        )
+        raise UsageError(f"the data has obs/action dims {obs_dim}/{act_dim} but {eval_env_id} has "
+                         f"{envs.single_observation_space.shape}/{envs.single_action_space.shape}; pass the matching "
+                         "--eval-env")  # fmt: skip
     lock, done = prepare_run_dir(args, cli)
     if done is not None:
         print(f"{args.run_dir} already holds this run, finished (summary.json); nothing to do")
@@ -1146,13 +999,7 @@ def main(argv=None) -> int:
         raise UsageError(f"--peer-flags sets --dataset {dataset_arg}; the data is --dataset-path's")
     loaded = args.load_dynamics and peer_dynamics(args.load_dynamics, converted, peer_args, obs_dim, scale)
     stand_in = StandInEnv(task, handed, envs.single_observation_space, envs.single_action_space, ref)
-    made = []
-
-    def make_env(name, *a, **kw):
-        made.append(name)
-        return stand_in
-
-    stubs = install_stubs(make_env)
+    stubs = install_stubs(lambda name, *a, **kw: stand_in)
     for name in [n for n in sys.modules if n == "offlinerlkit" or n.startswith("offlinerlkit.")]:
         del sys.modules[name]
     sys.path.insert(0, source["root"])
@@ -1186,117 +1033,58 @@ def main(argv=None) -> int:
     from offlinerlkit.utils.load_dataset import qlearning_dataset
 
     kept = len(qlearning_dataset(None, dataset=handed)["observations"])
-    config = {
-        "peer": args.peer,
-        "source": args.source,
-        "commit": source["commit"],
-        "extracted_to": source["root"],
-        "extracted_paths": source["extracted"],
-        "run_script": PEERS[args.peer]["script"],
-        "run_script_command": command,
-        "peer_settings": {k: v for k, v in vars(peer_args).items()},
-        "task": task,
-        "eval_env": eval_env_id,
-        "reference_returns": list(ref) if ref else None,
-        "score_kind": "d4rl_normalized" if ref else "raw_return",
-        "dataset_path": os.path.abspath(args.dataset_path),
-        "dataset_rows": len(raw["observations"]),
-        "transitions_kept_by_qlearning_dataset": kept,
-        # the file's actions times this are what the peer's code gets; its policy's actions divided by it, the env's
-        "action_scale": scale,
-        "actions_handed": [float(handed["actions"].min()), float(handed["actions"].max())],
-        "stubs": stubs,
-        "replaced": [
-            "evaluation: the trainer's _evaluate runs ours (Gymnasium, one episode per sub-env, reset seed + "
-            "1000·epoch, select_action(obs, deterministic=True), "
-            + (
-                "D4RL reference returns)"
-                if ref
-                else f"its action ÷{scale:g} (gym's RescaleAction({JUMP_ACTIONS[0]:g}, {JUMP_ACTIONS[1]:g}) map), "
-                f"{task}'s reward, raw returns)"
-            ),
-            "the run script's log root (log/) is <run-dir>/peer_log",
-        ]
-        + (
-            ["official-orpo's _evaluate_Dynamics (its policy's return in the learned model) is not run"]
-            if args.peer == "official-orpo"
-            else []
-        )
-        + (
-            [
-                f"{os.path.basename(PEERS[args.peer]['script'])}'s get_dataset(args.dataset) returns the file's arrays "
-                f"read here, the actions ×{scale:g} (their {task} data's convention)"
-            ]
-            if task == JUMP_TASK
-            else []
-        )
-        + (
-            [
-                f"a diagnostic (--one-action-unit): its TD3+BC update (oomi_td3bc.py learn) gets the batch's actions ÷{scale:g}"
-            ]
-            if args.one_action_unit
-            else []
-        )
-        + (
-            [f"the ensemble's uncertainty_mode is {args.uncertainty_mode} (the run script passes none)"]
-            if args.uncertainty_mode
-            else []
-        )
-        + (
-            [f"the ensemble fit is capped at {args.dynamics_max_epochs} epochs (not the peer's setting)"]
-            if args.dynamics_max_epochs
-            else []
-        )
-        + (
-            [
-                f"no ensemble fit: it loads {args.load_dynamics} (fitted by algorithms/*.py), in its format in peer_dynamics/"
-            ]
-            if loaded
-            else []
-        ),
-        "dynamics_max_epochs": args.dynamics_max_epochs,
-        "dynamics": {"source": "loaded", **loaded}
-        if loaded
-        else {"source": "fitted by the peer's code" if PEERS[args.peer]["uncertainty_modes"] else "none (no model)"},
-        "device": device,
-        "device_name": torch.cuda.get_device_name()
-        if device == "cuda"
-        else f"{cpu_name()} ({os.cpu_count()} cores, {torch.get_num_threads()} torch threads)",
-        "torch_threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "cli": cli,
-        "_command": sys.argv,  # as our runs record them, so the results pages name the code that ran
-        "_git_revision": plumbing.git_revision(os.path.abspath(__file__)),
-    }
+    replaced = [
+        "evaluation: the trainer's _evaluate runs ours (Gymnasium, one episode per sub-env, reset seed + 1000·epoch, "
+        "select_action(obs, deterministic=True), " + ("D4RL reference returns)" if ref else f"its action ÷{scale:g} "
+        f"(gym's RescaleAction({JUMP_ACTIONS[0]:g}, {JUMP_ACTIONS[1]:g}) map), {task}'s reward, raw returns)"),
+        "the run script's log root (log/) is <run-dir>/peer_log",
+    ] + [text for when, text in (
+        (args.peer == "official-orpo", "official-orpo's _evaluate_Dynamics (its policy's return in the learned model) "
+         "is not run"),
+        (task == JUMP_TASK, f"{os.path.basename(PEERS[args.peer]['script'])}'s get_dataset(args.dataset) returns the "
+         f"file's arrays read here, the actions ×{scale:g} (their {task} data's convention)"),
+        (args.one_action_unit, "a diagnostic (--one-action-unit): its TD3+BC update (oomi_td3bc.py learn) gets the "
+         f"batch's actions ÷{scale:g}"),
+        (args.uncertainty_mode, f"the ensemble's uncertainty_mode is {args.uncertainty_mode} (the run script "
+         "passes none)"),
+        (args.dynamics_max_epochs, f"the ensemble fit is capped at {args.dynamics_max_epochs} epochs (not the peer's "
+         "setting)"),
+        (loaded, f"no ensemble fit: it loads {args.load_dynamics} (fitted by algorithms/*.py), in its format in "
+         "peer_dynamics/"),
+    ) if when]  # fmt: skip
+    model = "fitted by the peer's code" if PEERS[args.peer]["uncertainty_modes"] else "none (no model)"
+    config = dict(
+        peer=args.peer, source=args.source, commit=source["commit"], extracted_to=source["root"],
+        extracted_paths=source["extracted"], run_script=PEERS[args.peer]["script"], run_script_command=command,
+        peer_settings=dict(vars(peer_args)), task=task, eval_env=eval_env_id,
+        reference_returns=list(ref) if ref else None, score_kind="d4rl_normalized" if ref else "raw_return",
+        dataset_path=os.path.abspath(args.dataset_path),
+        dataset_rows=len(raw["observations"]), transitions_kept_by_qlearning_dataset=kept,
+        action_scale=scale,  # the file's actions times this are what the peer gets; its policy's ÷ it, the env's
+        actions_handed=[float(handed["actions"].min()), float(handed["actions"].max())], stubs=stubs, replaced=replaced,
+        dynamics_max_epochs=args.dynamics_max_epochs, dynamics={"source": "loaded", **loaded} if loaded else {"source":
+        model}, device=device, device_name=plumbing.device_name(torch.device(device)),
+        torch_threads=torch.get_num_threads(), torch=torch.__version__, python=platform.python_version(), cli=cli,
+        _command=sys.argv,  # as our runs record them, so the results pages name the code that ran
+        _git_revision=plumbing.git_revision(os.path.abspath(__file__)),
+    )  # fmt: skip
     write_json(config, os.path.join(args.run_dir, "config.json"), default=str)
     print(f"{args.peer} @ {source['commit'][:12]} on {task} -> eval {eval_env_id}; {args.run_dir}")
     print("  " + " ".join(command))
 
     def summary(status: str, error: str | None = None) -> dict:
         last = next((r for r in reversed(rec.rows) if "eval/return" in r), {})
-        out = {
-            "status": status,
-            "finished": status == "finished",
-            "peer": args.peer,
-            "commit": source["commit"],
-            "task": task,
-            "eval_env": eval_env_id,
-            "seed": args.seed,
-            "epochs": rec.epoch,
-            "score_kind": config["score_kind"],
+        folded = "as the ensemble was fitted (raw, or the peer's own fit)" if rec.uncertainty_mode else "no model"
+        out = dict(
+            status=status, finished=status == "finished", peer=args.peer, commit=source["commit"], task=task,
+            eval_env=eval_env_id, seed=args.seed, epochs=rec.epoch, score_kind=config["score_kind"],
             **{k: last.get(f"eval/{k}") for k in ("normalized_score", "normalized_score_std", "return", "return_std")},
-            "last10_score": float(np.mean(rec.scores[-10:])) if rec.scores else None,
-            "ensemble_uncertainty_mode": rec.uncertainty_mode,  # the u its ensemble computed
-            "dynamics_source": config["dynamics"]["source"],
-            "dynamics_observations": rec.obs_folded
-            or ("as the ensemble was fitted (raw, or the peer's own fit)" if rec.uncertainty_mode else "no model"),
-            "wall_seconds": time.time() - t_start,
-            "device": device,
-            "device_name": config["device_name"],
-            "error": error,
-            "run_dir": args.run_dir,
-        }
+            last10_score=float(np.mean(rec.scores[-10:])) if rec.scores else None,
+            ensemble_uncertainty_mode=rec.uncertainty_mode,  # the u its ensemble computed
+            dynamics_source=config["dynamics"]["source"], dynamics_observations=rec.obs_folded or folded,
+            wall_seconds=time.time() - t_start, device=device, device_name=config["device_name"], error=error,
+            run_dir=args.run_dir,
+        )  # fmt: skip
         write_json(out, os.path.join(args.run_dir, "summary.json"), default=str)
         return out
 

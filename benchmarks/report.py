@@ -3,17 +3,10 @@
     python benchmarks/report.py             # rewrite every results page and figure below from results/
     python benchmarks/report.py --check     # regenerate into a temporary folder; name the pages that differ (exit 1)
 
-Pages: docs/compare.md, docs/compare_shares.md and docs/jump_curves.md (benchmarks/compare.py's report), docs/budget.md
-(benchmarks/budget.py's), and, from the Jinja2 templates in benchmarks/templates/, docs/claim.md, docs/jump.md,
-docs/results.md, the results block of README.md and the "Results" block of docs/toy.md; with their figures. This file
-computes every number once from the stored runs (numbers, budget_numbers, toy_numbers, jump_numbers); the templates
-hold the prose, one paragraph a line (wrapped here at 120), and check with holds() each relation a sentence states
-between numbers (below, contains 0, in every seed): when the runs no longer bear a sentence out, the report stops and
-names it. No results page is edited by hand: add runs to results/ (or edit a template), then run this.
-
-Reads results/compare/, compare_shares/, jump/ (benchmarks/compare.py's --results), budget/ (benchmarks/budget.py's),
-toy_{paper,reduced,phase}/results.json (toy/riskworld.py's), gpu/ (the H100 checks) and benchmarks/paper_scores.csv.
-tests/test_report.py regenerates every page into a temporary folder and compares it with the committed one.
+PAGES and FIGURES: compare.py's and budget.py's reports, and the pages of the Jinja2 templates in benchmarks/templates/
+(README.md's and docs/toy.md's blocks between their markers). This file computes every number once from results/
+(numbers, budget_numbers, toy_numbers, jump_numbers); the templates hold the prose and check with holds() each relation
+a sentence states: when the runs no longer bear a sentence out, the report stops and names it. Never edited by hand.
 """
 
 import csv
@@ -90,21 +83,6 @@ def rng(lo: float, hi: float) -> str:
     return minus(f"[{lo:.1f}, {hi:.1f}]")
 
 
-def tci(p: dict) -> str:
-    """A paired contrast: mean [95 % Student-t interval]."""
-    return f"{signed(p['mean'])} [{signed(p['lo'])}, {signed(p['hi'])}]"
-
-
-def contains_zero(p: dict) -> bool:
-    return p["lo"] <= 0 <= p["hi"]
-
-
-def every_seed(diff: np.ndarray, sign: int) -> str:
-    """'in all 3 seeds' / 'in 2 of 3 seeds' for the seeds whose difference has this sign."""
-    k, n = int(np.sum(np.sign(diff) == sign)), len(diff)
-    return f"in all {n} seeds" if k == n else f"in {k} of {n} seeds"
-
-
 def row_cell(s, same_n=None) -> str:
     """mean [range] of a row, '(1 seed)' alone, and its seed count where it differs from the page's."""
     if s is None:
@@ -114,22 +92,22 @@ def row_cell(s, same_n=None) -> str:
     return text if n == same_n else f"{text} ({runinfo.count_word(n)})"
 
 
-def mean_and_range(x) -> str:
-    """'3492.3 [3335.7, 3649.0] (range, 2 seeds)', or '5105.0 (1 seed)'."""
-    spread = f" [{min(x):.1f}, {max(x):.1f}] (range, " if len(x) > 1 else " ("
-    return minus(f"{np.mean(x):.1f}{spread}{runinfo.count_word(len(x))})")
+def every_seed(diff: np.ndarray, sign: int) -> str:
+    k, n = int(np.sum(np.sign(diff) == sign)), len(diff)
+    return f"in all {n} seeds" if k == n else f"in {k} of {n} seeds"
 
 
 FILTERS = {  # beside pages.FILTERS: how this page's numbers read
-    "tci": tci,
+    "tci": lambda p: f"{signed(p['mean'])} [{signed(p['lo'])}, {signed(p['hi'])}]",  # mean [95 % Student-t]
     "rng": lambda p: rng(*p),
-    "zero": lambda p: "contains 0" if contains_zero(p) else "excludes 0",
+    "zero": lambda p: "contains 0" if p["lo"] <= 0 <= p["hi"] else "excludes 0",
     "cell": row_cell,
-    "mr": mean_and_range,
-    "every": every_seed,
+    "mr": lambda x: minus(f"{np.mean(x):.1f}" + (f" [{min(x):.1f}, {max(x):.1f}] (range, " if len(x) > 1 else " (")
+                          + f"{runinfo.count_word(len(x))})"),  # 3492.3 [3335.7, 3649.0] (range, 2 seeds)
+    "every": every_seed,  # 'in all 3 seeds' / 'in 2 of 3 seeds': the seeds whose difference has this sign
     "final": lambda by_epoch: by_epoch[max(by_epoch)],
     "verdict": lambda p: p["verdict"] if p["same"] else "undecided (the settings differ)",
-}
+}  # fmt: skip
 
 
 def render(template: str, width: int | None = 120, **context) -> str:
@@ -139,12 +117,9 @@ def render(template: str, width: int | None = 120, **context) -> str:
 # ---------------------------------------------------------------- numbers: the hopper comparison, the budget, the toy
 def paper_scores(table: str = "1") -> dict:
     """{(dataset, column): (mean, std)} of one of the paper's tables (benchmarks/paper_scores.csv, from its LaTeX)."""
-    out = {}
     with open(os.path.join(ROOT, "benchmarks", "paper_scores.csv")) as f:
-        for r in csv.DictReader(f):
-            if r["table"] == table:
-                out[(r["dataset"], r["column"])] = (float(r["mean"]), float(r["std"]) if r["std"] else None)
-    return out
+        return {(r["dataset"], r["column"]): (float(r["mean"]), float(r["std"]) if r["std"] else None)
+                for r in csv.DictReader(f) if r["table"] == table}  # fmt: skip
 
 
 def column(runs: dict, key: str) -> dict:
@@ -196,9 +171,8 @@ def numbers(results: str) -> dict:
                                      f"(D4RL's {D4RL_SIZES[ds][0]}: {D4RL_SIZES[ds][1]:,})" for ds in (MED, REP))  # fmt: skip
     # the shares: ORPO untrained with the appendix's shares (results/compare) − the official command's (compare_shares)
     n["shares"] = compare.paired(C[REP]["rows"]["orpo_untrained"], S[REP]["rows"]["orpo_untrained"], 5.0)
-    n["p"], n["pr"] = (
-        {k: v for (d, k), v in paper.items() if d == ds} for ds in ("hopper-medium-v2", "hopper-medium-replay-v2")
-    )
+    n["p"], n["pr"] = ({k: v for (d, k), v in paper.items() if d == ds} for ds in ("hopper-medium-v2",
+                                                                                  "hopper-medium-replay-v2"))  # fmt: skip
     n["p_med"], n["p_rep"] = (n[k]["ORPO"][0] - n[k]["MOPO"][0] for k in ("p", "pr"))
     n["kit"], n["off"] = ({ds: C[ds]["pairs"][pair] for ds in (MED, REP)} for pair in (("mopo", "kit_mopo"),
                                                                                    ("orpo_untrained", "official_orpo")))  # fmt: skip
@@ -278,13 +252,8 @@ def toy_cell(t, per_seed: bool = True) -> str:
 
 def corner(t) -> str:
     lo, hi = (min(t["share_upper_right"]), max(t["share_upper_right"])) if t else (None, None)
-    return (
-        "–"
-        if t is None
-        else f"{100 * lo:.0f} %"
-        if round(100 * lo) == round(100 * hi)
-        else f"{100 * lo:.0f}–{100 * hi:.0f} %"
-    )
+    return "–" if t is None else f"{100 * lo:.0f} %" if round(100 * lo) == round(100 * hi) else (
+        f"{100 * lo:.0f}–{100 * hi:.0f} %")  # fmt: skip
 
 
 def apart(o, m) -> str:
@@ -511,7 +480,7 @@ def jump_page(results: str, width: int | None = 120) -> str:
 
 
 def splice(text: str, words: str, section: str, page: str) -> str:
-    """Put a generated section between a page's markers (`<!-- BEGIN {words}: ... -->`, `<!-- END {words} -->`)."""
+    """A generated section between a page's markers (`<!-- BEGIN {words}: ... -->`, `<!-- END {words} -->`)."""
     begin, end = re.findall(rf"<!-- BEGIN {words}:[^\n]*-->", text), f"<!-- END {words} -->"
     if len(begin) != 1 or text.count(end) != 1:
         raise ReportError(f"{page} must hold the line '<!-- BEGIN {words}: ... -->' once and {end!r} once (the "
@@ -553,12 +522,11 @@ def differences(args: Args) -> list[str]:
 
 
 def main(args: Args) -> int:
+    if args.check and (differ := differences(args)):
+        print(f"error: these pages differ from what {COMMAND} makes of the stored runs: {', '.join(differ)}",
+              file=sys.stderr)  # fmt: skip
+        return 1
     if args.check:
-        differ = differences(args)
-        if differ:
-            print(f"error: these pages differ from what {COMMAND} makes of the stored runs: {', '.join(differ)}",
-                  file=sys.stderr)  # fmt: skip
-            return 1
         figures = f" and figures ({', '.join(FIGURES)})" if args.figures else ""
         print(f"every results page ({', '.join(PAGES)}){figures} matches the stored runs")
         return 0

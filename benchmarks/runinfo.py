@@ -1,16 +1,10 @@
-"""What the results pages say about a stored run besides its scores: its intervals over seeds and its provenance.
+"""What the results pages say about a stored run besides its scores: spreads over seeds and provenance (compare.py's,
+budget.py's and report.py's pages).
 
-Shared by the report parts of benchmarks/compare.py and benchmarks/budget.py and by benchmarks/report.py.
-
-Spreads. A row's spread over seeds is its range ([min, max] over n seeds) or a 95 % Student-t interval of the mean
-(benchmarks/stats.py); a percentile bootstrap over 3 seeds is exactly the range, so none is drawn.
-
-Provenance. A run made by the algorithm files records, in config.json, `_command` (its argv) and `_git_revision`, and
-in summary.json `device_name`, `torch_threads` and `invocations` (one entry per start or resume: start_epoch,
-torch_threads, device_name, time). Runs stored before those fields existed carry a `provenance.json` beside their
-files with what could be recovered (and how); a run with neither still tells a resume by its summary's
-`wall_seconds_this_invocation` < `wall_seconds`. A run stored before `--sac-lr-horizon` (its config.json lacks the
-key) annealed its SAC actor's learning rate over its own --epochs, not over the paper's 1000.
+Provenance: config.json's `_command` and `_git_revision`, summary.json's `device_name`, `torch_threads` and
+`invocations` (one per start or resume); older runs carry a `provenance.json` with what could be recovered; a run with
+neither still tells a resume by `wall_seconds_this_invocation` < `wall_seconds`. A run stored before `--sac-lr-horizon`
+annealed its SAC actor's learning rate over its own --epochs, not over the paper's 1000.
 """
 
 import json

@@ -8,24 +8,12 @@
 #   benchmarks/slurm_local.sh down /tmp/orpo-slurm            # cancel its jobs, stop the daemons
 #   benchmarks/slurm_local.sh install [DIR]                    # only install slurm-wlm and munge (apt's log in DIR)
 #
-# `up DIR` installs Debian's slurm-wlm and munge when they are missing (root and apt-get needed), writes a slurm.conf
-# for this machine's CPUs and memory (select/cons_tres, proctrack/linuxproc, task/none, no cgroups, no accounting,
-# SlurmUser = you) and a munge key into DIR (made if missing; nothing outside it is written), starts munged,
-# slurmctld and slurmd with their state, spool, logs and pid files in DIR, and waits until sinfo shows the node idle.
-# On success it prints one line to stdout, `export SLURM_CONF=DIR/slurm.conf`, which is how sbatch, squeue, scontrol
-# and scores.py find this cluster (no file in /etc/slurm is written). A daemon that does not come up in time
-# (SLURM_LOCAL_TIMEOUT seconds, default 60) is one line naming its log, exit 1; a missing tool that cannot be
-# installed is one line, exit 2. The ports are SLURM_LOCAL_PORT (slurmctld) and the next one (slurmd), by default the
-# first free pair from 6817; SLURM_LOCAL_MEMORY sets the node's RealMemory in MB (default: what `slurmd -C` reports,
-# less 512).
-#
-# Where it differs from a production cluster, so that a rehearsal (and the tests) take seconds, not minutes:
-# AuthInfo cred_expire=10 (a requeued job may start again after 11 s; Slurm's default makes it wait 121 s),
-# SchedulerParameters=sched_interval=5 (the main scheduler passes every 5 s, not 60), KillWait=5 (SIGKILL 5 s after
-# the SIGTERM of a time limit or scancel; clusters often use 30), no accounting (sacct does not answer, as on a
-# cluster without slurmdbd). Kept as Slurm has them: slurmctld checks time limits (and sends --signal's warning)
-# every 30 s, so a job's USR2 comes up to 30 s (Slurm's documentation: up to 60 s) earlier than asked; MinJobAge=300,
-# JobRequeue=1, OverTimeLimit=0, MessageTimeout=10.
+# `up DIR` installs Debian's slurm-wlm and munge if missing (root and apt-get), writes slurm.conf (this machine's CPUs
+# and memory, no cgroups, no accounting, SlurmUser = you) and a munge key into DIR, starts munged, slurmctld and slurmd
+# with all their state in DIR, waits until the node is idle, and prints `export SLURM_CONF=DIR/slurm.conf`. A daemon
+# not up in SLURM_LOCAL_TIMEOUT s (60) is one line naming its log, exit 1; a tool that cannot be installed, exit 2.
+# SLURM_LOCAL_PORT: slurmctld's port (slurmd the next; default the first free pair from 6817); SLURM_LOCAL_MEMORY:
+# RealMemory in MB. Faster than a production cluster (docs/grid.md): cred_expire=10, sched_interval=5, KillWait=5.
 set -uo pipefail
 
 usage() {

@@ -1,10 +1,8 @@
 """Speed of an algorithm file's own epoch on this device, with references measured in the same run.
 
-Each measurement is a real run of the file (`python FILE ... --runs-dir TMP`, as a user would start it) on a synthetic
-D4RL-layout HDF5 dataset of HalfCheetah-v4 sizes (obs 17, act 6); the table reads the times the run writes to its
-metrics.csv: `charts/epoch_seconds`, `charts/rollout_seconds`, `charts/eval_seconds`, `charts/SPS`, and the ensemble
-fit's `dynamics/fit_seconds`. A short fit per column makes the dynamics.pt that its epoch runs load with
-`--load-dynamics-path`. Nothing is downloaded. The references run in this process, in fp32: a loop over 7 nn.Sequential
+Each measurement is a real run of the file (`python FILE ... --runs-dir TMP`) on a synthetic D4RL-layout dataset of
+HalfCheetah-v4 sizes; the table reads the times its metrics.csv holds (charts/epoch_seconds, rollout_seconds,
+eval_seconds, SPS, dynamics/fit_seconds). The references run in this process, in fp32: a loop over 7 nn.Sequential
 models (the ensemble fit) and an OfflineRL-Kit-style rollout (one network call, numpy every step).
 
     python benchmarks/speed.py                                     # every row of docs/speed.md's table, 1 thread
@@ -12,17 +10,15 @@ models (the ensemble fit) and an OfflineRL-Kit-style rollout (one network call, 
     python benchmarks/speed.py --algo-flags=--no-pessimism          # more flags for every run of the files
     python benchmarks/speed.py --cuda --out /tmp/speed              # on a GPU; writes /tmp/speed.md and /tmp/speed.json
 
-On a CPU use one thread (the default) when other processes run: with 2 threads OpenMP spin-waits make batched
-matmuls 8-60x slower whenever the other core is busy. The 1-minute load average is reported next to the table.
+On a shared CPU use one thread (the default): with 2, OpenMP spin-waits make batched matmuls 8-60x slower whenever the
+other core is busy. The 1-minute load average is reported next to the table.
 """
 
 import csv
-import functools
 import glob
 import json
 import os
 import platform
-import re
 import shlex
 import shutil
 import statistics
@@ -42,6 +38,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 import toolbox  # noqa: E402  (the scripts' one-line parse errors and atomic writes)
+import plumbing  # noqa: E402  (on sys.path through toolbox: the device's name)
 import runinfo  # noqa: E402  (md_table)
 from toolbox import UsageError, UserError, unwritable_folder  # noqa: E402
 
@@ -167,14 +164,6 @@ def gflop(fn: Callable) -> float:
     return counter.get_total_flops() / 1e9
 
 
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or "unknown"
-
-
 # ---------------------------------------------------------------- the algorithm files' own runs
 def write_dataset(path: str, n: int, seed: int) -> np.ndarray:
     """D4RL's HDF5 layout. Observations at scale 10 (like HalfCheetah's velocities) with Δs ~ N(0, 0.1²): a short fit
@@ -195,28 +184,17 @@ def last_line(text: str) -> str:
     return (text.strip().splitlines() or ["no output"])[-1]
 
 
-@functools.cache
-def file_flags(path: str) -> set[str]:
-    """The flags a file takes, read from its --help (older and newer files, and other algorithms, all work)."""
-    env = {**os.environ, "COLUMNS": "200"}
-    result = subprocess.run([sys.executable, path, "--help"], capture_output=True, text=True, env=env)
-    if result.returncode != 0:
-        fail(f"{path} --help failed: {last_line(result.stderr)}")
-    pairs = re.findall(r"^\W*--([a-z0-9-]+)(?:, --([a-z0-9-]+))?", result.stdout, re.M)  # --x or --x, --no-x
-    return {f for pair in pairs for f in pair if f}
-
-
 def run_file(path: str, flags: set[str], settings: dict, a: Args, work: str) -> dict:
     """One run of `path` in a fresh --runs-dir: its metrics.csv rows, the device summary.json names, its dynamics.pt.
     A setting whose flag the file lacks is left out (e.g. --rollout-length-o without π^o), unless it switches on."""
     runs_dir = tempfile.mkdtemp(dir=work, prefix="runs_")
     cmd = [sys.executable, path, "--runs-dir", runs_dir]
     for k, v in settings.items():
-        flag = k.replace("_", "-") if v is not False else "no-" + k.replace("_", "-")
+        flag = "--" + ("no-" if v is False else "") + k.replace("_", "-")
         if flag in flags:
-            cmd += [f"--{flag}"] + ([] if isinstance(v, bool) else [str(v)])
+            cmd += [flag] + ([] if isinstance(v, bool) else [str(v)])
         elif v is True:
-            fail(f"{path} has no --{flag} flag")
+            fail(f"{path} has no {flag} flag")
     cmd += shlex.split(a.algo_flags)
     env = {**os.environ, "OMP_NUM_THREADS": str(a.threads), "MKL_NUM_THREADS": str(a.threads), "WANDB_MODE": "offline"}
     env["COLUMNS"] = "200"  # tyro's error box wraps its message at the terminal's width
@@ -403,9 +381,8 @@ def epoch_rows(a: Args, h: int, runs: dict, obs: np.ndarray, names: list, device
 
 def reference_rollout(obs: np.ndarray, h: int, a: Args, device, loads: list) -> tuple[float, float]:
     """Transitions per second of naive_rollout from b states of D, and its matmul GFLOP per transition."""
-    x = torch.as_tensor(
-        np.concatenate([obs, np.random.uniform(-1, 1, (len(obs), 6))], -1), dtype=torch.float32, device=device
-    )
+    act = np.random.uniform(-1, 1, (len(obs), 6))
+    x = torch.as_tensor(np.concatenate([obs, act], -1), dtype=torch.float32, device=device)
     dynamics, mean, std = one_call_ensemble(x), x[:, :17].mean(0), x[:, :17].std(0)
     hidden = [m for i, o in ((17, 256), (256, 256), (256, 256)) for m in (nn.Linear(i, o), nn.ReLU())]
     net = nn.Sequential(*hidden, nn.Linear(256, 6)).to(device)  # the policies' sizes
@@ -464,9 +441,9 @@ def measure(a: Args, files: dict, device, loads: list, work: str) -> tuple[list,
         return rows, peak, runs
     data_path = os.path.join(work, "halfcheetah-medium-v2.hdf5")  # its name picks that dataset's presets
     obs = write_dataset(data_path, a.dataset_size, a.seed)
-    flags = {k: file_flags(path) for k, path in files.items()}
+    flags = {k: toolbox.help_flags(path) for k, path in files.items()}
     for k, path in files.items():
-        if "runs-dir" not in flags[k]:
+        if "--runs-dir" not in flags[k]:
             fail(f"{path} takes no --runs-dir: it is not an algorithm file of this repo")
     common = {"dataset_path": data_path, "eval_env": "HalfCheetah-v4", "seed": a.seed, "cuda": a.cuda, "eval_every": 1}
     common |= {"eval_episodes": a.eval_episodes, "uncertainty": a.uncertainty}
@@ -474,7 +451,7 @@ def measure(a: Args, files: dict, device, loads: list, work: str) -> tuple[list,
     for k, path in files.items():
         fit = common | {"epochs": 1, "steps_per_epoch": 1, "rollout_batch_size": 1000}
         fit |= {"dynamics_max_epochs": a.dynamics_epochs, "dynamics_bf16": k in a.dynamics_bf16}
-        if "load-dynamics-path" in flags[k]:  # td3bc.py has no model
+        if "--load-dynamics-path" in flags[k]:  # td3bc.py has no model
             fits[k] = runs[f"fit {k}"] = run_file(path, flags[k], fit, a, work)
     if "ensemble" in a.only and fits:  # td3bc.py has no ensemble to time
         rows += ensemble_rows(a, fits, obs, names, device, loads)
@@ -503,7 +480,8 @@ def main(a: Args) -> dict:
         shutil.rmtree(work, ignore_errors=True)
     seen = next((r["device_name"] for r in runs.values() if r.get("device_name")), None)
     load = {"start": loads[0], "min": min(loads), "max": max(loads), "end": os.getloadavg()[0]}
-    meta = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model(), "runs_device": seen}
+    name = plumbing.device_name(device)  # a CPU's with its cores and threads, which the next line gives
+    meta = {"device": name.rsplit(" (", 1)[0] if device.type == "cpu" else name, "runs_device": seen}
     meta |= {"threads": torch.get_num_threads(), "torch": torch.__version__, "python": platform.python_version()}
     meta |= {"load_1min": load, "seconds": time.time() - t_start, "columns": files, "args": asdict(a)}
     lines = [
@@ -515,7 +493,7 @@ def main(a: Args) -> dict:
         + ", ".join(
             f"{k} = {v}{' --dynamics-bf16' * (k in a.dynamics_bf16)}{' --cuda-graphs' * (k in a.cuda_graphs)}"
             for k, v in files.items()
-        ),
+        ),  # fmt: skip
         f"every run with: {a.algo_flags}" if a.algo_flags else "",
         f"epochs: median of {a.epoch_repeats} per run after {a.warmup_epochs} warm-up; references: medians of "
         f"{a.repeats} (ensemble) and {a.heavy_repeats} (rollouts) repeats after a warm-up",

@@ -1,21 +1,20 @@
-"""What every script beside the algorithm files shares (benchmarks/, toy/, datasets/): the one error type, flags
-parsed with one-line errors, the command-line wrapper and JSON files.
+"""What every script beside the algorithm files shares (benchmarks/, toy/, datasets/): plumbing's error types (a
+UserError exits 1, a UsageError 2, so an error of the algorithms' plumbing reads the same inside a script), flags
+parsed with one-line errors, the command-line wrapper, atomic files, and the launchers' ensemble cache.
 
     from toolbox import UserError, UsageError, algorithm, cli, write_json, read_json, replace_atomically
-
-One error type: algorithms/plumbing.py's UserError (a failure: exit 1) and its UsageError (bad flags or input: exit
-2), so an error raised by the algorithms' plumbing inside a script reads the same as the script's own. JSON files
-are written as plumbing writes a run's (strict JSON, atomically); every other file (a page, a figure, a copy) through
-replace_atomically.
 """
 
 import contextlib
+import functools
 import importlib.util
 import itertools
 import json
 import math
 import os
+import re
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -55,8 +54,8 @@ def write_json(obj, path: str, default: Optional[Callable] = None) -> None:
     replace_atomically(path, write)
 
 
-__all__ = ["UserError", "UsageError", "algorithm", "cli", "read_json", "replace_atomically", "unwritable_folder",
-           "write_json", "write_text"]  # fmt: skip
+__all__ = ["UserError", "UsageError", "algorithm", "cli", "help_flags", "read_json", "replace_atomically",
+           "unwritable_folder", "write_json", "write_text"]  # fmt: skip
 
 
 def algorithm(script: str, folder: str = "algorithms"):
@@ -96,14 +95,8 @@ def write_text(path: str, text: str) -> None:
     replace_atomically(path, write)
 
 
-def cli(
-    main: Callable,
-    args_class: type,
-    argv: list[str],
-    interrupted: str | Callable[[KeyboardInterrupt], str] = "",
-    sigterm: bool = False,
-    errors: tuple = (),
-) -> int:
+def cli(main: Callable, args_class: type, argv: list[str], interrupted: str | Callable[[KeyboardInterrupt], str] = "",
+        sigterm: bool = False, errors: tuple = ()) -> int:  # fmt: skip
     """A script's command line: parse the flags (the algorithm files' parser: their --help layout, a bad flag one line
     and exit 2), run main(args); an error is one line per problem and its exit status (a UserError's code, 1 for a
     failed write or one of `errors`), Ctrl-C one line (`interrupted`, a text or a function of the interrupt, else how
@@ -132,6 +125,18 @@ def cli(
     finally:
         if previous is not None:  # None also where the handler before was not set from Python
             signal.signal(signal.SIGTERM, previous)
+
+
+@functools.cache
+def help_flags(path: str) -> frozenset[str]:
+    """The flags a script takes, read from its --help ("--x" and "--no-x"): older and newer files alike."""
+    out = subprocess.run(
+        [sys.executable, path, "--help"], capture_output=True, text=True, env=os.environ | {"COLUMNS": "200"}
+    )
+    if out.returncode != 0:
+        raise UserError(f"{path} --help failed: {(out.stderr.strip().splitlines() or ['no output'])[-1]}")
+    return frozenset(f"--{f}" for pair in re.findall(r"^\W*--([a-z0-9-]+)(?:, --([a-z0-9-]+))?", out.stdout, re.M)
+                     for f in pair if f)  # fmt: skip
 
 
 def _stop(signum, frame):

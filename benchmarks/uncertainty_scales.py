@@ -46,17 +46,13 @@ def measure(orpo, env: str, args: Args) -> dict:
 
     run = orpo.Args(env=env, data_dir=args.data_dir, seed=args.seed, cuda=False)
     if args.extra:
-        run = plumbing.parse_args(
-            orpo.Args,
-            ["--env", env, "--seed", str(args.seed), "--no-cuda", *shlex.split(args.extra)]
-            + (["--data-dir", args.data_dir] if args.data_dir else []),
-        )
+        run = plumbing.parse_args(orpo.Args, ["--env", env, "--seed", str(args.seed), "--no-cuda", *shlex.split(
+            args.extra)] + (["--data-dir", args.data_dir] if args.data_dir else []))  # fmt: skip
     task, path = plumbing.resolve_task(run.env, run.dataset_path, run.eval_env, run.data_dir)
     torch.manual_seed(args.seed)
     data = {k: torch.as_tensor(v) for k, v in plumbing.load_transitions(path).items()}
-    model = orpo.EnsembleDynamics(
-        data["obs"].shape[1], data["act"].shape[1], run.dynamics_hidden_dims, run.num_ensemble, run.num_elites
-    )
+    dims = data["obs"].shape[1], data["act"].shape[1]
+    model = orpo.EnsembleDynamics(*dims, run.dynamics_hidden_dims, run.num_ensemble, run.num_elites)
     t0 = time.time()
     fit = orpo.fit_dynamics(model, data, run.dynamics_lr, run.dynamics_batch_size, run.dynamics_max_epochs,
                             run.dynamics_patience, run.dynamics_holdout_ratio, run.dynamics_max_holdout)  # fmt: skip
@@ -64,13 +60,8 @@ def measure(orpo, env: str, args: Args) -> dict:
     idx = torch.randperm(len(data["obs"]))[: args.rows]
     obs, act = data["obs"][idx], data["act"][idx]
     terminal = orpo.termination_fn(task.domain)
-    row = {
-        "env": task.name,
-        "rows": len(data["obs"]),
-        "holdout_mse": fit["dynamics/holdout_mse"],
-        "fit_seconds": fit_seconds,
-        "median_abs_reward": float(data["rew"].abs().median()),
-    }
+    row = dict(env=task.name, rows=len(data["obs"]), holdout_mse=fit["dynamics/holdout_mse"], fit_seconds=fit_seconds,
+               median_abs_reward=float(data["rew"].abs().median()))  # fmt: skip
     with torch.no_grad():
         mean, logvar = model(torch.cat([obs, act], -1))
         std = (0.5 * logvar).exp()
@@ -92,10 +83,8 @@ def measure(orpo, env: str, args: Args) -> dict:
 
 
 def main(args: Args) -> None:
-    problems = [
-        f"--{k} {getattr(args, k)}: must be at least 1" for k in ("rows", "steps", "threads") if getattr(args, k) < 1
-    ]
-    if problems:
+    if problems := [f"--{k} {getattr(args, k)}: must be at least 1" for k in ("rows", "steps", "threads")
+                    if getattr(args, k) < 1]:  # fmt: skip
         raise toolbox.UsageError("\n".join(problems))
     torch.set_num_threads(args.threads)
     orpo = toolbox.algorithm("orpo")

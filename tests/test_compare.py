@@ -38,7 +38,12 @@ def comparison(tmp_path_factory):
     attrs = {"behavior_mean_return": 19.5, "behavior_normalized_score": 1.2}
     write_random_dataset(str(root / "data" / "local" / "hopper-random.hdf5"), steps=1500, attrs=attrs)
     common = ["--env", "local/hopper-random", "--data-dir", str(root / "data"), "--runs-dir", str(root / "runs")]
-    common += ["--results", str(root / "results"), "--out", str(root / "report"), "--reps", "500"]
+    common += [
+        "--results",
+        str(root / "results"),
+        "--out",
+        str(root / "report"),
+    ]
     common += ["--epochs", "3", "--steps-per-epoch", "10", "--rollout-batch-size", "50", "--eval-episodes", "1"]
     common += ["--dynamics-max-epochs", "2", "--settings", "ours"]  # ours: no peer source needed
     common += ["--dynamics-cache", str(root / "cache")]
@@ -130,8 +135,6 @@ def test_a_second_call_runs_nothing_and_the_report_redraws_from_results_alone(co
         str(root / "results"),
         "--out",
         str(out),
-        "--reps",
-        "500",
         "--runs-dir",
         str(tmp_path / "nothing-here"),
     )
@@ -155,8 +158,8 @@ def test_bad_input_is_one_line(tmp_path):
         (["--rows", "sac"], "unknown row 'sac'"),
         (["--env", "local/hopper-x", "--data-dir", str(tmp_path)], "no dataset file"),
         (["--report-only", "--results", str(tmp_path)], "no finished run"),
-        (["--epochs", "0"], "--epochs must be at least 1"),
-        (["--delta", "0"], "--delta must be positive"),
+        (["--epochs", "0"], "--epochs 0: must lie in [1, inf)"),
+        (["--delta", "0"], "--delta 0.0: must lie in (0, inf)"),
         (["--algo-flags=--lambda-p 1"], "--lambda-p, a pair setting"),
         (["--env", str(no_kind), "--settings", "ours"], "pass --task hopper-medium-v2"),
         (["--env", str(no_kind), "--task", "walker2d-medium"], "not a hopper dataset"),
@@ -316,7 +319,7 @@ def fake_results(root, rows, extra=None, configs=MOPO_CONFIGS):
 def pair_line(tmp_path, base, theirs, configs=MOPO_CONFIGS):
     fake_results(tmp_path / "results", {"mopo": base, "kit_mopo": theirs}, configs=configs)
     compare = load_compare()
-    args = compare.Args(results=str(tmp_path / "results"), out=str(tmp_path / "report"), reps=500, report_only=True)
+    args = compare.Args(results=str(tmp_path / "results"), out=str(tmp_path / "report"), report_only=True)
     md = compare.report(args)
     return next(ln for ln in md.splitlines() if ln.startswith("- MOPO (ours) vs MOPO (OfflineRL-Kit)")), md
 
@@ -377,7 +380,7 @@ def test_the_first_quantity_that_separates_a_pair_is_named_in_the_pipelines_orde
     }
     fake_results(tmp_path / "results", curves, extra)
     compare = load_compare()
-    md = compare.report(compare.Args(results=str(tmp_path / "results"), out=str(tmp_path / "r"), reps=500))
+    md = compare.report(compare.Args(results=str(tmp_path / "results"), out=str(tmp_path / "r")))
     assert "the first quantity that separates them: **losses/critic_loss**" in md
     row = {
         ln.split(" | ")[0]: ln for ln in md.splitlines() if ln.startswith("| rollout/u |") or ln.startswith("| losses/")
@@ -435,7 +438,7 @@ def test_pairs_run_like_with_like_on_a_random_policy_file(halfcheetah_random, tm
     argv = ["--env", "local/halfcheetah-random", "--data-dir", str(halfcheetah_random), "--seeds", "4"]
     argv += ["--runs-dir", str(tmp_path / "runs"), "--results", str(tmp_path / "results"), "--out", str(tmp_path / "r")]
     argv += ["--epochs", "2", "--steps-per-epoch", "5", "--rollout-batch-size", "50", "--eval-episodes", "1"]
-    argv += ["--dynamics-max-epochs", "1", "--reps", "200", "--jobs", "2", TINY_FLAGS, "--settings", settings]
+    argv += ["--dynamics-max-epochs", "1", "--jobs", "2", TINY_FLAGS, "--settings", settings]
     argv += ["--task", "halfcheetah-medium-v2"] if settings == "theirs" else []
     rows = {"kit_mopo": ("mopo",), "official_orpo": ("orpo_untrained",)}
     argv += ["--rows", *(r for peer in MATCHED[settings] for r in (*rows[peer], peer))]
@@ -496,7 +499,7 @@ def test_the_claims_contrasts_take_the_same_student_t_interval_as_the_pairs(tmp_
     flat = [np.full(20, v, dtype=float) for v in (10.0, 20.0, 30.0)]
     fake_results(tmp_path / "results", {"orpo": [c + g for c, g in zip(flat, (1, 2, 3))], "mopo": flat})
     compare = load_compare()
-    args = compare.Args(results=str(tmp_path / "results"), out=str(tmp_path / "report"), reps=500, report_only=True)
+    args = compare.Args(results=str(tmp_path / "results"), out=str(tmp_path / "report"), report_only=True)
     md = compare.report(args)
     line = next(ln for ln in md.splitlines() if ln.startswith("- ORPO, π^o trained (ours) − MOPO (ours), last-10"))
     assert line.endswith("paired by seed: +2.0 [-0.5, +4.5] (95 % Student-t) (3 seeds)"), line

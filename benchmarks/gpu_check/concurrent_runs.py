@@ -42,16 +42,9 @@ def one_run(run_dir: str) -> dict:
     keys = ("charts/epoch_seconds", "charts/rollout_seconds", "charts/eval_seconds")
     epoch, rollout, evaluation = (med(lambda r, k=k: r.get(k, 0.0)) for k in keys)
     updates = med(lambda r: steps / r["charts/SPS"] - r["charts/rollout_seconds"])  # SPS leaves evaluation out
-    return {
-        "dir": run_dir,
-        "cuda_graphs": graphs,
-        "epochs": len(rows),
-        "epoch_seconds": epoch,
-        "updates_seconds": updates,
-        "rollout_seconds": rollout,
-        "eval_seconds": evaluation,
-        "projected_epoch_seconds": rollout + evaluation + updates * 1000 / steps,
-    }
+    return dict(dir=run_dir, cuda_graphs=graphs, epochs=len(rows), epoch_seconds=epoch, updates_seconds=updates,
+                rollout_seconds=rollout, eval_seconds=evaluation,
+                projected_epoch_seconds=rollout + evaluation + updates * 1000 / steps)  # fmt: skip
 
 
 def run_config(k: int, mode: str, stop_at: float) -> dict:
@@ -100,11 +93,8 @@ def run_config(k: int, mode: str, stop_at: float) -> dict:
 
 
 def write() -> str:
-    lines = [
-        f"| K runs at once | mode | each run's epoch seconds ({steps} steps) | projected to 1000 steps | "
-        "aggregate run-epochs per hour (1000 steps) | wall seconds | note |",
-        "|---|---|---|---|---|---|---|",
-    ]
+    lines = [f"| K runs at once | mode | each run's epoch seconds ({steps} steps) | projected to 1000 steps | "
+             "aggregate run-epochs per hour (1000 steps) | wall seconds | note |", "|---|---|---|---|---|---|---|"]  # fmt: skip
     for c in out["configs"]:
         each = ", ".join(f"{r['epoch_seconds']:.3g}" for r in c["runs"]) or "-"
         proj = ", ".join(f"{r['projected_epoch_seconds']:.3g}" for r in c["runs"]) or "-"

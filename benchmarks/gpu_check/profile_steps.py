@@ -35,28 +35,20 @@ def busy_share(trace_path: str, cuda: bool) -> dict:
     steps = [e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")]
     start = min(float(e["ts"]) for e in (steps or events))
     end = max(float(e["ts"]) + float(e["dur"]) for e in events)
-    device = sorted(
-        (float(e["ts"]), float(e["ts"]) + float(e["dur"]))
-        for e in events
-        if e.get("cat") in device_cats and (cuda or str(e.get("name", "")).startswith("aten::"))
-    )
+    on_device = [e for e in events if e.get("cat") in device_cats and (cuda or str(e.get("name")).startswith("aten::"))]
+    device = sorted((float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in on_device)
     busy, reach, by_name = 0.0, start, {}
     for a, b in device:  # the union of the intervals, clipped to the window
         a, b = max(a, reach), min(b, end)
         if b > a:
             busy, reach = busy + b - a, b
-    for e in events:
-        if e.get("cat") in device_cats and (cuda or str(e.get("name", "")).startswith("aten::")):
-            n, t = by_name.get(e["name"], (0, 0.0))
-            by_name[e["name"]] = (n + 1, t + float(e["dur"]))
+    for e in on_device:
+        n, t = by_name.get(e["name"], (0, 0.0))
+        by_name[e["name"]] = (n + 1, t + float(e["dur"]))
     top = sorted(by_name.items(), key=lambda kv: -kv[1][1])[:15]
-    return {
-        "window_ms": (end - start) / 1e3,
-        "device_busy_ms": busy / 1e3,
-        "device_busy_share": busy / (end - start) if end > start else None,
-        "device_events": len(device),
-        "device_top": [{"name": k, "calls": n, "ms": t / 1e3} for k, (n, t) in top],
-    }
+    return dict(window_ms=(end - start) / 1e3, device_busy_ms=busy / 1e3,
+                device_busy_share=busy / (end - start) if end > start else None, device_events=len(device),
+                device_top=[{"name": k, "calls": n, "ms": t / 1e3} for k, (n, t) in top])  # fmt: skip
 
 
 def profiled_run(mode: str) -> dict:
@@ -132,18 +124,13 @@ def profiled_run(mode: str) -> dict:
 
 out = {"runs": [profiled_run(mode) for mode in ("eager", "graphs")]}
 ms = lambda v: f"{v:.3g}"
-lines = [
-    "| mode | device | update steps recorded | wall ms per step | device busy ms per step | device busy share | "
-    "device events per step | host ms per step (self, all ops) |",
-    "|---|---|---|---|---|---|---|---|",
-]
+lines = ["| mode | device | update steps recorded | wall ms per step | device busy ms per step | device busy share | "
+         "device events per step | host ms per step (self, all ops) |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
 for r in out["runs"]:
     s = r["steps"]
     mode = r["mode"] + ("" if r["graphs"] or r["mode"] == "eager" else " (ignored off a GPU: eager)")
-    lines.append(
-        f"| {mode} | {r['device']} | {s} | {ms(r['window_ms'] / s)} | {ms(r['device_busy_ms'] / s)} | "
-        f"{r['device_busy_share']:.0%} | {r['device_events'] / s:.0f} | {ms(r['host_ms'] / s)} |"
-    )
+    lines.append(f"| {mode} | {r['device']} | {s} | {ms(r['window_ms'] / s)} | {ms(r['device_busy_ms'] / s)} | "
+                 f"{r['device_busy_share']:.0%} | {r['device_events'] / s:.0f} | {ms(r['host_ms'] / s)} |")  # fmt: skip
 for r in out["runs"]:
     for kind, what in (("device_top", "device time (kernels)" if r["device"] == "cuda" else "time in aten ops"),
                        ("host_top", "host time (self CPU)")):  # fmt: skip

@@ -10,16 +10,8 @@ import torch
 work, outdir, device, budget, epochs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 out = {"device": device, "budget_seconds": budget, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 with open(os.path.join(work, "steps.tsv")) as f:
-    out["steps"] = [
-        {
-            "name": r["step"],
-            "status": r["status"],
-            "rc": r["rc"],
-            "seconds": float(r["seconds"]),
-            "timeout": r["timeout"],
-        }
-        for r in csv.DictReader(f, delimiter="\t")
-    ]
+    out["steps"] = [dict(name=r["step"], status=r["status"], rc=r["rc"], seconds=float(r["seconds"]),
+                         timeout=r["timeout"]) for r in csv.DictReader(f, delimiter="\t")]  # fmt: skip
 versions_path = os.path.join(work, "versions.json")
 out["versions"] = json.load(open(versions_path)) if os.path.isfile(versions_path) else {}
 
@@ -51,12 +43,8 @@ if os.path.isfile(report):
     cases = suite.findall("testcase")
     bad = [c for c in cases if c.find("failure") is not None or c.find("error") is not None]
     skipped = [c for c in cases if c.find("skipped") is not None]
-    out["tests"] = {
-        "passed": len(cases) - len(bad) - len(skipped),
-        "failed": [c.get("name") for c in bad],
-        "skipped": [c.get("name") for c in skipped],
-        "seconds": float(suite.get("time", "nan")),
-    }
+    out["tests"] = dict(passed=len(cases) - len(bad) - len(skipped), failed=[c.get("name") for c in bad],
+                        skipped=[c.get("name") for c in skipped], seconds=float(suite.get("time", "nan")))  # fmt: skip
 
 status = {s["name"]: s["status"] for s in out["steps"]}
 # ---- the run: per-phase seconds (medians over the epochs after the first, which warms up)
@@ -81,45 +69,31 @@ if timed:
     b = config.get("rollout_batch_size")
     phases = [
         ("ensemble fit, once (%d epochs)" % fit.get("dynamics/epochs", 0), fit_s, fit_s),
-        (
-            "rollouts (π^o and π^p, %s starts, h^o=%s, h^p=%s)"
-            % (b, config.get("rollout_length_o"), config.get("rollout_length")),
-            rollout,
-            1000 * rollout,
-        ),
-        (
-            "updates (%d SAC + %d TD3+BC steps)" % (steps_per_epoch, steps_per_epoch),
-            without - rollout,
-            1000 * (without - rollout),
-        ),
+        ("rollouts (π^o and π^p, %s starts, h^o=%s, h^p=%s)" % (b, config.get("rollout_length_o"), config.get(
+            "rollout_length")), rollout, 1000 * rollout),
+        ("updates (%d SAC + %d TD3+BC steps)" % (steps_per_epoch, steps_per_epoch), without - rollout,
+         1000 * (without - rollout)),
         ("evaluation (%s episodes + model_eval)" % config.get("eval_episodes"), evaluation, 1000 * evaluation),
         ("epoch, all phases", epoch, 1000 * epoch),
         ("whole run: fit + 1000 epochs", None, fit_s + 1000 * epoch),
-    ]
+    ]  # fmt: skip
     out["phases"] = [{"phase": p, "seconds": s, "projected_1000_epoch_hours": t / 3600} for p, s, t in phases]
-    out["run"] = {
-        "dir": os.path.basename(main),
-        "epochs_done": int(ep[-1]["epoch"]),
-        "epochs_planned": epochs,
-        "timed_epochs": [int(r["epoch"]) for r in timed],
-        "first_epoch_seconds": ep[0]["charts/epoch_seconds"],
-        "summary": load(main, "summary.json"),
-        "final_score": ep[-1].get("eval/normalized_score"),
-        "holdout_mse": fit.get("dynamics/holdout_mse"),
-        "sizes": f"{config.get('num_ensemble')} × {config.get('dynamics_hidden_dims')} ensemble, policies "
-        f"{config.get('hidden_dims')}, batch {config.get('batch_size')}",
-        "device": load(main, "summary.json").get("device"),
-    }
+    out["run"] = dict(
+        dir=os.path.basename(main), epochs_done=int(ep[-1]["epoch"]), epochs_planned=epochs,
+        timed_epochs=[int(r["epoch"]) for r in timed], first_epoch_seconds=ep[0]["charts/epoch_seconds"],
+        summary=load(main, "summary.json"), final_score=ep[-1].get("eval/normalized_score"),
+        holdout_mse=fit.get("dynamics/holdout_mse"), sizes=f"{config.get('num_ensemble')} × "
+        f"{config.get('dynamics_hidden_dims')} ensemble, policies {config.get('hidden_dims')}, batch "
+        f"{config.get('batch_size')}", device=load(main, "summary.json").get("device"),
+    )  # fmt: skip
 # the resume wrote into the same run directory: its epochs are the rows after its checkpoint's
 log = os.path.join(work, "logs", "resume.log")
 text = open(log).read() if os.path.isfile(log) else ""
 after = rows(main)
 start = re.search(r"resumed .* at epoch (\d+)", text)
-out["resume"] = {
-    "from_epoch": int(start.group(1)) if start else None,
-    "to_epoch": int(after[-1]["epoch"]) if after else None,
-    "summary_status": load(main, "summary.json").get("status"),
-}
+out["resume"] = dict(from_epoch=int(start.group(1)) if start else None,
+                     to_epoch=int(after[-1]["epoch"]) if after else None,
+                     summary_status=load(main, "summary.json").get("status"))  # fmt: skip
 
 # ---- determinism: twin_a vs twin_b, every logged value but times, and the saved ensemble and policy, bit for bit
 a, b = run_dir("twin_a"), run_dir("twin_b")
@@ -172,14 +146,9 @@ PAPER_RUNS, PAPER_EPOCHS = 60, 1000  # Table 4's ORPO column: 12 datasets x 5 se
 configs = (out["concurrent"] or {}).get("configs", [])
 measured = [c for c in configs if c.get("run_epochs_per_hour") and len(c["runs"]) == c["k"]]  # every run has epochs
 best = max([c for c in measured if c["complete"]] or measured, key=lambda c: c["run_epochs_per_hour"], default=None)
-out["paper_column"] = best and {
-    "k": best["k"],
-    "mode": best["mode"],
-    "device": best.get("device"),
-    "complete": best["complete"],
-    "run_epochs_per_hour": best["run_epochs_per_hour"],
-    "hours": PAPER_RUNS * PAPER_EPOCHS / best["run_epochs_per_hour"],
-}
+out["paper_column"] = best and dict(k=best["k"], mode=best["mode"], device=best.get("device"),
+                                    complete=best["complete"], run_epochs_per_hour=best["run_epochs_per_hour"],
+                                    hours=PAPER_RUNS * PAPER_EPOCHS / best["run_epochs_per_hour"])  # fmt: skip
 
 # ---- the markdown
 v = out["versions"]
@@ -200,13 +169,11 @@ if not out.get("phases"):
     lines.append(f"| ({why}) | | |")
 if "run" in out:
     r = out["run"]
-    lines += [
-        "",
-        f"The run: `algorithms/orpo.py --env local/hopper-random` (datasets/collect.py, Hopper-v4, random policy; "
-        f"{r['sizes']}) on {r['device']}, {r['epochs_done']} of {r['epochs_planned']} epochs; seconds are medians over epochs "
-        f"{r['timed_epochs'][0]}-{r['timed_epochs'][-1]} (epoch 1, warming up, took {r['first_epoch_seconds']:.3g} s); "
-        f"ensemble holdout MSE {r['holdout_mse']:.4g}; last normalized score {r['final_score']}.",
-    ]
+    lines += ["", "The run: `algorithms/orpo.py --env local/hopper-random` (datasets/collect.py, Hopper-v4, random "
+        f"policy; {r['sizes']}) on {r['device']}, {r['epochs_done']} of {r['epochs_planned']} epochs; seconds are "
+        f"medians over epochs {r['timed_epochs'][0]}-{r['timed_epochs'][-1]} (epoch 1, warming up, took "
+        f"{r['first_epoch_seconds']:.3g} s); "
+        f"ensemble holdout MSE {r['holdout_mse']:.4g}; last normalized score {r['final_score']}."]  # fmt: skip
 rs = out["resume"]
 if status.get("resume") != "omitted":
     lines.append(f"Resume: from epoch {rs['from_epoch']} to {rs['to_epoch']} (status {rs['summary_status']}).")
@@ -216,13 +183,9 @@ t = out.get("tests")
 if status.get("tests") == "omitted":
     lines += ["", "Tests: not run (GPU_CHECK_SKIP)."]
 if t:
-    lines += [
-        "",
-        f"Tests (tests/test_device.py on {device}): {t['passed']} passed, {len(t['failed'])} failed"
-        + (f" ({', '.join(t['failed'])})" if t["failed"] else "")
-        + f", {len(t['skipped'])} skipped, "
-        f"{t['seconds']:.0f} s.",
-    ]
+    failed = f" ({', '.join(t['failed'])})" if t["failed"] else ""
+    lines += ["", f"Tests (tests/test_device.py on {device}): {t['passed']} passed, {len(t['failed'])} failed{failed}, "
+              f"{len(t['skipped'])} skipped, {t['seconds']:.0f} s."]  # fmt: skip
 d = out["determinism"]
 verdict = (
     f"bit-identical ({d['values']} values over {d['epochs']} epochs: every logged metric"
@@ -237,30 +200,19 @@ ops = ", ".join(d["nondeterministic_ops"]) or "none"
 if status.get("twins") == "omitted":
     lines += ["", "Determinism: not run (GPU_CHECK_SKIP)."]
 else:
-    lines += [
-        "",
-        f"Determinism, the same seed twice on {device}: {verdict}. Ops torch flags as non-deterministic "
-        f"(use_deterministic_algorithms(warn_only=True), one epoch): {ops}.",
-    ]
+    lines += ["", f"Determinism, the same seed twice on {device}: {verdict}. Ops torch flags as non-deterministic "
+              f"(use_deterministic_algorithms(warn_only=True), one epoch): {ops}."]  # fmt: skip
 gone = lambda step: "not run (GPU_CHECK_SKIP)" if status.get(step) == "omitted" else "the step failed"
 c = out["concurrent"] or {}
-lines += [
-    "",
-    "Profile (`torch.profiler`, orpo.py's own main() on the collected data, 2 epochs of 40 steps): the 2nd "
+lines += ["", "Profile (`torch.profiler`, orpo.py's own main() on the collected data, 2 epochs of 40 steps): the 2nd "
     "epoch's 20 update steps (each one SAC and one TD3+BC update), eager and with `--cuda-graphs` (recorded from "
     "the first replay on: the warm-up steps and the capture are left out); device busy: the union of the "
-    "kernels' intervals over the recorded window's wall time:",
-]
+    "kernels' intervals over the recorded window's wall time:"]  # fmt: skip
 lines += ["", profile_md or f"(no table: {gone('profile')})"]
-lines += [
-    "",
-    f"K ORPO runs at once on {device} (`algorithms/orpo.py` on the collected data, seeds 1..K, 3 epochs of "
+lines += ["", f"K ORPO runs at once on {device} (`algorithms/orpo.py` on the collected data, seeds 1..K, 3 epochs of "
     f"{c.get('steps_per_epoch', '?')} steps each, fit capped; epoch seconds: each run's median over epochs 2-3; "
     "projected: rollouts + evaluation + the update steps scaled to 1000; run-epochs per hour: the sum over the K "
-    "runs of 3600 / projected seconds):",
-    "",
-    concurrent_md or f"(no table: {gone('concurrent')})",
-]
+    "runs of 3600 / projected seconds):", "", concurrent_md or f"(no table: {gone('concurrent')})"]  # fmt: skip
 for algo, table in out["speed"].items():
     flag = "--cuda" if device == "cuda" else "--no-cuda"
     what = "eager vs --cuda-graphs" if algo == "graphs" else "fp32 vs --dynamics-bf16"
