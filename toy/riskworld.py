@@ -32,7 +32,6 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -174,22 +173,10 @@ SETTINGS = {
     "reduced": Setting(seeds=(1, 2, 3, 4, 5), lambda_ps=(100.0,), cells="two_ways", **REDUCED),
     # the default command: `reduced` with 1 seed
     "demo": Setting(seeds=(1,), lambda_ps=(100.0,), cells="two_ways", **REDUCED),
-    # a smoke test of the whole pipeline (tests)
-    "quick": Setting(
-        seeds=(1,),
-        lambda_ps=(100.0,),
-        cells="two_ways",
-        rollout_batch_size=100,
-        hidden_dims=(16, 16),
-        epochs=1,
-        steps_per_epoch=50,
-        dynamics_hidden_dims=(16, 16),
-        num_ensemble=3,
-        num_elites=2,
-        dataset_size=1000,
-        eval_steps=200,
-    ),  # fmt: skip
 }
+SETTINGS["quick"] = Setting(seeds=(1,), lambda_ps=(100.0,), cells="two_ways", rollout_batch_size=100, hidden_dims=(16, 16),
+                            epochs=1, steps_per_epoch=50, dynamics_hidden_dims=(16, 16), num_ensemble=3, num_elites=2,
+                            dataset_size=1000, eval_steps=200)  # a smoke test of the whole pipeline (tests)  # fmt: skip
 
 
 @dataclass
@@ -298,11 +285,7 @@ def algo_args(algo: str, setting: Setting, args: ToyArgs, u: str, lambda_p: floa
 
 def code_versions() -> dict[str, str]:
     """The git commit and the sha256 of the algorithm files the numbers came from (they may differ from the commit)."""
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
-    except OSError:
-        head = ""
-    out = {"git_head": head.strip() or "unknown"}
+    out = {"git_head": plumbing.git_revision(__file__) or "unknown"}
     for name in ("orpo", "mopo"):
         with open(os.path.join(ROOT, "algorithms", f"{name}.py"), "rb") as f:
             out[f"{name}.py_sha256"] = hashlib.sha256(f.read()).hexdigest()[:16]
@@ -608,9 +591,7 @@ def aggregate(rows: list[dict]) -> dict:
 def comparisons(table: dict, lambda_ps) -> list[dict]:
     """ORPO vs MOPO at each λp: with the same u (matched) and as the authors ran it (MOPO ensemble_std, ORPO
     max_aleatoric); `orpo_better` only when ORPO's interval lies wholly above MOPO's (one seed has no interval)."""
-    pairs = [(u, u, f"matched {u}") for u in U_CHOICES] + [
-        (AUTHORS_U["mopo"], AUTHORS_U["orpo"], "as the authors ran it")
-    ]
+    pairs = [(u, u, f"matched {u}") for u in U_CHOICES] + [(*AUTHORS_U.values(), "as the authors ran it")]
     out = []
     for lp, (u_m, u_o, name) in ((lp, p) for lp in lambda_ps for p in pairs):
         m, o = table.get(f"mopo|{u_m}|{lp:g}"), table.get(f"orpo|{u_o}|{lp:g}")
@@ -649,12 +630,8 @@ def draw_scene(ax, title: str, band_color: str = "darkblue"):
     line = np.linspace(-BOUND, BOUND, 2)
     for c in (-HALF_WIDTH, HALF_WIDTH):
         ax.plot(line, -line + c, color=band_color, lw=1)
-    ax.add_patch(
-        pyplot().Rectangle((-BOUND, -BOUND), 2 * BOUND, 2 * BOUND, lw=1.5, edgecolor="black", facecolor="none")
-    )
-    ax.set_xlim(-BOUND - 0.1, BOUND + 0.1)
-    ax.set_ylim(-BOUND - 0.1, BOUND + 0.1)
-    ax.set_aspect("equal")
+    ax.add_patch(pyplot().Rectangle((-BOUND, -BOUND), 2 * BOUND, 2 * BOUND, lw=1.5, ec="black", fc="none"))
+    ax.set(xlim=(-BOUND - 0.1, BOUND + 0.1), ylim=(-BOUND - 0.1, BOUND + 0.1), aspect="equal")
     ax.set_title(title, fontsize=9)
 
 
@@ -685,10 +662,8 @@ def plot_uncertainty(path: str, grids: dict, lambda_p: float, seed: int, mse: fl
 def plot_visited(path: str, table: dict, cells_dir: str, lambda_p: float, title: str):
     """2×2: MOPO / ORPO × ensemble_std / max_aleatoric, the states visited in eval_steps real steps, every seed."""
     fig, axes = pyplot().subplots(2, 2, figsize=(9.5, 9.5))
-    for (row, u), (col, algo) in itertools.product(
-        enumerate(("ensemble_std", "max_aleatoric")), enumerate(("mopo", "orpo"))
-    ):
-        ax, entry = axes[row, col], table.get(f"{algo}|{u}|{lambda_p:g}")
+    for ax, (u, algo) in zip(axes.flat, itertools.product(("ensemble_std", "max_aleatoric"), ("mopo", "orpo"))):
+        entry = table.get(f"{algo}|{u}|{lambda_p:g}")
         if entry is None:
             ax.set_visible(False)
             continue
@@ -739,9 +714,7 @@ def train(args: ToyArgs, setting: Setting, todo: list, fits: dict, rows: dict, p
     os.makedirs(cells_dir, exist_ok=True)
     # the dataset is rebuilt (deterministically) each time; only the ensembles and the finished cells are kept
     with tempfile.TemporaryDirectory(prefix="riskworld_") as tmp:
-        data = write_dataset(
-            os.path.join(tmp, f"{DATASET_NAME}.hdf5"), make_dataset(setting.dataset_size, args.dataset_seed)
-        )
+        data = write_dataset(f"{tmp}/{DATASET_NAME}.hdf5", make_dataset(setting.dataset_size, args.dataset_seed))
         jobs = [Job(f"ensemble seed {s}", (fit_ensemble, setting, args, data, ens_paths[s], s),
                     os.path.join(logs_dir, f"ensemble_s{s}.log"), (ens_paths[s],), s)
                 for s in setting.seeds if s not in fits and any(c[3] == s for c in todo)]  # fmt: skip
@@ -813,9 +786,7 @@ def run(args: ToyArgs, command: Optional[str] = None) -> dict:
     first, lp_top = fits[0]["seed"], max(setting.lambda_ps)
     figures = [os.path.join(out_dir, "uncertainty.png")]
     plot_uncertainty(figures[0], grids[first], lp_top, first, fits[0]["holdout_mse"])
-    nets = (
-        "the algorithms' own nets" if setting.hidden_dims is None else f"{'×'.join(map(str, setting.hidden_dims))} nets"
-    )
+    nets = f"{'×'.join(map(str, setting.hidden_dims))} nets" if setting.hidden_dims else "the algorithms' own nets"
     size = f"{setting.rollout_batch_size} rollout starts, {nets}, {setting.epochs}×{setting.steps_per_epoch} steps"
     for lp in setting.lambda_ps if setting.cells == "two_ways" else (lp_top,):
         figures.append(os.path.join(out_dir, f"visited_lp{lp:g}.png"))
@@ -824,33 +795,25 @@ def run(args: ToyArgs, command: Optional[str] = None) -> dict:
                      "real steps per policy")  # fmt: skip
     if len(setting.lambda_ps) > 1:
         figures.append(os.path.join(out_dir, "phase.png"))
-        intervals = (
-            "95 % bootstrap intervals over seeds" if any(len(e["seeds"]) > 1 for e in table.values()) else "1 seed"
-        )
+        several = any(len(e["seeds"]) > 1 for e in table.values())
+        intervals = "95 % bootstrap intervals over seeds" if several else "1 seed"
         plot_phase(figures[-1], table, setting, f"RiskWorld '{args.setting}': average return vs λp ({size}; "
                    f"{intervals}; λo = {args.lambda_o:g})")  # fmt: skip
     wall, cpu = time.time() - t_start, plumbing.device_name(torch.device("cpu"))
-    results = {
-        "claim": "ORPO reaches the high-reward upper-right region and MOPO does not (paper: MOPO 7.3, ORPO 35.3 at λp = 100)",
-        "paper": PAPER,
-        "setting_name": args.setting,
-        "setting": dataclasses.asdict(setting),
-        "toy_args": {k: v for k, v in dataclasses.asdict(args).items() if k not in ("out_dir", "ensembles_dir")},
-        "metric": f"average cumulative reward per 10-step episode over {setting.eval_steps} real-env steps of the "
-        "deterministic policy; mean over seeds with a 95 % percentile bootstrap interval (10,000 resamples)",
-        "table": table,
-        "comparisons": comparisons(table, setting.lambda_ps),
-        "missing_cells": missing,
-        "ensembles": {"fit_rule": config, "per_seed": fits},
-        "uncertainty_per_seed": {s: {u: u_summary(g) for u, g in gs.items()} for s, gs in grids.items()},
-        "wall_seconds_this_invocation": wall,
-        "cpu": cpu,
-        "workers": args.workers,
-        "torch_threads_per_worker": 1,
-        "command": command,
-        "algorithm_files": code_versions(),
-        "figures": [os.path.relpath(p, ROOT) if p.startswith(ROOT) else p for p in figures],
-    }
+    metric = (
+        f"average cumulative reward per 10-step episode over {setting.eval_steps} real-env steps of the "
+        "deterministic policy; mean over seeds with a 95 % percentile bootstrap interval (10,000 resamples)"
+    )
+    results = dict(
+        claim="ORPO reaches the high-reward upper-right region and MOPO does not (paper: MOPO 7.3, ORPO 35.3 at λp = 100)",
+        paper=PAPER, setting_name=args.setting, setting=dataclasses.asdict(setting),
+        toy_args={k: v for k, v in dataclasses.asdict(args).items() if k not in ("out_dir", "ensembles_dir")},
+        metric=metric, table=table, comparisons=comparisons(table, setting.lambda_ps), missing_cells=missing,
+        ensembles={"fit_rule": config, "per_seed": fits},
+        uncertainty_per_seed={s: {u: u_summary(g) for u, g in gs.items()} for s, gs in grids.items()},
+        wall_seconds_this_invocation=wall, cpu=cpu, workers=args.workers, torch_threads_per_worker=1, command=command,
+        algorithm_files=code_versions(), figures=[os.path.relpath(p, ROOT) if p.startswith(ROOT) else p for p in figures],
+    )  # fmt: skip
     toolbox.write_json(results, os.path.join(out_dir, "results.json"))
     print_summary(results)
     print(f"results.json, figures and logs in {shown(out_dir)} ({wall / 60:.1f} min this invocation on {cpu}, "
