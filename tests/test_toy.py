@@ -313,7 +313,9 @@ def test_output_is_a_line_per_run_and_a_table_with_details_in_the_logs(quick):
         ).read_text()  # the details: the algorithm's start and result lines, the toy's
         assert re.search(r"riskworld \(\d+ transitions\)", log) and "hopper-medium-v2" not in log
         assert re.search(r"finished: \d+ epochs in .*summary\.json", log) and f"{key}: average return" in log
-    assert "holdout MSE" in (out / "logs" / "ensemble_s1.log").read_text()
+        assert "epoch/s" not in log and "%|" not in log, log  # the epoch bar reports to the toy, it draws no bar here
+    fit_log = (out / "logs" / "ensemble_s1.log").read_text()
+    assert "holdout MSE" in fit_log and "%|" not in fit_log, fit_log  # the fit's bar too
 
 
 def worker_processes(out) -> list[int]:
