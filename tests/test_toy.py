@@ -1,6 +1,7 @@
 """The RiskWorld toy (toy/riskworld.py): env dynamics and reward sign, the dataset recipe, evaluation, the statistics,
 and one tiny run that checks each arm trained with the u and λp it claims and reused the seed's ensemble."""
 
+import contextlib
 import json
 import os
 import re
@@ -330,6 +331,18 @@ def worker_processes(out) -> list[int]:
     return pids
 
 
+def starting_worker(pid: int, blocked: list) -> bool:
+    """Whether the toy has spawned a pool process (polled every 0.1 s, the first one is seen while it starts); its
+    blocked signals (/proc's SigBlk mask) go to `blocked`."""
+    with contextlib.suppress(OSError):  # a thread or a process that ended while it was read: the next poll sees it
+        for task in os.listdir(f"/proc/{pid}/task"):
+            for kid in open(f"/proc/{pid}/task/{task}/children").read().split():
+                if b"spawn_main" in open(f"/proc/{kid}/cmdline", "rb").read():
+                    blocked.append(int(re.search(r"SigBlk:\s*(\w+)", open(f"/proc/{kid}/status").read())[1], 16))
+                    return True
+    return False
+
+
 @pytest.mark.slow  # the slow tier: the toy's runs end to end
 def test_interrupt_stops_the_workers_keeps_finished_runs_and_resumes(tmp_path):
     out, ens, tmp = tmp_path / "out", tmp_path / "ensembles", tmp_path / "tmp"
@@ -339,13 +352,13 @@ def test_interrupt_stops_the_workers_keeps_finished_runs_and_resumes(tmp_path):
     env = {**os.environ, "TMPDIR": str(tmp)}
 
     def interrupted(sig, when, group):
-        """Start the toy, send `sig` when `when()` holds (to its process group, as a terminal's Ctrl-C does)."""
+        """Start the toy, send `sig` when `when(its pid)` holds (to its process group, as a terminal's Ctrl-C does)."""
         p = subprocess.Popen(
             cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
         )
         deadline = time.time() + 300
-        while not when() and time.time() < deadline and p.poll() is None:
-            time.sleep(0.2)
+        while not when(p.pid) and time.time() < deadline and p.poll() is None:
+            time.sleep(0.1)
         assert p.poll() is None, "the toy ended before the signal"
         os.killpg(p.pid, sig) if group else p.send_signal(sig)
         stdout, stderr = p.communicate(timeout=60)
@@ -360,13 +373,20 @@ def test_interrupt_stops_the_workers_keeps_finished_runs_and_resumes(tmp_path):
 
     # SIGTERM to the toy alone during the fit: no ensemble is kept
     fit_log = out / "logs" / "ensemble_s1.log"
-    interrupted(signal.SIGTERM, lambda: fit_log.exists() and time.sleep(1) is None, group=False)
+    interrupted(signal.SIGTERM, lambda pid: fit_log.exists() and time.sleep(1) is None, group=False)
     assert not ens.exists() or not list(ens.iterdir())
     # Ctrl-C once the first run has finished: that run is kept
     cells = out / "cells"
-    interrupted(signal.SIGINT, lambda: len(list(cells.glob("*.json"))) >= 1, group=True)
+    interrupted(signal.SIGINT, lambda pid: len(list(cells.glob("*.json"))) >= 1, group=True)
     kept = {p: p.stat().st_mtime_ns for p in cells.glob("*.json")}
     assert 1 <= len(kept) < 4
+    # Ctrl-C while a pool process starts, still in the terminal's process group: the same one line (it once printed
+    # the starting process's "Fatal Python error" and traceback too)
+    blocked = []
+    interrupted(signal.SIGINT, lambda pid: starting_worker(pid, blocked), group=True)
+    assert {q: q.stat().st_mtime_ns for q in cells.glob("*.json")} == kept
+    for sig in (signal.SIGINT, signal.SIGTERM):  # how: it starts with them blocked (whether the race shows is chance)
+        assert blocked[0] & 1 << (sig - 1), f"a pool process started with {sig.name} unblocked: {blocked}"
     # the same command resumes: the kept runs are not retrained, the rest are
     p = subprocess.run(cmd, env=env, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr

@@ -99,23 +99,16 @@ if ENV_ID not in gym.registry:
 
 
 def make_dataset(n: int = 10_000, seed: int = 0) -> dict[str, np.ndarray]:
-    """The paper's recipe: reset to a random band state, take one uniform random action, reset again.
-
-    Every row is a one-step episode: s in the band, s' = clip(s + a), r = r(s'); terminals and timeouts are
-    False (the algorithms' loader drops timeout rows, and these single transitions are not timeouts).
-    """
+    """The paper's recipe: reset to a random band state, take one uniform random action, reset again. Every row is a
+    one-step episode: s in the band, s' = clip(s + a), r = r(s'); terminals and timeouts are False (the algorithms'
+    loader drops timeout rows, and these single transitions are not timeouts)."""
     rng = np.random.default_rng(seed)
     obs = sample_band(rng, n)
     act = rng.uniform(-1.0, 1.0, size=(n, 2)).astype(np.float32)
     next_obs = np.clip(obs + act, -BOUND, BOUND).astype(np.float32)
-    return {
-        "observations": obs,
-        "actions": act,
-        "rewards": reward_fn(next_obs).astype(np.float32),
-        "next_observations": next_obs,
-        "terminals": np.zeros(n, dtype=bool),
-        "timeouts": np.zeros(n, dtype=bool),
-    }
+    none = np.zeros(n, dtype=bool)
+    return dict(observations=obs, actions=act, rewards=reward_fn(next_obs).astype(np.float32),
+                next_observations=next_obs, terminals=none, timeouts=none.copy())  # fmt: skip
 
 
 def write_dataset(path: str, data: dict[str, np.ndarray]) -> str:
@@ -174,9 +167,10 @@ SETTINGS = {
     # the default command: `reduced` with 1 seed
     "demo": Setting(seeds=(1,), lambda_ps=(100.0,), cells="two_ways", **REDUCED),
 }
-SETTINGS["quick"] = Setting(seeds=(1,), lambda_ps=(100.0,), cells="two_ways", rollout_batch_size=100, hidden_dims=(16, 16),
-                            epochs=1, steps_per_epoch=50, dynamics_hidden_dims=(16, 16), num_ensemble=3, num_elites=2,
-                            dataset_size=1000, eval_steps=200)  # a smoke test of the whole pipeline (tests)  # fmt: skip
+# a smoke test of the whole pipeline (tests)
+SETTINGS["quick"] = Setting(seeds=(1,), lambda_ps=(100.0,), cells="two_ways", rollout_batch_size=100, epochs=1,
+                            hidden_dims=(16, 16), steps_per_epoch=50, dynamics_hidden_dims=(16, 16), num_ensemble=3,
+                            num_elites=2, dataset_size=1000, eval_steps=200)  # fmt: skip
 
 
 @dataclass
@@ -268,8 +262,8 @@ def algo_args(algo: str, setting: Setting, args: ToyArgs, u: str, lambda_p: floa
     """algorithms/<algo>.py's own Args with the toy settings. ORPO's own flags: λo, h^o, and π^p's batch shares 0.05 D
     / 0.45 D^p_πp / rest D^p_πo (the authors' toy command --real-ratio-final 0.05 --final-policy-rollout-ratio-final
     0.45); MOPO: SAC in the P-MDP."""
-    own = (dict(lambda_o=args.lambda_o, rollout_length_o=args.rollout_length, real_ratio=0.05, output_rollout_ratio=0.45)
-           if algo == "orpo" else dict(policy="sac"))  # fmt: skip
+    own = dict(lambda_o=args.lambda_o, rollout_length_o=args.rollout_length, real_ratio=0.05, output_rollout_ratio=0.45)
+    own = own if algo == "orpo" else dict(policy="sac")
     sizes = {} if setting.hidden_dims is None else dict(hidden_dims=setting.hidden_dims)
     # env: the name the run records (its config, summary and directory), the dataset file's
     return toolbox.algorithm(algo).Args(
@@ -463,9 +457,8 @@ def read_cell(cells_dir: str, cell, size: dict) -> Optional[dict]:
         raise plumbing.UsageError(f"{base}.json is not a finished run of this script ({why}); delete it and run again "
                                   "(the run is retrained)") from None  # fmt: skip
     if row["size"] != size:
-        raise plumbing.UsageError(
-            f"{base}.json was trained with other settings ({row['size']}); use another --out-dir (or delete it)"
-        )
+        raise plumbing.UsageError(f"{base}.json was trained with other settings ({row['size']}); use another --out-dir "
+                                  "(or delete it)")  # fmt: skip
     return row
 
 
@@ -474,7 +467,9 @@ def read_cell(cells_dir: str, cell, size: dict) -> Optional[dict]:
 # its own session: a Ctrl-C in the terminal reaches only this process, which stops the workers and removes what they
 # were writing. A worker's stdout and stderr (the algorithm's config, progress, summary) go to its log file (which
 # starts with its pid); its progress bar's position comes back through a queue. A worker dies with its parent.
-PROGRESS = None  # in a pool process: the queue its progress bars report to
+# A pool process starts with SIGINT and SIGTERM blocked (the pool's thread and the submits block them; a mask survives
+# exec): a Ctrl-C while it starts, still in the terminal's process group, would kill it with a traceback on the screen.
+PROGRESS, STOP = None, {signal.SIGINT, signal.SIGTERM}  # in a pool process: the queue its progress bars report to
 
 
 @dataclass
@@ -492,6 +487,9 @@ def worker_init(progress, parent: int) -> None:
     """In each pool process: its own session, death with the toy (PR_SET_PDEATHSIG), the progress queue."""
     global PROGRESS
     os.setsid()
+    for s in STOP:  # one that reached it while it started is dropped; the toy stops it with SIGKILL
+        signal.signal(s, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP)
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     if os.getppid() != parent:
@@ -544,7 +542,9 @@ def run_jobs(jobs: list[Job], workers: int, on_done) -> None:
             for job in [j for j in todo if all(map(os.path.isfile, j.needs))][: workers - len(active)]:
                 todo.remove(job)
                 bar = tqdm(total=job.total, desc=job.label, unit="epoch", leave=False, dynamic_ncols=True, disable=None)
+                signal.pthread_sigmask(signal.SIG_BLOCK, STOP)  # for the processes and the thread submit starts
                 active[pool.submit(worker, job)] = (job, bar)
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP)
             if not active:
                 raise plumbing.UserError(f"{todo[0].label} needs {todo[0].needs}, which no job makes")
             done, _ = wait(active, timeout=0.5, return_when=FIRST_COMPLETED)
@@ -561,6 +561,7 @@ def run_jobs(jobs: list[Job], workers: int, on_done) -> None:
                     raise plumbing.UserError(f"{job.label} failed ({future.exception()}); its log: {job.log}")
                 on_done(job)
     finally:  # a failure or a signal: stop the running workers, remove what they were writing
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP)
         for process in list(getattr(pool, "_processes", {}).values()):
             process.kill()
         pool.shutdown(wait=True, cancel_futures=True)
@@ -812,7 +813,8 @@ def run(args: ToyArgs, command: Optional[str] = None) -> dict:
         ensembles={"fit_rule": config, "per_seed": fits},
         uncertainty_per_seed={s: {u: u_summary(g) for u, g in gs.items()} for s, gs in grids.items()},
         wall_seconds_this_invocation=wall, cpu=cpu, workers=args.workers, torch_threads_per_worker=1, command=command,
-        algorithm_files=code_versions(), figures=[os.path.relpath(p, ROOT) if p.startswith(ROOT) else p for p in figures],
+        algorithm_files=code_versions(),
+        figures=[os.path.relpath(p, ROOT) if p.startswith(ROOT) else p for p in figures],
     )  # fmt: skip
     toolbox.write_json(results, os.path.join(out_dir, "results.json"))
     print_summary(results)
@@ -873,9 +875,8 @@ def cli(argv=None) -> int:
         except BrokenPipeError:
             raise
         except OSError as e:  # a folder that became unwritable or full during the run
-            raise plumbing.UserError(
-                f"{e}; free disk space or pass a writable --out-dir (the same command resumes)"
-            ) from None
+            why = f"{e}; free disk space or pass a writable --out-dir (the same command resumes)"
+            raise plumbing.UserError(why) from None
         return 0
 
     def said(e: KeyboardInterrupt) -> str:
