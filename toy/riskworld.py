@@ -19,16 +19,25 @@
 #   python toy/riskworld.py --setting phase               # return vs λp for both u, 3 seeds, reduced size
 #   python toy/riskworld.py --setting paper --write-docs  # resume/regenerate results/toy_paper/ (without it: runs/toy/<setting>)
 #   python toy/riskworld.py --setting phase --write-docs --report-only   # redraw from the finished runs only
+import contextlib
+import ctypes
 import dataclasses
+import glob
+import hashlib
+import io
+import itertools
 import json
-import math
+import multiprocessing
 import os
 import re
+import shutil
 import signal
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+import traceback
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
 from typing import Literal, Optional
 
 import gymnasium as gym
@@ -90,23 +99,16 @@ if ENV_ID not in gym.registry:
 
 
 def make_dataset(n: int = 10_000, seed: int = 0) -> dict[str, np.ndarray]:
-    """The paper's recipe: reset to a random band state, take one uniform random action, reset again.
-
-    Every row is a one-step episode: s in the band, s' = clip(s + a), r = r(s'); terminals and timeouts are
-    False (the algorithms' loader drops timeout rows, and these single transitions are not timeouts).
-    """
+    """The paper's recipe: reset to a random band state, take one uniform random action, reset again. Every row is a
+    one-step episode: s in the band, s' = clip(s + a), r = r(s'); terminals and timeouts are False (the algorithms'
+    loader drops timeout rows, and these single transitions are not timeouts)."""
     rng = np.random.default_rng(seed)
     obs = sample_band(rng, n)
     act = rng.uniform(-1.0, 1.0, size=(n, 2)).astype(np.float32)
     next_obs = np.clip(obs + act, -BOUND, BOUND).astype(np.float32)
-    return {
-        "observations": obs,
-        "actions": act,
-        "rewards": reward_fn(next_obs).astype(np.float32),
-        "next_observations": next_obs,
-        "terminals": np.zeros(n, dtype=bool),
-        "timeouts": np.zeros(n, dtype=bool),
-    }
+    none = np.zeros(n, dtype=bool)
+    return dict(observations=obs, actions=act, rewards=reward_fn(next_obs).astype(np.float32),
+                next_observations=next_obs, terminals=none, timeouts=none.copy())  # fmt: skip
 
 
 def write_dataset(path: str, data: dict[str, np.ndarray]) -> str:
@@ -153,41 +155,22 @@ class Setting:
     eval_steps: int = 5000
 
 
+REDUCED = dict(rollout_batch_size=5000, hidden_dims=(64, 64))  # 5,000 rollout starts, 2×64 nets: fits 2 shared cores
 SETTINGS = {
     # the paper's setting (appendix "Toy Example" + the authors' commands), λp = 100, 5 seeds
     "paper": Setting(seeds=(1, 2, 3, 4, 5), lambda_ps=(100.0,), cells="two_ways"),
-    # phase diagram: λp sweep for every u, reduced (5,000 rollout starts, 2×64 nets) to fit 2 shared CPU cores
-    # (max_aleatoric and ensemble_std: the two u of the authors' commands; mixture_std's map is in uncertainty.png)
-    # (λp coarse to fine, so a stopped run leaves a usable sweep; the figure sorts them)
-    "phase": Setting(
-        seeds=(1, 2, 3),
-        lambda_ps=(100.0, 10.0, 1.0, 50.0, 5.0, 20.0, 2.0),
-        cells="grid",
-        rollout_batch_size=5000,
-        hidden_dims=(64, 64),
-    ),
+    # phase diagram: λp sweep for max_aleatoric and ensemble_std (the two u of the authors' commands; mixture_std's map
+    # is in uncertainty.png), reduced; λp coarse to fine, so a stopped run leaves a usable sweep (the figure sorts them)
+    "phase": Setting(seeds=(1, 2, 3), lambda_ps=(100.0, 10.0, 1.0, 50.0, 5.0, 20.0, 2.0), cells="grid", **REDUCED),
     # the paper's question at the phase diagram's reduced size (λp = 100, both ways), 5 seeds
-    "reduced": Setting(
-        seeds=(1, 2, 3, 4, 5), lambda_ps=(100.0,), cells="two_ways", rollout_batch_size=5000, hidden_dims=(64, 64)
-    ),
+    "reduced": Setting(seeds=(1, 2, 3, 4, 5), lambda_ps=(100.0,), cells="two_ways", **REDUCED),
     # the default command: `reduced` with 1 seed
-    "demo": Setting(seeds=(1,), lambda_ps=(100.0,), cells="two_ways", rollout_batch_size=5000, hidden_dims=(64, 64)),
-    # a smoke test of the whole pipeline (tests)
-    "quick": Setting(
-        seeds=(1,),
-        lambda_ps=(100.0,),
-        cells="two_ways",
-        rollout_batch_size=100,
-        hidden_dims=(16, 16),
-        epochs=1,
-        steps_per_epoch=50,
-        dynamics_hidden_dims=(16, 16),
-        num_ensemble=3,
-        num_elites=2,
-        dataset_size=1000,
-        eval_steps=200,
-    ),
+    "demo": Setting(seeds=(1,), lambda_ps=(100.0,), cells="two_ways", **REDUCED),
 }
+# a smoke test of the whole pipeline (tests)
+SETTINGS["quick"] = Setting(seeds=(1,), lambda_ps=(100.0,), cells="two_ways", rollout_batch_size=100, epochs=1,
+                            hidden_dims=(16, 16), steps_per_epoch=50, dynamics_hidden_dims=(16, 16), num_ensemble=3,
+                            num_elites=2, dataset_size=1000, eval_steps=200)  # fmt: skip
 
 
 @dataclass
@@ -195,24 +178,24 @@ class ToyArgs:
     setting: Literal["demo", "reduced", "paper", "phase", "quick"] = "demo"
     """demo: λp = 100 both ways, 1 seed, reduced size; reduced: the same with 5 seeds; paper: the paper's setting, 5 seeds;
     phase: average return vs λp for both u, 3 seeds, reduced size; quick: a smoke test (docs/toy.md has the costs)"""
-    seeds: Optional[tuple[int, ...]] = None
+    seeds: Optional[tuple[int, ...]] = field(default=None, metadata={"range": f"[0, {2**32 - 1}]"})  # numpy's, torch's
     """override the setting's training seeds"""
-    lambda_ps: Optional[tuple[float, ...]] = None
+    lambda_ps: Optional[tuple[float, ...]] = field(default=None, metadata={"range": "[0, inf)"})
     """override the setting's λp values (the P-MDP penalty of both methods)"""
-    lambda_o: float = 1.0
+    lambda_o: float = field(default=1.0, metadata={"range": "[0, inf)"})
     """λo, ORPO's O-MDP bonus (the paper: 1)"""
-    rollout_length: int = 5
+    rollout_length: int = field(default=5, metadata={"range": "[1, 100]"})
     """h^p = h^o (the authors' toy commands and the paper's other tasks: 5)"""
-    dynamics_batch_size: int = 32
+    dynamics_batch_size: int = field(default=32, metadata={"range": "[1, 4096]"})
     """the fit rule for 10,000 rows: minibatches of 32 (281 steps per epoch instead of 35 at 256), so the algorithms'
     5-epoch patience waits ~1,400 steps before stopping; docs/toy.md has the measured holdout MSE and time"""
-    dynamics_patience: int = 5
+    dynamics_patience: int = field(default=5, metadata={"range": "[1, 1000]"})
     """epochs without a >1 % holdout improvement of any member before the fit stops (the algorithms' rule)"""
-    dynamics_max_epochs: Optional[int] = None
+    dynamics_max_epochs: Optional[int] = field(default=None, metadata={"range": "[1, 100000]"})
     """cap on the fit's epochs (None: until early stopping)"""
-    dataset_seed: int = 0
+    dataset_seed: int = field(default=0, metadata={"range": f"[0, {2**32 - 1}]"})
     """seed of the offline dataset (one dataset for all training seeds)"""
-    workers: int = 2
+    workers: int = field(default=2, metadata={"range": "[1, 64]"})
     """processes training cells in parallel (1 torch thread each)"""
     out_dir: Optional[str] = None
     """results, figures and per-cell files (default runs/toy/<setting>; --write-docs: results/toy_<setting>)"""
@@ -224,79 +207,32 @@ class ToyArgs:
     ensembles_dir: str = os.path.join("runs", "toy", "ensembles")
     """fitted ensembles, one per seed and fit rule, shared by every setting, algorithm, u and λp"""
 
-
-U32 = 2**32 - 1  # numpy's and torch's seeds must lie in [0, 2**32)
-# Every numeric flag's range, checked value by value (a tuple flag's every value; None means "the setting's"), before
-# anything is read, written or fitted: flag -> (test of one value, what the value must be)
-FLAG_RULES = {
-    "seeds": (lambda v: 0 <= v <= U32, f"integers from 0 to {U32}, e.g. --seeds 1 2 3"),
-    "lambda_ps": (lambda v: math.isfinite(v) and v >= 0, "finite numbers >= 0, e.g. --lambda-ps 1 10 100"),
-    "lambda_o": (lambda v: math.isfinite(v) and v >= 0, "a finite number >= 0 (the paper: 1)"),
-    "rollout_length": (lambda v: 1 <= v <= 100, "an integer from 1 to 100 (the paper: 5)"),
-    "dynamics_batch_size": (lambda v: 1 <= v <= 4096, "an integer from 1 to 4096 (the toy's rule: 32)"),
-    "dynamics_patience": (lambda v: 1 <= v <= 1000, "an integer from 1 to 1000 (the algorithms' rule: 5)"),
-    "dynamics_max_epochs": (lambda v: 1 <= v <= 100_000, "an integer from 1 to 100000, or left out (no cap)"),
-    "dataset_seed": (lambda v: 0 <= v <= U32, f"an integer from 0 to {U32}"),
-    "workers": (lambda v: 1 <= v <= 64, "an integer from 1 to 64 (one core each)"),
-}
-
-
-def check_flags(args: ToyArgs) -> None:
-    """Every flag in its range (FLAG_RULES), then the combinations: one line naming the fix, before any work."""
-    for name, (ok, must) in FLAG_RULES.items():
-        value = getattr(args, name)
-        values = value if isinstance(value, tuple) else () if value is None else (value,)
-        flag = "--" + name.replace("_", "-")
-        if isinstance(value, tuple) and not values:
-            raise plumbing.UsageError(f"{flag} needs at least one value: {must}")
-        bad = next((v for v in values if not ok(v)), None)
-        if bad is not None:
-            raise plumbing.UsageError(f"{flag} {bad}: must be {must}")
-        if isinstance(value, tuple) and len(set(values)) < len(values):
-            raise plumbing.UsageError(f"{flag} {' '.join(map(str, value))}: give each value once")
-    if args.write_docs and args.out_dir is not None:
-        raise plumbing.UsageError("pass either --write-docs or --out-dir, not both")
-    for flag, path in (("--out-dir", args.out_dir), ("--ensembles-dir", args.ensembles_dir)):
-        if path is not None and os.path.exists(path) and not os.path.isdir(path):
-            raise plumbing.UsageError(
-                f"{flag} {path} is a file, not a folder; pass a folder (it is created if missing)"
-            )
-        try:  # a folder that cannot be written fails before any work (a root user passes a chmod, not a read-only fs);
-            # probed in its nearest existing folder, so a refused start creates nothing
-            if path is not None:
-                probe = os.path.abspath(path)
-                while not os.path.exists(probe):
-                    probe = os.path.dirname(probe)
-                if not os.path.isdir(probe):
-                    raise plumbing.UsageError(
-                        f"{flag} {path}: cannot write there ({probe} is a file); pass a writable folder"
-                    )
-                tempfile.TemporaryFile(dir=probe).close()
-        except OSError as e:
-            raise plumbing.UsageError(
-                f"{flag} {path}: cannot write there ({e.strerror}); pass a writable folder"
-            ) from None
+    def problems(self) -> list[str]:  # with plumbing.check_args' ranges: every flag checked before any work
+        out = [f"--{n.replace('_', '-')} {' '.join(map(str, v))}: give each value once"
+               for n in ("seeds", "lambda_ps") if (v := getattr(self, n)) and len(set(v)) < len(v)]  # fmt: skip
+        if self.write_docs and self.out_dir is not None:
+            out.append("pass either --write-docs or --out-dir, not both")
+        for flag, path in (("--out-dir", self.out_dir), ("--ensembles-dir", self.ensembles_dir)):
+            if path is not None and (why := toolbox.unwritable_folder(path)):
+                out.append(f"{flag} {path}: {why}; pass a writable folder (it is created if missing)")
+        return out
 
 
 def resolve(args: ToyArgs) -> tuple[Setting, str]:
     """The flags checked, the setting with the overrides applied, and the output folder."""
-    check_flags(args)
+    plumbing.check_args(args)
     setting = SETTINGS[args.setting]
     if args.seeds is not None:
         setting = dataclasses.replace(setting, seeds=tuple(args.seeds))
     if args.lambda_ps is not None:
         setting = dataclasses.replace(setting, lambda_ps=tuple(float(x) for x in args.lambda_ps))
-    out = (
-        os.path.join(ROOT, "results", f"toy_{args.setting}")
-        if args.write_docs
-        else (args.out_dir or os.path.join("runs", "toy", args.setting))
-    )
-    return setting, os.path.abspath(out)
+    default = os.path.join(ROOT, "results", f"toy_{args.setting}") if args.write_docs else None
+    return setting, os.path.abspath(default or args.out_dir or os.path.join("runs", "toy", args.setting))
 
 
 class Interrupted(KeyboardInterrupt):
-    """SIGINT or SIGTERM arrived: the workers are stopped, the finished runs kept; exit status 128 + the signal (its
-    number the first argument, as toolbox.cli reads it)."""
+    """SIGINT or SIGTERM: the workers are stopped, the finished runs kept; exit status 128 + the signal (its number the
+    first argument, as toolbox.cli reads it)."""
 
     def __init__(self, signum: int):
         super().__init__(signum)
@@ -321,147 +257,71 @@ def cell_key(algo: str, u: str, lambda_p: float, seed: int) -> str:
     return f"{algo}__{u}__lp{lambda_p:g}__s{seed}"
 
 
-def algo_args(
-    module,
-    setting: Setting,
-    args: ToyArgs,
-    u: str,
-    lambda_p: float,
-    seed: int,
-    dataset_path: str,
-    runs_dir: str,
-    **extra,
-):
-    """The module's own Args with the toy settings; every name must be a field of that Args."""
-    settings = dict(
-        seed=seed,
-        cuda=False,
-        runs_dir=runs_dir,
-        env=DATASET_NAME,  # the name the run records (its config, summary and directory): the dataset file's
-        dataset_path=dataset_path,
-        eval_env=ENV_ID,
-        epochs=setting.epochs,
-        steps_per_epoch=setting.steps_per_epoch,
-        eval_every=setting.epochs,
-        eval_episodes=5,
-        checkpoint_every=10**9,
-        num_ensemble=setting.num_ensemble,
-        num_elites=setting.num_elites,
-        dynamics_hidden_dims=setting.dynamics_hidden_dims,
-        dynamics_batch_size=args.dynamics_batch_size,
-        dynamics_patience=args.dynamics_patience,
-        dynamics_max_epochs=args.dynamics_max_epochs,
-        uncertainty=u,
-        rollout_batch_size=setting.rollout_batch_size,
-        lambda_p=lambda_p,
-        rollout_length=args.rollout_length,
-        **extra,
-    )
-    if setting.hidden_dims is not None:
-        settings["hidden_dims"] = setting.hidden_dims
-    fields = {f.name for f in dataclasses.fields(module.Args)}
-    unknown = sorted(set(settings) - fields)
-    if unknown:
-        raise SystemExit(f"error: {module.__name__}.Args has no field(s) {unknown}; update toy/riskworld.py")
-    return module.Args(**settings)
-
-
-def orpo_extra(args: ToyArgs) -> dict:
-    """ORPO's own flags: λo, h^o, and π^p's batch shares 0.05 D / 0.45 D^p_πp / rest D^p_πo (the authors' toy command
-    --real-ratio-final 0.05 --final-policy-rollout-ratio-final 0.45)."""
-    return dict(
-        lambda_o=args.lambda_o, rollout_length_o=args.rollout_length, real_ratio=0.05, output_rollout_ratio=0.45
-    )
+def algo_args(algo: str, setting: Setting, args: ToyArgs, u: str, lambda_p: float, seed: int, dataset_path, runs_dir,
+              **extra):  # fmt: skip
+    """algorithms/<algo>.py's own Args with the toy settings. ORPO's own flags: λo, h^o, and π^p's batch shares 0.05 D
+    / 0.45 D^p_πp / rest D^p_πo (the authors' toy command --real-ratio-final 0.05 --final-policy-rollout-ratio-final
+    0.45); MOPO: SAC in the P-MDP."""
+    own = dict(lambda_o=args.lambda_o, rollout_length_o=args.rollout_length, real_ratio=0.05, output_rollout_ratio=0.45)
+    own = own if algo == "orpo" else dict(policy="sac")
+    sizes = {} if setting.hidden_dims is None else dict(hidden_dims=setting.hidden_dims)
+    # env: the name the run records (its config, summary and directory), the dataset file's
+    return toolbox.algorithm(algo).Args(
+        seed=seed, cuda=False, runs_dir=runs_dir, env=DATASET_NAME, dataset_path=dataset_path, eval_env=ENV_ID,
+        epochs=setting.epochs, steps_per_epoch=setting.steps_per_epoch, eval_every=setting.epochs, eval_episodes=5,
+        checkpoint_every=10**9, num_ensemble=setting.num_ensemble, num_elites=setting.num_elites,
+        dynamics_hidden_dims=setting.dynamics_hidden_dims, dynamics_batch_size=args.dynamics_batch_size,
+        dynamics_patience=args.dynamics_patience, dynamics_max_epochs=args.dynamics_max_epochs, uncertainty=u,
+        rollout_batch_size=setting.rollout_batch_size, lambda_p=lambda_p, rollout_length=args.rollout_length,
+        **own, **sizes, **extra,
+    )  # fmt: skip
 
 
 def code_versions() -> dict[str, str]:
     """The git commit and the sha256 of the algorithm files the numbers came from (they may differ from the commit)."""
-    import hashlib
-    import subprocess
-
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-        ).stdout.strip()
-    except OSError:
-        head = ""
-    out = {"git_head": head or "unknown"}
+    out = {"git_head": plumbing.git_revision(__file__) or "unknown"}
     for name in ("orpo", "mopo"):
         with open(os.path.join(ROOT, "algorithms", f"{name}.py"), "rb") as f:
             out[f"{name}.py_sha256"] = hashlib.sha256(f.read()).hexdigest()[:16]
     return out
 
 
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
-        return f"{names[0]} ({len(names)} logical CPUs)"
-    except (OSError, IndexError):
-        import platform
-
-        return platform.processor() or "unknown CPU"
-
-
 # ---------------------------------------------------------------------------------------------- the ensemble
 def fit_config(setting: Setting, args: ToyArgs) -> dict:
-    return dict(
-        dataset_size=setting.dataset_size,
-        dataset_seed=args.dataset_seed,
-        hidden=list(setting.dynamics_hidden_dims),
-        num_ensemble=setting.num_ensemble,
-        num_elites=setting.num_elites,
-        batch_size=args.dynamics_batch_size,
-        patience=args.dynamics_patience,
-        max_epochs=args.dynamics_max_epochs,
-    )
+    return dict(dataset_size=setting.dataset_size, dataset_seed=args.dataset_seed,
+                hidden=list(setting.dynamics_hidden_dims), num_ensemble=setting.num_ensemble,
+                num_elites=setting.num_elites, batch_size=args.dynamics_batch_size, patience=args.dynamics_patience,
+                max_epochs=args.dynamics_max_epochs)  # fmt: skip
 
 
 def ensemble_path(ensembles_dir: str, config: dict, seed: int) -> str:
-    import hashlib
-
     tag = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:10]
     return os.path.join(ensembles_dir, f"riskworld_{tag}_seed{seed}.pt")
 
 
+def new_ensemble(setting: Setting):
+    orpo = toolbox.algorithm("orpo")
+    return orpo.EnsembleDynamics(2, 2, setting.dynamics_hidden_dims, setting.num_ensemble, setting.num_elites)
+
+
 def fit_ensemble(setting: Setting, args: ToyArgs, dataset_path: str, path: str, seed: int) -> None:
     """Fit one seed's ensemble with the algorithms' own fit_dynamics and save it as a run's dynamics.pt (loadable with
-    --load-dynamics-path). The ensemble depends on the data and the seed only, never on the algorithm, u or λp.
-    Runs in a worker (its output goes to the fit's log); written under a temporary name, renamed when complete."""
+    --load-dynamics-path). The ensemble depends on the data and the seed only, never on the algorithm, u or λp."""
     import torch
 
-    orpo = toolbox.algorithm("orpo")
-    fit_args = algo_args(orpo, setting, args, "max_aleatoric", 0.0, seed, dataset_path, "unused")
+    a = algo_args("orpo", setting, args, "max_aleatoric", 0.0, seed, dataset_path, "unused")  # the fit's settings
     data = {k: torch.as_tensor(v) for k, v in plumbing.load_transitions(dataset_path).items()}
     torch.manual_seed(seed)
-    model = orpo.EnsembleDynamics(2, 2, setting.dynamics_hidden_dims, setting.num_ensemble, setting.num_elites)
+    model = new_ensemble(setting)
     t0, c0 = time.time(), time.process_time()
-    a = fit_args  # the ensemble's fit settings, as orpo.py's main names them
-    metrics = orpo.fit_dynamics(model, data, a.dynamics_lr, a.dynamics_batch_size, a.dynamics_max_epochs,
-                                a.dynamics_patience, a.dynamics_holdout_ratio, a.dynamics_max_holdout)  # fmt: skip
-    metrics = {
-        "seed": seed,
-        **{k.split("/")[-1]: float(v) for k, v in metrics.items()},
-        "fit_seconds": time.time() - t0,
-        "fit_cpu_seconds": time.process_time() - c0,
-    }
+    metrics = toolbox.algorithm("orpo").fit_dynamics(model, data, a.dynamics_lr, a.dynamics_batch_size,
+                                                     a.dynamics_max_epochs, a.dynamics_patience,
+                                                     a.dynamics_holdout_ratio, a.dynamics_max_holdout)  # fmt: skip
+    metrics = {"seed": seed, **{k.split("/")[-1]: float(v) for k, v in metrics.items()},
+               "fit_seconds": time.time() - t0, "fit_cpu_seconds": time.process_time() - c0}  # fmt: skip
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    torch.save({"model": model.state_dict(), "metrics": metrics}, path + ".tmp")
-    os.replace(path + ".tmp", path)
+    plumbing.atomic_save({"model": model.state_dict(), "metrics": metrics}, path)
     print(f"ensemble seed {seed}: holdout MSE {metrics['holdout_mse']:.2e} after {metrics['epochs']:.0f} epochs")
-
-
-def load_failure(e: Exception) -> str:
-    """torch.load's reason in one line; a weights_only refusal (a crafted or foreign pickle, or garbage) says what."""
-    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
-    if lines and lines[0].startswith("Weights only load failed"):
-        why = re.search(r"(Trying to load unsupported|Unsupported) .*", str(e))  # the refused global or opcode
-        why = why[0].split(". ")[0].rstrip(".") if why else "not a file of tensors and plain values"
-        return f"weights_only loading refused it: {why}"
-    return f"{type(e).__name__}: {lines[0].split('. ')[0] if lines else 'unreadable'}"
-
-
-ENSEMBLE_METRICS = ("seed", "holdout_mse", "epochs", "fit_seconds")
 
 
 def read_ensemble(path: str, setting: Setting, seed: int):
@@ -469,21 +329,21 @@ def read_ensemble(path: str, setting: Setting, seed: int):
     that is not an ensemble of this fit rule and seed is one line naming it (delete it: the fit is redone)."""
     import torch
 
-    orpo = toolbox.algorithm("orpo")
     try:
         saved = torch.load(path, map_location="cpu", weights_only=True)
-        if not isinstance(saved, dict) or not isinstance(saved.get("metrics"), dict):
-            raise ValueError(f"it holds a {type(saved).__name__} without 'model' and 'metrics'")
-        metrics = {**saved["metrics"], **{k: float(saved["metrics"][k]) for k in ENSEMBLE_METRICS}}
+        metrics = {**saved["metrics"], **{k: float(saved["metrics"][k]) for k in ("seed", "holdout_mse", "epochs",
+                                                                                  "fit_seconds")}}  # fmt: skip
         if metrics["seed"] != seed:
             raise ValueError(f"it is seed {metrics['seed']:g}'s ensemble, not seed {seed}'s")
-        model = orpo.EnsembleDynamics(2, 2, setting.dynamics_hidden_dims, setting.num_ensemble, setting.num_elites)
+        model = new_ensemble(setting)
         model.load_state_dict(saved["model"])
     except Exception as e:  # torch raises many types for truncated, corrupt, crafted or foreign files
-        raise plumbing.UsageError(
-            f"{path} is not an ensemble fitted by this script ({load_failure(e)}); delete it and run again (it is "
-            "refitted)"
-        ) from None
+        why = f"{type(e).__name__}: {(str(e).strip() or 'unreadable').splitlines()[0].split('. ')[0]}"
+        refused = re.search(r"(Trying to load unsupported|Unsupported) .*", str(e))
+        if str(e).startswith("Weights only load failed") and refused:
+            why = f"weights_only loading refused it: {refused[0].split('. ')[0]}"  # the refused global or opcode
+        raise plumbing.UsageError(f"{path} is not an ensemble fitted by this script ({why}); delete it and run again "
+                                  "(it is refitted)") from None  # fmt: skip
     metrics["seed"] = int(metrics["seed"])
     return model, metrics
 
@@ -506,23 +366,14 @@ def u_summary(grid: tuple[np.ndarray, np.ndarray]) -> dict[str, float]:
     """u (averaged over actions) on the data band vs off it: the numbers the penalty λp·u is made of."""
     xs, u = grid
     gx, gy = np.meshgrid(xs, xs)
-    at = lambda x, y: float(u[np.abs(xs - y).argmin(), np.abs(xs - x).argmin()])  # noqa: E731
-    return {
-        "band_mean": float(u[np.abs(gx + gy) < HALF_WIDTH].mean()),
-        "at_0_0": at(0, 0),
-        "at_1.5_1.5": at(1.5, 1.5),
-        "at_2.5_2.5": at(2.5, 2.5),
-        "at_-2.5_-2.5": at(-2.5, -2.5),
-        "max": float(u.max()),
-    }
+    at = {f"at_{x:g}_{x:g}": float(u[np.abs(xs - x).argmin(), np.abs(xs - x).argmin()]) for x in (0, 1.5, 2.5, -2.5)}
+    return {"band_mean": float(u[np.abs(gx + gy) < HALF_WIDTH].mean()), **at, "max": float(u.max())}
 
 
 # ---------------------------------------------------------------------------------------------- one cell
 def roll(policy, n_steps: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """The policy's deterministic actions (numpy in, numpy out) in the real env for n_steps (whole episodes of 10 steps).
-
-    Returns the visited states [episodes, 11, 2] (start state included) and each episode's return.
-    """
+    """The policy's deterministic actions (numpy in, numpy out) in the real env for n_steps (whole episodes of 10
+    steps): the visited states [episodes, 11, 2] (start state included) and each episode's return."""
     env = gym.make(ENV_ID)
     n_episodes = max(1, n_steps // EPISODE_STEPS)
     states, returns = np.zeros((n_episodes, EPISODE_STEPS + 1, 2), dtype=np.float32), np.zeros(n_episodes)
@@ -530,11 +381,8 @@ def roll(policy, n_steps: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
         obs, _ = env.reset(seed=seed + ep)
         states[ep, 0] = obs
         for t in range(EPISODE_STEPS):
-            action = policy(obs[None].astype(np.float32))[0]
-            obs, reward, terminated, truncated, _ = env.step(action)
+            obs, reward, terminated, truncated, _ = env.step(policy(obs[None].astype(np.float32))[0])
             states[ep, t + 1], returns[ep] = obs, returns[ep] + reward
-            if terminated or truncated:
-                break
     assert truncated and not terminated, "RiskWorld episodes end by the 10-step time limit only"
     env.close()
     return states, returns
@@ -549,60 +397,32 @@ def cell_size(setting: Setting, args: ToyArgs) -> dict:
     """Everything but (algorithm, u, λp, seed) that a cell's result depends on: a finished cell is reused only when
     this matches (so a resumed run never mixes sizes)."""
     keep = ("rollout_batch_size", "hidden_dims", "epochs", "steps_per_epoch", "eval_steps")
-    return json.loads(
-        json.dumps(
-            {
-                **{k: getattr(setting, k) for k in keep},
-                "lambda_o": args.lambda_o,
-                "rollout_length": args.rollout_length,
-                "fit": fit_config(setting, args),
-            }
-        )
-    )
+    size = {**{k: getattr(setting, k) for k in keep}, "lambda_o": args.lambda_o, "rollout_length": args.rollout_length}
+    return json.loads(json.dumps({**size, "fit": fit_config(setting, args)}))  # tuples as lists, as read back
 
 
 def train_cell(setting: Setting, args: ToyArgs, dataset_path: str, dynamics_path: str, cells_dir: str, cell, run_root):
     """Train one (algorithm, u, λp, seed) with the algorithm's own main on the seed's saved ensemble, roll the exported
-    policy for eval_steps real-env steps, and save the numbers (JSON) and the visited states (npz) in cells/.
-    Runs in a worker (the algorithm's output goes to the run's log); every file is written under a temporary name and
-    renamed when complete, the JSON last: a cell is finished when its JSON exists."""
-    import shutil
-
+    policy for eval_steps real-env steps, and save the numbers (JSON), the visited states (npz) and the run's
+    metrics.csv in cells/, each renamed when complete, the JSON last: a cell is finished when its JSON exists."""
     algo, u, lambda_p, seed = cell
-    key = cell_key(algo, u, lambda_p, seed)
-    module = toolbox.algorithm(algo)
+    key = cell_key(*cell)
     runs_dir = os.path.join(run_root, key)  # the algorithm's run directory, removed with run_root
-    extra = orpo_extra(args) if algo == "orpo" else dict(policy="sac")
-    algo_arg = algo_args(
-        module, setting, args, u, lambda_p, seed, dataset_path, runs_dir, load_dynamics_path=dynamics_path, **extra
-    )
+    a = algo_args(algo, setting, args, u, lambda_p, seed, dataset_path, runs_dir, load_dynamics_path=dynamics_path)
     t0, c0 = time.time(), time.process_time()
-    summary = module.main(algo_arg)
+    summary = toolbox.algorithm(algo).main(a)
     train_seconds, cpu_seconds = time.time() - t0, time.process_time() - c0
     policy = toolbox.algorithm("collect", "datasets").load_policy(os.path.join(summary["run_dir"], "policy.pt"), 2, 2)
     states, returns = roll(policy, setting.eval_steps, seed=10_000 * seed)
     trajectories = roll(policy, 5 * EPISODE_STEPS, seed=123)[0]
-    with open(os.path.join(summary["run_dir"], "config.json")) as f:
-        config = json.load(f)
-    row = {
-        "algo": algo,
-        "u": u,
-        "lambda_p": lambda_p,
-        "seed": seed,
-        "avg_return": float(returns.mean()),
-        "return_std_over_episodes": float(returns.std()),
-        "episodes": len(returns),
-        "share_upper_right": upper_right_share(states[:, 1:]),
-        "train_seconds": train_seconds,
-        "train_cpu_seconds": cpu_seconds,
-        "train_last_eval_return": summary["return"],  # the run's own last evaluation (5 episodes), not the result
-        "config_env": config["env"],
-        "config_uncertainty": config["uncertainty"],
-        "config_lambda_p": config["lambda_p"],
-        "config_load_dynamics_path": config["load_dynamics_path"],
-        "size": cell_size(setting, args),
-        "algorithm_files": code_versions(),
-    }
+    config = plumbing.read_json(os.path.join(summary["run_dir"], "config.json"))
+    row = dict(algo=algo, u=u, lambda_p=lambda_p, seed=seed, avg_return=float(returns.mean()),
+               return_std_over_episodes=float(returns.std()), episodes=len(returns),
+               share_upper_right=upper_right_share(states[:, 1:]), train_seconds=train_seconds,
+               train_cpu_seconds=cpu_seconds,
+               train_last_eval_return=summary["return"],  # the run's own last evaluation (5 episodes), not the result
+               **{f"config_{k}": config[k] for k in ("env", "uncertainty", "lambda_p", "load_dynamics_path")},
+               size=cell_size(setting, args), algorithm_files=code_versions())  # fmt: skip
     base = os.path.join(cells_dir, key)
     shutil.copyfile(os.path.join(summary["run_dir"], "metrics.csv"), base + ".metrics.csv.tmp")
     with open(base + ".npz.tmp", "wb") as f:
@@ -633,14 +453,12 @@ def read_cell(cells_dir: str, cell, size: dict) -> Optional[dict]:
             if z["visited"].ndim != 3:
                 raise ValueError(f"{base}.npz holds no visited states")
     except Exception as e:
-        raise plumbing.UsageError(
-            f"{base}.json is not a finished run of this script ({type(e).__name__}: "
-            f"{str(e).splitlines()[0] if str(e) else 'unreadable'}); delete it and run again (the run is retrained)"
-        ) from None
+        why = f"{type(e).__name__}: {(str(e).strip() or 'unreadable').splitlines()[0]}"
+        raise plumbing.UsageError(f"{base}.json is not a finished run of this script ({why}); delete it and run again "
+                                  "(the run is retrained)") from None  # fmt: skip
     if row["size"] != size:
-        raise plumbing.UsageError(
-            f"{base}.json was trained with other settings ({row['size']}); use another --out-dir (or delete it)"
-        )
+        raise plumbing.UsageError(f"{base}.json was trained with other settings ({row['size']}); use another --out-dir "
+                                  "(or delete it)")  # fmt: skip
     return row
 
 
@@ -649,26 +467,38 @@ def read_cell(cells_dir: str, cell, size: dict) -> Optional[dict]:
 # its own session: a Ctrl-C in the terminal reaches only this process, which stops the workers and removes what they
 # were writing. A worker's stdout and stderr (the algorithm's config, progress, summary) go to its log file (which
 # starts with its pid); its progress bar's position comes back through a queue. A worker dies with its parent.
-PROGRESS = None  # in a pool process: the queue its progress bars report to
+# A pool process starts with SIGINT and SIGTERM blocked (the pool's thread and the submits block them; a mask survives
+# exec): a Ctrl-C while it starts, still in the terminal's process group, would kill it with a traceback on the screen.
+PROGRESS, STOP = None, {signal.SIGINT, signal.SIGTERM}  # in a pool process: the queue its progress bars report to
+
+
+@dataclass
+class Job:
+    label: str  # what the progress bar and the finish line call it
+    call: tuple  # (fit_ensemble or train_cell, its arguments), run in a worker
+    log: str
+    outputs: tuple[str, ...]  # the finished files; their .tmp names are removed when the job is stopped
+    key: object  # the seed a fit is for, the cell a run trains
+    needs: tuple[str, ...] = ()  # files that must exist before it starts (a cell needs its seed's ensemble)
+    total: Optional[int] = None  # progress bar length (None: unknown, e.g. a fit's epochs)
 
 
 def worker_init(progress, parent: int) -> None:
     """In each pool process: its own session, death with the toy (PR_SET_PDEATHSIG), the progress queue."""
     global PROGRESS
     os.setsid()
-    try:
-        import ctypes
-
+    for s in STOP:  # one that reached it while it started is dropped; the toy stops it with SIGKILL
+        signal.signal(s, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP)
+    with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
     if os.getppid() != parent:
         os._exit(1)
     PROGRESS = progress
 
 
-def worker(job: "Job") -> None:
-    """One job (`fit` or `cell`) in a pool process; its output to its log; an error raised (the log has the trace)."""
+def worker(job: Job) -> None:
+    """One job in a pool process, its output to its log; an error is raised in one line (the log has the trace)."""
     with open(job.log, "w") as log:
         os.dup2(log.fileno(), 1)
         os.dup2(log.fileno(), 2)
@@ -676,21 +506,19 @@ def worker(job: "Job") -> None:
         import torch
 
         torch.set_num_threads(1)  # 2 shared cores: a busy second core makes 2-thread OpenMP matmuls very slow
-        for name in ("orpo", "mopo"):  # their progress bars report to the parent instead of drawing in the log
-            module = toolbox.algorithm(name)
-            module.tqdm = reporting_bar(module.tqdm, lambda **msg: PROGRESS.put((job.label, msg)))
-        spec = job.spec
-        setting = Setting(**{k: tuple(v) if isinstance(v, list) else v for k, v in spec["setting"].items()})
-        args = ToyArgs(**{k: tuple(v) if isinstance(v, list) else v for k, v in spec["args"].items()})
-        try:
-            if job.kind == "fit":
-                fit_ensemble(setting, args, spec["dataset_path"], spec["ensemble"], spec["seed"])
-            else:
-                train_cell(setting, args, spec["dataset_path"], spec["ensemble"], spec["cells_dir"],
-                           tuple(spec["cell"]), spec["run_root"])  # fmt: skip
-        except BaseException as e:
-            import traceback
 
+        class Bar(plumbing.tqdm):  # the algorithms' bars (epochs, fits) report to the parent instead of the log
+            def __init__(self, *a, **kw):
+                super().__init__(*a, **{**kw, "file": io.StringIO(), "disable": False, "mininterval": 0, "miniters": 1})
+
+            def display(self, msg=None, pos=None):
+                PROGRESS.put((job.label, self.n, self.total, self.postfix))
+
+        for module in (plumbing, toolbox.algorithm("orpo"), toolbox.algorithm("mopo")):
+            module.tqdm = Bar
+        try:
+            job.call[0](*job.call[1:])
+        except BaseException as e:
             traceback.print_exc()  # into the log
             raise RuntimeError(str(e).splitlines()[0] if str(e) else type(e).__name__) from None
         finally:
@@ -698,51 +526,10 @@ def worker(job: "Job") -> None:
             sys.stderr.flush()
 
 
-def reporting_bar(bar_class, report):
-    """The algorithm files' tqdm, silent (no bar in the log), reporting each step (epoch) to the parent."""
-
-    class ReportingBar(bar_class):
-        def __init__(self, *a, **kw):
-            super().__init__(*a, **{**kw, "disable": True})
-            self.done, self.extra = kw.get("initial", 0), ""
-
-        def send(self):
-            report(n=self.done, total=self.total, postfix=self.extra)
-
-        def update(self, n=1):
-            self.done += n
-            self.send()
-
-        def set_postfix(self, ordered_dict=None, refresh=True, **kwargs):
-            self.extra = ", ".join(f"{k} {v}" for k, v in {**(ordered_dict or {}), **kwargs}.items())
-
-        def __iter__(self):
-            for item in super().__iter__():
-                yield item
-                self.update(1)
-
-    return ReportingBar
-
-
-@dataclass
-class Job:
-    kind: Literal["fit", "cell"]
-    label: str  # what the progress bar and the finish line call it
-    spec: dict  # what the worker needs
-    log: str
-    outputs: tuple[str, ...]  # the finished files; their .tmp names are removed when the job is stopped
-    needs: tuple[str, ...] = ()  # files that must exist before it starts (a cell needs its seed's ensemble)
-    total: Optional[int] = None  # progress bar length (None: unknown, e.g. a fit's epochs)
-
-
 def run_jobs(jobs: list[Job], workers: int, on_done) -> None:
     """Run the jobs in a pool of `workers` processes, each as soon as its inputs exist, with a progress bar per
     running job (on a terminal); `on_done(job)` prints its line. A failed job stops all others (a plumbing.UserError,
-    exit 1); so does a signal (Interrupted, raised by the handler `cli` installs). Stopped jobs leave no .tmp file
-    behind."""
-    import multiprocessing
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-
+    exit 1); so does a signal (Interrupted, raised by the handler `cli` installs). Stopped jobs leave no .tmp file."""
     from tqdm import tqdm
 
     context = multiprocessing.get_context("spawn")
@@ -752,21 +539,21 @@ def run_jobs(jobs: list[Job], workers: int, on_done) -> None:
     pool = ProcessPoolExecutor(workers, context, worker_init, (progress, os.getpid()), max_tasks_per_child=1)
     try:
         while todo or active:
-            for job in [j for j in todo if all(os.path.isfile(p) for p in j.needs)][: workers - len(active)]:
+            for job in [j for j in todo if all(map(os.path.isfile, j.needs))][: workers - len(active)]:
                 todo.remove(job)
                 bar = tqdm(total=job.total, desc=job.label, unit="epoch", leave=False, dynamic_ncols=True, disable=None)
+                signal.pthread_sigmask(signal.SIG_BLOCK, STOP)  # for the processes and the thread submit starts
                 active[pool.submit(worker, job)] = (job, bar)
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP)
             if not active:
                 raise plumbing.UserError(f"{todo[0].label} needs {todo[0].needs}, which no job makes")
             done, _ = wait(active, timeout=0.5, return_when=FIRST_COMPLETED)
             bars = {job.label: bar for job, bar in active.values()}
             while not progress.empty():
-                label, msg = progress.get()
+                label, n, total, postfix = progress.get()
                 if label in bars:
-                    bars[label].total = msg["total"] if msg["total"] is not None else bars[label].total
-                    bars[label].n = msg["n"]
-                    bars[label].set_postfix_str(msg["postfix"], refresh=False)
-                    bars[label].refresh()
+                    bars[label].total, bars[label].n = bars[label].total if total is None else total, n
+                    bars[label].set_postfix_str(postfix or "", refresh=True)
             for future in done:
                 job, bar = active.pop(future)
                 bar.close()
@@ -774,68 +561,46 @@ def run_jobs(jobs: list[Job], workers: int, on_done) -> None:
                     raise plumbing.UserError(f"{job.label} failed ({future.exception()}); its log: {job.log}")
                 on_done(job)
     finally:  # a failure or a signal: stop the running workers, remove what they were writing
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP)
         for process in list(getattr(pool, "_processes", {}).values()):
             process.kill()
         pool.shutdown(wait=True, cancel_futures=True)
         for job, bar in active.values():
             bar.close()
-            for path in job.outputs:
-                if os.path.exists(path + ".tmp"):
-                    os.remove(path + ".tmp")
+            for tmp in (t for path in job.outputs for t in glob.glob(glob.escape(path) + "*.tmp")):
+                os.remove(tmp)
 
 
 # ---------------------------------------------------------------------------------------------- statistics
 def aggregate(rows: list[dict]) -> dict:
     """Per (algorithm, u, λp): mean return over seeds, its 95 % bootstrap interval, per-seed values, corner shares."""
     groups: dict[tuple, list[dict]] = {}
-    for r in rows:
+    for r in sorted(rows, key=lambda r: r["seed"]):
         groups.setdefault((r["algo"], r["u"], r["lambda_p"]), []).append(r)
     out = {}
     for (algo, u, lp), rs in sorted(groups.items()):
-        rs = sorted(rs, key=lambda r: r["seed"])
         returns = [r["avg_return"] for r in rs]
-        lo, hi = stats.bootstrap(returns)  # benchmarks/stats.py: scipy's percentile bootstrap
-        out[f"{algo}|{u}|{lp:g}"] = {
-            "algo": algo,
-            "u": u,
-            "lambda_p": lp,
-            "mean": float(np.mean(returns)),
-            "ci95": [lo, hi],
-            "seeds": [r["seed"] for r in rs],
-            "per_seed": returns,
-            "share_upper_right": [r["share_upper_right"] for r in rs],
-            "train_seconds": [r["train_seconds"] for r in rs],
-            "train_cpu_seconds": [r.get("train_cpu_seconds") for r in rs],
-        }
+        out[f"{algo}|{u}|{lp:g}"] = dict(
+            algo=algo, u=u, lambda_p=lp, mean=float(np.mean(returns)),
+            ci95=list(stats.bootstrap(returns)),  # benchmarks/stats.py: scipy's percentile bootstrap
+            seeds=[r["seed"] for r in rs], per_seed=returns, share_upper_right=[r["share_upper_right"] for r in rs],
+            train_seconds=[r["train_seconds"] for r in rs], train_cpu_seconds=[r.get("train_cpu_seconds") for r in rs],
+        )  # fmt: skip
     return out
 
 
 def comparisons(table: dict, lambda_ps) -> list[dict]:
     """ORPO vs MOPO at each λp: with the same u (matched) and as the authors ran it (MOPO ensemble_std, ORPO
-    max_aleatoric); `orpo_better` only when ORPO's interval lies wholly above MOPO's."""
-    pairs = [(u, u, f"matched {u}") for u in U_CHOICES] + [
-        (AUTHORS_U["mopo"], AUTHORS_U["orpo"], "as the authors ran it")
-    ]
+    max_aleatoric); `orpo_better` only when ORPO's interval lies wholly above MOPO's (one seed has no interval)."""
+    pairs = [(u, u, f"matched {u}") for u in U_CHOICES] + [(*AUTHORS_U.values(), "as the authors ran it")]
     out = []
-    for lp in lambda_ps:
-        for u_m, u_o, name in pairs:
-            m, o = table.get(f"mopo|{u_m}|{lp:g}"), table.get(f"orpo|{u_o}|{lp:g}")
-            if m is None or o is None:
-                continue
+    for lp, (u_m, u_o, name) in ((lp, p) for lp in lambda_ps for p in pairs):
+        m, o = table.get(f"mopo|{u_m}|{lp:g}"), table.get(f"orpo|{u_o}|{lp:g}")
+        if m is not None and o is not None:
             n = min(len(m.get("per_seed", [0, 0])), len(o.get("per_seed", [0, 0])))
-            out.append(
-                {
-                    "lambda_p": lp,
-                    "comparison": name,
-                    "mopo": m["mean"],
-                    "mopo_ci95": m["ci95"],
-                    "orpo": o["mean"],
-                    "orpo_ci95": o["ci95"],
-                    "seeds": n,  # one seed has no interval: no verdict
-                    "orpo_better": n >= 2 and o["ci95"][0] > m["ci95"][1],
-                    "mopo_better": n >= 2 and m["ci95"][0] > o["ci95"][1],
-                }
-            )
+            out.append(dict(lambda_p=lp, comparison=name, mopo=m["mean"], mopo_ci95=m["ci95"], orpo=o["mean"],
+                            orpo_ci95=o["ci95"], seeds=n, orpo_better=n >= 2 and o["ci95"][0] > m["ci95"][1],
+                            mopo_better=n >= 2 and m["ci95"][0] > o["ci95"][1]))  # fmt: skip
     return out
 
 
@@ -846,146 +611,134 @@ def mean_text(entry: dict) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- figures
-def draw_scene(ax, title: str, band_color: str = "darkblue"):
-    import matplotlib.patches as patches
+def pyplot():
+    import matplotlib
 
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save(fig, path: str, dpi: int) -> None:
+    fig.tight_layout()
+    fig.savefig(path + ".tmp", format="png", dpi=dpi)  # renamed when complete
+    os.replace(path + ".tmp", path)
+    pyplot().close(fig)
+
+
+def draw_scene(ax, title: str, band_color: str = "darkblue"):
     line = np.linspace(-BOUND, BOUND, 2)
     for c in (-HALF_WIDTH, HALF_WIDTH):
         ax.plot(line, -line + c, color=band_color, lw=1)
-    ax.add_patch(patches.Rectangle((-BOUND, -BOUND), 2 * BOUND, 2 * BOUND, lw=1.5, edgecolor="black", facecolor="none"))
-    ax.set_xlim(-BOUND - 0.1, BOUND + 0.1)
-    ax.set_ylim(-BOUND - 0.1, BOUND + 0.1)
-    ax.set_aspect("equal")
+    ax.add_patch(pyplot().Rectangle((-BOUND, -BOUND), 2 * BOUND, 2 * BOUND, lw=1.5, ec="black", fc="none"))
+    ax.set(xlim=(-BOUND - 0.1, BOUND + 0.1), ylim=(-BOUND - 0.1, BOUND + 0.1), aspect="equal")
     ax.set_title(title, fontsize=9)
 
 
 def plot_uncertainty(path: str, grids: dict, lambda_p: float, seed: int, mse: float):
     """Per u, top: the map of u (log colour scale); bottom: the P-MDP reward of arriving there, r(s) − λp·u(s, a)
     (averaged over actions), which is what the pessimistic policies maximise."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from matplotlib.colors import LogNorm
 
-    fig, axes = plt.subplots(2, len(grids), figsize=(5.2 * len(grids), 9.2), squeeze=False)
+    fig, axes = pyplot().subplots(2, len(grids), figsize=(5.2 * len(grids), 9.2), squeeze=False)
     for col, (u, (xs, grid)) in enumerate(grids.items()):
-        ax = axes[0, col]
-        im = ax.imshow(np.maximum(grid, 1e-6), origin="lower", extent=[xs[0], xs[-1]] * 2, cmap="hot", norm=LogNorm())
-        fig.colorbar(im, ax=ax, fraction=0.046, label=f"u = {u}")
-        s = u_summary((xs, grid))
-        draw_scene(
-            ax,
-            f"u = {u}: band mean {s['band_mean']:.3g}, at (2.5, 2.5) {s['at_2.5_2.5']:.3g}",
-            band_color="deepskyblue",
-        )
-        ax = axes[1, col]
         gx, gy = np.meshgrid(xs, xs)
         p_reward = reward_fn(np.stack([gx, gy], -1)) - lambda_p * grid
-        im = ax.imshow(p_reward, origin="lower", extent=[xs[0], xs[-1]] * 2, cmap="RdYlGn")
-        fig.colorbar(im, ax=ax, fraction=0.046, label=f"r(s) − {lambda_p:g}·u")
-        band = p_reward[np.abs(gx + gy) < HALF_WIDTH].mean()
-        corner = p_reward[np.abs(xs - 2.5).argmin(), np.abs(xs - 2.5).argmin()]
-        draw_scene(
-            ax,
-            f"P-MDP reward, λp = {lambda_p:g}: band mean {band:.2f}, at (2.5, 2.5) {corner:.2f}",
-            band_color="deepskyblue",
-        )
+        s, i = u_summary((xs, grid)), np.abs(xs - 2.5).argmin()
+        band, corner = p_reward[np.abs(gx + gy) < HALF_WIDTH].mean(), p_reward[i, i]
+        for ax, image, kw, label, title in (
+            (axes[0, col], np.maximum(grid, 1e-6), dict(cmap="hot", norm=LogNorm()), f"u = {u}",
+             f"u = {u}: band mean {s['band_mean']:.3g}, at (2.5, 2.5) {s['at_2.5_2.5']:.3g}"),
+            (axes[1, col], p_reward, dict(cmap="RdYlGn"), f"r(s) − {lambda_p:g}·u",
+             f"P-MDP reward, λp = {lambda_p:g}: band mean {band:.2f}, at (2.5, 2.5) {corner:.2f}"),
+        ):  # fmt: skip
+            fig.colorbar(ax.imshow(image, origin="lower", extent=[xs[0], xs[-1]] * 2, **kw), ax=ax, fraction=0.046,
+                         label=label)  # fmt: skip
+            draw_scene(ax, title, band_color="deepskyblue")
     fig.suptitle(f"Seed {seed}'s ensemble (4×200, holdout MSE {mse:.1e}); u averaged over actions", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path + ".tmp", format="png", dpi=80)  # renamed when complete
-    os.replace(path + ".tmp", path)
-    plt.close(fig)
+    save(fig, path, dpi=80)
 
 
 def plot_visited(path: str, table: dict, cells_dir: str, lambda_p: float, title: str):
     """2×2: MOPO / ORPO × ensemble_std / max_aleatoric, the states visited in eval_steps real steps, every seed."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(2, 2, figsize=(9.5, 9.5))
-    for row, u in enumerate(("ensemble_std", "max_aleatoric")):
-        for col, algo in enumerate(("mopo", "orpo")):
-            ax, entry = axes[row, col], table.get(f"{algo}|{u}|{lambda_p:g}")
-            if entry is None:
-                ax.set_visible(False)
-                continue
-            for i, seed in enumerate(entry["seeds"]):
-                s = np.load(os.path.join(cells_dir, cell_key(algo, u, lambda_p, seed) + ".npz"))["visited"].reshape(
-                    -1, 2
-                )
-                ax.scatter(s[:, 0], s[:, 1], s=4, alpha=0.25, marker="x", color=f"C{i}", label=f"seed {seed}")
-            tag = " (as the authors ran it)" if AUTHORS_U[algo] == u else ""
-            draw_scene(
-                ax,
-                f"{algo.upper()}, u = {u}{tag}\naverage return {mean_text(entry)}, per seed "
-                + ", ".join(f"{v:.1f}" for v in entry["per_seed"]),
-            )
-            ax.legend(loc="lower left", fontsize=7, markerscale=2)
+    fig, axes = pyplot().subplots(2, 2, figsize=(9.5, 9.5))
+    for ax, (u, algo) in zip(axes.flat, itertools.product(("ensemble_std", "max_aleatoric"), ("mopo", "orpo"))):
+        entry = table.get(f"{algo}|{u}|{lambda_p:g}")
+        if entry is None:
+            ax.set_visible(False)
+            continue
+        for i, seed in enumerate(entry["seeds"]):
+            s = np.load(os.path.join(cells_dir, cell_key(algo, u, lambda_p, seed) + ".npz"))["visited"].reshape(-1, 2)
+            ax.scatter(s[:, 0], s[:, 1], s=4, alpha=0.25, marker="x", color=f"C{i}", label=f"seed {seed}")
+        per_seed = ", ".join(f"{v:.1f}" for v in entry["per_seed"])
+        tag = " (as the authors ran it)" if AUTHORS_U[algo] == u else ""
+        draw_scene(ax, f"{algo.upper()}, u = {u}{tag}\naverage return {mean_text(entry)}, per seed {per_seed}")
+        ax.legend(loc="lower left", fontsize=7, markerscale=2)
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path + ".tmp", format="png", dpi=80)  # renamed when complete
-    os.replace(path + ".tmp", path)
-    plt.close(fig)
+    save(fig, path, dpi=80)
 
 
 def plot_phase(path: str, table: dict, setting: Setting, title: str):
     """Average return vs λp, one panel per u: MOPO and ORPO with the same u, 95 % bootstrap intervals."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     us = [u for u in U_CHOICES if any(e["u"] == u for e in table.values())]
-    fig, axes = plt.subplots(1, len(us), figsize=(5.2 * len(us), 4.2), squeeze=False, sharey=True)
+    fig, axes = pyplot().subplots(1, len(us), figsize=(5.2 * len(us), 4.2), squeeze=False, sharey=True)
     for ax, u in zip(axes[0], us):
         for algo, color, shift in (("mopo", "tab:blue", 0.96), ("orpo", "tab:red", 1.04)):
-            es = [table[k] for k in table if table[k]["algo"] == algo and table[k]["u"] == u]
-            es.sort(key=lambda e: e["lambda_p"])
+            es = sorted((e for e in table.values() if e["algo"] == algo and e["u"] == u), key=lambda e: e["lambda_p"])
             if not es:
                 continue
             n = sorted({len(e["seeds"]) for e in es})
-            x = np.array([e["lambda_p"] for e in es]) * shift
-            y = np.array([e["mean"] for e in es])
-            # one seed has no interval: no bar (NaN), not a bar of length 0
             err = np.array([[e["mean"] - e["ci95"][0], e["ci95"][1] - e["mean"]] for e in es]).T
-            err[:, [len(e["seeds"]) < 2 for e in es]] = np.nan
-            ax.errorbar(
-                x,
-                y,
-                yerr=err if np.isfinite(err).any() else None,
-                marker="o",
-                ms=4,
-                capsize=3,
-                color=color,
-                label=f"{algo.upper()} ({'–'.join(map(str, sorted({n[0], n[-1]})))} seed{'s' * (n[-1] > 1)} per point)",
-            )
-        ax.scatter(
-            [100, 100],
-            [PAPER["mopo"], PAPER["orpo"]],
-            marker="*",
-            s=90,
-            color=["tab:blue", "tab:red"],
-            edgecolor="black",
-            zorder=5,
-            label="paper (λp = 100)",
-        )
+            err[:, [len(e["seeds"]) < 2 for e in es]] = np.nan  # one seed has no interval: no bar, not one of length 0
+            ax.errorbar(np.array([e["lambda_p"] for e in es]) * shift, [e["mean"] for e in es],
+                        yerr=err if np.isfinite(err).any() else None, marker="o", ms=4, capsize=3, color=color,
+                        label=f"{algo.upper()} ({'–'.join(map(str, sorted({n[0], n[-1]})))} seed{'s' * (n[-1] > 1)} "
+                        "per point)")  # fmt: skip
+        ax.scatter([100, 100], [PAPER["mopo"], PAPER["orpo"]], marker="*", s=90, color=["tab:blue", "tab:red"],
+                   edgecolor="black", zorder=5, label="paper (λp = 100)")  # fmt: skip
         ax.axhline(0, color="grey", lw=0.5)
-        ax.set_xscale("log")
-        ax.set_xlabel("λp (both methods)")
+        ax.set(xscale="log", xlabel="λp (both methods)")
         ax.set_title(f"u = {u} (both methods)", fontsize=10)
         ax.legend(fontsize=8, loc="best")
     axes[0, 0].set_ylabel("average return per 10-step episode")
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path + ".tmp", format="png", dpi=90)  # renamed when complete
-    os.replace(path + ".tmp", path)
-    plt.close(fig)
+    save(fig, path, dpi=90)
 
 
 # ---------------------------------------------------------------------------------------------- the experiment
+def train(args: ToyArgs, setting: Setting, todo: list, fits: dict, rows: dict, paths: dict) -> None:
+    """Fit the missing ensembles and train the missing cells in the worker pool, each line printed as it finishes."""
+    from tqdm import tqdm
+
+    cells_dir, logs_dir, ens_paths, size = paths["cells"], paths["logs"], paths["ensembles"], cell_size(setting, args)
+    os.makedirs(cells_dir, exist_ok=True)
+    # the dataset is rebuilt (deterministically) each time; only the ensembles and the finished cells are kept
+    with tempfile.TemporaryDirectory(prefix="riskworld_") as tmp:
+        data = write_dataset(f"{tmp}/{DATASET_NAME}.hdf5", make_dataset(setting.dataset_size, args.dataset_seed))
+        jobs = [Job(f"ensemble seed {s}", (fit_ensemble, setting, args, data, ens_paths[s], s),
+                    os.path.join(logs_dir, f"ensemble_s{s}.log"), (ens_paths[s],), s)
+                for s in setting.seeds if s not in fits and any(c[3] == s for c in todo)]  # fmt: skip
+        jobs += [Job(f"{c[0].upper()} {c[1]} λp {c[2]:g} seed {c[3]}",
+                     (train_cell, setting, args, data, ens_paths[c[3]], cells_dir, c, tmp),
+                     os.path.join(logs_dir, f"{cell_key(*c)}.log"),
+                     tuple(os.path.join(cells_dir, cell_key(*c)) + e for e in (".json", ".npz", ".metrics.csv")), c,
+                     needs=(ens_paths[c[3]],), total=setting.epochs) for c in todo]  # fmt: skip
+
+        def on_done(job: Job):
+            if job.call[0] is fit_ensemble:
+                f = fits[job.key] = read_ensemble(ens_paths[job.key], setting, job.key)[1]
+                line, secs = f"holdout MSE {f['holdout_mse']:.2e} after {f['epochs']:.0f} epochs", f["fit_seconds"]
+            else:
+                r = rows[job.key] = read_cell(cells_dir, job.key, size)
+                line = f"return {r['avg_return']:.1f}, {100 * r['share_upper_right']:.0f} % of steps in the upper right"
+                secs = r["train_seconds"]
+            tqdm.write(f"{job.label}: {line} ({secs:.0f} s)")
+            sys.stdout.flush()
+
+        run_jobs(jobs, args.workers, on_done)
+
+
 def run(args: ToyArgs, command: Optional[str] = None) -> dict:
     import torch
 
@@ -997,176 +750,76 @@ def run(args: ToyArgs, command: Optional[str] = None) -> dict:
     config = fit_config(setting, args)
     ens_paths = {seed: ensemble_path(ensembles_dir, config, seed) for seed in setting.seeds}
     cells, size = cell_list(setting), cell_size(setting, args)
-    for algo in ("orpo", "mopo"):  # the algorithms' own flag checks on the Args the toy builds, before any work
-        module = toolbox.algorithm(algo)
-        extra = orpo_extra(args) if algo == "orpo" else dict(policy="sac")
-        for lp in setting.lambda_ps:
-            try:
-                plumbing.check_args(algo_args(module, setting, args, "max_aleatoric", lp, 1, None, "unused", **extra))
-            except plumbing.UserError as e:
-                raise plumbing.UsageError(f"{algo}.py refuses the toy's settings: {str(e).splitlines()[0]}") from None
+    for algo, lp in itertools.product(("orpo", "mopo"), setting.lambda_ps):  # the algorithms' own flag checks
+        try:
+            plumbing.check_args(algo_args(algo, setting, args, "max_aleatoric", lp, 1, None, "unused"))
+        except plumbing.UserError as e:
+            raise plumbing.UsageError(f"{algo}.py refuses the toy's settings: {str(e).splitlines()[0]}") from None
     # what earlier invocations left: every ensemble and finished cell is read (and checked) before any work
     fits = {s: read_ensemble(p, setting, s)[1] for s, p in ens_paths.items() if os.path.isfile(p)}
-    rows = {c: read_cell(cells_dir, c, size) for c in cells}
-    rows = {c: r for c, r in rows.items() if r is not None}
-    todo = [c for c in cells if c not in rows]
+    rows = {c: r for c in cells if (r := read_cell(cells_dir, c, size)) is not None}
     shown = lambda p: os.path.relpath(p) if os.path.abspath(p).startswith(os.getcwd() + os.sep) else p  # noqa: E731
-    label = lambda c: f"{c[0].upper()} {c[1]} λp {c[2]:g} seed {c[3]}"  # noqa: E731
-
-    what = (
-        f"RiskWorld '{args.setting}': {len(cells)} runs (MOPO and ORPO; λp "
-        f"{', '.join(f'{x:g}' for x in setting.lambda_ps)}; seed{'s' if len(setting.seeds) > 1 else ''} "
-        f"{', '.join(map(str, setting.seeds))})"
-    )
+    what = (f"RiskWorld '{args.setting}': {len(cells)} runs (MOPO and ORPO; λp "
+            f"{', '.join(f'{x:g}' for x in setting.lambda_ps)}; seed{'s' if len(setting.seeds) > 1 else ''} "
+            f"{', '.join(map(str, setting.seeds))})")  # fmt: skip
+    if args.report_only and not rows:
+        raise plumbing.UsageError(f"--report-only: no finished runs in {cells_dir}")
     if args.report_only:
-        if not rows:
-            raise plumbing.UsageError(f"--report-only: no finished runs in {cells_dir}")
         print(f"{what}, {len(rows)} finished; report only", flush=True)
     else:
-        print(
-            what + (f", {len(rows)} already finished" if rows else "") + f", {args.workers} at a time; logs in "
-            f"{shown(logs_dir)}",
-            flush=True,
-        )
-        os.makedirs(cells_dir, exist_ok=True)
-        # the dataset is rebuilt (deterministically) each time; only the ensembles and the finished cells are kept
-        with tempfile.TemporaryDirectory(prefix="riskworld_") as tmp:
-            dataset_path = write_dataset(
-                os.path.join(tmp, f"{DATASET_NAME}.hdf5"), make_dataset(setting.dataset_size, args.dataset_seed)
-            )
-            common = dict(
-                setting=dataclasses.asdict(setting),
-                args={**dataclasses.asdict(args), "ensembles_dir": ensembles_dir},
-                dataset_path=dataset_path,
-                cells_dir=cells_dir,
-                run_root=tmp,
-            )
-            jobs = [
-                Job(
-                    "fit",
-                    f"ensemble seed {s}",
-                    {**common, "seed": s, "ensemble": ens_paths[s]},
-                    os.path.join(logs_dir, f"ensemble_s{s}.log"),
-                    (ens_paths[s],),
-                )
-                for s in setting.seeds
-                if s not in fits and any(c[3] == s for c in todo)
-            ]
-            jobs += [
-                Job(
-                    "cell",
-                    label(c),
-                    {**common, "cell": list(c), "ensemble": ens_paths[c[3]]},
-                    os.path.join(logs_dir, f"{cell_key(*c)}.log"),
-                    tuple(os.path.join(cells_dir, cell_key(*c)) + ext for ext in (".json", ".npz", ".metrics.csv")),
-                    needs=(ens_paths[c[3]],),
-                    total=setting.epochs,
-                )
-                for c in todo
-            ]
-
-            def on_done(job: Job):
-                from tqdm import tqdm
-
-                if job.kind == "fit":
-                    s = job.spec["seed"]
-                    f = fits[s] = read_ensemble(ens_paths[s], setting, s)[1]
-                    line = f"holdout MSE {f['holdout_mse']:.2e} after {f['epochs']:.0f} epochs"
-                    secs = f["fit_seconds"]
-                else:
-                    c = tuple(job.spec["cell"])
-                    r = rows[c] = read_cell(cells_dir, c, size)
-                    line = f"return {r['avg_return']:.1f}, {100 * r['share_upper_right']:.0f} % of steps in the upper right"
-                    secs = r["train_seconds"]
-                tqdm.write(f"{job.label}: {line} ({secs:.0f} s)")
-                sys.stdout.flush()
-
-            try:
-                run_jobs(jobs, args.workers, on_done)
-            except Interrupted as e:
-                done = sum(os.path.isfile(os.path.join(cells_dir, cell_key(*c) + ".json")) for c in cells)
-                e.detail = f"{done} of {len(cells)} runs finished and kept in {shown(cells_dir)}"
-                raise
+        print(what + (f", {len(rows)} already finished" if rows else "") + f", {args.workers} at a time; logs in "
+              f"{shown(logs_dir)}", flush=True)  # fmt: skip
+        try:
+            todo = [c for c in cells if c not in rows]
+            train(args, setting, todo, fits, rows, dict(cells=cells_dir, logs=logs_dir, ensembles=ens_paths))
+        except Interrupted as e:
+            done = sum(os.path.isfile(os.path.join(cells_dir, cell_key(*c) + ".json")) for c in cells)
+            e.detail = f"{done} of {len(cells)} runs finished and kept in {shown(cells_dir)}"
+            raise
     missing = [cell_key(*c) for c in cells if c not in rows]
-    rows = [rows[c] for c in cells if c in rows]
+    table = aggregate([rows[c] for c in cells if c in rows])
     fits = [fits[s] for s in setting.seeds if s in fits]
-    table = aggregate(rows)
-
     if not fits:
         raise plumbing.UsageError(f"no fitted ensemble for seeds {setting.seeds} in {ensembles_dir}")
-    first = int(fits[0]["seed"])
-    model = read_ensemble(ens_paths[first], setting, first)[0]
-    grids = {u: uncertainty_grid(model, u) for u in U_CHOICES}
-    u_per_seed = {}  # u on and off the band for every seed's ensemble: where λp·u crosses the reward decides the corner
-    for f in fits:
-        m = read_ensemble(ens_paths[f["seed"]], setting, f["seed"])[0]
-        u_per_seed[f["seed"]] = {u: u_summary(uncertainty_grid(m, u)) for u in U_CHOICES}
-    figures = []
-    lp_top = max(setting.lambda_ps)
-    path = os.path.join(out_dir, "uncertainty.png")
-    plot_uncertainty(path, grids, lp_top, first, fits[0]["holdout_mse"])
-    figures.append(path)
-    size = (
-        f"{setting.rollout_batch_size} rollout starts, "
-        + (
-            "the algorithms' own nets"
-            if setting.hidden_dims is None
-            else f"{'×'.join(map(str, setting.hidden_dims))} nets"
-        )
-        + f", {setting.epochs}×{setting.steps_per_epoch} steps"
-    )
+    # u on and off the band for every seed's ensemble: where λp·u crosses the reward decides the corner
+    grids = {f["seed"]: {u: uncertainty_grid(read_ensemble(ens_paths[f["seed"]], setting, f["seed"])[0], u)
+                         for u in U_CHOICES} for f in fits}  # fmt: skip
+    first, lp_top = fits[0]["seed"], max(setting.lambda_ps)
+    figures = [os.path.join(out_dir, "uncertainty.png")]
+    plot_uncertainty(figures[0], grids[first], lp_top, first, fits[0]["holdout_mse"])
+    nets = f"{'×'.join(map(str, setting.hidden_dims))} nets" if setting.hidden_dims else "the algorithms' own nets"
+    size = f"{setting.rollout_batch_size} rollout starts, {nets}, {setting.epochs}×{setting.steps_per_epoch} steps"
     for lp in setting.lambda_ps if setting.cells == "two_ways" else (lp_top,):
-        path = os.path.join(out_dir, f"visited_lp{lp:g}.png")
-        plot_visited(
-            path,
-            table,
-            cells_dir,
-            lp,
-            f"RiskWorld '{args.setting}', λp = {lp:g}, λo = {args.lambda_o:g}, h = "
-            f"{args.rollout_length}, {size}: states visited in {setting.eval_steps} real steps per policy",
-        )
-        figures.append(path)
+        figures.append(os.path.join(out_dir, f"visited_lp{lp:g}.png"))
+        plot_visited(figures[-1], table, cells_dir, lp, f"RiskWorld '{args.setting}', λp = {lp:g}, λo = "
+                     f"{args.lambda_o:g}, h = {args.rollout_length}, {size}: states visited in {setting.eval_steps} "
+                     "real steps per policy")  # fmt: skip
     if len(setting.lambda_ps) > 1:
-        path = os.path.join(out_dir, "phase.png")
-        plot_phase(
-            path,
-            table,
-            setting,
-            f"RiskWorld '{args.setting}': average return vs λp ({size}; "
-            + ("95 % bootstrap intervals over seeds" if any(len(e["seeds"]) > 1 for e in table.values()) else "1 seed")
-            + f"; λo = {args.lambda_o:g})",
-        )
-        figures.append(path)
-
-    wall = time.time() - t_start
-    rel = lambda p: os.path.relpath(p, ROOT) if p.startswith(ROOT) else p  # noqa: E731
-    results = {
-        "claim": "ORPO reaches the high-reward upper-right region and MOPO does not (paper: MOPO 7.3, ORPO 35.3 at λp = 100)",
-        "paper": PAPER,
-        "setting_name": args.setting,
-        "setting": dataclasses.asdict(setting),
-        "toy_args": {k: v for k, v in dataclasses.asdict(args).items() if k not in ("out_dir", "ensembles_dir")},
-        "metric": f"average cumulative reward per 10-step episode over {setting.eval_steps} real-env steps of the "
-        "deterministic policy; mean over seeds with a 95 % percentile bootstrap interval (10,000 resamples)",
-        "table": table,
-        "comparisons": comparisons(table, setting.lambda_ps),
-        "missing_cells": missing,
-        "ensembles": {"fit_rule": config, "per_seed": fits},
-        "uncertainty_per_seed": u_per_seed,
-        "wall_seconds_this_invocation": wall,
-        "cpu": cpu_name(),
-        "workers": args.workers,
-        "torch_threads_per_worker": 1,
-        "command": command,
-        "algorithm_files": code_versions(),
-        "figures": [rel(p) for p in figures],
-    }
+        figures.append(os.path.join(out_dir, "phase.png"))
+        several = any(len(e["seeds"]) > 1 for e in table.values())
+        intervals = "95 % bootstrap intervals over seeds" if several else "1 seed"
+        plot_phase(figures[-1], table, setting, f"RiskWorld '{args.setting}': average return vs λp ({size}; "
+                   f"{intervals}; λo = {args.lambda_o:g})")  # fmt: skip
+    wall, cpu = time.time() - t_start, plumbing.device_name(torch.device("cpu"))
+    metric = (
+        f"average cumulative reward per 10-step episode over {setting.eval_steps} real-env steps of the "
+        "deterministic policy; mean over seeds with a 95 % percentile bootstrap interval (10,000 resamples)"
+    )
+    results = dict(
+        claim="ORPO reaches the high-reward upper-right region and MOPO does not (paper: MOPO 7.3, ORPO 35.3 at λp = 100)",
+        paper=PAPER, setting_name=args.setting, setting=dataclasses.asdict(setting),
+        toy_args={k: v for k, v in dataclasses.asdict(args).items() if k not in ("out_dir", "ensembles_dir")},
+        metric=metric, table=table, comparisons=comparisons(table, setting.lambda_ps), missing_cells=missing,
+        ensembles={"fit_rule": config, "per_seed": fits},
+        uncertainty_per_seed={s: {u: u_summary(g) for u, g in gs.items()} for s, gs in grids.items()},
+        wall_seconds_this_invocation=wall, cpu=cpu, workers=args.workers, torch_threads_per_worker=1, command=command,
+        algorithm_files=code_versions(),
+        figures=[os.path.relpath(p, ROOT) if p.startswith(ROOT) else p for p in figures],
+    )  # fmt: skip
     toolbox.write_json(results, os.path.join(out_dir, "results.json"))
     print_summary(results)
-    print(
-        f"results.json, figures and logs in {shown(out_dir)} ({wall / 60:.1f} min this invocation on {cpu_name()}, "
-        f"{args.workers} worker{'s' if args.workers > 1 else ''})"
-    )
+    print(f"results.json, figures and logs in {shown(out_dir)} ({wall / 60:.1f} min this invocation on {cpu}, "
+          f"{args.workers} worker{'s' if args.workers > 1 else ''})")  # fmt: skip
     return results
 
 
@@ -1177,24 +830,20 @@ def print_summary(results: dict):
         print(f"ensemble seed {f['seed']}: holdout MSE {f['holdout_mse']:.2e} after {f['epochs']:.0f} epochs")
     table = list(results["table"].values())
     several = any(len(e["seeds"]) > 1 for e in table)
-    episodes = results["setting"]["eval_steps"] // EPISODE_STEPS
-    print(
-        f"average return per 10-step episode of each policy, {episodes} episodes in the real env"
-        + (", mean over seeds [95 % bootstrap interval]" if several else "")
-        + "; corner: share of steps with x > 1.5 and y > 1.5"
-    )
+    print(f"average return per 10-step episode of each policy, {results['setting']['eval_steps'] // EPISODE_STEPS} "
+          "episodes in the real env" + (", mean over seeds [95 % bootstrap interval]" if several else "")
+          + "; corner: share of steps with x > 1.5 and y > 1.5")  # fmt: skip
     rows = [["algorithm", "u", "λp", "return", "corner", "seeds" if several else ""]]
     for e in table:
         shares = sorted({round(100 * s) for s in e["share_upper_right"]})
-        corner = f"{shares[0]}–{shares[-1]} %" if len(shares) > 1 else f"{shares[0]} %"
-        ret = mean_text(e)
         note = "as the authors ran it" if AUTHORS_U[e["algo"]] == e["u"] else ""
         if several:
             note = ", ".join(f"{v:.1f}" for v in e["per_seed"]) + (f" ({note})" if note else "")
-        rows.append([e["algo"].upper(), e["u"], f"{e['lambda_p']:g}", ret, corner, note])
+        corner = f"{shares[0]}–{shares[-1]} %" if len(shares) > 1 else f"{shares[0]} %"
+        rows.append([e["algo"].upper(), e["u"], f"{e['lambda_p']:g}", mean_text(e), corner, note])
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     for r in rows:
-        cols = [r[0].ljust(widths[0]), r[1].ljust(widths[1]), *(c.rjust(w) for c, w in zip(r[2:5], widths[2:]))]
+        cols = [c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r[:5], widths))]
         print(("  ".join(cols) + "  " + r[5]).rstrip())
     print(f"paper, λp = 100: MOPO {PAPER['mopo']}, ORPO {PAPER['orpo']} (ORPO's policy reaches the corner, MOPO's not)")
     if results["missing_cells"]:
@@ -1203,15 +852,8 @@ def print_summary(results: dict):
         print("1 seed: no intervals and no verdict (--setting reduced runs 5 seeds)")
         return
     for c in results["comparisons"]:
-        verdict = (
-            "too few seeds"
-            if c["seeds"] < 2
-            else "ORPO > MOPO"
-            if c["orpo_better"]
-            else "MOPO > ORPO"
-            if c["mopo_better"]
-            else "intervals overlap"
-        )
+        verdict = ("too few seeds" if c["seeds"] < 2 else "ORPO > MOPO" if c["orpo_better"] else "MOPO > ORPO"
+                   if c["mopo_better"] else "intervals overlap")  # fmt: skip
         print(f"λp {c['lambda_p']:g}, {c['comparison']}: MOPO {c['mopo']:.1f}, ORPO {c['orpo']:.1f} ({verdict})")
 
 
@@ -1233,9 +875,8 @@ def cli(argv=None) -> int:
         except BrokenPipeError:
             raise
         except OSError as e:  # a folder that became unwritable or full during the run
-            raise plumbing.UserError(
-                f"{e}; free disk space or pass a writable --out-dir (the same command resumes)"
-            ) from None
+            why = f"{e}; free disk space or pass a writable --out-dir (the same command resumes)"
+            raise plumbing.UserError(why) from None
         return 0
 
     def said(e: KeyboardInterrupt) -> str:
