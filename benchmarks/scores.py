@@ -7,25 +7,12 @@
     python benchmarks/scores.py --status                                                       # queued/running/...
     python benchmarks/scores.py --table-only                                # aggregate finished runs: runs/scores/scores.md
 
-Each run is the algorithm's own script in a subprocess, writing its run directory under --runs-dir; before any
-starts, every cell's command line goes through its script's own parser and flag checks and its dataset is looked up
-(nothing downloaded), so a cell the script would refuse stops the launch with one line and nothing written. A cell
-(dataset, --exp-name, seed) is found by the config.json of its run directory, never by the directory's name:
-a finished cell is never started again, an unfinished one is continued with the script's own `--resume RUN_DIR`
-(which refits in place a run killed before its first checkpoint), and a failed one (non-zero exit, `"status": "failed"`,
-a NaN score) is skipped and reported until `--retry-failed`. A run that holds RUN_DIR/run.lock is running: it is
-never started twice, and a local launcher's runs die with it. A launch refuses a cell whose run was started with
-other flags, and a table row never averages runs of different configurations. `--launcher slurm` submits one job
-per cell through submitit (one job array); on a time limit or preemption the job stops its run (SIGTERM: the run
-saves), is requeued and resumes. `--launcher local` (the default) runs the same jobs through submitit's LocalExecutor
-on this machine, one after another or `--per-gpu K` at once per GPU; Ctrl-C or SIGTERM stops them (each run saves) and
-the same command resumes.
-
-The aggregate (docs/grid.md explains it): per cell mean ± std over seeds of `last10_score` and a 95 % bootstrap
-interval; per algorithm over the datasets the IQM and mean with stratified-bootstrap intervals, ORPO's probability
-of improvement over each baseline, and a performance profile (rliable). The paper's number for each cell is read
-from benchmarks/paper_scores.csv (transcribed from its LaTeX, one row per number). Exit status: 0 when every run is
-finished, 1 when a run failed, 130 when stopped by Ctrl-C, 143 by SIGTERM.
+Each cell (dataset, --exp-name, seed) is the algorithm's own script in a subprocess, run by a submitit job: on Slurm
+(one job array; a time limit or preemption checkpoints and requeues it) or on this machine (submitit's LocalExecutor).
+Every command line is checked by its script's own parser first. A finished cell is never run again, an unfinished one
+is resumed (`--resume RUN_DIR`), a failed one is skipped until --retry-failed. docs/grid.md has the details and the
+aggregate (rliable's IQM, probability of improvement, performance profile). Exit status: 0 when every run is
+finished, 1 when one failed or is unfinished, 2 for bad input, 130 on Ctrl-C, 143 on SIGTERM.
 """
 
 import contextlib
@@ -62,7 +49,7 @@ sys.path.insert(0, os.path.join(ROOT, "benchmarks"))  # toolbox.py, also in a Sl
 import pages  # noqa: E402  (the table's page from its template)
 import stats  # noqa: E402  (the bootstrap interval of a cell's mean)
 import toolbox  # noqa: E402  (the scripts' one error type, flags and command line)
-from toolbox import UsageError, replace_atomically, write_json, write_text  # noqa: E402
+from toolbox import UsageError, read_json, replace_atomically, unwritable_folder, write_json, write_text  # noqa: E402
 
 PAPER_SCORES = os.path.join(ROOT, "benchmarks", "paper_scores.csv")  # the paper's numbers, from its LaTeX
 PAPER_ORDER = ("lambda", "1", "4", "jump")  # which table's number a cell is shown with, first match
@@ -77,11 +64,7 @@ VARIANTS = {
     "mbpo": ("mbpo", []),
     "td3bc": ("td3bc", []),
 }
-D4RL_12 = [
-    f"{d}-{k}-v2"
-    for k in ("random", "medium", "medium-replay", "medium-expert")
-    for d in ("halfcheetah", "hopper", "walker2d")
-]
+D4RL_12 = [f"{d}-{k}-v2" for k in ("random", "medium", "medium-replay", "medium-expert") for d in ("halfcheetah", "hopper", "walker2d")]  # fmt: skip
 # what each paper table needs from this repo (its other columns are other papers' methods)
 PRESETS = {
     "1": (["td3bc", "mopo", "orpo"], D4RL_12),
@@ -90,35 +73,15 @@ PRESETS = {
 }
 INTERRUPTED = {130, 143, -signal.SIGINT, -signal.SIGTERM}
 # config.json keys that say where and how a run ran, not what it computes: runs that differ only in these are one
-# configuration (a cell's rows and a launch's check of a cell's flags leave them out)
-RUN_ONLY = {
-    "env",
-    "exp_name",
-    "seed",
-    "runs_dir",
-    "resume",
-    "data_dir",
-    "dataset_path",
-    "cuda",
-    "cuda_graphs",  # the same kernels and random numbers replayed (the GPU tests: within 1e-4); off before 2026-11-27
-    "track",
-    "wandb_project_name",
-    "wandb_entity",
-    "stop_after_epochs",
-    "checkpoint_every",
-    "checkpoint_minutes",
-    "threads",
-    "dynamics_cache",
-    "load_dynamics_path",  # the launcher's cache entry: where the seed's ensemble came from, not what the run computes
-    # what a run records of how it came about (config.json's _command, _typed, _filled, _git_revision, _dynamics)
-    "_command",
-    "_typed",
-    "_filled",
-    "_git_revision",
-    "_dynamics",
-}
+# configuration (a table row, and a launch's check of a cell's flags, leave them out). cuda_graphs replays the same
+# kernels (off before 2026-11-27); load_dynamics_path is the launchers' cache entry; _command ... _dynamics are what a
+# run records of how it came about.
+RUN_ONLY = set(
+    "env exp_name seed runs_dir resume data_dir dataset_path cuda cuda_graphs track wandb_project_name wandb_entity "
+    "stop_after_epochs checkpoint_every checkpoint_minutes threads dynamics_cache load_dynamics_path _command _typed "
+    "_filled _git_revision _dynamics".split()
+)
 PR_SET_PDEATHSIG = 1  # prctl's option: the signal a process gets when its parent ends (Linux)
-LOCAL = ("local", "submitit-local")  # both run the cells as submitit jobs on this machine (its LocalExecutor)
 
 
 @dataclass
@@ -134,26 +97,20 @@ class Args:
     runs_dir: str = "runs/scores"
     """where the runs are written (the launcher's own state goes to RUNS_DIR/_grid)"""
     dynamics_cache: str = os.path.join("runs", "dynamics_cache")
-    """the launchers' ensemble cache (benchmarks/toolbox.py): each (dataset, dynamics flags, seed)'s ensemble is fitted
-    once and given with --load-dynamics-path to every other algorithm of the grid, and to compare.py's and budget.py's
-    runs ('': every run fits its own)"""
+    """the launchers' ensemble cache: each (dataset, dynamics flags, seed) is fitted once and loaded by every other
+    run, compare.py's and budget.py's too ('': every run fits its own)"""
     out: str = "runs/scores/scores.md"
-    """markdown table written here, and beside it a .json, a .png of the learning curves and a _profile.png (default
-    under runs/, not committed; a committed page is written by passing --out docs/NAME.md on purpose)"""
+    """the markdown table, and beside it a .json, the learning curves (.png) and a performance profile (_profile.png)"""
     extra: str = ""
     """extra flags passed to every script, as one string: --extra="--epochs 100 --no-cuda" """
     extra_for: list[str] = field(default_factory=list)
     """extra flags for one algorithm only, as ALGO=FLAGS: --extra-for "orpo=--dynamics-max-epochs 30" """
-    launcher: Literal["local", "slurm", "submitit-local"] = "local"
-    """local: the runs as submitit jobs on this machine (its LocalExecutor), one after another (--per-gpu: K at once
-    per GPU); slurm: one job per run through submitit (a job array); submitit-local: as local, up to
-    --array-parallelism at once, each seeing every GPU"""
+    launcher: Literal["local", "slurm"] = "local"
+    """local: submitit jobs on this machine, one after another (or --per-gpu); slurm: one job per run (a job array)"""
     per_gpu: Optional[int] = None
-    """local: run K cells at once on each GPU (CUDA_VISIBLE_DEVICES names each run's; without a GPU, K at once on the
-    CPU); docs/grid.md says how to choose K (default: one run after another)"""
+    """local: K runs at once on each GPU (without a GPU, K at once on the CPU); docs/grid.md says how to choose K"""
     table_only: bool = False
-    """run nothing: aggregate the finished runs in --runs-dir (only the grid's, when --paper-table/--algos/--envs/--seeds
-    are given)"""
+    """run nothing: aggregate the finished runs in --runs-dir (only the grid's, when a grid is given)"""
     status: bool = False
     """run nothing: count the grid's runs by state (queued, running, finished, failed, ...) and show failures"""
     dry_run: bool = False
@@ -161,7 +118,7 @@ class Args:
     retry_failed: bool = False
     """run failed cells again (resumed from their last checkpoint when they have one)"""
     wait: bool = False
-    """slurm: wait for the jobs to end, then aggregate (submitit-local always waits)"""
+    """slurm: wait for the jobs to end, then aggregate"""
     partition: Optional[str] = None
     """slurm partition"""
     time: int = 1440
@@ -179,7 +136,7 @@ class Args:
     slurm_param: list[str] = field(default_factory=list)
     """more sbatch parameters as KEY=VALUE, e.g. constraint=a100"""
     array_parallelism: int = 64
-    """slurm: most jobs of the array running at once (submitit-local: most processes at once)"""
+    """slurm: most jobs of the array running at once"""
     max_requeues: int = 20
     """slurm: most times a job is requeued after a time limit or preemption"""
     signal_delay_s: int = 180
@@ -190,19 +147,7 @@ class Args:
     """numpy seed of the bootstrap (the same seed gives the same intervals)"""
 
 
-SLURM_FLAGS = (
-    "partition",
-    "time",
-    "gpus",
-    "cpus",
-    "mem",
-    "account",
-    "qos",
-    "slurm_param",
-    "max_requeues",
-    "signal_delay_s",
-    "wait",
-)
+SLURM_FLAGS = "partition time gpus cpus mem account qos slurm_param array_parallelism max_requeues signal_delay_s wait"
 
 
 # ----------------------------------------------------------------------------------------------- the grid
@@ -331,7 +276,6 @@ def changed_flags(cells: list[Cell], states: dict[tuple, dict]) -> Optional[str]
 
 def validate(args: Args, argv: list[str]) -> None:
     flags = [a.split("=", 1)[0] for a in argv if a.startswith("--")]
-    given = set(flags)
     twice = sorted({f for f in flags if flags.count(f) > 1})
     if twice:  # tyro keeps only the last one: `--extra-for A --extra-for B` would silently drop A
         raise UsageError(
@@ -340,31 +284,18 @@ def validate(args: Args, argv: list[str]) -> None:
         )
     if args.paper_table:
         algos, envs = PRESETS[args.paper_table]
-        if "--algos" not in given:
-            args.algos = list(algos)
-        if "--envs" not in given:
-            args.envs = list(envs)
-        if "--seeds" not in given:
-            args.seeds = [1, 2, 3, 4, 5]
+        args.algos = args.algos if "--algos" in flags else list(algos)
+        args.envs = args.envs if "--envs" in flags else list(envs)
+        args.seeds = args.seeds if "--seeds" in flags else [1, 2, 3, 4, 5]
     problems = []
     for name in ("algos", "envs", "seeds"):
         values = getattr(args, name)
-        if not values:
-            problems.append(f"--{name} needs at least one value")
-        elif len(set(values)) != len(values):
-            problems.append(f"--{name} lists a value twice")
-    checks = [
-        ("time", 1, "minutes"),
-        ("gpus", 0, "GPUs"),
-        ("cpus", 1, "CPUs"),
-        ("mem", 1, "GB"),
-        ("array_parallelism", 1, "jobs"),
-        ("max_requeues", 0, "requeues"),
-        ("signal_delay_s", 10, "seconds"),
-        ("reps", 100, "resamples"),
-        ("per_gpu", 1, "runs at once per GPU"),
-    ]
-    for name, low, unit in checks:
+        if not values or len(set(values)) != len(values):
+            problems.append(f"--{name} needs at least one value" if not values else f"--{name} lists a value twice")
+    lows = {"time": (1, "minutes"), "gpus": (0, "GPUs"), "cpus": (1, "CPUs"), "mem": (1, "GB"),
+            "array_parallelism": (1, "jobs"), "max_requeues": (0, "requeues"), "signal_delay_s": (10, "seconds"),
+            "reps": (100, "resamples"), "per_gpu": (1, "runs at once per GPU")}  # fmt: skip
+    for name, (low, unit) in lows.items():
         if getattr(args, name) is not None and getattr(args, name) < low:
             problems.append(f"--{name.replace('_', '-')} {getattr(args, name)}: needs at least {low} ({unit})")
     if args.launcher == "slurm" and args.signal_delay_s + 30 >= args.time * 60:
@@ -375,17 +306,15 @@ def validate(args: Args, argv: list[str]) -> None:
             f"starts (it sends the warning up to 30 s early); give --time of at least "
             f"{(args.signal_delay_s + 30) // 60 + 1} or a smaller --signal-delay-s"
         )
-    for p in args.slurm_param:
-        if "=" not in p or not p.split("=", 1)[0]:
-            problems.append(f"--slurm-param {p!r}: use KEY=VALUE")
-    if args.launcher not in LOCAL and args.per_gpu is not None:
-        problems.append(f"--per-gpu only applies to --launcher local (this is --launcher {args.launcher})")
-    if args.launcher != "slurm":
-        for name in SLURM_FLAGS:
-            if f"--{name.replace('_', '-')}" in given:
-                problems.append(
-                    f"--{name.replace('_', '-')} only applies to --launcher slurm (this is --launcher {args.launcher})"
-                )
+    problems += [
+        f"--slurm-param {p!r}: use KEY=VALUE" for p in args.slurm_param if not p.split("=", 1)[0] or "=" not in p
+    ]
+    only = ["per_gpu"] if args.launcher == "slurm" else SLURM_FLAGS.split()
+    for name in (n for n in only if f"--{n.replace('_', '-')}" in flags):
+        where = "local" if name == "per_gpu" else "slurm"
+        problems.append(
+            f"--{name.replace('_', '-')} only applies to --launcher {where} (this is --launcher {args.launcher})"
+        )
     modes = [m for m in ("table_only", "status", "dry_run") if getattr(args, m)]
     if len(modes) > 1:
         problems.append(f"--{modes[0].replace('_', '-')} and --{modes[1].replace('_', '-')} exclude each other")
@@ -393,33 +322,15 @@ def validate(args: Args, argv: list[str]) -> None:
         raise UsageError("; ".join(problems))
 
 
-def unwritable(path: str, kind: str) -> Optional[str]:
-    """Why the `kind` ("file" or "folder") at path cannot be written by this user, or None: its folder, or the nearest
-    one that exists, must take a new file (written to a temporary name and renamed, like every file here)."""
-    if os.path.isdir(path) != (kind == "folder") and os.path.exists(path):
-        return f"is a {'folder' if kind == 'file' else 'file'}, not a {kind}"
-    folder = os.path.abspath(path if kind == "folder" else os.path.dirname(path) or ".")
-    while not os.path.exists(folder):
-        folder = os.path.dirname(folder)
-    if not os.path.isdir(folder):
-        return f"{folder} is a file, not a folder"
-    try:
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-    except OSError as e:
-        return f"cannot write in {folder} ({e.strerror})"
-    return None
-
-
 def check_writable(args: Args) -> None:
     """Before anything runs: every path the mode writes (--status and --dry-run write nothing)."""
-    writes = {"launch": [("--out", "file"), ("--runs-dir", "folder")], "table_only": [("--out", "file")]}
-    mode = "table_only" if args.table_only else "none" if args.status or args.dry_run else "launch"
+    paths = [] if args.status or args.dry_run else [("--out", args.out, "file")]
+    paths += [] if args.status or args.dry_run or args.table_only else [("--runs-dir", args.runs_dir, "folder")]
     problems = []
-    for flag, kind in writes.get(mode, []):
-        path = getattr(args, flag[2:].replace("-", "_"))
-        why = unwritable(path, kind)
-        if why:
+    for flag, path, kind in paths:
+        if os.path.exists(path) and os.path.isdir(path) != (kind == "folder"):
+            problems.append(f"{flag} {path}: is a {'folder' if kind == 'file' else 'file'}, not a {kind}")
+        elif why := unwritable_folder(path if kind == "folder" else os.path.dirname(path) or "."):
             problems.append(f"{flag} {path}: {why}")
     if problems:
         raise UsageError("; ".join(problems) + " (give a path you can write to)")
@@ -466,14 +377,6 @@ def check_cells(cells: list[Cell]) -> None:
 
 
 # ----------------------------------------------------------------------------------------------- run state
-def read_json(path: str) -> Optional[dict]:
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
-
-
 def grid_dir(runs_dir: str) -> str:
     return os.path.join(runs_dir, "_grid")
 
@@ -483,6 +386,7 @@ def record_path(runs_dir: str, cell_id: str) -> str:
 
 
 def update_record(runs_dir: str, cell: Cell, **fields) -> dict:
+    """The cell's record (RUNS_DIR/_grid/CELL.json: the launcher's state, job, host, pids, requeues, commits, flags)."""
     path = record_path(runs_dir, cell.id)
     rec = read_json(path) or {"env": cell.env, "exp_name": cell.exp_name, "seed": cell.seed, "algo": cell.algo}
     rec.update(fields, updated=time.strftime("%Y-%m-%d %H:%M:%S"))
@@ -491,10 +395,8 @@ def update_record(runs_dir: str, cell: Cell, **fields) -> dict:
     return rec
 
 
-def summary_state(summary: Optional[dict]) -> str:
-    """finished / failed / stopped from a summary.json, today's (no "status") and with "status" alike."""
-    if summary is None:
-        return "stopped"
+def summary_state(summary: dict) -> str:
+    """finished / failed / stopped from a summary.json ({} where there is none); a non-finite score is a failure."""
     status = summary.get("status") or ("finished" if summary.get("finished") else "stopped")
     if status == "finished":
         score = summary.get("last10_score")
@@ -509,10 +411,8 @@ def summary_error(summary: dict) -> str:
 
 
 def lock_holder(run_dir: str) -> Optional[str]:
-    """The pid in RUN_DIR/run.lock while a live run holds the lock on it (fcntl.flock, the whole run), else None.
-
-    Probed with a shared non-blocking flock that is let go at once: it fails only while the run holds its exclusive one.
-    """
+    """The pid in RUN_DIR/run.lock while a live run holds its exclusive flock, else None (probed with a shared
+    non-blocking flock, let go at once)."""
     try:
         fd = os.open(os.path.join(run_dir, "run.lock"), os.O_RDONLY)
     except OSError:
@@ -522,7 +422,7 @@ def lock_holder(run_dir: str) -> Optional[str]:
     except BlockingIOError:
         return os.read(fd, 32).decode(errors="replace").strip() or "?"
     finally:
-        os.close(fd)  # closing lets go of the probe's lock
+        os.close(fd)
     return None
 
 
@@ -530,63 +430,47 @@ def scan_runs(runs_dir: str) -> dict[tuple, list[dict]]:
     """Every run directory under runs_dir, by (env, exp_name, seed) from its config.json."""
     runs: dict[tuple, list[dict]] = {}
     for config_path in glob.glob(os.path.join(runs_dir, "*", "config.json")):
-        config = read_json(config_path)
-        if not config or not all(k in config for k in ("env", "exp_name", "seed")):
-            continue
-        run_dir = os.path.dirname(config_path)
-        summary = read_json(os.path.join(run_dir, "summary.json"))
-        runs.setdefault((config["env"], config["exp_name"], int(config["seed"])), []).append(
-            {
-                "run_dir": run_dir,
-                "config": config,
-                "summary": summary,
-                "state": summary_state(summary),
-                "has_checkpoint": os.path.isfile(os.path.join(run_dir, "checkpoint.pt")),
-                "locked_by": lock_holder(run_dir),
-                "mtime": os.path.getmtime(config_path),
-            }
-        )
+        config, run_dir = read_json(config_path), os.path.dirname(config_path)
+        if all(k in config for k in ("env", "exp_name", "seed")):
+            summary = read_json(os.path.join(run_dir, "summary.json"))
+            runs.setdefault((config["env"], config["exp_name"], int(config["seed"])), []).append(
+                {
+                    "run_dir": run_dir,
+                    "config": config,
+                    "summary": summary,
+                    "state": summary_state(summary),
+                    "has_checkpoint": os.path.isfile(os.path.join(run_dir, "checkpoint.pt")),
+                    "locked_by": lock_holder(run_dir),
+                    "mtime": os.path.getmtime(config_path),
+                }  # fmt: skip
+            )
     return runs
 
 
 def best_run(runs: list[dict]) -> Optional[dict]:
     """The run directory that stands for a cell: a finished one, else one with a checkpoint, else the newest."""
-    if not runs:
-        return None
     order = {"finished": 0, "failed": 1, "stopped": 2}
-    return min(runs, key=lambda r: (order[r["state"]], not r["has_checkpoint"], -r["mtime"]))
+    return min(runs, key=lambda r: (order[r["state"]], not r["has_checkpoint"], -r["mtime"]), default=None)
 
 
 def pid_alive(pid: Optional[int]) -> bool:
-    if not pid:
-        return False
     try:
-        os.kill(pid, 0)
+        return bool(pid) and os.kill(pid, 0) is None
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
-
-
-def shutil_which(name: str) -> Optional[str]:
-    return shutil.which(name)
 
 
 def slurm_live_jobs(job_ids: list[str]) -> Optional[set]:
     """The job ids (an array's task as ARRAYID_TASK) that squeue still lists: pending (a requeued job too), running or
-    completing. None where nobody can tell: no squeue here, or the controller does not answer (down, restarting);
-    then a launch trusts the records and starts nothing that a record says is queued or running. A job that the
-    controller no longer knows (ended, or lost with its state) is not in the set."""
-    if not job_ids or not shutil_which("squeue"):
+    completing. None where nobody can tell (no squeue, or the controller does not answer): then a launch trusts the
+    records and starts nothing that a record says is queued or running."""
+    if not job_ids or not shutil.which("squeue"):
         return None
     try:
-        proc = subprocess.run(
-            ["squeue", "-h", "-r", "-o", "%i", "-j", ",".join(sorted(set(job_ids)))],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        cmd = ["squeue", "-h", "-r", "-o", "%i", "-j", ",".join(sorted(set(job_ids)))]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
         return None
     if proc.returncode != 0:  # squeue -j of one id the controller has forgotten fails; any other failure is unknown
@@ -596,14 +480,8 @@ def slurm_live_jobs(job_ids: list[str]) -> Optional[set]:
 
 def cell_state(key: tuple, runs: list[dict], record: Optional[dict], live_jobs: Optional[set] = None) -> dict:
     """One of finished, failed, running, queued, stopped (resumable), not started; with the run dir and error line."""
-    run = best_run(runs)
-    out = {
-        "state": "not started",
-        "run_dir": run["run_dir"] if run else None,
-        "error": None,
-        "run": run,
-        "record": record,
-    }
+    run, record = best_run(runs), record or {}
+    out = {"state": "not started", "run_dir": run and run["run_dir"], "error": None, "run": run, "record": record}
     if run and run["state"] == "finished":
         return {**out, "state": "finished"}
     live = next((r for r in runs if r["locked_by"]), None)
@@ -611,87 +489,71 @@ def cell_state(key: tuple, runs: list[dict], record: Optional[dict], live_jobs: 
         return {**out, "state": "running", "run_dir": live["run_dir"], "run": live, "locked_by": live["locked_by"]}
     if run and run["state"] == "failed":
         return {**out, "state": "failed", "error": summary_error(run["summary"])}
-    state = (record or {}).get("state")
+    state = record.get("state")
     if state == "failed":
         return {**out, "state": "failed", "error": record.get("error")}
     if state in ("running", "queued"):
-        if record.get("host") == socket.gethostname() and record.get("launcher") in LOCAL:
+        if record.get("host") == socket.gethostname() and record.get("launcher") == "local":
             alive = state == "running" and pid_alive(record.get("pid"))
-        elif record.get("job_id") and live_jobs is not None:
-            alive = str(record["job_id"]) in live_jobs
         else:
-            alive = True
+            alive = not record.get("job_id") or live_jobs is None or str(record["job_id"]) in live_jobs
         if alive:
             return {**out, "state": state}
-    if run:
-        return {**out, "state": "stopped"}
-    return out
+    return {**out, "state": "stopped"} if run else out
 
 
 def collect(runs_dir: str, cells: Optional[list[Cell]] = None) -> dict[tuple, dict]:
     """The state of each cell: the given ones, or every cell found in runs_dir (run dirs and launcher records)."""
-    runs = scan_runs(runs_dir)
-    records = {}
-    for path in glob.glob(os.path.join(grid_dir(runs_dir), "*.json")):
-        rec = read_json(path)
-        if rec and all(k in rec for k in ("env", "exp_name", "seed")):
+    runs, records = scan_runs(runs_dir), {}
+    for rec in map(read_json, glob.glob(os.path.join(grid_dir(runs_dir), "*.json"))):
+        if all(k in rec for k in ("env", "exp_name", "seed")):
             records[(rec["env"], rec["exp_name"], int(rec["seed"]))] = rec
     keys = [c.key for c in cells] if cells is not None else sorted(set(runs) | set(records))
-    job_ids = [
-        str(r["job_id"])
-        for r in records.values()
-        if r.get("job_id") and r.get("launcher") == "slurm" and r.get("state") in ("running", "queued")
-    ]
-    live = slurm_live_jobs(job_ids)
+    live = slurm_live_jobs([str(r["job_id"]) for r in records.values() if r.get("job_id")
+                            and r.get("launcher") == "slurm" and r.get("state") in ("running", "queued")])  # fmt: skip
     return {k: cell_state(k, runs.get(k, []), records.get(k), live) for k in keys}
-
-
-def last_error_line(text: str) -> str:
-    lines = [ln.rsplit("\r", 1)[-1].strip() for ln in text.splitlines()]
-    lines = [ln for ln in lines if ln]
-    for ln in reversed(lines):
-        if ln.startswith("error:") or re.match(r"^\w*(Error|Exception)\b", ln):
-            return ln
-    return lines[-1] if lines else "(no output)"
 
 
 def run_epochs(run_dir: str) -> int:
     """Epochs done so far (metrics.csv rows after the dynamics-fit row 0)."""
     try:
         with open(os.path.join(run_dir, "metrics.csv")) as f:
-            epochs = [int(r["epoch"]) for r in csv.DictReader(f) if r.get("epoch")]
-        return max(epochs, default=0)
+            return max((int(r["epoch"]) for r in csv.DictReader(f) if r.get("epoch")), default=0)
     except (OSError, ValueError, KeyError):
         return 0
 
 
 def git_commit() -> str:
+    git = lambda *a: subprocess.run(["git", "-C", ROOT, *a], capture_output=True, text=True, timeout=30).stdout.strip()
     try:
-        head = subprocess.run(
-            ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=30
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", ROOT, "status", "--porcelain", "--", "algorithms"], capture_output=True, text=True, timeout=30
-        ).stdout.strip()
+        head, dirty = git("rev-parse", "--short", "HEAD"), git("status", "--porcelain", "--", "algorithms")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return (head + ("+uncommitted algorithms/" if dirty else "")) if head else "unknown"
 
 
 def whereabouts(st: dict) -> str:
-    """Where a running or queued cell runs: the pid holding its run.lock, else what its launcher recorded."""
+    """Where a cell stands when it is neither finished nor failed (a skip line, the list under a table)."""
+    rec, run = st.get("record") or {}, st.get("run")
+    job = f"{rec.get('launcher')} job {rec['job_id']}" if rec.get("job_id") else None
     if st.get("locked_by"):
-        return f"{st['run_dir']}/run.lock is held by pid {st['locked_by']}"
-    rec = st.get("record") or {}
-    who = f"{rec.get('launcher')} job {rec['job_id']}" if rec.get("job_id") else f"{rec.get('launcher')} launcher"
-    return who + (f" on {rec['host']}" if rec.get("host") else "")
+        return f"{st['state']} ({st['run_dir']}/run.lock is held by pid {st['locked_by']})"
+    if st["state"] in ("running", "queued"):
+        return f"{st['state']} ({job or str(rec.get('launcher')) + ' launcher'}" + (
+            f" on {rec['host']})" if rec.get("host") else ")"
+        )
+    if st["state"] == "stopped":
+        where = f"stopped at epoch {run_epochs(run['run_dir'])}/{run['config'].get('epochs')} in {run['run_dir']}"
+        if job and rec.get("state") in ("running", "queued"):
+            return f"{where} (its {job} left the queue while the run was {rec['state']}: lost or killed)"
+        return where + (f" ({job}: {rec['error']})" if job and rec.get("error") else f" ({job})" if job else "")
+    return "not started" + (f" (its {job} left the queue before the run began)" if job else "")
 
 
 # ----------------------------------------------------------------------------------------------- one cell
 def child_setup(parent: int) -> None:
-    """In a run's process before it starts: it dies with its job (SIGKILL when the job's process ends, on Linux; the
-    run keeps its last checkpoint, and its run.lock goes with it) and ignores Slurm's time-limit signal, USR2, which
-    Slurm sends to every process of the job."""
+    """In a run's process before it starts: it ignores Slurm's warning signal (USR2, sent to every process of the job)
+    and dies with its job (PR_SET_PDEATHSIG, Linux; the run keeps its last checkpoint, its run.lock goes with it)."""
     signal.signal(signal.SIGUSR2, signal.SIG_IGN)
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -699,96 +561,71 @@ def child_setup(parent: int) -> None:
             os.kill(os.getpid(), signal.SIGKILL)
 
 
-class GridJob:
-    """Runs one cell to its end, as a submitit job (on Slurm, or on this machine through submitit's LocalExecutor).
+def last_error_line(text: str) -> str:
+    lines = [ln for ln in (ln.rsplit("\r", 1)[-1].strip() for ln in text.splitlines()) if ln]
+    errors = [ln for ln in lines if ln.startswith("error:") or re.match(r"^\w*(Error|Exception)\b", ln)]
+    return (errors or lines or ["(no output)"])[-1]
 
-    A finished run is left alone, a stopped one is resumed with the script's --resume, a failed one is skipped
-    unless retry_failed. submitit calls `checkpoint()` on the time-limit/preemption signal: it stops the run with one
-    SIGTERM (the run saves), waits for it, and returns the same job for the requeue, which resumes. On this machine
-    (`local`) the run has its own session, so a terminal's Ctrl-C reaches the launcher alone, which stops the jobs
-    with SIGTERM (forwarded to the run once); `env` sets the run's CUDA_VISIBLE_DEVICES and OMP_NUM_THREADS (None:
-    unset), `watch` is the launcher's pid (the job stops its run when the launcher is gone), and `echo` copies the
-    run's output to the job's stdout (which the launcher shows) besides its log.
-    """
+
+class GridJob:
+    """Runs one cell to its end as a submitit job (on Slurm, or here through submitit's LocalExecutor): a finished run
+    is left alone, a stopped one resumed (--resume), a failed one skipped unless retry_failed.
+
+    On a time limit or preemption submitit calls `checkpoint()`: one SIGTERM to the run (it saves), then the same job
+    is requeued and resumes. Locally the run has its own session (a terminal's Ctrl-C reaches the launcher alone, which
+    stops the jobs with SIGTERM, forwarded to the run once); `env` sets the run's CUDA_VISIBLE_DEVICES and
+    OMP_NUM_THREADS (None: unset), `watch` is the launcher's pid (its run is killed once it is gone), `echo` copies
+    the run's output to the job's stdout besides its log."""
+
+    _child, _log, _stopping, _term_seen, _tail = None, None, False, False, b""  # this process's, never pickled
 
     def __init__(self, cell: Cell, runs_dir: str, launcher: str, retry_failed: bool = False, commit: str = "unknown",
                  grace_s: int = 150, env: Optional[dict] = None, echo: bool = True, watch: Optional[int] = None):  # fmt: skip
         self.cell, self.runs_dir, self.launcher = cell, os.path.abspath(runs_dir), launcher
         self.retry_failed, self.commit, self.grace_s = retry_failed, commit, grace_s
-        self.local, self.env, self.echo, self.watch = launcher in LOCAL, env or {}, echo, watch
-        self._reset()
-
-    def _reset(self) -> None:
-        self._child, self._stopping, self._term_seen, self._log, self._tail = None, False, False, None, bytearray()
+        self.local, self.env, self.echo, self.watch = launcher == "local", env or {}, echo, watch
 
     def __getstate__(self):
-        return {
-            k: v for k, v in self.__dict__.items() if k not in ("_child", "_stopping", "_term_seen", "_log", "_tail")
-        }
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._reset()
-
-    # -- output: to this process's stdout (the terminal, or submitit's log) and to RUNS_DIR/_grid/logs/CELL.log
-    def _emit(self, chunk: bytes) -> None:
-        if self.echo:
-            sys.stdout.buffer.write(chunk)
-            sys.stdout.flush()
-        if self._log:
-            self._log.write(chunk)
-            self._log.flush()
-        self._tail += chunk
-        del self._tail[:-65536]
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
 
     def _pump(self, deadline: Optional[float] = None) -> bool:
-        """Copy the child's output until it closes (True) or the deadline passes (False); a child whose launcher is
-        gone (`watch`) is killed, as one of a killed launcher (its last checkpoint is kept)."""
+        """Copy the run's output to its log (and with `echo` to stdout) until it closes (True) or the deadline passes
+        (False); a run whose launcher (`watch`) is gone is killed, as one of a killed launcher."""
         fd = self._child.stdout.fileno()
-        while True:
-            timeout = 1.0 if deadline is None else max(0.0, min(1.0, deadline - time.time()))
-            if not select.select([fd], [], [], timeout)[0]:
-                if self.watch and not pid_alive(self.watch) and self._child.poll() is None:
-                    self._stopping = True
-                    self._child.kill()
-                if deadline is not None and time.time() >= deadline:
-                    return False
-                continue
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                return True
-            self._emit(chunk)
+        while deadline is None or time.time() < deadline:
+            if select.select([fd], [], [], 1.0 if deadline is None else min(1.0, max(0.0, deadline - time.time())))[0]:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    return True
+                for out in [self._log] + [sys.stdout.buffer] * self.echo:
+                    out.write(chunk)
+                    out.flush()
+                self._tail = (self._tail + chunk)[-65536:]  # for the error line of a failed run
+            elif self.watch and not pid_alive(self.watch) and self._child.poll() is None:
+                self._stopping = True
+                self._child.kill()
+        return False
 
     def _command(self, run: Optional[dict]) -> list[str]:
         script = os.path.join(ROOT, "algorithms", f"{self.cell.script}.py")
-        if (
-            run is not None
-        ):  # from its last checkpoint; one killed before its first (in the ensemble fit) refits in place
-            return [sys.executable, script, "--resume", run["run_dir"]] + ["--no-cuda"] * (
-                run["config"].get("cuda") is False
-            )
-        return [sys.executable, script, "--env", self.cell.env, "--seed", str(self.cell.seed), "--runs-dir",
-                self.runs_dir, *self.cell.flags]  # fmt: skip
+        if run is not None:  # from its last checkpoint; one killed before its first (in the ensemble fit) refits
+            return [sys.executable, script, "--resume", run["run_dir"], *["--no-cuda"] * (run["config"].get("cuda") is False)]  # fmt: skip
+        cell = self.cell
+        return [sys.executable, script, "--env", cell.env, "--seed", str(cell.seed), "--runs-dir", self.runs_dir, *cell.flags]  # fmt: skip
 
     def _run_child(self, cmd: list[str]) -> int:
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        for k, v in self.env.items():
-            env.pop(k) if v is None else env.update({k: str(v)})
-        shown = [f"{k}={v}" for k, v in self.env.items() if v is not None]
-        print("$", *shown, shlex.join(cmd), flush=True)
+        env = {k: str(v) for k, v in {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}.items() if v is not None}
+        print("$", *[f"{k}={v}" for k, v in self.env.items() if v is not None], shlex.join(cmd), flush=True)
         os.makedirs(os.path.join(grid_dir(self.runs_dir), "logs"), exist_ok=True)
-        self._tail = bytearray()
-        with open(os.path.join(grid_dir(self.runs_dir), "logs", f"{self.cell.id}.log"), "ab") as log:
-            self._log = log
+        with open(os.path.join(grid_dir(self.runs_dir), "logs", f"{self.cell.id}.log"), "ab") as self._log:
             when = f"{time.strftime('%Y-%m-%d %H:%M:%S')} {socket.gethostname()}"
-            log.write(f"\n=== {when} $ {shlex.join(cmd)}\n".encode())
+            self._log.write(f"\n=== {when} $ {shlex.join(cmd)}\n".encode())
+            self._tail, setup = b"", functools.partial(child_setup, os.getpid())
             self._child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                                           start_new_session=self.local, preexec_fn=functools.partial(child_setup,
-                                                                                                      os.getpid()))  # fmt: skip
+                                           start_new_session=self.local, preexec_fn=setup)  # fmt: skip
             update_record(self.runs_dir, self.cell, child_pid=self._child.pid)
             self._pump()
-            rc = self._child.wait()
-            self._child, self._log = None, None
+            rc, self._child = self._child.wait(), None
         return rc
 
     def _on_sigterm(self, previous):
@@ -806,8 +643,7 @@ class GridJob:
         """submitit calls this on a time limit or preemption: stop the run so it saves, then requeue this job."""
         import submitit
 
-        self._stopping = True
-        child = self._child
+        self._stopping, child = True, self._child
         if child is not None and child.poll() is None:
             if not self._term_seen:
                 child.send_signal(signal.SIGTERM)
@@ -815,7 +651,7 @@ class GridJob:
                 child.kill()  # it is past the grace time: the last checkpoint is what is kept
             child.wait()
         print(f"{self.cell.label}: stopped for a requeue; the requeued job resumes it", flush=True)
-        requeues = (read_json(record_path(self.runs_dir, self.cell.id)) or {}).get("requeues", 0) + 1
+        requeues = read_json(record_path(self.runs_dir, self.cell.id)).get("requeues", 0) + 1
         update_record(self.runs_dir, self.cell, state="queued", requeues=requeues, child_pid=None)
         return submitit.helpers.DelayedSubmission(copy.copy(self))
 
@@ -827,66 +663,49 @@ class GridJob:
         finally:
             signal.signal(signal.SIGTERM, previous)
 
-    def _finish(self, state: str, run_dir: Optional[str], error: Optional[str] = None) -> dict:
-        update_record(self.runs_dir, self.cell, state=state, run_dir=run_dir, error=error, child_pid=None)
-        where = (f": {error}" if error else "") + (f" ({run_dir})" if run_dir else "")
-        print(f"{self.cell.label}: {state}{where}", flush=True)
+    def _finish(self, state: str, run_dir: Optional[str], error: Optional[str] = None, record: bool = True) -> dict:
+        if record:
+            update_record(self.runs_dir, self.cell, state=state, run_dir=run_dir, error=error, child_pid=None)
+        print(f"{self.cell.label}: {state}" + (f": {error}" if error else "") + (f" ({run_dir})" if run_dir else ""), flush=True)  # fmt: skip
         return {"cell": self.cell.label, "state": state, "run_dir": run_dir, "error": error}
 
     def _run(self) -> dict:
         cell, job_id = self.cell, None
         live = [r for r in scan_runs(self.runs_dir).get(cell.key, []) if r["locked_by"]]
         if live:  # started elsewhere since this launch looked: the run would refuse a second writer anyway
-            st = {"run_dir": live[0]["run_dir"], "locked_by": live[0]["locked_by"]}
-            print(f"skip {cell.label}: running ({whereabouts(st)})", flush=True)
-            return {"cell": cell.label, "state": "running", "run_dir": st["run_dir"], "error": None}
+            return self._finish("running", live[0]["run_dir"], f"run.lock is held by pid {live[0]['locked_by']}", record=False)  # fmt: skip
         with contextlib.suppress(RuntimeError, ImportError):
             import submitit
 
             job_id = submitit.JobEnvironment().job_id
-        rec = read_json(record_path(self.runs_dir, cell.id)) or {}
-        commits = rec.get("commits", [])
+        rec = read_json(record_path(self.runs_dir, cell.id))
         update_record(self.runs_dir, cell, state="running", launcher=self.launcher, host=socket.gethostname(),
                       pid=os.getpid(), job_id=job_id or rec.get("job_id"), error=None,
-                      commits=commits + ([self.commit] if self.commit not in commits else []))  # fmt: skip
-        last_epochs, started = -1, 0
-        while True:
+                      commits=list(dict.fromkeys([*rec.get("commits", []), self.commit])))  # fmt: skip
+        last_epochs, rc = -1, None
+        while True:  # an exit 0 without finishing (e.g. --stop-after-epochs in --extra) resumes while it progresses
             run = best_run(scan_runs(self.runs_dir).get(cell.key, []))
-            if run and run["state"] == "finished":
-                return self._finish("finished", run["run_dir"])
-            if run and run["state"] == "failed" and not (self.retry_failed and started == 0):
-                return self._finish("failed", run["run_dir"], summary_error(run["summary"]))
-            if self._stopping:  # a signal between two runs (an exit 0 without finishing): start none
-                return self._finish("stopped", run and run["run_dir"], "interrupted; it resumes on the next launch")
-            epochs = run_epochs(run["run_dir"]) if run else 0
-            if started and epochs <= last_epochs:
-                return self._finish(
-                    "failed", run and run["run_dir"], "the run exited 0 without finishing or progressing"
-                )
-            last_epochs, started = epochs, started + 1
-            action = f"resume {run['run_dir']} at epoch {epochs}" if run else "start"
-            if run is None:  # what the next launch compares its flags with (changed_flags)
-                update_record(self.runs_dir, cell, flags=list(cell.flags))
-            print(f"{cell.label}: {action}", flush=True)
-            with toolbox.cached_ensemble(cell.cache, self._command(run)) as cmd:
-                rc = self._run_child(cmd)
-            run = best_run(scan_runs(self.runs_dir).get(cell.key, []))
-            run_dir = run["run_dir"] if run else None
+            run_dir = run and run["run_dir"]
             if run and run["state"] == "finished":
                 return self._finish("finished", run_dir)
-            if run and run["state"] == "failed":
+            if run and run["state"] == "failed" and not (self.retry_failed and rc is None):
                 return self._finish("failed", run_dir, summary_error(run["summary"]))
-            if self._stopping or rc in INTERRUPTED:
-                return self._finish("stopped", run_dir, f"interrupted (exit {rc}); it resumes on the next launch")
-            if rc != 0:
+            if self._stopping or rc in INTERRUPTED:  # a signal, during a run or between two: start none
+                return self._finish("stopped", run_dir, f"interrupted{f' (exit {rc})' * (rc is not None)}; it resumes on the next launch")  # fmt: skip
+            if rc:
                 error = last_error_line(self._tail.decode(errors="replace"))
                 if rc < 0:  # killed from outside, e.g. by the kernel's out-of-memory killer
                     error = f"killed by {signal.Signals(-rc).name}" + " (out of memory?)" * (rc == -signal.SIGKILL)
-                if rc == 2 and action == "start" and run_dir is None:  # a flag error: every cell would get it
-                    with contextlib.suppress(OSError):
-                        os.remove(record_path(self.runs_dir, cell.id))
                 return self._finish("failed", run_dir, f"exit {rc}: {error}")
-            # exit 0 but not finished (e.g. --stop-after-epochs in --extra): resume it while it makes progress
+            epochs = run_epochs(run_dir) if run else 0
+            if rc is not None and epochs <= last_epochs:
+                return self._finish("failed", run_dir, "the run exited 0 without finishing or progressing")
+            last_epochs = epochs
+            if run is None:  # what the next launch compares its flags with (changed_flags)
+                update_record(self.runs_dir, cell, flags=list(cell.flags))
+            print(f"{cell.label}: " + (f"resume {run_dir} at epoch {epochs}" if run else "start"), flush=True)
+            with toolbox.cached_ensemble(cell.cache, self._command(run)) as cmd:
+                rc = self._run_child(cmd)
 
 
 # ----------------------------------------------------------------------------------------------- the paper's tables
@@ -1243,57 +1062,33 @@ def write_report(args: Args, states: dict[tuple, dict]) -> dict:
 def status_view(args: Args, cells: Optional[list[Cell]]) -> None:
     states = collect(args.runs_dir, cells)
     order = ["queued", "running", "finished", "failed", "stopped", "not started"]
-    counts = {s: sum(1 for st in states.values() if st["state"] == s) for s in order}
-    print(
-        f"{args.runs_dir}: {len(states)} runs: "
-        + ", ".join(f"{counts[s]} {s}" for s in order)
-        + ("  (stopped = interrupted, resumes on the next launch)" if counts["stopped"] else "")
-    )
+    counts = [f"{sum(st['state'] == s for st in states.values())} {s}" for s in order]
+    print(f"{args.runs_dir}: {len(states)} runs: {', '.join(counts)}")
     for key, st in sorted(states.items()):
         if st["state"] in ("running", "stopped", "failed"):
-            rec = st["record"] or {}
-            where = f" on {rec['host']}" if rec.get("host") else ""
-            job = f" job {rec['job_id']}" if rec.get("job_id") else ""
-            epochs = f" epoch {run_epochs(st['run_dir'])}/{st['run']['config'].get('epochs')}" if st["run"] else ""
-            lock = f" (run.lock held by pid {st['locked_by']})" if st.get("locked_by") else ""
-            line = f"  {st['state']:8s} {key[1]} {key[0]} seed {key[2]}{epochs}{where}{job}{lock}"
-            if st["state"] == "failed":
-                line += f": {st['error']}"
-            print(line)
+            rec = st["record"]
+            job = f" on {rec.get('host')} {rec.get('launcher')} job {rec['job_id']}" if rec.get("job_id") else ""
+            line = whereabouts(st) if st["state"] != "failed" else f"failed: {st['error']}"
+            print(f"  {key[1]} {key[0]} seed {key[2]}{job}: {line}")
 
 
 def dry_run(args: Args, cells: list[Cell], todo: list[tuple[Cell, dict]]) -> None:
     for cell, st in todo:
         job = GridJob(cell, args.runs_dir, args.launcher)
-        run = st["run"]
-        print(f"{cell.label}: {'resume' if run else 'start'}: {shlex.join(job._command(run))}")
+        print(f"{cell.label}: {'resume' if st['run'] else 'start'}: {shlex.join(job._command(st['run']))}")
     if args.launcher == "slurm":
-        try:
-            script = sbatch_script(args, len(todo))
-            print(f"\nwould submit {len(todo)} job(s) as one array, with this sbatch script:\n{script}")
-        except Exception as e:  # the script text is a convenience; the parameters are what matters
-            print(f"\nwould submit {len(todo)} job(s) as one array with {slurm_parameters(args)} ({e})")
+        script = sbatch_script(args, len(todo))
+        print(f"\nwould submit {len(todo)} job(s) as one array, with this sbatch script:\n{script}")
     print(f"dry run: {len(todo)} of {len(cells)} runs to do; nothing was started")
 
 
 def slurm_parameters(args: Args) -> dict:
-    params = {
-        "job_name": "orpo-grid",
-        "time": args.time,
-        "cpus_per_task": args.cpus,
-        "mem": f"{args.mem}GB",
-        "array_parallelism": args.array_parallelism,
-        "signal_delay_s": args.signal_delay_s,
-        "stderr_to_stdout": True,
-    }
-    if args.gpus:
-        params["gpus_per_node"] = args.gpus
-    for k, v in (("partition", args.partition), ("account", args.account), ("qos", args.qos)):
-        if v:
-            params[k] = v
-    if args.slurm_param:
-        params["additional_parameters"] = dict(p.split("=", 1) for p in args.slurm_param)
-    return params
+    params = {"job_name": "orpo-grid", "time": args.time, "cpus_per_task": args.cpus, "mem": f"{args.mem}GB",
+              "array_parallelism": args.array_parallelism, "signal_delay_s": args.signal_delay_s,
+              "stderr_to_stdout": True, "gpus_per_node": args.gpus or None, "partition": args.partition,
+              "account": args.account, "qos": args.qos,
+              "additional_parameters": dict(p.split("=", 1) for p in args.slurm_param) or None}  # fmt: skip
+    return {k: v for k, v in params.items() if v is not None}
 
 
 def submitit_folder(runs_dir: str) -> str:
@@ -1311,37 +1106,25 @@ def sbatch_script(args: Args, n: int) -> str:
 
 
 # what sbatch says when it cannot reach a controller (no slurm.conf and no DNS record, a controller down or restarting)
-SBATCH_UNREACHABLE = (
-    "Could not establish a configuration source",
-    "s_p_parse_file",
-    "resolve_ctls_from_dns_srv",
-    "Unable to contact slurm controller",
-    "Unable to establish controller machine",
-    "Connection refused",
-    "Socket timed out",
-    "Zero Bytes were transmitted",
+SBATCH_UNREACHABLE = re.compile(
+    "Could not establish a configuration source|s_p_parse_file|resolve_ctls_from_dns_srv|Unable to contact slurm "
+    "controller|Unable to establish controller machine|Connection refused|Socket timed out|Zero Bytes were transmitted"
 )
 
 
 def sbatch_problem(text: str, args: Args) -> str:
     """sbatch's refusal (its stderr, several lines) as one line: what it said and what the jobs asked for."""
-    said = []
-    for line in str(text).splitlines():
-        line = re.sub(r"^(sbatch: (error|fatal): |allocation failure: )", "", line.strip()).strip()
-        if line and line not in said and not line.startswith("Traceback"):
-            said.append(line)
-    if not said:
-        said = ["(no message)"]
-    if any(u in line for line in said for u in SBATCH_UNREACHABLE):
+    lines = (re.sub(r"^(sbatch: (error|fatal): |allocation failure: )", "", ln.strip()).strip() for ln in str(text).splitlines())  # fmt: skip
+    said = list(dict.fromkeys(ln for ln in lines if ln and not ln.startswith("Traceback"))) or ["(no message)"]
+    if any(SBATCH_UNREACHABLE.search(line) for line in said):
         gist = said[0] + (f" ... {said[-1]}" if len(said) > 1 else "")
         return (
             f"--launcher slurm needs Slurm's sbatch to reach a controller, and it could not: {gist} (is this a "
             f"cluster's login node, or SLURM_CONF set? `sinfo` should answer); nothing was submitted"
         )
-    asked = [f"--partition {args.partition or '(the default)'}", f"--time {args.time}", f"--cpus {args.cpus}"]
-    asked += [f"--mem {args.mem}", f"--gpus {args.gpus}"]
-    asked += [f"--{k} {v}" for k, v in (("account", args.account), ("qos", args.qos)) if v]
-    asked += [f"--slurm-param {p}" for p in args.slurm_param]
+    asked = [f"--partition {args.partition or '(the default)'}", f"--time {args.time}", f"--cpus {args.cpus}",
+             f"--mem {args.mem}", f"--gpus {args.gpus}", *[f"--{k} {v}" for k, v in (("account", args.account),
+             ("qos", args.qos)) if v], *[f"--slurm-param {p}" for p in args.slurm_param]]  # fmt: skip
     return (
         f"sbatch refused the jobs: {'; '.join(said)} (each job asks for {', '.join(asked)}; `sinfo -o '%P %c %m %G "
         f"%l'` lists what the partitions offer); nothing was submitted"
@@ -1371,95 +1154,65 @@ def job_env() -> None:
 
 
 def submit(args: Args, todo: list[tuple[Cell, dict]], commit: str) -> list:
-    """--launcher slurm: one job array through submitit's SlurmExecutor; each cell's record "queued" with its job."""
+    """--launcher slurm: one job array through submitit's SlurmExecutor; each cell's record "queued" with its job.
+    A submission that sbatch refuses puts back the records as they were (none left "queued", which a later launch
+    would skip for ever), and removes submitit's files of the array and a RUNS_DIR or _grid/ this launch made."""
     import submitit
 
     job_env()
-    folder = submitit_folder(args.runs_dir)
-    if not shutil_which("sbatch"):
-        raise UsageError(
-            "--launcher slurm needs Slurm's sbatch on PATH (none here); --dry-run prints what it would submit"
-        )
+    if not shutil.which("sbatch"):
+        raise UsageError("--launcher slurm needs Slurm's sbatch on PATH (none here); --dry-run prints what it would submit")  # fmt: skip
     try:
-        executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=args.max_requeues)
+        executor = submitit.SlurmExecutor(folder=submitit_folder(args.runs_dir), max_num_timeout=args.max_requeues)
         executor.update_parameters(**slurm_parameters(args))
     except (RuntimeError, ValueError) as e:
         raise UsageError(f"slurm: {str(e).splitlines()[0]}") from None
     check_sbatch(args, len(todo))  # a refusal is one line, before any record is written
     jobs = [GridJob(cell, args.runs_dir, "slurm", args.retry_failed, commit, max(10, args.signal_delay_s - 30))
             for cell, _ in todo]  # fmt: skip
-    # what a refused submission puts back: the records as they were, and no _grid/ where there was none
-    root = os.path.dirname(folder)
-    before = {
-        "records": {job.cell.id: read_json(record_path(args.runs_dir, job.cell.id)) for job in jobs},
-        "made": [d for d in (args.runs_dir, grid_dir(args.runs_dir)) if not os.path.isdir(d)],
-        "submitit": set(os.listdir(root)) if os.path.isdir(root) else None,
-    }
+    root = os.path.dirname(submitit_folder(args.runs_dir))
+    made = next((d for d in (args.runs_dir, grid_dir(args.runs_dir)) if not os.path.isdir(d)), None)
+    records = {job.cell.id: read_json(record_path(args.runs_dir, job.cell.id)) for job in jobs}
+    files = set(os.listdir(root)) if os.path.isdir(root) else None
     for job in jobs:
-        update_record(args.runs_dir, job.cell, state="queued", launcher="slurm", job_id=None, error=None, host=None,
-                      pid=None)  # fmt: skip
+        update_record(args.runs_dir, job.cell, state="queued", launcher="slurm", job_id=None, error=None, host=None, pid=None)  # fmt: skip
     try:  # submitit prints a refusing sbatch's stderr before raising it: it is said once, below, in one line
         with contextlib.redirect_stderr(io.StringIO()), executor.batch():
             handles = [executor.submit(job) for job in jobs]
     except Exception as e:  # submitit's FailedJobError (sbatch's stderr), or sbatch that did not run
-        undo_submission(args.runs_dir, before)
+        for cell_id, rec in records.items() if not made else ():
+            write_json(rec, record_path(args.runs_dir, cell_id)) if rec else os.remove(record_path(args.runs_dir, cell_id))  # fmt: skip
+        new = [root] if files is None else [os.path.join(root, n) for n in set(os.listdir(root)) - files]
+        for path in [made] if made else new:
+            shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else os.remove(path)
         raise UsageError(sbatch_problem(str(e) or type(e).__name__, args)) from None
     for job, handle in zip(jobs, handles):
-        rec = read_json(record_path(args.runs_dir, job.cell.id)) or {}
-        if rec.get("state") == "queued" and not rec.get("job_id"):
+        rec = read_json(record_path(args.runs_dir, job.cell.id))
+        if rec.get("state") == "queued" and not rec.get("job_id"):  # not started yet (a started job writes its own)
             update_record(args.runs_dir, job.cell, job_id=str(handle.job_id))
         print(f"submitted {job.cell.label}: job {handle.job_id}", flush=True)
     return list(zip(jobs, handles))
 
 
-def undo_submission(runs_dir: str, before: dict) -> None:
-    """After sbatch refused the array (no job exists): the cells' records as they were, so that none is left "queued"
-    (a later launch would skip it for ever), submitit's files of the refused array gone, and no RUNS_DIR or
-    RUNS_DIR/_grid/ where this launch made it."""
-    if before["made"]:
-        shutil.rmtree(before["made"][0], ignore_errors=True)
-        return
-    for cell_id, rec in before["records"].items():
-        if rec is None:
-            with contextlib.suppress(OSError):
-                os.remove(record_path(runs_dir, cell_id))
-        else:
-            write_json(rec, record_path(runs_dir, cell_id))
-    root = os.path.dirname(submitit_folder(runs_dir))
-    if before["submitit"] is None:
-        shutil.rmtree(root, ignore_errors=True)
-        return
-    for name in set(os.listdir(root) if os.path.isdir(root) else []) - before["submitit"]:
-        path = os.path.join(root, name)
-        with contextlib.suppress(OSError):
-            shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
-
-
 def local_gpus() -> list[Optional[str]]:
-    """The GPUs a --per-gpu launch spreads its runs over, as CUDA_VISIBLE_DEVICES values: the ones it lists where it
-    is set (up to the first negative one, as CUDA reads it), else each GPU torch sees; [None] where there is none
-    (the runs share the CPU)."""
+    """The GPUs a --per-gpu launch spreads its runs over, as CUDA_VISIBLE_DEVICES values: the ones it lists (up to the
+    first negative one, as CUDA reads it), else each GPU torch sees; [None] where there is none (the CPU's)."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is None:
         import torch
 
-        ids = [str(i) for i in range(torch.cuda.device_count())]
-    else:
-        ids = []
-        for d in (d.strip() for d in visible.split(",")):
-            if not d or d.startswith("-"):
-                break
-            ids.append(d)
+        return [str(i) for i in range(torch.cuda.device_count())] or [None]
+    ids = [d.strip() for d in visible.split(",")]
+    ids = ids[: next((i for i, d in enumerate(ids) if not d or d.startswith("-")), len(ids))]
     return ids or [None]
 
 
 def run_local(args: Args, cells: list[Cell], commit: str, executor=None) -> Optional[int]:
     """--launcher local: the cells as submitit jobs on this machine (its LocalExecutor), one after another, or with
     --per-gpu K, K at once on each GPU (each run told its GPU by CUDA_VISIBLE_DEVICES, and OMP_NUM_THREADS = cores /
-    runs at once unless it is set), each started as a slot frees. The jobs' output is shown here (a run's own with one
-    at a time; with several, each job's lines, the runs' in their logs). The first Ctrl-C or SIGTERM stops every job
-    (its run saves) and starts no more, a second Ctrl-C stops the runs at once. The signal's number when interrupted,
-    else None."""
+    runs at once unless it is set), each started as a slot frees. The jobs' output is shown here (a run's own only with
+    one at a time). The first Ctrl-C or SIGTERM stops every job (its run saves) and starts no more, a second Ctrl-C
+    stops the runs at once. The signal's number when interrupted, else None."""
     import submitit
 
     job_env()
@@ -1467,89 +1220,47 @@ def run_local(args: Args, cells: list[Cell], commit: str, executor=None) -> Opti
         executor = submitit.LocalExecutor(folder=submitit_folder(args.runs_dir), max_num_timeout=args.max_requeues)
         executor.update_parameters(timeout_min=args.time, signal_delay_s=args.signal_delay_s)
     gpus = local_gpus() if args.per_gpu else [os.environ.get("CUDA_VISIBLE_DEVICES")]
-    k = args.per_gpu or (args.array_parallelism if args.launcher == "submitit-local" else 1)
-    slots = [gpu for _ in range(k) for gpu in gpus]  # the first K × GPUs cells go to every GPU in turn
-    threads = os.environ.get("OMP_NUM_THREADS") or (
-        max(1, (os.cpu_count() or 1) // len(slots)) if args.per_gpu else None
-    )
+    slots = [gpu for _ in range(args.per_gpu or 1) for gpu in gpus]  # the first K × GPUs cells go to each GPU in turn
+    threads = os.environ.get("OMP_NUM_THREADS") or (max(1, (os.cpu_count() or 1) // len(slots)) if args.per_gpu else None)  # fmt: skip
     if args.per_gpu:
         where = ", ".join(f"GPU {g}" if g is not None else "the CPU" for g in gpus)
         print(f"--per-gpu {args.per_gpu}: up to {len(slots)} runs at once on {where}", flush=True)
-    queue, running, stopped, failure = list(cells), {}, None, None  # running: slot -> [job, handle, t0, shown bytes]
+    queue, running, stopped = list(cells), {}, None  # running: slot -> [job, handle, t0, bytes of its stdout shown]
     while running or (queue and stopped is None):
         try:
             for slot in [i for i in range(len(slots)) if i not in running][: len(queue) if stopped is None else 0]:
-                env = {"CUDA_VISIBLE_DEVICES": slots[slot], "OMP_NUM_THREADS": threads}
-                job = GridJob(queue.pop(0), args.runs_dir, args.launcher, args.retry_failed, commit,
-                              max(10, args.signal_delay_s - 5), env, echo=len(slots) == 1, watch=os.getpid())  # fmt: skip
+                job = GridJob(queue.pop(0), args.runs_dir, "local", args.retry_failed, commit, max(10, args.signal_delay_s - 5),
+                              {"CUDA_VISIBLE_DEVICES": slots[slot], "OMP_NUM_THREADS": threads}, len(slots) == 1, os.getpid())  # fmt: skip
                 sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)  # inherited: a terminal's Ctrl-C is ours alone
                 try:
                     running[slot] = [job, executor.submit(job), time.time(), 0]
                 finally:
                     signal.signal(signal.SIGINT, sigint)
             for slot, entry in list(running.items()):
-                job, handle, t0, _ = entry
-                entry[3] = show_output(handle, entry[3])
+                job, handle, t0, shown = entry
+                with contextlib.suppress(OSError), open(handle.paths.stdout, "rb") as f:  # the job's output, shown here
+                    f.seek(shown)
+                    entry[3] += sys.stdout.buffer.write(f.read())
+                    sys.stdout.flush()
                 if handle.done():
                     del running[slot]
                     try:
-                        result = handle.result()
-                        failure = (
-                            failure
-                            or (result["error"] or "").startswith("exit 2:")
-                            and not result["run_dir"]
-                            and result
-                        )
+                        state = handle.result()["state"]
                     except Exception as e:  # the job's own record holds its state; say what submitit saw
-                        lines = [ln for ln in str(e).splitlines() if ln.strip()]
-                        result = {"state": f"ended with an error: {lines[-1] if lines else type(e).__name__}"}
-                    where = f" on {'GPU ' + str(slots[slot]) if args.per_gpu and slots[slot] else 'this machine'}"
-                    print(f"  {job.cell.label}: {result['state']} after {time.time() - t0:.0f} s{where}", flush=True)
-                    if failure and stopped is None:  # a flag error: every cell would get it
-                        stopped = stop_local(running, signal.SIGTERM, first=True)
+                        state = f"ended with an error: {([ln for ln in str(e).splitlines() if ln.strip()] or [type(e).__name__])[-1]}"  # fmt: skip
+                    where = f"GPU {slots[slot]}" if args.per_gpu and slots[slot] else "this machine"
+                    print(f"  {job.cell.label}: {state} after {time.time() - t0:.0f} s on {where}", flush=True)
             time.sleep(0.2)
-        except KeyboardInterrupt as e:
-            signum = e.args[0] if e.args and isinstance(e.args[0], int) else signal.SIGINT
+        except KeyboardInterrupt as e:  # the first: SIGTERM to each job's controller (submitit forwards it to the job,
+            # the job to its run once: the run saves); a second Ctrl-C: SIGINT to the runs themselves (they stop at once)
             if stopped is None:
                 print("\ninterrupted: waiting for the runs to save (Ctrl-C again stops them at once)", file=sys.stderr)
-            stopped = stop_local(running, signum, first=stopped is None)
-    if failure:
-        raise UsageError(f"{failure['cell']}: the script rejected its flags: {failure['error']}")
+            for job, handle, *_ in running.values():
+                with contextlib.suppress(OSError, AttributeError, TypeError):
+                    pid = read_json(record_path(job.runs_dir, job.cell.id)).get("child_pid")
+                    handle._process.send_signal(signal.SIGTERM) if stopped is None else os.kill(pid, signal.SIGINT)
+            stopped = e.args[0] if e.args and isinstance(e.args[0], int) else signal.SIGINT
     return stopped
-
-
-def show_output(handle, shown: int) -> int:
-    """Copy what a local job wrote to its stdout since `shown` bytes to this process's stdout; the bytes shown."""
-    with contextlib.suppress(OSError):
-        with open(handle.paths.stdout, "rb") as f:
-            f.seek(shown)
-            chunk = f.read()
-            sys.stdout.buffer.write(chunk)
-            sys.stdout.flush()
-            return shown + len(chunk)
-    return shown
-
-
-def stop_local(running: dict, signum: int, first: bool) -> int:
-    """Stop every local job: the first time SIGTERM to its controller (submitit forwards it to the job, which
-    forwards it to its run once: the run saves), then SIGINT to the runs themselves (they stop at once)."""
-    for job, handle, *_ in running.values():
-        if first:
-            with contextlib.suppress(OSError, AttributeError):
-                handle._process.send_signal(signal.SIGTERM)
-        else:
-            pid = (read_json(record_path(job.runs_dir, job.cell.id)) or {}).get("child_pid")
-            with contextlib.suppress(OSError, TypeError):
-                os.kill(pid, signal.SIGINT)
-    return signum
-
-
-def wait_for_locks(job, timeout_s: float = 90.0) -> None:
-    """Wait (at most timeout_s) until no run directory of the job's cell is held by a live run: the processes of a job
-    that left the queue (a controller that forgot it kills the orphan) end a little after squeue stops listing it."""
-    end = time.time() + timeout_s
-    while time.time() < end and any(r["locked_by"] for r in scan_runs(job.runs_dir).get(job.cell.key, [])):
-        time.sleep(1.0)
 
 
 def wait_slurm_jobs(pairs: list, poll_s: float = 10.0) -> None:
@@ -1559,12 +1270,9 @@ def wait_slurm_jobs(pairs: list, poll_s: float = 10.0) -> None:
     wrote its result. While squeue does not answer (the controller down or restarting), it keeps waiting."""
     pending = {str(handle.job_id): (job, handle) for job, handle in pairs}
     since, last_check, silent = time.time(), 0.0, False
+    written = lambda handle: os.path.exists(handle.paths.result_pickle) and os.path.getmtime(handle.paths.result_pickle) >= since  # fmt: skip
     while pending:
-        done = [
-            jid
-            for jid, (job, handle) in pending.items()
-            if os.path.exists(handle.paths.result_pickle) and os.path.getmtime(handle.paths.result_pickle) >= since
-        ]
+        done = [jid for jid, (job, handle) in pending.items() if written(handle)]
         if time.time() - last_check >= min(poll_s, 1 + (time.time() - since) / 4):  # soon at first, then every poll_s
             live, last_check = slurm_live_jobs(list(pending)), time.time()
             if live is None and not silent:
@@ -1573,9 +1281,17 @@ def wait_slurm_jobs(pairs: list, poll_s: float = 10.0) -> None:
             done += [jid for jid in pending if live is not None and jid not in live]
         for jid in dict.fromkeys(done):
             job, handle = pending.pop(jid)
-            if not os.path.exists(handle.paths.result_pickle):  # left the queue unfinished (lost, cancelled): Slurm
-                wait_for_locks(job)  # ends its run's process soon after; the report must not find it still running
-            state = (read_json(record_path(job.runs_dir, job.cell.id)) or {}).get("state", "unknown")
+            end = time.time() + 90  # a job that left the queue unfinished (lost, cancelled): Slurm ends its run's
+            while (
+                not written(handle)
+                and time.time() < end
+                and any(  # process soon after; the report must not
+                    r["locked_by"]
+                    for r in scan_runs(job.runs_dir).get(job.cell.key, [])  # find it still running
+                )
+            ):
+                time.sleep(1.0)
+            state = read_json(record_path(job.runs_dir, job.cell.id)).get("state", "unknown")
             print(f"{job.cell.label}: job {jid} ended (the cell's record says: {state})", flush=True)
         if pending:
             time.sleep(1.0)
@@ -1609,28 +1325,22 @@ def main(args: Args, argv: list[str]) -> int:
             print(f"skip {cell.label}: failed earlier: {st['error']} (--retry-failed runs it again)")
             skipped_failed.append(cell)
         elif st["state"] in ("running", "queued"):
-            print(f"skip {cell.label}: {st['state']} ({whereabouts(st)})")
+            print(f"skip {cell.label}: {whereabouts(st)}")
         else:
             todo.append((cell, st))
     if args.dry_run:
         dry_run(args, cells, todo)
         return 0
-    commit = git_commit()
     interrupted = None
-    if args.launcher in LOCAL:
-        interrupted = run_local(args, [cell for cell, _ in todo], commit) if todo else None
+    if args.launcher == "local":
+        interrupted = run_local(args, [cell for cell, _ in todo], git_commit()) if todo else None
     else:
-        submitted = submit(args, todo, commit) if todo else []
+        submitted = submit(args, todo, git_commit()) if todo else []
         if not args.wait:
-            print(
-                f"submitted {len(submitted)} job(s); `python benchmarks/scores.py --status --runs-dir {args.runs_dir}` "
-                f"follows them, `--table-only` aggregates"
-            )
+            print(f"submitted {len(submitted)} job(s); `python benchmarks/scores.py --status --runs-dir {args.runs_dir}` "
+                  f"follows them, `--table-only` aggregates")  # fmt: skip
             if skipped_failed:
-                print(
-                    f"{len(skipped_failed)} of {len(cells)} runs failed earlier and were not submitted (--retry-failed)",
-                    file=sys.stderr,
-                )
+                print(f"{len(skipped_failed)} of {len(cells)} runs failed earlier and were not submitted (--retry-failed)", file=sys.stderr)  # fmt: skip
             return 1 if skipped_failed else 0
         wait_slurm_jobs(submitted)
     states = collect(args.runs_dir, cells)  # the grid's cells only, as --table-only of the same grid
@@ -1641,38 +1351,19 @@ def main(args: Args, argv: list[str]) -> int:
         for c in failed:
             print(f"  {c.label}: {states[c.key]['error']}", file=sys.stderr)
     unfinished = print_unfinished(cells, states)
-    if interrupted:
-        print("interrupted: run the same command again to resume", file=sys.stderr)
-        return 128 + interrupted
+    if interrupted:  # toolbox.cli says how to continue and exits 128 + the signal (130 Ctrl-C, 143 SIGTERM)
+        raise KeyboardInterrupt(interrupted)
     return 1 if failed or unfinished else 0
-
-
-def not_finished(st: dict) -> str:
-    """Where a cell that is neither finished nor failed stands, for the list under a table."""
-    rec = st.get("record") or {}
-    job = f"{rec.get('launcher')} job {rec['job_id']}" if rec.get("job_id") else None
-    if st["state"] in ("running", "queued"):
-        return f"{st['state']} ({whereabouts(st)})"
-    if st["state"] == "stopped":
-        run = st["run"]
-        where = f"stopped at epoch {run_epochs(run['run_dir'])}/{run['config'].get('epochs')} in {run['run_dir']}"
-        if job and rec.get("state") in ("running", "queued"):
-            return f"{where} (its {job} left the queue while the run was {rec['state']}: lost or killed)"
-        return where + (f" ({job}: {rec['error']})" if job and rec.get("error") else f" ({job})" if job else "")
-    return "not started" + (f" (its {job} left the queue before the run began)" if job else "")
 
 
 def print_unfinished(cells: list[Cell], states: dict[tuple, dict]) -> list[Cell]:
     """Name each cell of the grid that is neither finished nor failed (to stderr); the same command resumes them."""
     unfinished = [c for c in cells if states[c.key]["state"] not in ("finished", "failed")]
     if unfinished:
-        print(
-            f"{len(unfinished)} of {len(cells)} runs are not finished (not in the table; the same command again "
-            f"resumes them):",
-            file=sys.stderr,
-        )
+        print(f"{len(unfinished)} of {len(cells)} runs are not finished (not in the table; the same command again "
+              "resumes them):", file=sys.stderr)  # fmt: skip
         for c in unfinished:
-            print(f"  {c.label}: {not_finished(states[c.key])}", file=sys.stderr)
+            print(f"  {c.label}: {whereabouts(states[c.key])}", file=sys.stderr)
     return unfinished
 
 
