@@ -161,26 +161,16 @@ class Cell:
     seed: int
     cache: Optional[str] = None  # the launchers' ensemble cache (toolbox.cached_ensemble): one fit per dataset and seed
 
-    @property
-    def key(self) -> tuple:
-        return (self.env, self.exp_name, self.seed)
-
-    @property
-    def id(self) -> str:
-        return f"{self.env.replace('/', '_')}__{self.exp_name}__{self.seed}"
-
-    @property
-    def label(self) -> str:
-        return f"{self.exp_name} {self.env} seed {self.seed}"
+    key = property(lambda self: (self.env, self.exp_name, self.seed))
+    id = property(lambda self: f"{self.env.replace('/', '_')}__{self.exp_name}__{self.seed}")  # its record's name
+    label = property(lambda self: f"{self.exp_name} {self.env} seed {self.seed}")
 
 
 def exp_name_of(script: str, flags: list[str]) -> str:
     name = script
     for i, flag in enumerate(flags):
-        if flag == "--exp-name" and i + 1 < len(flags):
-            name = flags[i + 1]
-        elif flag.startswith("--exp-name="):
-            name = flag.split("=", 1)[1]
+        if flag == "--exp-name" and i + 1 < len(flags) or flag.startswith("--exp-name="):
+            name = flag.split("=", 1)[1] if "=" in flag else flags[i + 1]
     return name
 
 
@@ -205,23 +195,20 @@ def make_grid(args: Args) -> list[Cell]:
             raise UsageError(f"--extra-for {item!r}: use ALGO=FLAGS with ALGO one of --algos ({', '.join(args.algos)})")
         extra_for[algo] = extra_for.get(algo, []) + split(f"--extra-for {algo}", flags)
     cells, owner = [], {}
+    cache = os.path.abspath(args.dynamics_cache) if args.dynamics_cache else None  # one fit per (dataset, seed)
     for algo in args.algos:
-        if algo in VARIANTS:
-            script, flags = VARIANTS[algo]
-        elif os.path.isfile(os.path.join(ROOT, "algorithms", f"{algo}.py")):
-            script, flags = algo, []
-        else:
+        if algo not in VARIANTS and not os.path.isfile(os.path.join(ROOT, "algorithms", f"{algo}.py")):
             raise UsageError(f"unknown algorithm '{algo}'; use one of {', '.join(VARIANTS)}")
+        script, flags = VARIANTS.get(algo, (algo, []))
         flags = [*flags, *extra, *extra_for.get(algo, [])]
-        cache = os.path.abspath(args.dynamics_cache) if args.dynamics_cache else None  # one fit per (dataset, seed)
         exp_name = exp_name_of(script, flags)
         if owner.setdefault(exp_name, algo) != algo:
             raise UsageError(
                 f"--algos {owner[exp_name]} and {algo} would both run as --exp-name {exp_name}; give each its own"
             )
-        for env in args.envs:
-            for seed in args.seeds:
-                cells.append(Cell(algo, script, tuple(flags), exp_name, env, seed, cache))
+        cells += [
+            Cell(algo, script, tuple(flags), exp_name, env, seed, cache) for env in args.envs for seed in args.seeds
+        ]
     return cells
 
 
@@ -251,13 +238,9 @@ def flag_values(flags) -> dict[str, list[str]]:
 def changed_flags(cells: list[Cell], states: dict[tuple, dict]) -> Optional[str]:
     """A launch must not take a cell's run made with other flags for its own (a changed --extra or --extra-for would
     otherwise skip it as finished, or resume it): the first such cell, and what differs, as one line."""
-    changed = []
-    for cell in cells:
-        st = states[cell.key]
-        if st["run"] and "flags" in (st["record"] or {}):
-            before, now = flag_values(st["record"]["flags"]), flag_values(cell.flags)
-            if before != now:
-                changed.append((cell, st, before, now))
+    changed = [(cell, states[cell.key], flag_values(states[cell.key]["record"]["flags"]), flag_values(cell.flags))
+               for cell in cells if states[cell.key]["run"] and "flags" in states[cell.key]["record"]]  # fmt: skip
+    changed = [c for c in changed if c[2] != c[3]]
     if not changed:
         return None
     cell, st, before, now = changed[0]
@@ -386,7 +369,7 @@ def record_path(runs_dir: str, cell_id: str) -> str:
 
 
 def update_record(runs_dir: str, cell: Cell, **fields) -> dict:
-    """The cell's record (RUNS_DIR/_grid/CELL.json: the launcher's state, job, host, pids, requeues, commits, flags)."""
+    """The cell's record (RUNS_DIR/_grid/CELL.json: the launcher's state, job, host, pids, requeues, flags)."""
     path = record_path(runs_dir, cell.id)
     rec = read_json(path) or {"env": cell.env, "exp_name": cell.exp_name, "seed": cell.seed, "algo": cell.algo}
     rec.update(fields, updated=time.strftime("%Y-%m-%d %H:%M:%S"))
@@ -523,15 +506,6 @@ def run_epochs(run_dir: str) -> int:
         return 0
 
 
-def git_commit() -> str:
-    git = lambda *a: subprocess.run(["git", "-C", ROOT, *a], capture_output=True, text=True, timeout=30).stdout.strip()
-    try:
-        head, dirty = git("rev-parse", "--short", "HEAD"), git("status", "--porcelain", "--", "algorithms")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return (head + ("+uncommitted algorithms/" if dirty else "")) if head else "unknown"
-
-
 def whereabouts(st: dict) -> str:
     """Where a cell stands when it is neither finished nor failed (a skip line, the list under a table)."""
     rec, run = st.get("record") or {}, st.get("run")
@@ -539,9 +513,8 @@ def whereabouts(st: dict) -> str:
     if st.get("locked_by"):
         return f"{st['state']} ({st['run_dir']}/run.lock is held by pid {st['locked_by']})"
     if st["state"] in ("running", "queued"):
-        return f"{st['state']} ({job or str(rec.get('launcher')) + ' launcher'}" + (
-            f" on {rec['host']})" if rec.get("host") else ")"
-        )
+        host = f" on {rec['host']}" if rec.get("host") else ""
+        return f"{st['state']} ({job or str(rec.get('launcher')) + ' launcher'}{host})"
     if st["state"] == "stopped":
         where = f"stopped at epoch {run_epochs(run['run_dir'])}/{run['config'].get('epochs')} in {run['run_dir']}"
         if job and rec.get("state") in ("running", "queued"):
@@ -568,21 +541,17 @@ def last_error_line(text: str) -> str:
 
 
 class GridJob:
-    """Runs one cell to its end as a submitit job (on Slurm, or here through submitit's LocalExecutor): a finished run
-    is left alone, a stopped one resumed (--resume), a failed one skipped unless retry_failed.
-
-    On a time limit or preemption submitit calls `checkpoint()`: one SIGTERM to the run (it saves), then the same job
-    is requeued and resumes. Locally the run has its own session (a terminal's Ctrl-C reaches the launcher alone, which
-    stops the jobs with SIGTERM, forwarded to the run once); `env` sets the run's CUDA_VISIBLE_DEVICES and
-    OMP_NUM_THREADS (None: unset), `watch` is the launcher's pid (its run is killed once it is gone), `echo` copies
-    the run's output to the job's stdout besides its log."""
+    """One cell run to its end as a submitit job, on Slurm or here (LocalExecutor): a stopped run is resumed, a
+    failed one skipped unless retry_failed. Locally the run has its own session (Ctrl-C reaches the launcher alone);
+    `env` sets the run's CUDA_VISIBLE_DEVICES and OMP_NUM_THREADS (None: unset), `watch` is the launcher's pid (the
+    run is killed once it is gone), `echo` copies the run's output to the job's stdout besides its log."""
 
     _child, _log, _stopping, _term_seen, _tail = None, None, False, False, b""  # this process's, never pickled
 
-    def __init__(self, cell: Cell, runs_dir: str, launcher: str, retry_failed: bool = False, commit: str = "unknown",
+    def __init__(self, cell: Cell, runs_dir: str, launcher: str, retry_failed: bool = False,
                  grace_s: int = 150, env: Optional[dict] = None, echo: bool = True, watch: Optional[int] = None):  # fmt: skip
         self.cell, self.runs_dir, self.launcher = cell, os.path.abspath(runs_dir), launcher
-        self.retry_failed, self.commit, self.grace_s = retry_failed, commit, grace_s
+        self.retry_failed, self.grace_s = retry_failed, grace_s
         self.local, self.env, self.echo, self.watch = launcher == "local", env or {}, echo, watch
 
     def __getstate__(self):
@@ -628,17 +597,6 @@ class GridJob:
             rc, self._child = self._child.wait(), None
         return rc
 
-    def _on_sigterm(self, previous):
-        def handler(signum, frame):
-            self._term_seen = not self.local  # under Slurm the run got it too: do not send a second one
-            if self.local and not self._stopping and self._child is not None:
-                self._child.send_signal(signal.SIGTERM)  # locally the run has its own session: forward it once
-            self._stopping = True
-            if callable(previous):
-                previous(signum, frame)
-
-        return handler
-
     def checkpoint(self, *args, **kwargs):
         """submitit calls this on a time limit or preemption: stop the run so it saves, then requeue this job."""
         import submitit
@@ -657,14 +615,23 @@ class GridJob:
 
     def __call__(self) -> dict:
         previous = signal.getsignal(signal.SIGTERM)
-        signal.signal(signal.SIGTERM, self._on_sigterm(previous))
+
+        def on_sigterm(signum, frame):
+            self._term_seen = not self.local  # under Slurm the run got it too: do not send a second one
+            if self.local and not self._stopping and self._child is not None:
+                self._child.send_signal(signal.SIGTERM)  # locally the run has its own session: forward it once
+            self._stopping = True
+            if callable(previous):
+                previous(signum, frame)
+
+        signal.signal(signal.SIGTERM, on_sigterm)
         try:
             return self._run()
         finally:
             signal.signal(signal.SIGTERM, previous)
 
-    def _finish(self, state: str, run_dir: Optional[str], error: Optional[str] = None, record: bool = True) -> dict:
-        if record:
+    def _finish(self, state: str, run_dir: Optional[str], error: Optional[str] = None) -> dict:
+        if state != "running":
             update_record(self.runs_dir, self.cell, state=state, run_dir=run_dir, error=error, child_pid=None)
         print(f"{self.cell.label}: {state}" + (f": {error}" if error else "") + (f" ({run_dir})" if run_dir else ""), flush=True)  # fmt: skip
         return {"cell": self.cell.label, "state": state, "run_dir": run_dir, "error": error}
@@ -673,15 +640,14 @@ class GridJob:
         cell, job_id = self.cell, None
         live = [r for r in scan_runs(self.runs_dir).get(cell.key, []) if r["locked_by"]]
         if live:  # started elsewhere since this launch looked: the run would refuse a second writer anyway
-            return self._finish("running", live[0]["run_dir"], f"run.lock is held by pid {live[0]['locked_by']}", record=False)  # fmt: skip
+            return self._finish("running", live[0]["run_dir"], f"run.lock is held by pid {live[0]['locked_by']}")
         with contextlib.suppress(RuntimeError, ImportError):
             import submitit
 
             job_id = submitit.JobEnvironment().job_id
         rec = read_json(record_path(self.runs_dir, cell.id))
         update_record(self.runs_dir, cell, state="running", launcher=self.launcher, host=socket.gethostname(),
-                      pid=os.getpid(), job_id=job_id or rec.get("job_id"), error=None,
-                      commits=list(dict.fromkeys([*rec.get("commits", []), self.commit])))  # fmt: skip
+                      pid=os.getpid(), job_id=job_id or rec.get("job_id"), error=None)  # fmt: skip
         last_epochs, rc = -1, None
         while True:  # an exit 0 without finishing (e.g. --stop-after-epochs in --extra) resumes while it progresses
             run = best_run(scan_runs(self.runs_dir).get(cell.key, []))
@@ -741,20 +707,23 @@ def paper_number(rows: Optional[list], env: str, algo: str, config: Optional[dic
 
 
 # ----------------------------------------------------------------------------------------------- aggregation
-def bootstrap(score_dict: dict, func, reps: int, seed: int) -> tuple[dict, dict]:
-    """rliable's stratified bootstrap (runs resampled within each task); rliable draws from numpy's global RNG."""
-    from rliable import library as rly
-
+@contextlib.contextmanager
+def numpy_seed(seed: int):
+    """rliable draws from numpy's global RNG: seeded for its call, the caller's state put back after."""
     state = np.random.get_state()
     np.random.seed(seed)
     try:
-        return rly.get_interval_estimates(score_dict, func, reps=reps, confidence_interval_size=0.95)
+        yield
     finally:
         np.random.set_state(state)
 
 
-def cell_score(s: dict) -> float:
-    return float(s["last10_score"])
+def bootstrap(score_dict: dict, func, reps: int, seed: int) -> tuple[dict, dict]:
+    """rliable's stratified bootstrap (runs resampled within each task)."""
+    from rliable import library as rly
+
+    with numpy_seed(seed):
+        return rly.get_interval_estimates(score_dict, func, reps=reps, confidence_interval_size=0.95)
 
 
 def final_score(s: dict) -> Optional[float]:
@@ -775,152 +744,102 @@ def row_names(states: dict[tuple, dict]) -> tuple[dict, list[str]]:
     """The table row of each cell's run: its exp_name, and where one dataset and exp_name ran in several configurations
     (a changed --extra or --extra-for, say) the config.json values that tell them apart, so that a row never averages
     runs of different configurations. Also a note for each such split."""
+    text = lambda st: json.dumps(run_config(st["run"]["config"]), sort_keys=True) if st["run"] else None
     configs: dict[tuple, dict] = {}
     for (env, exp, _), st in states.items():
         if st["run"]:
-            c = run_config(st["run"]["config"])
-            configs.setdefault((env, exp), {})[json.dumps(c, sort_keys=True)] = c
+            configs.setdefault((env, exp), {})[text(st)] = run_config(st["run"]["config"])
     names, notes = {}, []
     for (env, exp), by_text in sorted(configs.items()):
-        keys = sorted(
-            {k for c in by_text.values() for k in c if len({json.dumps(d.get(k)) for d in by_text.values()}) > 1}
-        )
-        for text, c in by_text.items():
+        differ = lambda k, by_text=by_text: len({json.dumps(d.get(k)) for d in by_text.values()}) > 1
+        keys = sorted({k for c in by_text.values() for k in c if differ(k)})
+        for t, c in by_text.items():
             shown = ", ".join(f"{k}={json.dumps(c.get(k))}" for k in keys[:3]) + (", ..." if len(keys) > 3 else "")
-            names[(env, exp, text)] = exp if len(by_text) == 1 else f"{exp} [{shown}]"
+            names[(env, exp, t)] = exp if len(by_text) == 1 else f"{exp} [{shown}]"
         if len(by_text) > 1:
-            notes.append(
-                f"{env} {exp}: runs of {len(by_text)} configurations (their config.json differs in {', '.join(keys)}); "
-                "one row each, never averaged together"
-            )
-    rows = {}
-    for key, st in states.items():
-        text = json.dumps(run_config(st["run"]["config"]), sort_keys=True) if st["run"] else None
-        rows[key] = names.get((key[0], key[1], text), key[1])
-    return rows, notes
+            notes.append(f"{env} {exp}: runs of {len(by_text)} configurations (their config.json differs in "
+                         f"{', '.join(keys)}); one row each, never averaged together")  # fmt: skip
+    return {key: names.get((key[0], key[1], text(st)), key[1]) for key, st in states.items()}, notes
 
 
 def finished_summaries(states: dict[tuple, dict]) -> list[dict]:
     """The finished runs' summary.json, each with its cell's dataset ("env") and table row ("algorithm")."""
     rows, _ = row_names(states)
-    return [
-        {**st["run"]["summary"], "env": k[0], "algorithm": rows[k], "exp_name": k[1], "config": st["run"]["config"]}
-        for k, st in sorted(states.items())
-        if st["state"] == "finished"
-    ]
+    return [{**st["run"]["summary"], "env": k[0], "algorithm": rows[k], "exp_name": k[1], "config": st["run"]["config"]}
+            for k, st in sorted(states.items()) if st["state"] == "finished"]  # fmt: skip
 
 
 def aggregate(states: dict[tuple, dict], reps: int = 2000, seed: int = 0, paper: Optional[list] = None) -> dict:
     """Every number of the report, from the finished cells' summary.json files (one row per dataset, exp_name and
     configuration)."""
     rows, notes = row_names(states)
-    finished = finished_summaries(states)
-    failed = [
-        {"env": k[0], "algorithm": rows[k], "seed": k[2], "run_dir": st["run_dir"], "error": st["error"]}
-        for k, st in sorted(states.items())
-        if st["state"] == "failed"
-    ]
-    groups: dict[tuple, list[dict]] = {}
+    finished, groups, cells = finished_summaries(states), {}, {}
+    failed = [{"env": k[0], "algorithm": rows[k], "seed": k[2], "run_dir": st["run_dir"], "error": st["error"]}
+              for k, st in sorted(states.items()) if st["state"] == "failed"]  # fmt: skip
     for s in finished:
         groups.setdefault((s["env"], s["algorithm"]), []).append(s)
-    cells = {}
-    if groups:
-        from rliable import metrics  # imported only when there is something to estimate (it takes seconds)
     for (env, algo), runs in sorted(groups.items()):
         runs = sorted(runs, key=lambda r: r["seed"])
-        scores = np.array([cell_score(r) for r in runs])
-        finals = [final_score(r) for r in runs]
+        scores = np.array([float(r["last10_score"]) for r in runs])
         cells[f"{env}/{algo}"] = {
-            "env": env,
-            "algorithm": algo,
-            "seeds": [r["seed"] for r in runs],
-            "last10": scores.tolist(),
-            "final": finals,
-            "mean": float(scores.mean()),
-            "std": float(scores.std()),
+            "env": env, "algorithm": algo, "seeds": [r["seed"] for r in runs], "last10": scores.tolist(),
+            "final": [final_score(r) for r in runs], "mean": float(scores.mean()), "std": float(scores.std()),
             "ci95": list(stats.bootstrap(scores, reps, seed)),  # scipy's percentile bootstrap (benchmarks/stats.py)
-            "epochs": sorted({int(r["epochs"]) for r in runs}),
-            "score_kind": runs[0].get("score_kind"),
+            "epochs": sorted({int(r["epochs"]) for r in runs}), "score_kind": runs[0].get("score_kind"),
             "devices": sorted({str(r.get("device_name", r.get("device"))) for r in runs}),
             "hours_per_run": float(np.mean([r.get("wall_seconds", 0.0) for r in runs]) / 3600),
             "failed": sum(1 for f in failed if (f["env"], f["algorithm"]) == (env, algo)),
             "paper": paper_number(paper, env, runs[0]["exp_name"], runs[0]["config"]),
-        }
-    for (env, exp, seed_), st in sorted(states.items()):  # cells with failed runs only still get a row
+        }  # fmt: skip
+    for (env, exp, s), st in sorted(states.items()):  # cells with failed runs only still get a row
         if st["state"] == "failed":
-            algo = rows[(env, exp, seed_)]
             config = st["run"]["config"] if st["run"] else None
-            cell = cells.setdefault(
-                f"{env}/{algo}",
-                {
-                    "env": env,
-                    "algorithm": algo,
-                    "seeds": [],
-                    "failed": 0,
-                    "paper": paper_number(paper, env, exp, config),
-                },
-            )
-            if not cell["seeds"]:
-                cell["failed"] += 1
+            cell = cells.setdefault(f"{env}/{rows[(env, exp, s)]}", {"env": env, "algorithm": rows[(env, exp, s)],
+                                    "seeds": [], "failed": 0, "paper": paper_number(paper, env, exp, config)})  # fmt: skip
+            cell["failed"] += not cell["seeds"]
     # across datasets: D4RL-normalised ones only, those every algorithm has, and per algorithm the seeds it
     # finished on all of them (rliable's score matrices are runs × tasks)
     normalised = {k: v for k, v in groups.items() if v[0].get("score_kind") == "d4rl_normalized"}
     algos = sorted({a for _, a in normalised})
     tasks = sorted(e for e in {e for e, _ in normalised} if all((e, a) in normalised for a in algos))
-    matrices = {}
+    matrices, agg, poi = {}, {}, {}
     for algo in algos:
         seeds = sorted(set.intersection(*[{r["seed"] for r in normalised[(e, algo)]} for e in tasks])) if tasks else []
         if not seeds:
             notes.append(f"{algo}: no seed finished on every dataset")
             continue
-        by_seed = {(e, r["seed"]): cell_score(r) for e in tasks for r in normalised[(e, algo)]}
+        by_seed = {(e, r["seed"]): float(r["last10_score"]) for e in tasks for r in normalised[(e, algo)]}
         matrices[algo] = np.array([[by_seed[(e, s)] for e in tasks] for s in seeds])
     dropped = sorted({e for e, _ in normalised} - set(tasks))
     if dropped:
         notes.append(f"left out of the aggregate (not every algorithm has them): {', '.join(dropped)}")
-    agg = {}
     if matrices:
-        point, ci = bootstrap(
-            matrices, lambda x: np.array([metrics.aggregate_iqm(x), metrics.aggregate_mean(x)]), reps, seed
-        )
+        from rliable import metrics  # imported only when there is something to estimate (it takes seconds)
+
+        iqm_mean = lambda x: np.array([metrics.aggregate_iqm(x), metrics.aggregate_mean(x)])
+        point, ci = bootstrap(matrices, iqm_mean, reps, seed)
         for algo, m in matrices.items():
             agg[algo] = {
-                "runs": int(m.shape[0]),
-                "tasks": int(m.shape[1]),
-                "iqm": float(point[algo][0]),
-                "iqm_ci95": [float(ci[algo][0][0]), float(ci[algo][1][0])],
-                "mean": float(point[algo][1]),
-                "mean_ci95": [float(ci[algo][0][1]), float(ci[algo][1][1])],
+                "runs": int(m.shape[0]), "tasks": int(m.shape[1]),
+                "iqm": float(point[algo][0]), "iqm_ci95": [float(ci[algo][0][0]), float(ci[algo][1][0])],
+                "mean": float(point[algo][1]), "mean_ci95": [float(ci[algo][0][1]), float(ci[algo][1][1])],
                 "epochs": sorted({int(r["epochs"]) for e in tasks for r in normalised[(e, algo)]}),
-            }
-    poi = {}
-    if "orpo" in matrices:
-        pairs = {b: (matrices["orpo"], matrices[b]) for b in matrices if b != "orpo"}
+            }  # fmt: skip
+        pairs = {b: (matrices["orpo"], matrices[b]) for b in matrices if b != "orpo" and "orpo" in matrices}
         if pairs:
             point, ci = bootstrap(pairs, metrics.probability_of_improvement, reps, seed)
             poi = {b: {"p": float(point[b]), "ci95": [float(ci[b][0][0]), float(ci[b][1][0])]} for b in pairs}
     epochs = sorted({int(s["epochs"]) for s in finished})
     return {
-        "cells": cells,
-        "aggregate": agg,
-        "tasks": tasks,
-        "probability_of_improvement": poi,
-        "failed": failed,
-        "notes": notes,
-        "epochs": epochs,
-        "short": bool(epochs) and min(epochs) < PAPER_EPOCHS,
-        "seeds": sorted({int(s["seed"]) for s in finished}),
-        "matrices": {a: m.tolist() for a, m in matrices.items()},
+        "cells": cells, "aggregate": agg, "tasks": tasks, "probability_of_improvement": poi, "failed": failed,
+        "notes": notes, "epochs": epochs, "short": bool(epochs) and min(epochs) < PAPER_EPOCHS,
+        "seeds": sorted({int(s["seed"]) for s in finished}), "matrices": {a: m.tolist() for a, m in matrices.items()},
         "devices": sorted({str(s.get("device_name", s.get("device"))) for s in finished}),
-    }
+    }  # fmt: skip
 
 
 def short_mark(epochs: list[int]) -> str:
     return " †" if epochs and min(epochs) < PAPER_EPOCHS else ""
-
-
-def wall(hours: float) -> str:
-    return f"{hours:.2f} h" if hours >= 1 else f"{hours * 60:.1f} min"
 
 
 def markdown(report: dict, meta: dict) -> str:
@@ -932,12 +851,12 @@ def markdown(report: dict, meta: dict) -> str:
         if not c["seeds"]:
             cells.append([env, c["algorithm"], "no finished run", "-", paper, "-", 0, "-", c["failed"], "-", "-"])
             continue
-        finals, mark = [f for f in c["final"] if f is not None], short_mark(c["epochs"])
+        finals, mark, h = [f for f in c["final"] if f is not None], short_mark(c["epochs"]), c["hours_per_run"]
         cells.append([env, c["algorithm"], f"{c['mean']:.1f} ± {c['std']:.1f}{mark}",
                       "[{:.1f}, {:.1f}]".format(*c["ci95"]), paper,
                       f"{np.mean(finals):.1f} ± {np.std(finals):.1f}" if finals else "-",
                       f"{len(c['seeds'])} ({', '.join(map(str, c['seeds']))})", f"{'/'.join(map(str, c['epochs']))}{mark}",
-                      c["failed"], ", ".join(c["devices"]), wall(c["hours_per_run"])])  # fmt: skip
+                      c["failed"], ", ".join(c["devices"]), f"{h:.2f} h" if h >= 1 else f"{h * 60:.1f} min"])  # fmt: skip
     local = any(c["env"].startswith("local/") for c in report["cells"].values())
     return pages.render("scores.md.j2", None, {}, report=report, meta=meta, cells=cells, local=local,
                         mark=short_mark, PAPER_EPOCHS=PAPER_EPOCHS)  # fmt: skip
@@ -945,9 +864,9 @@ def markdown(report: dict, meta: dict) -> str:
 
 def figure_title(report: dict, what: str) -> str:
     title = f"{what} ({'/'.join(map(str, report['epochs']))} epochs, seeds {', '.join(map(str, report['seeds']))})"
-    if report["short"]:
-        title += f"\n† fewer epochs than the paper's {PAPER_EPOCHS}: not comparable with the paper"
-    return title
+    return title + (
+        f"\n† fewer epochs than the paper's {PAPER_EPOCHS}: not comparable with the paper" * report["short"]
+    )
 
 
 def plot_profile(report: dict, reps: int, seed: int):
@@ -961,21 +880,12 @@ def plot_profile(report: dict, reps: int, seed: int):
     matrices = {a: np.array(m) for a, m in report["matrices"].items()}
     values = np.concatenate([m.ravel() for m in matrices.values()])
     taus = np.linspace(min(0.0, values.min()), max(values.max(), 1.0), 101)
-    state = np.random.get_state()
-    np.random.seed(seed)
-    try:
+    with numpy_seed(seed):
         profiles, cis = rly.create_performance_profile(matrices, taus, reps=reps)
-    finally:
-        np.random.set_state(state)
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    plot_utils.plot_performance_profiles(
-        profiles,
-        taus,
-        performance_profile_cis=cis,
-        ax=ax,
-        xlabel=r"D4RL-normalised last-10 score $\tau$",
-        ylabel=r"fraction of runs with score $> \tau$",
-    )
+    plot_utils.plot_performance_profiles(profiles, taus, performance_profile_cis=cis, ax=ax,
+                                         xlabel=r"D4RL-normalised last-10 score $\tau$",
+                                         ylabel=r"fraction of runs with score $> \tau$")  # fmt: skip
     ax.legend([plt.Line2D([], [], color=ln.get_color()) for ln in ax.get_lines()], list(profiles), loc="upper right")
     fig.suptitle(figure_title(report, f"Performance profile over {len(report['tasks'])} dataset(s)"), fontsize=9)
     fig.tight_layout()
@@ -1000,10 +910,8 @@ def plot_curves(summaries: list[dict], report: dict):
                 key = "eval/normalized_score" if s["score_kind"] == "d4rl_normalized" else "eval/return"
                 curves.append([(int(r["epoch"]), float(r[key])) for r in rows])
             n = min(len(c) for c in curves)
-            epochs = [e for e, _ in curves[0][:n]]
-            ax.plot(
-                epochs, np.mean([[v for _, v in c[:n]] for c in curves], axis=0), label=f"{algo} ({len(curves)} seeds)"
-            )
+            mean = np.mean([[v for _, v in c[:n]] for c in curves], axis=0)
+            ax.plot([e for e, _ in curves[0][:n]], mean, label=f"{algo} ({len(curves)} seeds)")
         ax.set(title=env, xlabel="epoch (1000 gradient steps at the paper's size)", ylabel="score")
         ax.legend()
     fig.suptitle(figure_title(report, "Learning curves"), fontsize=9)
@@ -1012,74 +920,52 @@ def plot_curves(summaries: list[dict], report: dict):
 
 
 def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
+    with contextlib.suppress(OSError, StopIteration), open("/proc/cpuinfo") as f:
+        return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
     return platform.processor() or platform.machine()
 
 
+def run_commits(run_dir: str) -> list[str]:
+    """The code's commit at each start and resume of a run, as the run recorded it (RUN_DIR/invocations.jsonl)."""
+    with contextlib.suppress(OSError, ValueError), open(os.path.join(run_dir, "invocations.jsonl")) as f:
+        return [json.loads(line).get("git_revision") or "unknown" for line in f if line.strip()]
+    return []
+
+
 def write_report(args: Args, states: dict[tuple, dict]) -> dict:
-    report = aggregate(states, args.reps, args.bootstrap_seed, paper_scores())
-    stem = os.path.splitext(args.out)[0]
-    commits = sorted(
-        {c for st in states.values() if st["state"] == "finished" for c in (st["record"] or {}).get("commits", [])}
-    )
-    if any(st["state"] == "finished" and not (st["record"] or {}).get("commits") for st in states.values()):
-        commits.append(f"unrecorded (code at aggregation: {git_commit()})")
-    meta = {
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "host_cpu": cpu_name(),
-        "commits": commits,
-        "reps": args.reps,
-        "bootstrap_seed": args.bootstrap_seed,
-        "paper_epochs": PAPER_EPOCHS,
-        "runs_dir": args.runs_dir,
-    }
+    report, stem = aggregate(states, args.reps, args.bootstrap_seed, paper_scores()), os.path.splitext(args.out)[0]
+    done = [run_commits(st["run_dir"]) for st in states.values() if st["state"] == "finished"]
+    commits = sorted({c for cs in done for c in cs}) + ["unrecorded"] * (not all(done))
+    meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "host_cpu": cpu_name(), "commits": commits,
+            "reps": args.reps, "bootstrap_seed": args.bootstrap_seed, "paper_epochs": PAPER_EPOCHS,
+            "runs_dir": args.runs_dir}  # fmt: skip
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     summaries = finished_summaries(states)
-    for name, make in (
-        ("curves", lambda: plot_curves(summaries, report) if summaries else None),
-        ("profile", lambda: plot_profile(report, args.reps, args.bootstrap_seed) if report["matrices"] else None),
-    ):
-        fig = make()
-        if fig is not None:
+    for name, fig in (("curves", summaries and plot_curves(summaries, report)),
+                      ("profile", report["matrices"] and plot_profile(report, args.reps, args.bootstrap_seed))):  # fmt: skip
+        if fig:
             path = f"{stem}{'' if name == 'curves' else '_profile'}.png"
             replace_atomically(path, lambda tmp, fig=fig: fig.savefig(tmp, dpi=120), suffix=".tmp.png")
-            meta[name] = os.path.basename(path)
-            meta[f"{name}_title"] = fig._suptitle.get_text()
+            meta[name], meta[f"{name}_title"] = os.path.basename(path), fig._suptitle.get_text()
     text = markdown(report, meta)
     write_text(args.out, text)
-    write_json({"meta": meta, **{k: v for k, v in report.items()}}, f"{stem}.json")
+    write_json({"meta": meta, **report}, f"{stem}.json")
     print(text)
     return report
 
 
 # ----------------------------------------------------------------------------------------------- launchers
-def status_view(args: Args, cells: Optional[list[Cell]]) -> None:
-    states = collect(args.runs_dir, cells)
+def status_view(runs_dir: str, states: dict[tuple, dict]) -> int:
     order = ["queued", "running", "finished", "failed", "stopped", "not started"]
     counts = [f"{sum(st['state'] == s for st in states.values())} {s}" for s in order]
-    print(f"{args.runs_dir}: {len(states)} runs: {', '.join(counts)}")
+    print(f"{runs_dir}: {len(states)} runs: {', '.join(counts)}")
     for key, st in sorted(states.items()):
         if st["state"] in ("running", "stopped", "failed"):
             rec = st["record"]
             job = f" on {rec.get('host')} {rec.get('launcher')} job {rec['job_id']}" if rec.get("job_id") else ""
             line = whereabouts(st) if st["state"] != "failed" else f"failed: {st['error']}"
             print(f"  {key[1]} {key[0]} seed {key[2]}{job}: {line}")
-
-
-def dry_run(args: Args, cells: list[Cell], todo: list[tuple[Cell, dict]]) -> None:
-    for cell, st in todo:
-        job = GridJob(cell, args.runs_dir, args.launcher)
-        print(f"{cell.label}: {'resume' if st['run'] else 'start'}: {shlex.join(job._command(st['run']))}")
-    if args.launcher == "slurm":
-        script = sbatch_script(args, len(todo))
-        print(f"\nwould submit {len(todo)} job(s) as one array, with this sbatch script:\n{script}")
-    print(f"dry run: {len(todo)} of {len(cells)} runs to do; nothing was started")
+    return 0
 
 
 def slurm_parameters(args: Args) -> dict:
@@ -1153,10 +1039,9 @@ def job_env() -> None:
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in here if p)
 
 
-def submit(args: Args, todo: list[tuple[Cell, dict]], commit: str) -> list:
-    """--launcher slurm: one job array through submitit's SlurmExecutor; each cell's record "queued" with its job.
-    A submission that sbatch refuses puts back the records as they were (none left "queued", which a later launch
-    would skip for ever), and removes submitit's files of the array and a RUNS_DIR or _grid/ this launch made."""
+def submit(args: Args, todo: list[tuple[Cell, dict]]) -> list:
+    """--launcher slurm: one job array through submitit's SlurmExecutor, each cell's record "queued" with its job. A
+    refused submission puts the records back (none left "queued") and removes what it made."""
     import submitit
 
     job_env()
@@ -1168,7 +1053,7 @@ def submit(args: Args, todo: list[tuple[Cell, dict]], commit: str) -> list:
     except (RuntimeError, ValueError) as e:
         raise UsageError(f"slurm: {str(e).splitlines()[0]}") from None
     check_sbatch(args, len(todo))  # a refusal is one line, before any record is written
-    jobs = [GridJob(cell, args.runs_dir, "slurm", args.retry_failed, commit, max(10, args.signal_delay_s - 30))
+    jobs = [GridJob(cell, args.runs_dir, "slurm", args.retry_failed, max(10, args.signal_delay_s - 30))
             for cell, _ in todo]  # fmt: skip
     root = os.path.dirname(submitit_folder(args.runs_dir))
     made = next((d for d in (args.runs_dir, grid_dir(args.runs_dir)) if not os.path.isdir(d)), None)
@@ -1207,12 +1092,10 @@ def local_gpus() -> list[Optional[str]]:
     return ids or [None]
 
 
-def run_local(args: Args, cells: list[Cell], commit: str, executor=None) -> Optional[int]:
-    """--launcher local: the cells as submitit jobs on this machine (its LocalExecutor), one after another, or with
-    --per-gpu K, K at once on each GPU (each run told its GPU by CUDA_VISIBLE_DEVICES, and OMP_NUM_THREADS = cores /
-    runs at once unless it is set), each started as a slot frees. The jobs' output is shown here (a run's own only with
-    one at a time). The first Ctrl-C or SIGTERM stops every job (its run saves) and starts no more, a second Ctrl-C
-    stops the runs at once. The signal's number when interrupted, else None."""
+def run_local(args: Args, cells: list[Cell], executor=None) -> Optional[int]:
+    """--launcher local: the cells as submitit jobs here (LocalExecutor), one after another, or K at once on each GPU
+    (--per-gpu K; OMP_NUM_THREADS = cores / runs at once unless set). Ctrl-C or SIGTERM stops every job (its run
+    saves) and starts no more, a second Ctrl-C stops the runs at once. The signal's number when interrupted."""
     import submitit
 
     job_env()
@@ -1229,7 +1112,7 @@ def run_local(args: Args, cells: list[Cell], commit: str, executor=None) -> Opti
     while running or (queue and stopped is None):
         try:
             for slot in [i for i in range(len(slots)) if i not in running][: len(queue) if stopped is None else 0]:
-                job = GridJob(queue.pop(0), args.runs_dir, "local", args.retry_failed, commit, max(10, args.signal_delay_s - 5),
+                job = GridJob(queue.pop(0), args.runs_dir, "local", args.retry_failed, max(10, args.signal_delay_s - 5),
                               {"CUDA_VISIBLE_DEVICES": slots[slot], "OMP_NUM_THREADS": threads}, len(slots) == 1, os.getpid())  # fmt: skip
                 sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)  # inherited: a terminal's Ctrl-C is ours alone
                 try:
@@ -1263,11 +1146,13 @@ def run_local(args: Args, cells: list[Cell], commit: str, executor=None) -> Opti
     return stopped
 
 
+def job_holds_lock(job: GridJob) -> bool:
+    return any(r["locked_by"] for r in scan_runs(job.runs_dir).get(job.cell.key, []))
+
+
 def wait_slurm_jobs(pairs: list, poll_s: float = 10.0) -> None:
-    """--wait on Slurm: until no job of this launch is left in squeue (a requeued job is listed again, pending, and is
-    waited for) or its submitit result is written. Not submitit's own wait: it asks sacct, which a cluster without
-    accounting (slurmdbd) does not answer, and then it never sees a job end that was cancelled or lost before it
-    wrote its result. While squeue does not answer (the controller down or restarting), it keeps waiting."""
+    """--wait on Slurm: until squeue lists no job of this launch (a requeued one is listed again) or its result is
+    written. Not submitit's own wait: it asks sacct, which a cluster without accounting does not answer."""
     pending = {str(handle.job_id): (job, handle) for job, handle in pairs}
     since, last_check, silent = time.time(), 0.0, False
     written = lambda handle: os.path.exists(handle.paths.result_pickle) and os.path.getmtime(handle.paths.result_pickle) >= since  # fmt: skip
@@ -1281,15 +1166,8 @@ def wait_slurm_jobs(pairs: list, poll_s: float = 10.0) -> None:
             done += [jid for jid in pending if live is not None and jid not in live]
         for jid in dict.fromkeys(done):
             job, handle = pending.pop(jid)
-            end = time.time() + 90  # a job that left the queue unfinished (lost, cancelled): Slurm ends its run's
-            while (
-                not written(handle)
-                and time.time() < end
-                and any(  # process soon after; the report must not
-                    r["locked_by"]
-                    for r in scan_runs(job.runs_dir).get(job.cell.key, [])  # find it still running
-                )
-            ):
+            end = time.time() + 90  # a job that left the queue unfinished (lost, cancelled): Slurm ends its run soon
+            while not written(handle) and time.time() < end and job_holds_lock(job):  # after; not found running
                 time.sleep(1.0)
             state = read_json(record_path(job.runs_dir, job.cell.id)).get("state", "unknown")
             print(f"{job.cell.label}: job {jid} ended (the cell's record says: {state})", flush=True)
@@ -1302,11 +1180,10 @@ def main(args: Args, argv: list[str]) -> int:
     check_writable(args)
     grid_given = any(a.split("=", 1)[0] in ("--algos", "--envs", "--seeds", "--paper-table") for a in argv)
     cells = make_grid(args)
-    if args.status:
-        status_view(args, cells if grid_given else None)
-        return 0
-    if args.table_only:  # the grid's cells when it is given (e.g. --paper-table 1 of a runs dir that holds Table 4)
+    if args.status or args.table_only:  # the grid's cells when it is given (--paper-table 1 of Table 4's runs, say)
         states = collect(args.runs_dir, cells if grid_given else None)
+        if args.status:
+            return status_view(args.runs_dir, states)
         report = write_report(args, states)
         if grid_given:
             print_unfinished(cells, states)
@@ -1316,55 +1193,52 @@ def main(args: Args, argv: list[str]) -> int:
     changed = changed_flags(cells, states)
     if changed:
         raise UsageError(changed)
-    todo, skipped_failed = [], []
-    for cell in cells:
-        st = states[cell.key]
-        if st["state"] == "finished":
-            print(f"skip {cell.label}: finished ({st['run_dir']})")
-        elif st["state"] == "failed" and not args.retry_failed:
-            print(f"skip {cell.label}: failed earlier: {st['error']} (--retry-failed runs it again)")
-            skipped_failed.append(cell)
-        elif st["state"] in ("running", "queued"):
-            print(f"skip {cell.label}: {whereabouts(st)}")
+    todo, skipped_failed = [], 0
+    for cell, st in ((cell, states[cell.key]) for cell in cells):
+        skip = {"finished": f"finished ({st['run_dir']})", "running": whereabouts(st), "queued": whereabouts(st),
+                "failed": f"failed earlier: {st['error']} (--retry-failed runs it again)" * (not args.retry_failed)}  # fmt: skip
+        if skip.get(st["state"]):
+            print(f"skip {cell.label}: {skip[st['state']]}")
+            skipped_failed += st["state"] == "failed"
         else:
             todo.append((cell, st))
     if args.dry_run:
-        dry_run(args, cells, todo)
+        for cell, st in todo:
+            job = GridJob(cell, args.runs_dir, args.launcher)
+            print(f"{cell.label}: {'resume' if st['run'] else 'start'}: {shlex.join(job._command(st['run']))}")
+        if args.launcher == "slurm":
+            print(f"\nwould submit {len(todo)} job(s) as one array, with this sbatch script:\n{sbatch_script(args, len(todo))}")  # fmt: skip
+        print(f"dry run: {len(todo)} of {len(cells)} runs to do; nothing was started")
         return 0
     interrupted = None
     if args.launcher == "local":
-        interrupted = run_local(args, [cell for cell, _ in todo], git_commit()) if todo else None
+        interrupted = run_local(args, [cell for cell, _ in todo]) if todo else None
     else:
-        submitted = submit(args, todo, git_commit()) if todo else []
+        submitted = submit(args, todo) if todo else []
         if not args.wait:
             print(f"submitted {len(submitted)} job(s); `python benchmarks/scores.py --status --runs-dir {args.runs_dir}` "
                   f"follows them, `--table-only` aggregates")  # fmt: skip
             if skipped_failed:
-                print(f"{len(skipped_failed)} of {len(cells)} runs failed earlier and were not submitted (--retry-failed)", file=sys.stderr)  # fmt: skip
+                print(f"{skipped_failed} of {len(cells)} runs failed earlier and were not submitted (--retry-failed)", file=sys.stderr)  # fmt: skip
             return 1 if skipped_failed else 0
         wait_slurm_jobs(submitted)
     states = collect(args.runs_dir, cells)  # the grid's cells only, as --table-only of the same grid
     write_report(args, states)
-    failed = [c for c in cells if states[c.key]["state"] == "failed"]
-    if failed:
-        print(f"{len(failed)} of {len(cells)} runs failed (left out of the table):", file=sys.stderr)
-        for c in failed:
-            print(f"  {c.label}: {states[c.key]['error']}", file=sys.stderr)
-    unfinished = print_unfinished(cells, states)
+    failed, unfinished = print_unfinished(cells, states, failed=True), print_unfinished(cells, states)
     if interrupted:  # toolbox.cli says how to continue and exits 128 + the signal (130 Ctrl-C, 143 SIGTERM)
         raise KeyboardInterrupt(interrupted)
     return 1 if failed or unfinished else 0
 
 
-def print_unfinished(cells: list[Cell], states: dict[tuple, dict]) -> list[Cell]:
-    """Name each cell of the grid that is neither finished nor failed (to stderr); the same command resumes them."""
-    unfinished = [c for c in cells if states[c.key]["state"] not in ("finished", "failed")]
-    if unfinished:
-        print(f"{len(unfinished)} of {len(cells)} runs are not finished (not in the table; the same command again "
-              "resumes them):", file=sys.stderr)  # fmt: skip
-        for c in unfinished:
-            print(f"  {c.label}: {whereabouts(states[c.key])}", file=sys.stderr)
-    return unfinished
+def print_unfinished(cells: list[Cell], states: dict[tuple, dict], failed: bool = False) -> list[Cell]:
+    """Name each cell of the grid that is neither finished nor failed (or each failed one) to stderr."""
+    listed = [c for c in cells if (states[c.key]["state"] == "failed") == failed and states[c.key]["state"] != "finished"]  # fmt: skip
+    if listed:
+        print(f"{len(listed)} of {len(cells)} runs " + ("failed (left out of the table):" if failed else
+              "are not finished (not in the table; the same command again resumes them):"), file=sys.stderr)  # fmt: skip
+        for c in listed:
+            print(f"  {c.label}: {states[c.key]['error'] if failed else whereabouts(states[c.key])}", file=sys.stderr)
+    return listed
 
 
 def cli(argv: list[str]) -> int:

@@ -985,7 +985,7 @@ def fake_launch(scores, monkeypatch, tmp_path, gpus, k, n, on_run=None):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     cells = [scores.Cell("td3bc", "td3bc", (), "td3bc", "hopper-random-v2", seed) for seed in range(1, n + 1)]
     executor = FakeExecutor(on_run)
-    interrupted = scores.run_local(scores.Args(per_gpu=k, runs_dir=str(tmp_path)), cells, "abc1234", executor)
+    interrupted = scores.run_local(scores.Args(per_gpu=k, runs_dir=str(tmp_path)), cells, executor)
     return executor, cells, interrupted
 
 
@@ -1012,7 +1012,7 @@ def test_one_at_a_time_without_per_gpu_each_run_sees_the_launchers_gpus(scores, 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     cells = [scores.Cell("td3bc", "td3bc", (), "td3bc", "hopper-random-v2", seed) for seed in (1, 2)]
     executor = FakeExecutor()
-    assert scores.run_local(scores.Args(runs_dir=str(tmp_path)), cells, "abc1234", executor) is None
+    assert scores.run_local(scores.Args(runs_dir=str(tmp_path)), cells, executor) is None
     assert executor.most == 1 and [h.job.echo for h in executor.jobs] == [True, True]
     assert [h.job.env for h in executor.jobs] == [{"CUDA_VISIBLE_DEVICES": None, "OMP_NUM_THREADS": None}] * 2
 
