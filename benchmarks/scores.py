@@ -7,12 +7,10 @@
     python benchmarks/scores.py --status                                                       # queued/running/...
     python benchmarks/scores.py --table-only                                # aggregate finished runs: runs/scores/scores.md
 
-Each cell (dataset, --exp-name, seed) is the algorithm's own script in a subprocess, run by a submitit job: on Slurm
-(one job array; a time limit or preemption checkpoints and requeues it) or on this machine (submitit's LocalExecutor).
-Every command line is checked by its script's own parser first. A finished cell is never run again, an unfinished one
-is resumed (`--resume RUN_DIR`), a failed one is skipped until --retry-failed. docs/grid.md has the details and the
-aggregate (rliable's IQM, probability of improvement, performance profile). Exit status: 0 when every run is
-finished, 1 when one failed or is unfinished, 2 for bad input, 130 on Ctrl-C, 143 on SIGTERM.
+Each cell (dataset, --exp-name, seed) is its algorithm's script in a subprocess of a submitit job, on Slurm (a time
+limit checkpoints and requeues it) or here (LocalExecutor); a finished cell is never run again, a stopped one resumes,
+a failed one waits for --retry-failed. docs/grid.md has the details and the aggregate (rliable). Exit status: 0 when
+every run is finished, 1 when one failed or is unfinished, 2 for bad input, 130 on Ctrl-C, 143 on SIGTERM.
 """
 
 import contextlib
@@ -1018,9 +1016,8 @@ def sbatch_problem(text: str, args: Args) -> str:
 
 
 def check_sbatch(args: Args, n: int) -> None:
-    """Before anything is written: `sbatch --test-only` of the array's own script. It catches what sbatch would refuse
-    (no controller, an unknown partition or account) and what a cluster that does not enforce its partitions' limits
-    would accept and leave pending for ever (more CPUs, memory or GPUs than any node has)."""
+    """Before anything is written, `sbatch --test-only` of the array's own script: what sbatch would refuse, and what
+    a cluster that does not enforce its limits would leave pending for ever (more than any node has)."""
     with tempfile.NamedTemporaryFile("w", prefix="orpo-grid-", suffix=".sh") as f:
         f.write(sbatch_script(args, n))
         f.flush()
@@ -1033,8 +1030,7 @@ def check_sbatch(args: Args, n: int) -> None:
 
 
 def job_env() -> None:
-    """A job unpickles GridJob, whose code calls toolbox.py and plumbing.py by reference: their folders must be
-    importable there (sbatch and submitit's LocalExecutor pass this process's environment on)."""
+    """A job unpickles GridJob, which calls toolbox.py and plumbing.py: their folders on the jobs' PYTHONPATH."""
     here = [os.path.join(ROOT, "benchmarks"), os.path.join(ROOT, "algorithms"), os.environ.get("PYTHONPATH")]
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in here if p)
 
@@ -1069,7 +1065,8 @@ def submit(args: Args, todo: list[tuple[Cell, dict]]) -> list:
             write_json(rec, record_path(args.runs_dir, cell_id)) if rec else os.remove(record_path(args.runs_dir, cell_id))  # fmt: skip
         new = [root] if files is None else [os.path.join(root, n) for n in set(os.listdir(root)) - files]
         for path in [made] if made else new:
-            shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else os.remove(path)
+            with contextlib.suppress(OSError):
+                shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
         raise UsageError(sbatch_problem(str(e) or type(e).__name__, args)) from None
     for job, handle in zip(jobs, handles):
         rec = read_json(record_path(args.runs_dir, job.cell.id))
