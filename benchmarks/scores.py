@@ -145,9 +145,6 @@ class Args:
     """numpy seed of the bootstrap (the same seed gives the same intervals)"""
 
 
-SLURM_FLAGS = "partition time gpus cpus mem account qos slurm_param array_parallelism max_requeues signal_delay_s wait"
-
-
 # ----------------------------------------------------------------------------------------------- the grid
 @dataclass(frozen=True)
 class Cell:
@@ -162,14 +159,6 @@ class Cell:
     key = property(lambda self: (self.env, self.exp_name, self.seed))
     id = property(lambda self: f"{self.env.replace('/', '_')}__{self.exp_name}__{self.seed}")  # its record's name
     label = property(lambda self: f"{self.exp_name} {self.env} seed {self.seed}")
-
-
-def exp_name_of(script: str, flags: list[str]) -> str:
-    name = script
-    for i, flag in enumerate(flags):
-        if flag == "--exp-name" and i + 1 < len(flags) or flag.startswith("--exp-name="):
-            name = flag.split("=", 1)[1] if "=" in flag else flags[i + 1]
-    return name
 
 
 def make_grid(args: Args) -> list[Cell]:
@@ -199,7 +188,10 @@ def make_grid(args: Args) -> list[Cell]:
             raise UsageError(f"unknown algorithm '{algo}'; use one of {', '.join(VARIANTS)}")
         script, flags = VARIANTS.get(algo, (algo, []))
         flags = [*flags, *extra, *extra_for.get(algo, [])]
-        exp_name = exp_name_of(script, flags)
+        exp_name = script
+        for i, flag in enumerate(flags):  # the last --exp-name given wins, as in the script's parser
+            if flag == "--exp-name" and i + 1 < len(flags) or flag.startswith("--exp-name="):
+                exp_name = flag.split("=", 1)[1] if "=" in flag else flags[i + 1]
         if owner.setdefault(exp_name, algo) != algo:
             raise UsageError(
                 f"--algos {owner[exp_name]} and {algo} would both run as --exp-name {exp_name}; give each its own"
@@ -290,7 +282,10 @@ def validate(args: Args, argv: list[str]) -> None:
     problems += [
         f"--slurm-param {p!r}: use KEY=VALUE" for p in args.slurm_param if not p.split("=", 1)[0] or "=" not in p
     ]
-    only = ["per_gpu"] if args.launcher == "slurm" else SLURM_FLAGS.split()
+    slurm_only = (
+        "partition time gpus cpus mem account qos slurm_param array_parallelism max_requeues signal_delay_s wait"
+    )
+    only = ["per_gpu"] if args.launcher == "slurm" else slurm_only.split()
     for name in (n for n in only if f"--{n.replace('_', '-')}" in flags):
         where = "local" if name == "per_gpu" else "slurm"
         problems.append(
@@ -317,21 +312,10 @@ def check_writable(args: Args) -> None:
         raise UsageError("; ".join(problems) + " (give a path you can write to)")
 
 
-def cell_task(plumbing, args):
-    """The Task of the run's dataset, found as the run finds it (plumbing.resolve_task: an unknown name, a missing
-    local/ or jump file, a file without an evaluation env fail here) but with nothing downloaded: a D4RL file missing
-    here is fetched by the run, and a Minari id (resolving it downloads it) is left to the run (None)."""
-    env = args.env
-    if args.dataset_path is None and env not in plumbing.D4RL_NAMES and "/" in env and not env.startswith("local/"):
-        return None
-    with mock.patch.object(plumbing, "download", lambda urls, path: None):
-        return plumbing.resolve_task(env, args.dataset_path, args.eval_env, args.data_dir)[0]
-
-
 def check_cells(cells: list[Cell]) -> None:
     """Before anything runs or is written: each cell's command line as its script will take it (the script's own
-    parser and flag checks, plumbing.parse_args and check_args, again after its presets), and its dataset (cell_task).
-    A problem here would fail its run at the start, and usually every cell alike: the first one, as one line."""
+    parser and flag checks, again after its presets), and its dataset as the run finds it (plumbing.resolve_task) with
+    nothing downloaded: a missing D4RL file is fetched by the run, a Minari id left to it. The first problem, one line."""
     parsed, tasks, problems = {}, {}, []
     for cell in cells:
         module = toolbox.algorithm(cell.script)
@@ -346,8 +330,10 @@ def check_cells(cells: list[Cell]) -> None:
             args = dataclasses.replace(parsed[(cell.script, cell.flags)], env=cell.env, seed=cell.seed)
             plumbing.check_args(args)
             where = (args.env, args.dataset_path, args.eval_env, args.data_dir)
+            minari = args.dataset_path is None and args.env not in plumbing.D4RL_NAMES and "/" in args.env
             if where not in tasks:
-                tasks[where] = cell_task(plumbing, args)
+                with mock.patch.object(plumbing, "download", lambda urls, path: None):
+                    tasks[where] = None if minari and not args.env.startswith("local/") else plumbing.resolve_task(*where)[0]  # fmt: skip
             if tasks[where] is not None and hasattr(module, "apply_presets"):
                 plumbing.check_args(module.apply_presets(copy.deepcopy(args), tasks[where])[0])
         except plumbing.UserError as e:
@@ -414,17 +400,10 @@ def scan_runs(runs_dir: str) -> dict[tuple, list[dict]]:
         config, run_dir = read_json(config_path), os.path.dirname(config_path)
         if all(k in config for k in ("env", "exp_name", "seed")):
             summary = read_json(os.path.join(run_dir, "summary.json"))
-            runs.setdefault((config["env"], config["exp_name"], int(config["seed"])), []).append(
-                {
-                    "run_dir": run_dir,
-                    "config": config,
-                    "summary": summary,
-                    "state": summary_state(summary),
-                    "has_checkpoint": os.path.isfile(os.path.join(run_dir, "checkpoint.pt")),
-                    "locked_by": lock_holder(run_dir),
-                    "mtime": os.path.getmtime(config_path),
-                }  # fmt: skip
-            )
+            run = {"run_dir": run_dir, "config": config, "summary": summary, "state": summary_state(summary),
+                   "has_checkpoint": os.path.isfile(os.path.join(run_dir, "checkpoint.pt")),
+                   "locked_by": lock_holder(run_dir), "mtime": os.path.getmtime(config_path)}  # fmt: skip
+            runs.setdefault((config["env"], config["exp_name"], int(config["seed"])), []).append(run)
     return runs
 
 
@@ -530,12 +509,6 @@ def child_setup(parent: int) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != parent:  # the job died before prctl took effect
             os.kill(os.getpid(), signal.SIGKILL)
-
-
-def last_error_line(text: str) -> str:
-    lines = [ln for ln in (ln.rsplit("\r", 1)[-1].strip() for ln in text.splitlines()) if ln]
-    errors = [ln for ln in lines if ln.startswith("error:") or re.match(r"^\w*(Error|Exception)\b", ln)]
-    return (errors or lines or ["(no output)"])[-1]
 
 
 class GridJob:
@@ -657,7 +630,9 @@ class GridJob:
             if self._stopping or rc in INTERRUPTED:  # a signal, during a run or between two: start none
                 return self._finish("stopped", run_dir, f"interrupted{f' (exit {rc})' * (rc is not None)}; it resumes on the next launch")  # fmt: skip
             if rc:
-                error = last_error_line(self._tail.decode(errors="replace"))
+                lines = [ln for ln in (ln.rsplit("\r", 1)[-1].strip() for ln in self._tail.decode(errors="replace").splitlines()) if ln]  # fmt: skip
+                errors = [ln for ln in lines if ln.startswith("error:") or re.match(r"^\w*(Error|Exception)\b", ln)]
+                error = (errors or lines or ["(no output)"])[-1]  # the run's last error line
                 if rc < 0:  # killed from outside, e.g. by the kernel's out-of-memory killer
                     error = f"killed by {signal.Signals(-rc).name}" + " (out of memory?)" * (rc == -signal.SIGKILL)
                 return self._finish("failed", run_dir, f"exit {rc}: {error}")
@@ -676,13 +651,8 @@ class GridJob:
 def paper_scores(path: str = PAPER_SCORES) -> list[dict]:
     """The paper's numbers, one row each: benchmarks/paper_scores.csv (table, LaTeX label, dataset, the paper's
     column, our variant, the config a run needs to match it, mean, std); a test checks it against the LaTeX."""
-    try:
-        with open(path, newline="") as f:
-            rows = list(csv.DictReader(f))
-    except OSError as e:
-        raise UsageError(
-            f"cannot read the paper's numbers: {e} (benchmarks/paper_scores.csv belongs to the checkout)"
-        ) from None
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
     for r in rows:
         r["mean"], r["std"] = float(r["mean"]), float(r["std"]) if r["std"] else None
         r["config"] = {k: float(v) for k, v in (kv.split("=", 1) for kv in r["config"].split())}
@@ -722,11 +692,6 @@ def bootstrap(score_dict: dict, func, reps: int, seed: int) -> tuple[dict, dict]
 
     with numpy_seed(seed):
         return rly.get_interval_estimates(score_dict, func, reps=reps, confidence_interval_size=0.95)
-
-
-def final_score(s: dict) -> Optional[float]:
-    v = s.get("normalized_score") if s.get("normalized_score") is not None else s.get("return")
-    return float(v) if v is not None else None
 
 
 def run_config(config: dict) -> dict:
@@ -781,7 +746,8 @@ def aggregate(states: dict[tuple, dict], reps: int = 2000, seed: int = 0, paper:
         scores = np.array([float(r["last10_score"]) for r in runs])
         cells[f"{env}/{algo}"] = {
             "env": env, "algorithm": algo, "seeds": [r["seed"] for r in runs], "last10": scores.tolist(),
-            "final": [final_score(r) for r in runs], "mean": float(scores.mean()), "std": float(scores.std()),
+            "final": [next((float(r[k]) for k in ("normalized_score", "return") if r.get(k) is not None), None) for r in runs],
+            "mean": float(scores.mean()), "std": float(scores.std()),
             "ci95": list(stats.bootstrap(scores, reps, seed)),  # scipy's percentile bootstrap (benchmarks/stats.py)
             "epochs": sorted({int(r["epochs"]) for r in runs}), "score_kind": runs[0].get("score_kind"),
             "devices": sorted({str(r.get("device_name", r.get("device"))) for r in runs}),
@@ -1029,18 +995,11 @@ def check_sbatch(args: Args, n: int) -> None:
         raise UsageError(sbatch_problem(proc.stderr + proc.stdout, args))
 
 
-def job_env() -> None:
-    """A job unpickles GridJob, which calls toolbox.py and plumbing.py: their folders on the jobs' PYTHONPATH."""
-    here = [os.path.join(ROOT, "benchmarks"), os.path.join(ROOT, "algorithms"), os.environ.get("PYTHONPATH")]
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in here if p)
-
-
 def submit(args: Args, todo: list[tuple[Cell, dict]]) -> list:
     """--launcher slurm: one job array through submitit's SlurmExecutor, each cell's record "queued" with its job. A
     refused submission puts the records back (none left "queued") and removes what it made."""
     import submitit
 
-    job_env()
     if not shutil.which("sbatch"):
         raise UsageError("--launcher slurm needs Slurm's sbatch on PATH (none here); --dry-run prints what it would submit")  # fmt: skip
     try:
@@ -1095,7 +1054,6 @@ def run_local(args: Args, cells: list[Cell], executor=None) -> Optional[int]:
     saves) and starts no more, a second Ctrl-C stops the runs at once. The signal's number when interrupted."""
     import submitit
 
-    job_env()
     if executor is None:
         executor = submitit.LocalExecutor(folder=submitit_folder(args.runs_dir), max_num_timeout=args.max_requeues)
         executor.update_parameters(timeout_min=args.time, signal_delay_s=args.signal_delay_s)
@@ -1143,10 +1101,6 @@ def run_local(args: Args, cells: list[Cell], executor=None) -> Optional[int]:
     return stopped
 
 
-def job_holds_lock(job: GridJob) -> bool:
-    return any(r["locked_by"] for r in scan_runs(job.runs_dir).get(job.cell.key, []))
-
-
 def wait_slurm_jobs(pairs: list, poll_s: float = 10.0) -> None:
     """--wait on Slurm: until squeue lists no job of this launch (a requeued one is listed again) or its result is
     written. Not submitit's own wait: it asks sacct, which a cluster without accounting does not answer."""
@@ -1164,7 +1118,7 @@ def wait_slurm_jobs(pairs: list, poll_s: float = 10.0) -> None:
         for jid in dict.fromkeys(done):
             job, handle = pending.pop(jid)
             end = time.time() + 90  # a job that left the queue unfinished (lost, cancelled): Slurm ends its run soon
-            while not written(handle) and time.time() < end and job_holds_lock(job):  # after; not found running
+            while not written(handle) and time.time() < end and any(r["locked_by"] for r in scan_runs(job.runs_dir).get(job.cell.key, [])):  # fmt: skip
                 time.sleep(1.0)
             state = read_json(record_path(job.runs_dir, job.cell.id)).get("state", "unknown")
             print(f"{job.cell.label}: job {jid} ended (the cell's record says: {state})", flush=True)
@@ -1207,6 +1161,8 @@ def main(args: Args, argv: list[str]) -> int:
             print(f"\nwould submit {len(todo)} job(s) as one array, with this sbatch script:\n{sbatch_script(args, len(todo))}")  # fmt: skip
         print(f"dry run: {len(todo)} of {len(cells)} runs to do; nothing was started")
         return 0
+    here = [os.path.join(ROOT, "benchmarks"), os.path.join(ROOT, "algorithms"), os.environ.get("PYTHONPATH")]
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in here if p)  # a job unpickles GridJob: toolbox, plumbing
     interrupted = None
     if args.launcher == "local":
         interrupted = run_local(args, [cell for cell, _ in todo]) if todo else None
