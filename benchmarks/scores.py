@@ -453,7 +453,7 @@ def cell_state(key: tuple, runs: list[dict], record: Optional[dict], live_jobs: 
     if state == "failed":
         return {**out, "state": "failed", "error": record.get("error")}
     if state in ("running", "queued"):
-        if record.get("host") == socket.gethostname() and record.get("launcher") == "local":
+        if record.get("host") == socket.gethostname() and record.get("launcher") != "slurm":  # a local job: its pid
             alive = state == "running" and pid_alive(record.get("pid"))
         else:
             alive = not record.get("job_id") or live_jobs is None or str(record["job_id"]) in live_jobs
