@@ -154,8 +154,7 @@ def test_local_launcher_runs_the_grid_resumes_the_killed_run_and_tabulates(local
     assert f"orpo hopper-random-v2 seed 1: resume {local_grid['killed']} at epoch" in result.stdout
     assert result.stdout.count(": finished (") == 4 and result.stdout.count("$ ") == 2  # resumed 1, started 1
     assert run_dirs(runs, "orpo__1") == [local_grid["killed"]]
-    cache = ["--dynamics-cache", str(runs.parent / "runs" / "dynamics_cache")]  # the default, given to model rows
-    for name, flags in (("td3bc", COMMON), ("orpo", COMMON + MODEL + cache)):  # what a later launch compares with
+    for name, flags in (("td3bc", COMMON), ("orpo", COMMON + MODEL)):  # what a later launch compares with
         for seed in (1, 2):
             record = json.loads((runs / "_grid" / f"hopper-random-v2__{name}__{seed}.json").read_text())
             assert record["flags"] == flags, (name, seed, record)
@@ -195,7 +194,8 @@ def test_local_launcher_runs_the_grid_resumes_the_killed_run_and_tabulates(local
 
 @pytest.mark.slow  # the slow tier: a launcher's whole grid end to end
 def test_submitit_local_executor_runs_the_grid_and_a_preempted_job_resumes(local_grid, hopper_data_dir, tmp_path):
-    """The Slurm job code under submitit's LocalExecutor; orpo seed 2 gets the time-limit signal mid-run.
+    """The job code under submitit's LocalExecutor, 4 at once (--per-gpu 4 on the CPU); orpo seed 2 gets the
+    time-limit signal mid-run, checkpoints, is requeued and resumes.
 
     Each launcher interrupted a different orpo run, so every run here has an uninterrupted twin in the other grid."""
     runs = tmp_path / "runs"
@@ -204,9 +204,7 @@ def test_submitit_local_executor_runs_the_grid_and_a_preempted_job_resumes(local
             sys.executable,
             SCRIPT,
             *GRID,
-            "--launcher",
-            "submitit-local",
-            "--array-parallelism",
+            "--per-gpu",
             "4",
             "--runs-dir",
             str(runs),
@@ -228,7 +226,7 @@ def test_submitit_local_executor_runs_the_grid_and_a_preempted_job_resumes(local
         proc.kill()
     assert proc.returncode == 0, stdout[-2000:] + stderr[-2000:]
     record = json.loads((runs / "_grid" / "hopper-random-v2__orpo__2.json").read_text())
-    assert record["state"] == "finished" and record["requeues"] == 1 and record["launcher"] == "submitit-local"
+    assert record["state"] == "finished" and record["requeues"] == 1 and record["launcher"] == "local"
     log = (runs / "_grid" / "logs" / "hopper-random-v2__orpo__2.log").read_text()
     assert log.count("=== ") == 2 and "--resume" in log.split("=== ")[2], log[-3000:]
     assert any(f"at epoch {e}" in log for e in (1, 2)), log[-3000:]  # continued, not restarted nor already done
@@ -780,12 +778,12 @@ def test_a_cell_its_script_would_refuse_is_one_line_before_anything_runs(tmp_pat
 @pytest.mark.parametrize(
     "argv,words",
     [
-        (["--out", "a_file/scores.md"], "--out a_file/scores.md: {tmp}/a_file is a file, not a folder"),
-        (["--out", "a_file/sub/scores.md"], "--out a_file/sub/scores.md: {tmp}/a_file is a file, not a folder"),
+        (["--out", "a_file/scores.md"], "--out a_file/scores.md: {tmp}/a_file is not a folder"),
+        (["--out", "a_file/sub/scores.md"], "--out a_file/sub/scores.md: {tmp}/a_file is not a folder"),
         (["--out", "."], "--out .: is a folder, not a file"),
         (["--runs-dir", "a_file"], "--runs-dir a_file: is a file, not a folder"),
-        (["--runs-dir", "a_file/runs"], "--runs-dir a_file/runs: {tmp}/a_file is a file, not a folder"),
-        (["--table-only", "--out", "a_file/scores.md"], "--out a_file/scores.md: {tmp}/a_file is a file"),
+        (["--runs-dir", "a_file/runs"], "--runs-dir a_file/runs: {tmp}/a_file is not a folder"),
+        (["--table-only", "--out", "a_file/scores.md"], "--out a_file/scores.md: {tmp}/a_file is not a folder"),
     ],
 )
 def test_an_unwritable_output_is_refused_before_anything_runs(tmp_path, hopper_data_dir, argv, words):
@@ -902,7 +900,7 @@ def test_a_run_holding_its_lock_is_running_and_never_started_twice(scores, tmp_p
     try:
         status = run_script("benchmarks/scores.py", "--status", *grid, cwd=str(tmp_path))
         assert "2 runs: 0 queued, 2 running, 0 finished, 0 failed, 0 stopped" in status.stdout, status.stdout
-        assert status.stdout.count(f"(run.lock held by pid {os.getpid()})") == 2, status.stdout
+        assert status.stdout.count(f"run.lock is held by pid {os.getpid()})") == 2, status.stdout
         result = run_script("benchmarks/scores.py", *launch, data_dir=hopper_data_dir[0], cwd=str(tmp_path))
         assert "$ " not in result.stdout and result.returncode == 1, result.stdout + result.stderr
         for seed, run_dir in ((1, stopped), (2, failed)):
@@ -986,7 +984,7 @@ def fake_launch(scores, monkeypatch, tmp_path, gpus, k, n, on_run=None):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     cells = [scores.Cell("td3bc", "td3bc", (), "td3bc", "hopper-random-v2", seed) for seed in range(1, n + 1)]
     executor = FakeExecutor(on_run)
-    interrupted = scores.run_local(scores.Args(per_gpu=k, runs_dir=str(tmp_path)), cells, "abc1234", executor)
+    interrupted = scores.run_local(scores.Args(per_gpu=k, runs_dir=str(tmp_path)), cells, executor)
     return executor, cells, interrupted
 
 
@@ -1013,7 +1011,7 @@ def test_one_at_a_time_without_per_gpu_each_run_sees_the_launchers_gpus(scores, 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     cells = [scores.Cell("td3bc", "td3bc", (), "td3bc", "hopper-random-v2", seed) for seed in (1, 2)]
     executor = FakeExecutor()
-    assert scores.run_local(scores.Args(runs_dir=str(tmp_path)), cells, "abc1234", executor) is None
+    assert scores.run_local(scores.Args(runs_dir=str(tmp_path)), cells, executor) is None
     assert executor.most == 1 and [h.job.echo for h in executor.jobs] == [True, True]
     assert [h.job.env for h in executor.jobs] == [{"CUDA_VISIBLE_DEVICES": None, "OMP_NUM_THREADS": None}] * 2
 
