@@ -392,14 +392,8 @@ def test_gradient_steps_bookkeeping_with_a_stand_in_for_cuda_graphs(files, monke
         actor = {"actor_loss": torch.ones(())} if policy.total_it % period == 0 else {}
         return {"losses": {"critic_loss": torch.ones(()), **actor}}
 
-    counts = {}
-
-    class Run:
-        graphs, steps = True, 0  # --cuda-graphs on a CUDA device; the epoch's gradient steps (charts/SPS)
-
-        def add(self, prefix, stats):
-            for k in stats:
-                counts[f"{prefix}/{k}"] = counts.get(f"{prefix}/{k}", 0) + 1
+    class Run:  # --cuda-graphs on a CUDA device; the epoch's gradient steps (charts/SPS); the loss sums and counts
+        graphs, steps, sums, counts = True, 0, {}, {}
 
     run = Run()
     orpo.gradient_steps(step, n, run, [policy], period=period)
@@ -407,4 +401,4 @@ def test_gradient_steps_bookkeeping_with_a_stand_in_for_cuda_graphs(files, monke
     assert seen["captures"] == int(graphed) and seen["replays"] == ((n - 3) // period if graphed else 0)
     assert seen["capturable"] == [True] * int(graphed) and policy.optim.param_groups[0]["capturable"] is False
     assert policy.total_it == n == run.steps
-    assert counts == {"losses/critic_loss": n, "losses/actor_loss": n // period}
+    assert run.counts == {"losses/critic_loss": n, "losses/actor_loss": n // period}
