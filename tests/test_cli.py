@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from unittest import mock
 
 import filelock
 import h5py
@@ -330,31 +331,18 @@ def test_two_runs_started_in_the_same_second_get_different_directories(files, mo
 
 
 # ------------------------------------------------------------------------------------------------ hostile machines
-def test_an_unwritable_runs_dir_fails_before_the_data_loads(cli, tmp_path):
-    (tmp_path / "a_file").write_text("")
-    code, out, err = cli("td3bc", "--env", "hopper-random-v2", "--runs-dir", "a_file/runs")
-    assert code == 1 and "cannot write in a_file/runs (Not a directory); pass a writable --runs-dir" in err
-    assert out == ""
-
-
-def full_disk(monkeypatch, after: int, ending: str):
-    """torch.save fails as on a full disk from the `after`+1-th file whose name ends with `ending`."""
+def test_a_failed_checkpoint_write_keeps_the_last_good_one_and_says_so(cli, monkeypatch, tmp_path):
     saves, real = [], torch.save
 
-    def save(obj, f):
-        if str(getattr(f, "name", f)).endswith(ending):
+    def save(obj, f):  # the disk fills after the first checkpoint
+        if str(getattr(f, "name", f)).endswith("checkpoint.pt.tmp"):
             saves.append(f)
-            if len(saves) > after:
+            if len(saves) > 1:
                 f.write(b"half")
                 raise RuntimeError("PytorchStreamWriter failed writing file data/0: file write failed")
         real(obj, f)
 
     monkeypatch.setattr(plumbing.torch, "save", save)
-    return saves
-
-
-def test_a_failed_checkpoint_write_keeps_the_last_good_one_and_says_so(cli, monkeypatch, tmp_path):
-    saves = full_disk(monkeypatch, 1, "checkpoint.pt.tmp")
     code, _, err = cli("orpo", "--env", "hopper-random-v2", *TINY, "--epochs", "3", "--checkpoint-every", "1")
     line = last_line(err)
     assert code == 1 and line.startswith("error: could not write") and "free disk space" in line and "--resume" in line
@@ -364,11 +352,13 @@ def test_a_failed_checkpoint_write_keeps_the_last_good_one_and_says_so(cli, monk
     assert json.load(open(os.path.join(run, "summary.json")))["status"] == "failed"
 
 
-def test_a_full_disk_at_the_start_leaves_no_run_directory(cli, monkeypatch, tmp_path):
-    def no_space(obj, path):
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(plumbing, "atomic_save", no_space)
+def test_an_unwritable_runs_dir_or_a_full_disk_fails_at_the_start_and_leaves_no_run_directory(cli, monkeypatch,
+                                                                                                tmp_path):  # fmt: skip
+    (tmp_path / "a_file").write_text("")
+    code, out, err = cli("td3bc", "--env", "hopper-random-v2", "--runs-dir", "a_file/runs")
+    assert code == 1 and "cannot write in a_file/runs (Not a directory); pass a writable --runs-dir" in err
+    assert out == ""  # before the data loads
+    monkeypatch.setattr(plumbing, "atomic_save", mock.Mock(side_effect=OSError(28, "No space left on device")))
     code, _, err = cli("td3bc", "--env", "hopper-random-v2", *TD3BC)
     assert code == 1 and "No space left on device; free disk space" in last_line(err)
     assert_nothing_written(tmp_path)

@@ -51,13 +51,9 @@ def small_fit(orpo):
 
 
 def fitter(orpo, model, data, settings, on_epoch):
-    def fit(**kw):
-        def progress(state):
-            on_epoch(state, kw["progress"])
-
-        return orpo.fit_dynamics(model, data, **settings, resume=kw["resume"], progress=progress)
-
-    return fit
+    """The fit plumbing._checked_fit calls, with on_epoch(state, plumbing's progress) after every epoch."""
+    return lambda resume, progress: orpo.fit_dynamics(model, data, **settings, resume=resume,
+                                                      progress=lambda state: on_epoch(state, progress))  # fmt: skip
 
 
 @pytest.mark.parametrize("minutes, stop_in, error, saved", [(0, 4, Stop, 3), (60, 5, KeyboardInterrupt, 4)],

@@ -41,17 +41,12 @@ def test_the_check_catches_a_one_character_difference(tmp_path):
     assert (tmp_path / "algorithms" / "mopo.py").read_text() == text
 
 
-def layout(name: str) -> list[str]:
-    """The file's shared blocks and `main`, in the order they appear."""
+@pytest.mark.parametrize("name", list(CARRIES))
+def test_each_file_carries_its_blocks_in_tutorial_order(name):
     text = open(os.path.join(ROOT, "algorithms", name + ".py")).read()
     marks = [(m.start(), m.group(1)) for m in re.finditer(r"^# --- shared: (\w+) ---$", text, re.M)]
     marks += [(m.start(), "main") for m in re.finditer(r"^def main\(", text, re.M)]
-    return [name for _, name in sorted(marks)]
-
-
-@pytest.mark.parametrize("name", list(CARRIES))
-def test_each_file_carries_its_blocks_in_tutorial_order(name):
-    assert layout(name) == [*CARRIES[name], "main"]
+    assert [block for _, block in sorted(marks)] == [*CARRIES[name], "main"]
 
 
 @pytest.mark.parametrize("name", list(CARRIES))
