@@ -1,11 +1,14 @@
 """Shared fixtures: a small D4RL-layout HDF5 made from a real Hopper-v4 random policy, and the algorithm modules."""
 
+import contextlib
 import importlib.util
+import io
 import os
 import shutil
 import subprocess
 import sys
 from typing import NamedTuple
+from unittest import mock
 
 import gymnasium as gym
 import h5py
@@ -98,27 +101,17 @@ class Result(NamedTuple):
 def run_file(script: str, *argv, cwd: str, data_dir: str | None = None) -> Result:
     """algorithms/SCRIPT.py's command line in this process (plumbing.cli with an argv), in `cwd`, with `data_dir` as
     $D4RL_DATASET_DIR: (exit status, stdout, stderr). A traceback fails the test."""
-    import contextlib
-    import io
-
     import plumbing
 
     module = sys.modules.get(script) or load_module(f"algorithms/{script}.py", script)
-    out, err, code, here, env = io.StringIO(), io.StringIO(), 0, os.getcwd(), os.environ.get("D4RL_DATASET_DIR")
+    out, err, code = io.StringIO(), io.StringIO(), 0
     os.makedirs(cwd, exist_ok=True)
-    os.chdir(cwd)
-    os.environ.update({"D4RL_DATASET_DIR": data_dir} if data_dir else {})
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            plumbing.cli(module.main, module.Args, [str(a) for a in argv])
-    except SystemExit as e:
-        code = e.code
-    finally:
-        os.chdir(here)
-        if env is None:
-            os.environ.pop("D4RL_DATASET_DIR", None)
-        else:
-            os.environ["D4RL_DATASET_DIR"] = env
+    with contextlib.chdir(cwd), mock.patch.dict(os.environ, {"D4RL_DATASET_DIR": data_dir} if data_dir else {}):
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                plumbing.cli(module.main, module.Args, [str(a) for a in argv])
+        except SystemExit as e:
+            code = e.code
     assert "Traceback" not in out.getvalue() + err.getvalue(), err.getvalue()[-3000:]
     return Result(code, out.getvalue(), err.getvalue())
 
@@ -129,9 +122,7 @@ def cli(files, hopper_data_dir, tmp_path):
     return lambda script, *argv: run_file(script, *argv, cwd=str(tmp_path), data_dir=hopper_data_dir[0])
 
 
-def write_random_dataset(
-    path: str, env_id: str = "Hopper-v4", steps: int = 3000, seed: int = 0, attrs: dict | None = None
-) -> dict:
+def write_random_dataset(path: str, env_id="Hopper-v4", steps=3000, seed=0, attrs: dict | None = None) -> dict:
     """Roll a uniform random policy in a real env and write D4RL's layout (with timeouts and next_observations).
 
     The env's time limit is shortened to 50 steps so that the file holds both terminal and timeout episode ends.
@@ -171,15 +162,7 @@ TINY = (
 ).split()
 
 
-def run_script(
-    script: str,
-    *args: str,
-    data_dir: str | None = None,
-    cwd: str | None = None,
-    timeout: int = 300,
-    extra_env: dict | None = None,
-    fresh: bool = False,
-):
+def run_script(script: str, *args: str, data_dir=None, cwd=None, timeout=300, extra_env=None, fresh=False):
     """Run a script as a user would; one thread, since a second busy core makes OpenMP spin-waits very slow. A cluster
     named in the caller's SLURM_CONF is not passed on (tests/test_slurm.py names its own): the tests that expect no
     controller must not find one. The process is forked from this worker's zygote (tests/zygote.py: torch and the other

@@ -6,10 +6,13 @@ import datetime
 import json
 import re
 import os
-import signal
+import shutil
 import stat
+import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
+from unittest import mock
 
 import filelock
 import h5py
@@ -21,13 +24,8 @@ from conftest import ALGORITHMS, TINY, load_module, write_random_dataset
 import plumbing  # noqa: E402  (conftest puts algorithms/ on sys.path)
 
 
-def tiny(script: str) -> list[str]:
-    """TINY, or for td3bc.py (no model) its flags that td3bc.py has."""
-    return (
-        TINY
-        if script != "td3bc"
-        else "--epochs 2 --steps-per-epoch 20 --batch-size 32 --hidden-dims 32 32 --eval-episodes 2 --no-cuda".split()
-    )
+# TINY's flags that td3bc.py (no model) has
+TD3BC = "--epochs 2 --steps-per-epoch 20 --batch-size 32 --hidden-dims 32 32 --eval-episodes 2 --no-cuda".split()
 
 
 def last_line(err: str) -> str:
@@ -166,15 +164,11 @@ def test_an_unreadable_or_missing_dataset_is_one_line(cli, tmp_path):
     assert code == 1 and "local/nothing.hdf5 does not exist; make it with `python datasets/collect.py`" in err
     code, _, err = cli("orpo", "--env", "hopper-typo-v2")
     assert code == 1 and "unknown dataset 'hopper-typo-v2'; use one of" in err
+    os.mkfifo(tmp_path / "fifo")
+    for path in ("/dev/null", str(tmp_path / "fifo")):  # a device, a fifo: named as such
+        code, _, err = cli("orpo", "--dataset-path", path)
+        assert code == 2 and f"--dataset-path {path}: is not a regular file" in err
     assert_nothing_written(tmp_path)
-
-
-@pytest.mark.parametrize("kind", ["fifo", "device"])
-def test_a_dataset_path_that_is_not_a_regular_file_is_named_as_such(kind, cli, tmp_path):
-    path = "/dev/null" if kind == "device" else str(tmp_path / "fifo")
-    os.mkfifo(path) if kind == "fifo" else None
-    code, _, err = cli("orpo", "--dataset-path", path)
-    assert code == 2 and f"--dataset-path {path}: is not a regular file" in err
 
 
 def test_a_failed_first_download_leaves_no_empty_folder(monkeypatch, tmp_path):
@@ -187,15 +181,12 @@ def test_a_failed_first_download_leaves_no_empty_folder(monkeypatch, tmp_path):
     assert not (tmp_path / "d4rl").exists()
 
 
-def test_sizes_that_cannot_fit_in_memory_are_one_line_before_the_fit(cli, tmp_path):
+def test_sizes_that_cannot_fit_in_memory_or_a_holdout_of_nothing_are_one_line_before_the_fit(cli, tmp_path):
     code, out, err = cli("orpo", "--env", "hopper-random-v2", *TINY, "--batch-size", str(10**12))
     assert code == 1 and "--batch-size 1000000000000 needs" in err and "lower the flags that size it" in err
     assert "dynamics:" not in out + err
     code, out, err = cli("mopo", "--env", "hopper-random-v2", *TINY, "--rollout-batch-size", str(10**11))
     assert code == 1 and "a buffer of" in err and "dynamics:" not in out + err
-
-
-def test_a_holdout_that_holds_out_nothing_is_one_line_before_the_fit(cli, tmp_path):
     code, out, err = cli("mopo", "--env", "hopper-random-v2", *TINY, "--dynamics-holdout-ratio", "1e-9")
     assert code == 1 and "--dynamics-holdout-ratio 1e-09 holds out 0 of" in err and "best_member" not in err
     assert_nothing_written(tmp_path)
@@ -204,7 +195,7 @@ def test_a_holdout_that_holds_out_nothing_is_one_line_before_the_fit(cli, tmp_pa
 # ---------------------------------------------------------------------------------------------------------- resume
 @pytest.fixture
 def td3bc_run(cli, tmp_path):
-    code, _, err = cli("td3bc", "--env", "hopper-random-v2", *tiny("td3bc"), "--runs-dir", "done")
+    code, _, err = cli("td3bc", "--env", "hopper-random-v2", *TD3BC, "--runs-dir", "done")
     assert code == 0, err
     return only_run(tmp_path / "done")
 
@@ -223,12 +214,11 @@ def test_resume_leaves_a_finished_run_alone_refuses_fewer_epochs_and_extends(td3
     assert summary["epochs"] == 3 and summary["finished"] and len(summary["invocations"]) == 2
 
 
-@pytest.mark.parametrize("script", ["orpo", "mopo", "oroo", "mbpo"])
-def test_every_file_refuses_another_scripts_run_dir_before_any_work(script, td3bc_run, cli):
-    started = time.time()
-    code, _, err = cli(script, "--resume", td3bc_run)
-    assert code == 1 and f"is a run of td3bc.py; pass a run directory made by {script}.py" in last_line(err)
-    assert time.time() - started < 30
+def test_every_file_refuses_another_scripts_run_dir_before_any_work(td3bc_run, cli):
+    for script in ("orpo", "mopo", "oroo", "mbpo"):
+        started, (code, _, err) = time.time(), cli(script, "--resume", td3bc_run)
+        assert code == 1 and f"is a run of td3bc.py; pass a run directory made by {script}.py" in last_line(err)
+        assert time.time() - started < 30
 
 
 def test_a_run_dir_written_before_the_change_still_resumes(td3bc_run, cli):
@@ -254,7 +244,13 @@ def test_a_config_of_unknown_origin_or_none_is_refused(cli, tmp_path, files):
     assert code == 1 and "is a run of another script" in err
 
 
-def test_a_second_writer_is_refused_while_the_first_lives(td3bc_run, cli):
+def test_a_resume_is_refused_while_another_process_writes_the_run_or_once_its_data_changed(td3bc_run, cli, tmp_path,
+                                                                                            hopper_data_dir):  # fmt: skip
+    data, moved = os.path.join(hopper_data_dir[0], "hopper_random-v2.hdf5"), tmp_path / "d"
+    moved.mkdir()
+    write_random_dataset(str(moved / "hopper_random-v2.hdf5"), steps=500, seed=7)
+    code, _, err = cli("td3bc", "--resume", td3bc_run, "--epochs", "3", "--data-dir", str(moved))
+    assert code == 1 and "changed since" in err and "resume with the original file" in err and os.path.isfile(data)
     with filelock.FileLock(os.path.join(td3bc_run, "run.lock")):  # what a live run holds
         code, _, err = cli("td3bc", "--resume", td3bc_run, "--epochs", "3")
     assert code == 1 and f"{td3bc_run} is in use by another process; stop it first" in err
@@ -275,18 +271,9 @@ def test_a_checkpoint_that_does_not_match_is_one_line(doctor, td3bc_run, cli):
     assert code == 1 and "checkpoint.pt does not match this run" in last_line(err)
 
 
-def test_a_changed_dataset_is_refused_on_resume(td3bc_run, cli, hopper_data_dir, tmp_path):
-    data = os.path.join(hopper_data_dir[0], "hopper_random-v2.hdf5")
-    moved = tmp_path / "d"
-    moved.mkdir()
-    write_random_dataset(str(moved / "hopper_random-v2.hdf5"), steps=500, seed=7)
-    code, _, err = cli("td3bc", "--resume", td3bc_run, "--epochs", "3", "--data-dir", str(moved))
-    assert code == 1 and "changed since" in err and "resume with the original file" in err and os.path.isfile(data)
-
-
 def test_a_relative_data_dir_resumes_from_another_folder(cli, hopper_data_dir, tmp_path, monkeypatch):
     os.symlink(hopper_data_dir[0], tmp_path / "data")
-    code, _, err = cli("td3bc", "--env", "hopper-random-v2", *tiny("td3bc"), "--data-dir", "data", "--runs-dir", "r")
+    code, _, err = cli("td3bc", "--env", "hopper-random-v2", *TD3BC, "--data-dir", "data", "--runs-dir", "r")
     assert code == 0, err
     run = os.path.abspath(only_run(tmp_path / "r"))
     (tmp_path / "elsewhere").mkdir()
@@ -297,7 +284,7 @@ def test_a_relative_data_dir_resumes_from_another_folder(cli, hopper_data_dir, t
 
 # ------------------------------------------------------------------------------------------- what a run writes
 def test_a_run_says_in_one_line_what_runs_and_in_one_line_what_came_of_it(cli, tmp_path):
-    code, out, err = cli("td3bc", "--env", "hopper-random-v2", *tiny("td3bc"), "--threads", "2", "--exp-name", "x")
+    code, out, err = cli("td3bc", "--env", "hopper-random-v2", *TD3BC, "--threads", "2", "--exp-name", "x")
     assert code == 0 and torch.get_num_threads() == 2
     first, last = out.strip().splitlines()[0], out.strip().splitlines()[-1]
     assert "hopper-random-v2 (" in first and "preset none" in first and "flags: batch_size 32" in first
@@ -340,36 +327,22 @@ def test_two_runs_started_in_the_same_second_get_different_directories(files, mo
     a, b = (plumbing.Run(args) for _ in range(2))
     for run in (a, b):
         run.end("stopped")  # restores the signal handlers
-    assert os.path.basename(b.dir) == os.path.basename(a.dir) + "_2" and os.path.isfile(os.path.join(b.dir,
-                            "config.json"))  # fmt: skip
+    assert os.path.basename(b.dir) == os.path.basename(a.dir) + "_2" and os.path.isfile(f"{b.dir}/config.json")
 
 
 # ------------------------------------------------------------------------------------------------ hostile machines
-def test_an_unwritable_runs_dir_fails_before_the_data_loads(cli, tmp_path):
-    (tmp_path / "a_file").write_text("")
-    code, out, err = cli("td3bc", "--env", "hopper-random-v2", "--runs-dir", "a_file/runs")
-    assert code == 1 and "cannot write in a_file/runs (Not a directory); pass a writable --runs-dir" in err
-    assert out == ""
-
-
-def full_disk(monkeypatch, after: int, ending: str):
-    """torch.save fails as on a full disk from the `after`+1-th file whose name ends with `ending`."""
+def test_a_failed_checkpoint_write_keeps_the_last_good_one_and_says_so(cli, monkeypatch, tmp_path):
     saves, real = [], torch.save
 
-    def save(obj, f):
-        if str(getattr(f, "name", f)).endswith(ending):
+    def save(obj, f):  # the disk fills after the first checkpoint
+        if str(getattr(f, "name", f)).endswith("checkpoint.pt.tmp"):
             saves.append(f)
-            if len(saves) > after:
+            if len(saves) > 1:
                 f.write(b"half")
                 raise RuntimeError("PytorchStreamWriter failed writing file data/0: file write failed")
         real(obj, f)
 
     monkeypatch.setattr(plumbing.torch, "save", save)
-    return saves
-
-
-def test_a_failed_checkpoint_write_keeps_the_last_good_one_and_says_so(cli, monkeypatch, tmp_path):
-    saves = full_disk(monkeypatch, 1, "checkpoint.pt.tmp")
     code, _, err = cli("orpo", "--env", "hopper-random-v2", *TINY, "--epochs", "3", "--checkpoint-every", "1")
     line = last_line(err)
     assert code == 1 and line.startswith("error: could not write") and "free disk space" in line and "--resume" in line
@@ -379,41 +352,29 @@ def test_a_failed_checkpoint_write_keeps_the_last_good_one_and_says_so(cli, monk
     assert json.load(open(os.path.join(run, "summary.json")))["status"] == "failed"
 
 
-def test_a_full_disk_at_the_start_leaves_no_run_directory(cli, monkeypatch, tmp_path):
-    def no_space(obj, path):
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(plumbing, "atomic_save", no_space)
-    code, _, err = cli("td3bc", "--env", "hopper-random-v2", *tiny("td3bc"))
+def test_an_unwritable_runs_dir_or_a_full_disk_fails_at_the_start_and_leaves_no_run_directory(cli, monkeypatch,
+                                                                                                tmp_path):  # fmt: skip
+    (tmp_path / "a_file").write_text("")
+    code, out, err = cli("td3bc", "--env", "hopper-random-v2", "--runs-dir", "a_file/runs")
+    assert code == 1 and "cannot write in a_file/runs (Not a directory); pass a writable --runs-dir" in err
+    assert out == ""  # before the data loads
+    monkeypatch.setattr(plumbing, "atomic_save", mock.Mock(side_effect=OSError(28, "No space left on device")))
+    code, _, err = cli("td3bc", "--env", "hopper-random-v2", *TD3BC)
     assert code == 1 and "No space left on device; free disk space" in last_line(err)
     assert_nothing_written(tmp_path)
 
 
-def test_a_run_directory_deleted_mid_run_is_one_line_of_its_own(cli, monkeypatch, tmp_path):
-    """The error is printed on a line of its own, not glued to the progress bar being drawn."""
+@pytest.mark.parametrize("fault, says", [(lambda run: run.epoch == 2 and plumbing.shutil.rmtree(run.dir), ("the run "
+                         "directory", "was deleted while the run was writing it", "start the run again")), (lambda run:
+                         run.on_thread_error(type("Hook", (), {"exc_type": OSError, "exc_value": OSError(28, "No space")})),
+                         ("TensorBoard could not write", "free disk space"))], ids=["run-dir-deleted", "tensorboard"])  # fmt: skip
+def test_an_error_mid_run_is_one_line_of_its_own(fault, says, cli, monkeypatch):
+    """The error is printed on a line of its own, not glued to the progress bar being drawn, and not a traceback."""
     real_log = plumbing.Run.log
-
-    def log(self, metrics):
-        if self.epoch == 2:
-            plumbing.shutil.rmtree(self.dir)
-        real_log(self, metrics)
-
-    monkeypatch.setattr(plumbing.Run, "log", log)
-    code, _, err = cli("td3bc", "--env", "hopper-random-v2", *tiny("td3bc"), "--epochs", "3")
-    assert code == 1 and "was deleted while the run was writing it" in err and "start the run again" in err
-    assert any(line.startswith("error: the run directory") for line in err.replace("\r", "\n").splitlines()), err
-
-
-def test_a_background_writer_error_is_one_line_not_a_traceback(cli, monkeypatch):
-    real_log = plumbing.Run.log
-
-    def log(self, metrics):
-        self.on_thread_error(type("Hook", (), {"exc_type": OSError, "exc_value": OSError(28, "No space left")}))
-        real_log(self, metrics)
-
-    monkeypatch.setattr(plumbing.Run, "log", log)
-    code, _, err = cli("td3bc", "--env", "hopper-random-v2", *tiny("td3bc"))
-    assert code == 1 and "TensorBoard could not write" in last_line(err) and "free disk space" in last_line(err)
+    monkeypatch.setattr(plumbing.Run, "log", lambda self, metrics: (fault(self), real_log(self, metrics)))
+    code, _, err = cli("td3bc", "--env", "hopper-random-v2", *TD3BC, "--epochs", "3")
+    (line,) = [line for line in err.replace("\r", "\n").splitlines() if says[0] in line]
+    assert code == 1 and line.startswith("error: ") and all(s in line for s in says), err
 
 
 def test_track_without_a_wandb_login_is_one_line_before_the_data_loads(cli, monkeypatch, tmp_path):
@@ -423,24 +384,6 @@ def test_track_without_a_wandb_login_is_one_line_before_the_data_loads(cli, monk
     code, out, err = cli("td3bc", "--env", "hopper-random-v2", "--track")
     assert code == 1 and "--track: wandb did not start" in err and "WANDB_MODE=offline" in err and "preset" not in out
     assert_nothing_written(tmp_path)
-
-
-def test_a_second_signal_while_the_checkpoint_is_written_stops_once_it_is_complete(cli, monkeypatch, tmp_path):
-    real_save, kills = plumbing.atomic_save, []
-
-    def save(obj, path):
-        if path.endswith("checkpoint.pt") and not kills:
-            kills.append(2)
-            plumbing.Run.current.on_signal(signal.SIGTERM, None)  # the first: stop after this epoch
-            plumbing.Run.current.on_signal(signal.SIGTERM, None)  # the second, in the middle of the write
-        real_save(obj, path)
-
-    monkeypatch.setattr(plumbing, "atomic_save", save)
-    code, _, err = cli("td3bc", "--env", "hopper-random-v2", *tiny("td3bc"), "--epochs", "4", "--checkpoint-every", "1")
-    assert code == 143 and "interrupted by SIGTERM" in last_line(err)
-    run = only_run(tmp_path / "runs")
-    assert torch.load(os.path.join(run, "checkpoint.pt"), weights_only=True)["epoch"] == 1  # complete, then stopped
-    assert json.load(open(os.path.join(run, "summary.json")))["status"] == "interrupted"
 
 
 def test_nonfinite_weights_stop_the_run_before_evaluating_and_keep_the_last_good_checkpoint(cli, monkeypatch, tmp_path):
@@ -453,9 +396,8 @@ def test_nonfinite_weights_stop_the_run_before_evaluating_and_keep_the_last_good
         return real_means(self)
 
     monkeypatch.setattr(plumbing.Run, "means", poison_in_epoch_2)
-    monkeypatch.setattr(plumbing.Run, "evaluate", lambda self, *a: evaluated.append(self.epoch) or real_evaluate(self,
-                        *a))  # fmt: skip
-    code, _, err = cli("td3bc", "--env", "hopper-random-v2", *tiny("td3bc"), "--epochs", "3", "--checkpoint-every", "1")
+    monkeypatch.setattr(plumbing.Run, "evaluate", lambda run, *a: evaluated.append(run.epoch) or real_evaluate(run, *a))
+    code, _, err = cli("td3bc", "--env", "hopper-random-v2", *TD3BC, "--epochs", "3", "--checkpoint-every", "1")
     line = last_line(err)
     assert code == 1 and "training turned non-finite in epoch 2: policy.actor" in line and "lower the" in line
     assert evaluated == [1] and "last good checkpoint" in line  # NaN actions never reach MuJoCo
@@ -464,10 +406,6 @@ def test_nonfinite_weights_stop_the_run_before_evaluating_and_keep_the_last_good
 
 
 def test_a_method_file_without_its_plumbing_says_so_in_one_line(tmp_path):
-    import shutil
-    import subprocess
-    import sys
-
     shutil.copy(os.path.join(os.path.dirname(plumbing.__file__), "td3bc.py"), tmp_path)
     done = subprocess.run([sys.executable, "td3bc.py", "--help"], cwd=tmp_path, capture_output=True, text=True,
                           env=dict(os.environ, PYTHONPATH=""))  # fmt: skip

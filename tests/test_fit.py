@@ -21,8 +21,9 @@ import plumbing  # noqa: E402  (conftest puts algorithms/ on sys.path)
 
 def rows(run_dir: str) -> list[dict]:
     with open(os.path.join(run_dir, "metrics.csv")) as f:
-        return [{k: v for k,
-                v in r.items() if not k.endswith("_seconds") and k != "charts/SPS"} for r in csv.DictReader(f)]  # fmt: skip
+        return [
+            {k: v for k, v in r.items() if not k.endswith("_seconds") and k != "charts/SPS"} for r in csv.DictReader(f)
+        ]
 
 
 def only_run(runs_dir) -> str:
@@ -50,60 +51,38 @@ def small_fit(orpo):
 
 
 def fitter(orpo, model, data, settings, on_epoch):
-    def fit(**kw):
-        def progress(state):
-            on_epoch(state, kw["progress"])
-
-        return orpo.fit_dynamics(model, data, **settings, resume=kw["resume"], progress=progress)
-
-    return fit
+    """The fit plumbing._checked_fit calls, with on_epoch(state, plumbing's progress) after every epoch."""
+    return lambda resume, progress: orpo.fit_dynamics(model, data, **settings, resume=resume,
+                                                      progress=lambda state: on_epoch(state, progress))  # fmt: skip
 
 
-def test_a_fit_stopped_part_way_continues_to_the_same_ensemble(orpo, tmp_path):
-    """plumbing saves the fit's state (every --checkpoint-minutes; here every epoch); a fit killed after its third
-    epoch and started again from that file ends with the ensemble, elites and metrics of the fit never stopped."""
+@pytest.mark.parametrize("minutes, stop_in, error, saved", [(0, 4, Stop, 3), (60, 5, KeyboardInterrupt, 4)],
+                         ids=["killed", "signalled"])  # fmt: skip
+def test_a_fit_stopped_part_way_continues_to_the_same_ensemble(minutes, stop_in, error, saved, orpo, tmp_path):
+    """plumbing saves the fit's state every --checkpoint-minutes (0: every epoch), and at a SIGINT/SIGTERM
+    (KeyboardInterrupt) the state after the last finished epoch, not the weights the stopped one had half trained. A
+    fit killed (no handler runs) or signalled in epoch `stop_in` keeps epoch `saved`; started again from that file, it
+    ends with the ensemble, elites and metrics of the fit never stopped, and the file is removed."""
     data, settings, model = small_fit(orpo)
     whole = model()
     expected = orpo.fit_dynamics(whole, data, **settings)
     path, epochs = str(tmp_path / "fit.pt"), []
 
-    def die_after_3(state, progress):
-        progress(state)
+    def stop(state, progress):
         epochs.append(1)
-        if len(epochs) == 3:
-            raise Stop
+        if len(epochs) == stop_in:  # the epoch has trained: the stop lands before it is recorded
+            raise error
+        progress(state)
 
-    with pytest.raises(Stop):
-        plumbing._checked_fit(fitter(orpo, model(), data, settings, die_after_3), path, 0, lambda: False)
-    assert torch.load(path, weights_only=True)["state"]["epoch"] == 3
+    with pytest.raises(error):
+        plumbing._checked_fit(fitter(orpo, model(), data, settings, stop), path, minutes, lambda: False)
+    assert torch.load(path, weights_only=True)["state"]["epoch"] == saved
     again = model()
-    metrics = plumbing._checked_fit(lambda **kw: orpo.fit_dynamics(again, data, **settings, **kw), path, 0,
+    metrics = plumbing._checked_fit(lambda **kw: orpo.fit_dynamics(again, data, **settings, **kw), path, minutes,
                                     lambda: False)  # fmt: skip
     assert not os.path.exists(path)  # removed once the fit is complete
     assert all(torch.equal(v, again.state_dict()[k]) for k, v in whole.state_dict().items())
     assert metrics["dynamics/holdout_mse"] == expected["dynamics/holdout_mse"] and metrics["dynamics/epochs"] == 8
-
-
-def test_a_signal_during_the_fit_saves_its_last_finished_epoch(orpo, tmp_path):
-    """No timed save yet (60 minutes): a SIGINT/SIGTERM (KeyboardInterrupt) in the fifth epoch saves the state after
-    the fourth, not the weights the fifth had half trained; the fit started again from it ends as if never stopped."""
-    data, settings, model = small_fit(orpo)
-    whole = model()
-    orpo.fit_dynamics(whole, data, **settings)
-    path, epochs = str(tmp_path / "fit.pt"), []
-
-    def signal_in_5(state, progress):
-        epochs.append(1)
-        if len(epochs) == 5:  # the fifth epoch has trained: the signal lands before it is recorded
-            raise KeyboardInterrupt
-        progress(state)
-
-    with pytest.raises(KeyboardInterrupt):
-        plumbing._checked_fit(fitter(orpo, model(), data, settings, signal_in_5), path, 60, lambda: False)
-    assert torch.load(path, weights_only=True)["state"]["epoch"] == 4
-    again = model()
-    plumbing._checked_fit(lambda **kw: orpo.fit_dynamics(again, data, **settings, **kw), path, 60, lambda: False)
-    assert all(torch.equal(v, again.state_dict()[k]) for k, v in whole.state_dict().items())
 
 
 def test_a_signal_whose_raise_was_lost_still_stops_the_fit_after_the_epoch(orpo, tmp_path):
@@ -123,8 +102,7 @@ def test_the_launchers_cache_fits_once_and_a_run_loading_it_equals_its_fitter(ho
     RNG state after the fit, and every logged number, the fit's row 0 included, is the same."""
     toolbox = load_module("benchmarks/toolbox.py", "toolbox")
     monkeypatch.setenv("D4RL_DATASET_DIR", hopper_data_dir[0])
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    cache = str(tmp_path / "cache")
+    env, cache = dict(os.environ, OMP_NUM_THREADS="1"), str(tmp_path / "cache")
     cmd = lambda runs, *more: [sys.executable, f"{ROOT}/algorithms/orpo.py", "--env", "hopper-random-v2", *TINY,  # noqa: E731
                                "--runs-dir", str(tmp_path / runs), *more]  # fmt: skip
     done = {}
@@ -147,8 +125,9 @@ def test_the_launchers_cache_fits_once_and_a_run_loading_it_equals_its_fitter(ho
     assert toolbox.ensemble_entry(cache, cmd("c", "--seed", "2")) != entry
     assert toolbox.ensemble_entry(cache, cmd("c", "--dynamics-lr", "3e-4")) != entry
     td3bc = [sys.executable, f"{ROOT}/algorithms/td3bc.py", "--env", "hopper-random-v2"]
-    assert (toolbox.ensemble_entry(cache, td3bc) is None and toolbox.ensemble_entry(cache, cmd("c", "--resume",
-            a)) is None)  # fmt: skip
+    assert (
+        toolbox.ensemble_entry(cache, td3bc) is None and toolbox.ensemble_entry(cache, cmd("c", "--resume", a)) is None
+    )
 
 
 def test_an_entry_of_the_former_dynamics_cache_gets_its_seed(tmp_path):

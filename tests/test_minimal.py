@@ -7,6 +7,7 @@ file's flags, defaults and --help sections.
 """
 
 import csv
+import dataclasses
 import glob
 import json
 import os
@@ -34,8 +35,7 @@ DEFAULT_CHANGED = {"cuda_graphs"}
 
 
 def rows(path: str) -> list[dict]:
-    with open(path) as f:
-        return list(csv.DictReader(f))
+    return list(csv.DictReader(open(path)))
 
 
 def timing(column: str) -> bool:
@@ -67,8 +67,6 @@ def test_flags_and_defaults_are_those_from_before_the_move_and_help_shows_each(n
     """--help is tyro's now (its layout, from the docstrings; the hand-made sections are gone): it shows every flag."""
     before = json.load(open(f"{FIXTURES}/flags.json"))[name]
     module = load_module(f"algorithms/{name}.py", f"minimal_{name}")
-    import dataclasses
-
     now = {f.name: [str(f.type), repr(getattr(module.Args(), f.name))] for f in dataclasses.fields(module.Args)}
     assert set(now) - set(before["fields"]) <= ADDED and set(before["fields"]) <= set(now)
     changed = {k for k in before["fields"] if now[k] != before["fields"][k]}
@@ -117,9 +115,8 @@ def test_two_copied_files_run_on_their_own(tmp_path, synthetic):
     for name in ("orpo.py", "plumbing.py"):
         shutil.copy(os.path.join(ROOT, "algorithms", name), tmp_path / name)
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH="")
-    run = lambda *a: subprocess.run(
-        [sys.executable, "orpo.py", *a], capture_output=True, text=True, cwd=tmp_path, env=env
-    )  # noqa: E731
+    run = lambda *a: subprocess.run([sys.executable, "orpo.py", *a], capture_output=True, text=True, cwd=tmp_path,  # noqa: E731
+                                    env=env)  # fmt: skip
     assert run("--help").returncode == 0
     flags = make_fixtures.RUNS["orpo"][1].replace("--epochs 2", "--epochs 1").split()
     done = run(*flags, "--no-cuda", "--dataset-path", synthetic)

@@ -23,11 +23,10 @@ def rows(run_dir) -> list[dict]:
         return [{k: v for k, v in r.items() if "seconds" not in k and k != "charts/SPS"} for r in csv.DictReader(f)]
 
 
-def start(runs, data_dir, *flags, script="orpo", driver=None):
-    """The file as a user starts it (or under `driver`, a Python snippet that patches plumbing first)."""
+def start(runs, data_dir, *flags, driver=None):
+    """orpo.py as a user starts it (or under `driver`, a Python snippet that patches plumbing first)."""
     env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", D4RL_DATASET_DIR=data_dir)
-    argv = [os.path.join(ROOT, "algorithms", f"{script}.py"), "--env", "hopper-random-v2", *flags, "--runs-dir",
-                         str(runs)]  # fmt: skip
+    argv = [f"{ROOT}/algorithms/orpo.py", "--env", "hopper-random-v2", *flags, "--runs-dir", str(runs)]
     cmd = [sys.executable, *(["-c", driver] if driver else []), *argv]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
@@ -47,8 +46,8 @@ def wait_for_row(runs, epoch, proc, timeout=300):
 
 def resume(run_dir, data_dir):
     env = dict(os.environ, OMP_NUM_THREADS="1", D4RL_DATASET_DIR=data_dir)
-    return subprocess.run([sys.executable, f"{ROOT}/algorithms/orpo.py", "--resume", run_dir, "--no-cuda"], env=env,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    argv = [sys.executable, f"{ROOT}/algorithms/orpo.py", "--resume", run_dir, "--no-cuda"]
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +55,7 @@ def straight(hopper_data_dir, tmp_path_factory):
     """The uninterrupted 4-epoch run every stopped one must end equal to."""
     runs = tmp_path_factory.mktemp("straight")
     proc = start(runs, hopper_data_dir[0], *SMALL)
-    out, err = proc.communicate(timeout=600)
+    err = proc.communicate(timeout=600)[1]
     assert proc.returncode == 0, err[-2000:]
     (run,) = os.listdir(runs)
     return os.path.join(runs, run)
@@ -79,9 +78,8 @@ def test_sigint_and_sigkill_resume_to_the_uninterrupted_metrics(straight, hopper
     for run in (run_int, run_kill):
         done = resume(run, data)
         assert done.returncode == 0 and "resumed" in done.stdout, done.stderr[-2000:]
-        assert json.load(open(os.path.join(run, "summary.json")))["status"] == "finished"
-        assert rows(run) == rows(straight)
-        assert len(json.load(open(os.path.join(run, "summary.json")))["invocations"]) == 2
+        summary = json.load(open(os.path.join(run, "summary.json")))
+        assert summary["status"] == "finished" and len(summary["invocations"]) == 2 and rows(run) == rows(straight)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])

@@ -4,20 +4,18 @@ The check and the sync tool live in .ci/sync_shared.py (`python .ci/sync_shared.
 other files); these tests only read files.
 """
 
-import importlib.util
+import ast
 import io
 import os
 import re
+import sys
 import tokenize
 
 import pytest
+from conftest import ROOT, load_module
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-spec = importlib.util.spec_from_file_location("sync_shared", os.path.join(ROOT, ".ci", "sync_shared.py"))
-sync_shared = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(sync_shared)
-
-blocks = sync_shared.blocks
+sync_shared = load_module(".ci/sync_shared.py", "sync_shared")
+blocks = sync_shared.blocks  # tests/test_baselines.py reads them
 MODEL = ["layers", "model"]
 MODEL_BASED = MODEL[1:]  # not in td3bc.py
 # the blocks each file carries, in order, before `main`; everything else a run needs is in algorithms/plumbing.py
@@ -43,25 +41,17 @@ def test_the_check_catches_a_one_character_difference(tmp_path):
     assert (tmp_path / "algorithms" / "mopo.py").read_text() == text
 
 
-def layout(name: str) -> list[str]:
-    """The file's shared blocks and `main`, in the order they appear."""
+@pytest.mark.parametrize("name", list(CARRIES))
+def test_each_file_carries_its_blocks_in_tutorial_order(name):
     text = open(os.path.join(ROOT, "algorithms", name + ".py")).read()
     marks = [(m.start(), m.group(1)) for m in re.finditer(r"^# --- shared: (\w+) ---$", text, re.M)]
     marks += [(m.start(), "main") for m in re.finditer(r"^def main\(", text, re.M)]
-    return [name for _, name in sorted(marks)]
-
-
-@pytest.mark.parametrize("name", list(CARRIES))
-def test_each_file_carries_its_blocks_in_tutorial_order(name):
-    assert layout(name) == [*CARRIES[name], "main"]
+    assert [block for _, block in sorted(marks)] == [*CARRIES[name], "main"]
 
 
 @pytest.mark.parametrize("name", list(CARRIES))
 def test_a_method_file_imports_only_plumbing_and_third_party_packages(name):
     """The two files a user copies: the method file and plumbing.py (no other file of this repo)."""
-    import ast
-    import sys
-
     tree = ast.parse(open(os.path.join(ROOT, "algorithms", name + ".py")).read())
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
@@ -69,12 +59,6 @@ def test_a_method_file_imports_only_plumbing_and_third_party_packages(name):
                               "toy") for f in os.listdir(os.path.join(ROOT, d))}  # fmt: skip
     assert imported & local == {"plumbing"}
     assert not imported - local - set(sys.stdlib_module_names) - {"numpy", "torch", "tqdm", "plumbing"}
-
-
-def code_names(source: str) -> set[str]:
-    """The identifiers used in code, not in comments or strings."""
-    tokens = tokenize.generate_tokens(io.StringIO(source).readline)
-    return {tok.string for tok in tokens if tok.type == tokenize.NAME}
 
 
 @pytest.mark.parametrize("name", list(CARRIES))
@@ -97,13 +81,11 @@ def test_every_carried_block_is_used_outside_itself(name):
 def test_plumbings_public_surface_is_what_the_method_files_import():
     """plumbing.__all__ (listed in its docstring) names exactly what the method files take from it: a new import must
     be declared there, and a name no file uses any more leaves it."""
-    import ast
-
     imported = set()
     for name in CARRIES:
         tree = ast.parse(open(os.path.join(ROOT, "algorithms", name + ".py")).read())
-        imported |= {a.name for n in ast.walk(tree) if isinstance(n,
-                                              ast.ImportFrom) and n.module == "plumbing" for a in n.names}  # fmt: skip
+        imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "plumbing"
+                     for a in n.names}  # fmt: skip
     tree = ast.parse(open(os.path.join(ROOT, "algorithms", "plumbing.py")).read())
     (surface,) = [ast.literal_eval(n.value) for n in tree.body if isinstance(n,
      ast.Assign) and n.targets[0].id == "__all__"]  # fmt: skip

@@ -34,15 +34,10 @@ def test_exit_status_output_argv_cwd_and_environment_are_the_scripts_own(tmp_pat
     assert (atexit.returncode, atexit.stdout) == (0, "at exit\n")
 
 
-def test_a_module_beside_the_script_is_its_own_not_one_already_imported(tmp_path):
-    (tmp_path / "plumbing.py").write_text("WHERE = 'beside the script'\n")
-    out = start(tmp_path, "import plumbing; print(plumbing.WHERE)")
-    assert out.returncode == 0 and out.stdout == "beside the script\n", out.stderr
-
-
-def test_torch_is_already_there_and_a_timeout_kills_the_child(tmp_path):
-    out = start(tmp_path, "import sys; print('torch' in sys.modules)")
-    assert out.stdout == "True\n"
+def test_torch_is_already_there_a_module_beside_the_script_is_its_own_and_a_timeout_kills_the_child(tmp_path):
+    (tmp_path / "plumbing.py").write_text("WHERE = 'beside the script'\n")  # not the plumbing the zygote may hold
+    out = start(tmp_path, "import sys, plumbing; print('torch' in sys.modules, plumbing.WHERE)")
+    assert out.returncode == 0 and out.stdout == "True beside the script\n", out.stderr
     with pytest.raises(subprocess.TimeoutExpired):
         start(tmp_path, "import time; time.sleep(60)", timeout=1)
 

@@ -11,6 +11,7 @@ checks an interpreter's own start (import-time side effects, what a bare `python
 run_script, as tests/test_zygote.py does to check that a forked start reads as a fresh one.
 """
 
+import contextlib
 import json
 import os
 import select
@@ -27,7 +28,7 @@ PRELOAD = ("numpy", "torch", "torch.nn", "torch.nn.functional", "torch.utils.ten
 # its pid. The children run side by side (a test may start several at once) and are reaped by the kernel (SIGCHLD
 # ignored); each writes its exit status into its job's rc file as it ends.
 SERVE = r"""
-import atexit, importlib, json, os, runpy, signal, sys, threading, traceback
+import atexit, contextlib, importlib, json, os, runpy, signal, sys, threading, traceback
 for name in sys.argv[2:]:
     try:
         importlib.import_module(name)
@@ -45,8 +46,7 @@ for line in sys.stdin:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # a fresh python's: the script waits for its own children
             sys.stdin.close()
             answer.close()
-            devnull = os.open(os.devnull, os.O_RDONLY)
-            os.dup2(devnull, 0)
+            os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
             for fd, path in ((1, job["out"]), (2, job["err"])):
                 f = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
                 os.dup2(f, fd)
@@ -60,13 +60,10 @@ for line in sys.stdin:
             try:
                 runpy.run_path(job["argv"][0], run_name="__main__")
                 code = 0
-            except SystemExit as e:  # as the interpreter reads it
-                if e.code is None:
-                    code = 0
-                elif isinstance(e.code, int):
-                    code = e.code
-                else:
-                    print(e.code, file=sys.stderr)
+            except SystemExit as e:  # as the interpreter reads it: None is 0, a message is printed and 1
+                code = 0 if e.code is None else e.code
+                if not isinstance(code, int):
+                    print(code, file=sys.stderr)
                     code = 1
             except BaseException:
                 traceback.print_exc()
@@ -77,10 +74,8 @@ for line in sys.stdin:
             traceback.print_exc()
         finally:
             for stream in (sys.stdout, sys.stderr):
-                try:
+                with contextlib.suppress(Exception):
                     stream.flush()
-                except Exception:
-                    pass
             with open(job["rc"], "w") as f:
                 f.write(str(code & 0xFF))
             os._exit(code & 0xFF)
@@ -111,18 +106,12 @@ class Zygote:
             if not line:
                 raise RuntimeError("the tests' zygote ended")
             pid = json.loads(line)["pid"]
-            try:
-                ended = os.pidfd_open(pid)
-            except ProcessLookupError:  # already ended and reaped
-                ended = None
-            if ended is not None:
-                try:
+            with contextlib.suppress(ProcessLookupError):  # ProcessLookupError: already ended and reaped
+                with open(os.pidfd_open(pid), "rb", buffering=0) as ended:  # closed after the wait
                     if not select.select([ended], [], [], timeout)[0]:
                         os.kill(pid, signal.SIGKILL)
                         select.select([ended], [], [])
                         raise subprocess.TimeoutExpired(argv, timeout)
-                finally:
-                    os.close(ended)
             read = {k: open(f, errors="replace").read() if os.path.exists(f) else "" for k, f in files.items()}
             return subprocess.CompletedProcess(argv, int(read["rc"] or -9), read["out"], read["err"])
 
