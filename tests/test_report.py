@@ -194,7 +194,7 @@ def test_the_td3bc_reading_is_checked_against_the_policies_either_way(tmp_path, 
     assert td3bc_finding(results).endswith(
         "(ours are docs/td3bc.md's: CORL's, α 2.5). (Not yet checked against the policies.)"
     )
-    assert report.reading_checked(str(results), "mopo", json.loads(path.read_text())) is None
+    assert report.reading_checked({}, "mopo", json.loads(path.read_text())) is None
 
 
 def test_the_td3bc_reading_names_the_saturated_policies_that_score_below_the_data_without_tipping_over(tmp_path):
