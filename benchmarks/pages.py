@@ -12,9 +12,9 @@ import textwrap
 import jinja2
 import numpy as np
 
-import runinfo  # noqa: E402
-import toolbox  # noqa: E402
-from runinfo import minus, sci, signed  # noqa: E402
+import runinfo
+import toolbox
+from runinfo import minus, sci, signed
 
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 FILTERS = {
@@ -43,28 +43,20 @@ def holds(condition: bool, sentence: str) -> None:
 def reflow(text: str, width: int | None = 120) -> str:
     """Paragraphs joined, then wrapped at `width` (a line whose wrap would start a list or heading stays whole); tables,
     headings, code blocks, images and comments as they are; a line starting `- ` starts a paragraph."""
-    joined, code, prose = [], False, False
+    paras, code, prose = [], False, False  # [line, whether it is a paragraph]
     for line in text.split("\n"):
         code ^= line.startswith("```")
         plain = not (code or line.startswith(("```", "|", "#", "<!--", "![")) or not line.strip())
         if prose and plain and not line.startswith("- "):
-            joined[-1] += " " + line.strip()
+            paras[-1][0] += " " + line.strip()
         else:
-            joined.append(line)
+            paras.append([line, plain])
         prose = plain
-    if width is None:
-        return "\n".join(joined)
-    out, code = [], False
-    for line in joined:
-        code ^= line.startswith("```")
-        if code or line.startswith(("```", "|", "#", "<!--", "![")) or len(line) <= width:
-            out.append(line)
-            continue
-        bullet = line.startswith("- ")
-        wrapped = textwrap.wrap(line, width, subsequent_indent="  " if bullet else "", break_long_words=False,
-                                break_on_hyphens=False)  # fmt: skip
-        bad = any(re.match(r"\s*([-+*>#]|\d+\.)( |$)", w) for w in wrapped[1:])
-        out += [line] if bad else wrapped
+    out = []
+    for line, plain in paras:
+        wrapped = textwrap.wrap(line, width, subsequent_indent="  " * line.startswith("- "), break_long_words=False,
+                                break_on_hyphens=False) if plain and width and len(line) > width else [line]  # fmt: skip
+        out += [line] if any(re.match(r"\s*([-+*>#]|\d+\.)( |$)", w) for w in wrapped[1:]) else wrapped
     return "\n".join(out)
 
 
