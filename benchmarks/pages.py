@@ -17,7 +17,8 @@ import toolbox
 from runinfo import minus, sci, signed
 
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
-FILTERS = {
+rng = lambda lo, hi: minus(f"[{lo:.1f}, {hi:.1f}]")
+FILTERS = {  # how a number reads in prose
     "f": lambda v, spec=".1f": format(v, spec),
     "m": lambda v, spec=".1f": minus(format(v, spec)),
     "fl": lambda xs, spec=".1f", sep=", ": sep.join(format(v, spec) for v in xs),
@@ -28,7 +29,20 @@ FILTERS = {
     "count": runinfo.count_word,
     "mean": lambda xs: float(np.mean(list(xs))),
     "table": lambda rows, head: "\n".join(runinfo.md_table(head, rows)),
-}
+    "tci": lambda p: f"{signed(p['mean'])} [{signed(p['lo'])}, {signed(p['hi'])}]",  # mean [95 % Student-t]
+    "rng": lambda p: rng(*p),
+    "zero": lambda p: "contains 0" if p["lo"] <= 0 <= p["hi"] else "excludes 0",
+    # a compare.py row: mean [range] ('(1 seed)' alone), and its seed count where it differs from the page's
+    "cell": lambda s, n=None: "—" if s is None else (f"{s['mean']:.1f} {rng(*s['range'])}" if len(s["x"]) >= 2 else
+                              f"{s['mean']:.1f} (1 seed)") + ("" if len(s["x"]) == n else f" ({runinfo.count_word(len(s['x']))})"),
+    "mr": lambda x: minus(f"{np.mean(x):.1f}" + (f" [{min(x):.1f}, {max(x):.1f}] (range, " if len(x) > 1 else " (")
+                          + f"{runinfo.count_word(len(x))})"),  # 3492.3 [3335.7, 3649.0] (range, 2 seeds)
+    # 'in all 3 seeds' / 'in 2 of 3 seeds': the seeds whose difference has this sign
+    "every": lambda d, sign: (lambda k, n: f"in all {n} seeds" if k == n else f"in {k} of {n} seeds")(
+        int(np.sum(np.sign(d) == sign)), len(d)),
+    "final": lambda by_epoch: by_epoch[max(by_epoch)],
+    "verdict": lambda p: p["verdict"] if p["same"] else "undecided (the settings differ)",
+}  # fmt: skip
 
 
 class ReportError(toolbox.UserError):

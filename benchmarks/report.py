@@ -16,12 +16,12 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 import budget  # noqa: E402
 import compare  # noqa: E402
-import pages  # noqa: E402  (the Jinja2 templates and their checks)
+import pages  # noqa: E402  (the Jinja2 templates, their filters and checks)
 import runinfo  # noqa: E402
 import stats  # noqa: E402
 import toolbox  # noqa: E402  (the scripts' one error type, flags and command line)
-from pages import ReportError, holds  # noqa: E402
-from runinfo import minus, signed  # noqa: E402
+from pages import ReportError, holds, rng  # noqa: E402
+from runinfo import minus  # noqa: E402
 
 COMMAND = "python benchmarks/report.py"
 MED, REP = "local_hopper-medium", "local_hopper-medium-replay"
@@ -68,36 +68,8 @@ class Args:
     """regenerate into a temporary folder and compare with the pages in --out-root; exit 1 naming those that differ"""
 
 
-# ---------------------------------------------------------------- how numbers read in prose (the templates' filters)
-def rng(lo: float, hi: float) -> str:
-    return minus(f"[{lo:.1f}, {hi:.1f}]")
-
-
-def row_cell(s, same_n=None) -> str:
-    """mean [range] of a row ('(1 seed)' alone), and its seed count where it differs from the page's."""
-    if s is None:
-        return "—"
-    text = f"{s['mean']:.1f} {rng(*s['range'])}" if len(s["x"]) >= 2 else f"{s['mean']:.1f} (1 seed)"
-    return text if len(s["x"]) == same_n else f"{text} ({runinfo.count_word(len(s['x']))})"
-
-
-FILTERS = {  # beside pages.FILTERS: how this page's numbers read
-    "tci": lambda p: f"{signed(p['mean'])} [{signed(p['lo'])}, {signed(p['hi'])}]",  # mean [95 % Student-t]
-    "rng": lambda p: rng(*p),
-    "zero": lambda p: "contains 0" if p["lo"] <= 0 <= p["hi"] else "excludes 0",
-    "cell": row_cell,
-    "mr": lambda x: minus(f"{np.mean(x):.1f}" + (f" [{min(x):.1f}, {max(x):.1f}] (range, " if len(x) > 1 else " (")
-                          + f"{runinfo.count_word(len(x))})"),  # 3492.3 [3335.7, 3649.0] (range, 2 seeds)
-    # 'in all 3 seeds' / 'in 2 of 3 seeds': the seeds whose difference has this sign
-    "every": lambda d, sign: (lambda k, n: f"in all {n} seeds" if k == n else f"in {k} of {n} seeds")(
-        int(np.sum(np.sign(d) == sign)), len(d)),
-    "final": lambda by_epoch: by_epoch[max(by_epoch)],
-    "verdict": lambda p: p["verdict"] if p["same"] else "undecided (the settings differ)",
-}  # fmt: skip
-
-
 def render(template: str, width: int | None = 120, **context) -> str:
-    return pages.render(template, width, FILTERS, COMMAND=COMMAND, MED=MED, REP=REP, **context)
+    return pages.render(template, width, COMMAND=COMMAND, MED=MED, REP=REP, **context)
 
 
 # ---------------------------------------------------------------- numbers: the hopper comparison, the budget, the toy
