@@ -125,8 +125,8 @@ def numbers(results: str) -> dict:
     n["like"] = S[REP]["pairs"][("orpo_untrained", "official_orpo")]
     n["pairs"] = [n["kit"][MED], n["kit"][REP], n["off"][MED], n["like"]]
     n["halves"] = [(p["hi"] - p["lo"]) / 2 for p in n["pairs"]]
-    n["B"], n["toy"] = budget_numbers(n), runinfo.read_json(os.path.join(results, "toy_paper", "results.json"))
-    holds(bool(n["toy"].get("table")), "results/toy_paper/results.json holds the toy's paper-setting table")
+    n["B"], n["toy_page"] = budget_numbers(n), toy_numbers(results)
+    n["toy"] = n["toy_page"]["T"]["paper"]
     n["t_es"], n["t_ma"], n["t_o"] = (n["toy"]["table"][f"{k}|100"] for k in ("mopo|ensemble_std", "mopo|max_aleatoric",
                                                                              "orpo|max_aleatoric"))  # fmt: skip
     gpu = runinfo.read_json(os.path.join(results, GPU_CHECK)).get("phases", [])
@@ -227,7 +227,7 @@ def jump_summary(J: dict) -> dict:
     compare.MIN_SEEDS seeds, the units diagnostic."""
     rows, x = J["rows"], J["x"]
     complete = all(len(rows.get(row, {})) >= compare.MIN_SEEDS for row in JUMP_CORE)
-    named = lambda r: short(r) + (f" ({share_text(s)})" if (s := jump_share(rows[r])) is not None else "")
+    named = lambda r: short(r) + (f" ({s})" if (s := share_text(rows[r])) else "")
     return dict(done=[(named(r), list(x[r].values())) for r, _, _ in JUMP_ROWS if rows.get(r)], complete=complete,
                 pairs=[contrast(x, "orpo", b) for b in ("mopo", "orpo_untrained")] if complete else [],
                 units=list(x.get(compare.UNITS_ROW, {}).values()),
@@ -235,15 +235,13 @@ def jump_summary(J: dict) -> dict:
                           if rows.get(r)])  # fmt: skip
 
 
-def jump_share(runs: dict) -> float | None:
+def share_text(runs: dict) -> str | None:
     """π^p's own batch share an official ORPO row's runs parsed (config.json's peer_settings); None if none or mixed."""
     v = {r["config"].get("peer_settings", {}).get("final_policy_rollout_ratio_final") for r in runs.values()}
-    return float(v.pop()) if len(v) == 1 and None not in v else None
-
-
-def share_text(share: float) -> str:
-    said = "the README command's" if share == README_SHARE else f"not the README command's {README_SHARE:g}"
-    return f"π^p's own batch share {share:g}, {said}"
+    if len(v) != 1 or None in v:
+        return None
+    said = "the README command's" if (share := float(v.pop())) == README_SHARE else "not the README command's"
+    return f"π^p's own batch share {share:g}, {said}" + ("" if share == README_SHARE else f" {README_SHARE:g}")
 
 
 def jump_budget(runs: dict) -> str:
@@ -319,10 +317,10 @@ def jump_numbers(results: str) -> dict:
                                  inside=welch[0] <= 0 <= welch[1], checked=reading_checked(x.get(row, {}), row, made),
                                  budget=jump_budget(rows[row])))  # fmt: skip
     official = rows.get("official_orpo", {}).values()
-    shares = {r: jump_share(rows[r]) for r, _, _ in shown}
+    shares = {r: share_text(rows[r]) for r, _, _ in shown}
     return dict(
         rows=rows, attrs=attrs, paper=paper, x=x, seeds=seeds, c=configs[0] if configs else None, findings=findings,
-        shown=[(r, label if shares[r] is None else f"{label[:-1]}; {share_text(shares[r])})", col) for r, label, col in shown],
+        shown=[(r, f"{label[:-1]}; {shares[r]})" if shares[r] else label, col) for r, label, col in shown],
         paper_cell={r: minus("%.1f ± %.1f" % paper.get(col, (np.nan, np.nan))) for r, _, col in JUMP_ROWS},
         t_cell={r: rng(*stats.t_interval(v)) if len(v := list(x[r].values())) >= 2 else "one seed" for r, _, _ in shown},
         hours={r: run_hours(rows.get(r, {})) for r, _, _ in JUMP_ROWS}, ensemble=lambda s: jump_ensemble(rows, s),
@@ -413,7 +411,7 @@ def generate(args: Args, out_root: str) -> list[str]:
     n = numbers(results)
     pages = {"docs/claim.md": render("claim.md.j2", **n), "docs/results.md": render("results.md.j2", **n),
              "docs/jump.md": render("jump.md.j2", **n["J"])}  # fmt: skip
-    sections = {"readme.md.j2": n, "toy.md.j2": toy_numbers(results)}
+    sections = {"readme.md.j2": n, "toy.md.j2": n["toy_page"]}
     for page, words, template in BLOCKS:  # a generated block between a hand-written page's markers
         with open(os.path.join(ROOT, page), encoding="utf-8") as f:
             text = f.read()
