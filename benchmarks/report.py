@@ -323,7 +323,7 @@ def jump_numbers(results: str) -> dict:
         shown=[(r, f"{label[:-1]}; {shares[r]})" if shares[r] else label, col) for r, label, col in shown],
         paper_cell={r: minus("%.1f ± %.1f" % paper.get(col, (np.nan, np.nan))) for r, _, col in JUMP_ROWS},
         t_cell={r: rng(*stats.t_interval(v)) if len(v := list(x[r].values())) >= 2 else "one seed" for r, _, _ in shown},
-        hours={r: run_hours(rows.get(r, {})) for r, _, _ in JUMP_ROWS}, ensemble=lambda s: jump_ensemble(rows, s),
+        hours={r: run_hours(rows.get(r, {})) for r, _, _ in JUMP_ROWS}, ep=jump_episodes(made),
         sources=sorted({r["config"].get("dynamics", {}).get("source", "?") for r in official}),
         folded=any("folded" in r["summary"].get("dynamics_observations", "") for r in official),
         contrasts=[dict(c, a=short(a), b=short(b)) for a, b in JUMP_CONTRASTS if (c := contrast(x, a, b))["n"]],
@@ -332,7 +332,7 @@ def jump_numbers(results: str) -> dict:
         under_way=[(s, max(map(int, p["best_member_holdout_mse"]))) for s, e in seeds for p in e.get("fit", [])[-1:]
                    if p.get("best_member_holdout_mse") and "not converged" in p.get("status", "")],
         lost=[(s, gone["at"]) for s, e in seeds for gone in e.get("lost", [])],
-        units=jump_units(rows, policies, x), episodes=jump_episodes(made),
+        units=jump_units(rows, policies, x), ensembles=[(s, e, jump_ensemble(rows, s)) for s, e in seeds],
         # learned policies that never tipped over yet pay ≥ 90 % of the most control cost there is (0.1·6 a step)
         saturated=[p for p in policies if p["policy"] != "random" and p["mean"].get("flip_share", 1) < 5e-4
                    and p["mean"].get("control_cost_mean", 0) >= 0.54],
