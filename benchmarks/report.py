@@ -135,7 +135,7 @@ def numbers(results: str) -> dict:
     n["k"] = {f"{c['k']}{c['mode']}": c for c in configs if c.get("complete")}
     n["best"] = max(n["k"].values(), key=lambda c: c["run_epochs_per_hour"], default=None)
     J = jump_numbers(results)
-    return dict(n, GPU_CHECK=GPU_CHECK, GPU_CONCURRENT=GPU_CONCURRENT, jump=jump_summary(J), J=J, DELTA=JUMP_DELTA)
+    return dict(n, GPU_CHECK=GPU_CHECK, GPU_CONCURRENT=GPU_CONCURRENT, jump=J["summary"], J=J, DELTA=JUMP_DELTA)
 
 
 def budget_numbers(n: dict) -> dict:
@@ -222,19 +222,6 @@ def contrast(last10: dict, a: str, b: str) -> dict:
     return dict(a=a, b=b, n=len(diff), mean=mean, lo=lo, hi=hi, verdict=stats.verdict(diff, JUMP_DELTA)[0])
 
 
-def jump_summary(J: dict) -> dict:
-    """docs/results.md's line on the task: the finished rows, the method's two contrasts once every JUMP_CORE row has
-    compare.MIN_SEEDS seeds, the units diagnostic."""
-    rows, x = J["rows"], J["x"]
-    complete = all(len(rows.get(row, {})) >= compare.MIN_SEEDS for row in JUMP_CORE)
-    named = lambda r: short(r) + (f" ({s})" if (s := share_text(rows[r])) else "")
-    return dict(done=[(named(r), list(x[r].values())) for r, _, _ in JUMP_ROWS if rows.get(r)], complete=complete,
-                pairs=[contrast(x, "orpo", b) for b in ("mopo", "orpo_untrained")] if complete else [],
-                units=list(x.get(compare.UNITS_ROW, {}).values()),
-                official=[(named(r), list(x[r].values())) for r in ("official_orpo", "official_orpo_readme")
-                          if rows.get(r)])  # fmt: skip
-
-
 def share_text(runs: dict) -> str | None:
     """π^p's own batch share an official ORPO row's runs parsed (config.json's peer_settings); None if none or mixed."""
     v = {r["config"].get("peer_settings", {}).get("final_policy_rollout_ratio_final") for r in runs.values()}
@@ -318,6 +305,8 @@ def jump_numbers(results: str) -> dict:
                                  budget=jump_budget(rows[row])))  # fmt: skip
     official = rows.get("official_orpo", {}).values()
     shares = {r: share_text(rows[r]) for r, _, _ in shown}
+    named = lambda r: short(r) + (f" ({s})" if (s := share_text(rows[r])) else "")
+    complete = all(len(rows.get(row, {})) >= compare.MIN_SEEDS for row in JUMP_CORE)  # the README's contrasts wait
     return dict(
         rows=rows, attrs=attrs, paper=paper, x=x, seeds=seeds, c=configs[0] if configs else None, findings=findings,
         shown=[(r, f"{label[:-1]}; {shares[r]})" if shares[r] else label, col) for r, label, col in shown],
@@ -336,6 +325,11 @@ def jump_numbers(results: str) -> dict:
         # learned policies that never tipped over yet pay ≥ 90 % of the most control cost there is (0.1·6 a step)
         saturated=[p for p in policies if p["policy"] != "random" and p["mean"].get("flip_share", 1) < 5e-4
                    and p["mean"].get("control_cost_mean", 0) >= 0.54],
+        # docs/results.md's line: the finished rows, the method's contrasts once complete, the units diagnostic
+        summary=dict(done=[(named(r), list(x[r].values())) for r, _, _ in JUMP_ROWS if rows.get(r)], complete=complete,
+                     pairs=[contrast(x, "orpo", b) for b in ("mopo", "orpo_untrained")] if complete else [],
+                     units=list(x.get(compare.UNITS_ROW, {}).values()), official=[(named(r), list(x[r].values()))
+                     for r in ("official_orpo", "official_orpo_readme") if rows.get(r)]),
         README_SHARE=README_SHARE, OFFICIAL_BUDGET=OFFICIAL_BUDGET, JUMP=JUMP, JUMP_ROWS=JUMP_ROWS, DELTA=JUMP_DELTA,
         MIN_SEEDS=compare.MIN_SEEDS,
     )  # fmt: skip
