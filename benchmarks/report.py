@@ -264,9 +264,7 @@ def jump_ensemble(rows: dict, seed: int) -> dict:
         run = rows.get(row, {}).get(seed)
         d = run and (run["config"].get("_dynamics") or run["config"].get("dynamics"))
         if d and not str(d.get("source", "")).startswith("none"):  # official_td3bc: "none (no model)"
-            files.setdefault((d.get("run_dynamics") or d).get("path") or f"{short(row)}'s own fit", []).append(
-                short(row)
-            )
+            files.setdefault((d.get("run_dynamics") or d).get("path") or f"{short(row)}'s own fit", []).append(short(row))  # fmt: skip
             m = run["metrics"][0]
             fits += [dict(cap=run["config"].get("dynamics_max_epochs"), epochs=float(m["dynamics/epochs"]),
                           hours=float(m["dynamics/fit_seconds"]) / 3600, mse=float(m["dynamics/holdout_mse"]))
@@ -301,11 +299,10 @@ def jump_numbers(results: str) -> dict:
         if len(v := np.array(list(x[row].values()))) >= 3 and col in paper:
             welch = stats.welch(v, *paper[col], 5)
             findings.append(dict(row=row, label=label, x=v, t=stats.t_interval(v), paper=paper[col], welch=welch,
-                                 inside=welch[0] <= 0 <= welch[1], checked=reading_checked(x.get(row, {}), row, made),
-                                 budget=jump_budget(rows[row])))  # fmt: skip
+                                 inside=welch[0] <= 0 <= welch[1], checked=reading_checked(x[row], row, made)))  # fmt: skip
     official = rows.get("official_orpo", {}).values()
-    shares = {r: share_text(rows[r]) for r, _, _ in shown}
-    named = lambda r: short(r) + (f" ({s})" if (s := share_text(rows[r])) else "")
+    shares = {r: share_text(runs) for r, runs in rows.items()}
+    named = lambda r: short(r) + (f" ({shares[r]})" if shares[r] else "")
     complete = all(len(rows.get(row, {})) >= compare.MIN_SEEDS for row in JUMP_CORE)  # the README's contrasts wait
     return dict(
         rows=rows, attrs=attrs, paper=paper, x=x, seeds=seeds, c=configs[0] if configs else None, findings=findings,
