@@ -1,9 +1,6 @@
-"""Markdown pages from the Jinja2 templates in benchmarks/templates/ (report.py's results pages, scores.py's table).
-
-A template holds the prose, one paragraph a line; render() joins a paragraph's lines and wraps it at `width` (None: one
-line a paragraph); the builder that calls it computes the numbers. A template checks each relation a sentence states
-with `{% do holds(condition, "the sentence") %}`.
-"""
+"""Markdown pages from the Jinja2 templates in benchmarks/templates/ (report.py's results pages, scores.py's table):
+the builder computes the numbers, a template holds the prose (one paragraph a line, wrapped at `width`) and checks each
+relation a sentence states with `{% do holds(condition, "the sentence") %}`."""
 
 import os
 import re
@@ -22,11 +19,7 @@ FILTERS = {  # how a number reads in prose
     "f": lambda v, spec=".1f": format(v, spec),
     "m": lambda v, spec=".1f": minus(format(v, spec)),
     "fl": lambda xs, spec=".1f", sep=", ": sep.join(format(v, spec) for v in xs),
-    "signed": signed,
-    "sci": sci,
-    "minus": minus,
-    "seeds": runinfo.seeds_text,
-    "count": runinfo.count_word,
+    "signed": signed, "sci": sci, "minus": minus, "seeds": runinfo.seeds_text, "count": runinfo.count_word,
     "mean": lambda xs: float(np.mean(list(xs))),
     "table": lambda rows, head: "\n".join(runinfo.md_table(head, rows)),
     "tci": lambda p: f"{signed(p['mean'])} [{signed(p['lo'])}, {signed(p['hi'])}]",  # mean [95 % Student-t]
@@ -79,6 +72,5 @@ def render(template: str, width: int | None = 120, filters: dict | None = None, 
                              extensions=["jinja2.ext.do"], trim_blocks=True, lstrip_blocks=True,
                              keep_trailing_newline=True)  # fmt: skip
     env.filters.update(FILTERS, **(filters or {}))
-    env.globals.update(holds=holds)
-    env.tests.update(startingwith=str.startswith)
+    env.globals["holds"], env.tests["startingwith"] = holds, str.startswith
     return reflow(env.get_template(template).render(**context), width)

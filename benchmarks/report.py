@@ -426,16 +426,16 @@ def differences(args: Args) -> list[str]:
 
 
 def main(args: Args) -> int:
-    if args.check and (differ := differences(args)):
+    if not args.check:
+        for page in generate(args, args.out_root):
+            print(f"wrote {os.path.join(args.out_root, page)}")
+    elif differ := differences(args):
         print(f"error: these pages differ from what {COMMAND} makes of the stored runs: {', '.join(differ)}",
               file=sys.stderr)  # fmt: skip
         return 1
-    if args.check:
+    else:
         figures = f" and figures ({', '.join(FIGURES)})" if args.figures else ""
         print(f"every results page ({', '.join(PAGES)}){figures} matches the stored runs")
-        return 0
-    for page in generate(args, args.out_root):
-        print(f"wrote {os.path.join(args.out_root, page)}")
     return 0
 
 
