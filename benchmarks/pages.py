@@ -1,9 +1,6 @@
-"""Markdown pages from the Jinja2 templates in benchmarks/templates/ (report.py's results pages, scores.py's table).
-
-A template holds the prose, one paragraph a line; render() joins a paragraph's lines and wraps it at `width` (None: one
-line a paragraph); the builder that calls it computes the numbers. A template checks each relation a sentence states
-with `{% do holds(condition, "the sentence") %}`.
-"""
+"""Markdown pages from the Jinja2 templates in benchmarks/templates/ (report.py's results pages, scores.py's table):
+the builder computes the numbers, a template holds the prose (one paragraph a line, wrapped at `width`) and checks each
+relation a sentence states with `{% do holds(condition, "the sentence") %}`."""
 
 import os
 import re
@@ -12,23 +9,33 @@ import textwrap
 import jinja2
 import numpy as np
 
-import runinfo  # noqa: E402
-import toolbox  # noqa: E402
-from runinfo import minus, sci, signed  # noqa: E402
+import runinfo
+import toolbox
+from runinfo import minus, sci, signed
 
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
-FILTERS = {
+rng = lambda lo, hi: minus(f"[{lo:.1f}, {hi:.1f}]")
+FILTERS = {  # how a number reads in prose
     "f": lambda v, spec=".1f": format(v, spec),
     "m": lambda v, spec=".1f": minus(format(v, spec)),
     "fl": lambda xs, spec=".1f", sep=", ": sep.join(format(v, spec) for v in xs),
-    "signed": signed,
-    "sci": sci,
-    "minus": minus,
-    "seeds": runinfo.seeds_text,
-    "count": runinfo.count_word,
+    "signed": signed, "sci": sci, "minus": minus, "seeds": runinfo.seeds_text, "count": runinfo.count_word,
     "mean": lambda xs: float(np.mean(list(xs))),
     "table": lambda rows, head: "\n".join(runinfo.md_table(head, rows)),
-}
+    "tci": lambda p: f"{signed(p['mean'])} [{signed(p['lo'])}, {signed(p['hi'])}]",  # mean [95 % Student-t]
+    "rng": lambda p: rng(*p),
+    "zero": lambda p: "contains 0" if p["lo"] <= 0 <= p["hi"] else "excludes 0",
+    # a compare.py row: mean [range] ('(1 seed)' alone), and its seed count where it differs from the page's
+    "cell": lambda s, n=None: "—" if s is None else (f"{s['mean']:.1f} {rng(*s['range'])}" if len(s["x"]) >= 2 else
+                              f"{s['mean']:.1f} (1 seed)") + ("" if len(s["x"]) == n else f" ({runinfo.count_word(len(s['x']))})"),
+    "mr": lambda x: minus(f"{np.mean(x):.1f}" + (f" [{min(x):.1f}, {max(x):.1f}] (range, " if len(x) > 1 else " (")
+                          + f"{runinfo.count_word(len(x))})"),  # 3492.3 [3335.7, 3649.0] (range, 2 seeds)
+    # 'in all 3 seeds' / 'in 2 of 3 seeds': the seeds whose difference has this sign
+    "every": lambda d, sign: (lambda k, n: f"in all {n} seeds" if k == n else f"in {k} of {n} seeds")(
+        int(np.sum(np.sign(d) == sign)), len(d)),
+    "final": lambda by_epoch: by_epoch[max(by_epoch)],
+    "verdict": lambda p: p["verdict"] if p["same"] else "undecided (the settings differ)",
+}  # fmt: skip
 
 
 class ReportError(toolbox.UserError):
@@ -43,28 +50,20 @@ def holds(condition: bool, sentence: str) -> None:
 def reflow(text: str, width: int | None = 120) -> str:
     """Paragraphs joined, then wrapped at `width` (a line whose wrap would start a list or heading stays whole); tables,
     headings, code blocks, images and comments as they are; a line starting `- ` starts a paragraph."""
-    joined, code, prose = [], False, False
+    paras, code, prose = [], False, False  # [line, whether it is a paragraph]
     for line in text.split("\n"):
         code ^= line.startswith("```")
         plain = not (code or line.startswith(("```", "|", "#", "<!--", "![")) or not line.strip())
         if prose and plain and not line.startswith("- "):
-            joined[-1] += " " + line.strip()
+            paras[-1][0] += " " + line.strip()
         else:
-            joined.append(line)
+            paras.append([line, plain])
         prose = plain
-    if width is None:
-        return "\n".join(joined)
-    out, code = [], False
-    for line in joined:
-        code ^= line.startswith("```")
-        if code or line.startswith(("```", "|", "#", "<!--", "![")) or len(line) <= width:
-            out.append(line)
-            continue
-        bullet = line.startswith("- ")
-        wrapped = textwrap.wrap(line, width, subsequent_indent="  " if bullet else "", break_long_words=False,
-                                break_on_hyphens=False)  # fmt: skip
-        bad = any(re.match(r"\s*([-+*>#]|\d+\.)( |$)", w) for w in wrapped[1:])
-        out += [line] if bad else wrapped
+    out = []
+    for line, plain in paras:
+        wrapped = textwrap.wrap(line, width, subsequent_indent="  " * line.startswith("- "), break_long_words=False,
+                                break_on_hyphens=False) if plain and width and len(line) > width else [line]  # fmt: skip
+        out += [line] if any(re.match(r"\s*([-+*>#]|\d+\.)( |$)", w) for w in wrapped[1:]) else wrapped
     return "\n".join(out)
 
 
@@ -73,6 +72,5 @@ def render(template: str, width: int | None = 120, filters: dict | None = None, 
                              extensions=["jinja2.ext.do"], trim_blocks=True, lstrip_blocks=True,
                              keep_trailing_newline=True)  # fmt: skip
     env.filters.update(FILTERS, **(filters or {}))
-    env.globals.update(holds=holds)
-    env.tests.update(startingwith=str.startswith)
+    env.globals["holds"], env.tests["startingwith"] = holds, str.startswith
     return reflow(env.get_template(template).render(**context), width)

@@ -1,12 +1,6 @@
-"""Every results page from the stored runs in results/, in one command.
-
-    python benchmarks/report.py             # rewrite every results page and figure below from results/
-    python benchmarks/report.py --check     # regenerate into a temporary folder; name the pages that differ (exit 1)
-
-PAGES and FIGURES: compare.py's and budget.py's reports, and the pages of the Jinja2 templates in benchmarks/templates/
-(README.md's and docs/toy.md's blocks between their markers). This file computes every number once from results/
-(numbers, budget_numbers, toy_numbers, jump_numbers); the templates hold the prose and check with holds() each relation
-a sentence states: when the runs no longer bear a sentence out, the report stops and names it. Never edited by hand.
+"""Every results page and figure from the stored runs in results/: `python benchmarks/report.py [--check]` (--check:
+regenerate into a temporary folder, exit 1 naming the pages that differ). The numbers are computed here, once; the prose
+and the relations each sentence states (holds()) live in benchmarks/templates/. Never edited by hand.
 """
 
 import csv
@@ -22,29 +16,25 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 import budget  # noqa: E402
 import compare  # noqa: E402
-import pages  # noqa: E402  (the Jinja2 templates and their checks)
+import pages  # noqa: E402  (the Jinja2 templates, their filters and checks)
 import runinfo  # noqa: E402
 import stats  # noqa: E402
 import toolbox  # noqa: E402  (the scripts' one error type, flags and command line)
-from pages import ReportError, holds  # noqa: E402
-from runinfo import minus, signed  # noqa: E402
+from pages import ReportError, holds, rng  # noqa: E402
+from runinfo import minus  # noqa: E402
 
 COMMAND = "python benchmarks/report.py"
 MED, REP = "local_hopper-medium", "local_hopper-medium-replay"
-# D4RL's own files of the same names (transitions), beside our smaller local files
 D4RL_SIZES = {MED: ("hopper-medium-v2", 1_000_000), REP: ("hopper-medium-replay-v2", 402_000)}
-# the H100 checks: the whole epoch's phases (eager, 2026-11-26) and K runs at once, eager and with CUDA graphs
 GPU_CHECK = os.path.join("gpu", "2026-11-26-h100", "call2", "gpu_check.json")
 GPU_CONCURRENT = os.path.join("gpu", "2026-11-27-h100", "gpu_check.json")
-# a generated block inside a hand-written page: (page, its marker's words, template)
 BLOCKS = (("README.md", "results", "readme.md.j2"), ("docs/toy.md", "toy results", "toy.md.j2"))
 PAGES = ["README.md", "docs/results.md", "docs/claim.md", "docs/compare.md", "docs/compare_shares.md",
          "docs/budget.md", "docs/toy.md", "docs/jump.md", "docs/jump_curves.md"]  # fmt: skip
 FIGURES = ["docs/compare.png", "docs/compare_shares.png", "docs/budget.png", "docs/jump_curves.png"]
 JUMP = "halfcheetah-jump-hard"
 JUMP_DELTA = 500.0  # the equivalence margin of the jump contrasts, in raw return (the data's episodes: sd 440)
-# the jump table's rows: (compare.py's row, its label, the paper's column beside it); a new row is one more line. A row
-# with no stored run is left out; the README's contrasts wait for JUMP_CORE's rows only (the authors'-code rows are extra)
+# the jump table's rows: (compare.py's row, its label, the paper's column); one without stored runs is left out
 JUMP_ROWS = (
     ("td3bc", "TD3+BC (ours)", "TD3+BC"),
     ("official_td3bc", "TD3+BC, the authors' code (run_td3bc.py's jump-hard branch, as written)", "TD3+BC"),
@@ -56,8 +46,8 @@ JUMP_ROWS = (
     ("official_orpo_readme", "ORPO, the official code with the README's shares (run_orpo.py)", "ORPO"),
 )
 JUMP_CORE = ("td3bc", "mopo", "orpo", "orpo_untrained", "official_orpo")
-# the official scripts' own budget, which the paper's runs had unless they changed it: --epoch 1000 (run_orpo.py L31,
-# run_mopo.py L57, run_td3bc.py L43), --rollout-batch-size 50000 (run_orpo.py L66, run_mopo.py L47)
+# the official scripts' defaults: --epoch (run_orpo.py L31, run_mopo.py L57, run_td3bc.py L43), --rollout-batch-size
+# (run_orpo.py L66, run_mopo.py L47)
 OFFICIAL_BUDGET = dict(epochs=1000, starts=50_000)
 # π^p's own batch share in the README's jump-hard command (README L76, peers.JUMP_FLAGS)
 README_SHARE = float(dict(zip(compare.peers.JUMP_FLAGS[::2], compare.peers.JUMP_FLAGS[1::2]))[
@@ -78,40 +68,8 @@ class Args:
     """regenerate into a temporary folder and compare with the pages in --out-root; exit 1 naming those that differ"""
 
 
-# ---------------------------------------------------------------- how numbers read in prose (the templates' filters)
-def rng(lo: float, hi: float) -> str:
-    return minus(f"[{lo:.1f}, {hi:.1f}]")
-
-
-def row_cell(s, same_n=None) -> str:
-    """mean [range] of a row, '(1 seed)' alone, and its seed count where it differs from the page's."""
-    if s is None:
-        return "—"
-    n = len(s["x"])
-    text = f"{s['mean']:.1f} {rng(*s['range'])}" if n >= 2 else f"{s['mean']:.1f} (1 seed)"
-    return text if n == same_n else f"{text} ({runinfo.count_word(n)})"
-
-
-def every_seed(diff: np.ndarray, sign: int) -> str:
-    k, n = int(np.sum(np.sign(diff) == sign)), len(diff)
-    return f"in all {n} seeds" if k == n else f"in {k} of {n} seeds"
-
-
-FILTERS = {  # beside pages.FILTERS: how this page's numbers read
-    "tci": lambda p: f"{signed(p['mean'])} [{signed(p['lo'])}, {signed(p['hi'])}]",  # mean [95 % Student-t]
-    "rng": lambda p: rng(*p),
-    "zero": lambda p: "contains 0" if p["lo"] <= 0 <= p["hi"] else "excludes 0",
-    "cell": row_cell,
-    "mr": lambda x: minus(f"{np.mean(x):.1f}" + (f" [{min(x):.1f}, {max(x):.1f}] (range, " if len(x) > 1 else " (")
-                          + f"{runinfo.count_word(len(x))})"),  # 3492.3 [3335.7, 3649.0] (range, 2 seeds)
-    "every": every_seed,  # 'in all 3 seeds' / 'in 2 of 3 seeds': the seeds whose difference has this sign
-    "final": lambda by_epoch: by_epoch[max(by_epoch)],
-    "verdict": lambda p: p["verdict"] if p["same"] else "undecided (the settings differ)",
-}  # fmt: skip
-
-
 def render(template: str, width: int | None = 120, **context) -> str:
-    return pages.render(template, width, FILTERS, COMMAND=COMMAND, MED=MED, REP=REP, **context)
+    return pages.render(template, width, COMMAND=COMMAND, MED=MED, REP=REP, **context)
 
 
 # ---------------------------------------------------------------- numbers: the hopper comparison, the budget, the toy
@@ -122,51 +80,39 @@ def paper_scores(table: str = "1") -> dict:
                 for r in csv.DictReader(f) if r["table"] == table}  # fmt: skip
 
 
-def column(runs: dict, key: str) -> dict:
-    """{seed: {epoch: value}} of one metrics.csv column."""
-    return {s: {int(float(r["epoch"])): float(r[key]) for r in run["metrics"] if r.get(key) not in (None, "")}
-            for s, run in runs.items()}  # fmt: skip
-
-
 def uniform(values, what: str):
-    values = set(values)
-    holds(len(values) == 1, f"every run has the same {what}")
+    holds(len(values := set(values)) == 1, f"every run has the same {what}")
     return values.pop()
 
 
-def budget_of(data: dict) -> dict:
-    """The cuts every run of a compare.py results folder shares, from their config.json files."""
-    runs = [(compare.ROWS[row][0], r["config"]) for e in data.values() for row, rs in e["runs"].items()
-            for r in rs.values()]  # fmt: skip
-    ours = [c for side, c in runs if side == "ours"]
-    peers = [c.get("cli", {}) for side, c in runs if side == "peer"]
-    model = [c for c in ours if c.get("rollout_batch_size") is not None] + peers
-    return {
-        "epochs": uniform([c["epochs"] for c in ours + peers], "--epochs"),
-        "steps": uniform([c["steps_per_epoch"] for c in ours + peers], "steps/epoch"),
-        "starts": uniform([c["rollout_batch_size"] for c in model], "--rollout-batch-size"),
-        "cap": uniform([c["dynamics_max_epochs"] for c in model], "--dynamics-max-epochs"),
-        "episodes": uniform([c["eval_episodes"] for c in ours + peers], "--eval-episodes"),
-        "lr_annealed_over_run": all("sac_lr_horizon" not in c for c in ours),
-        "seeds": sorted({s for e in data.values() for runs in e["runs"].values() for s in runs}),
-    }
-
-
 def numbers(results: str) -> dict:
-    """Everything the claim page, docs/results.md and the README's block say, from the stored runs (the templates
-    check the relations their sentences state)."""
+    """Everything the claim page, docs/results.md and the README's block say, from the stored runs."""
     C, S = (compare.summarize(os.path.join(results, name)) for name in ("compare", "compare_shares"))
     holds(MED in C and REP in C and REP in S, "results/compare holds both datasets, compare_shares medium-replay")
     orpo = [r for e in C.values() for r in e["runs"]["orpo"].values()]
     lrs = {tuple(runinfo.lr_at(r["metrics"], int(r["config"]["epochs"]) - k) for k in (10, 0)) for r in orpo}
     holds(len(lrs) == 1, "every π^o-trained run has the same LR schedule")
-    bud, c, paper = budget_of(C), {ds: C[ds]["contrasts"] for ds in (MED, REP)}, paper_scores()
+    # the cuts every run of results/compare shares, from their config.json files
+    runs = [
+        (compare.ROWS[row][0], r["config"]) for e in C.values() for row, rs in e["runs"].items() for r in rs.values()
+    ]
+    ours, peers = [c for side, c in runs if side == "ours"], [c.get("cli", {}) for side, c in runs if side == "peer"]
+    model = [c for c in ours if c.get("rollout_batch_size") is not None] + peers
+    bud = dict(epochs=uniform([c["epochs"] for c in ours + peers], "--epochs"),
+               steps=uniform([c["steps_per_epoch"] for c in ours + peers], "steps/epoch"),
+               starts=uniform([c["rollout_batch_size"] for c in model], "--rollout-batch-size"),
+               cap=uniform([c["dynamics_max_epochs"] for c in model], "--dynamics-max-epochs"),
+               episodes=uniform([c["eval_episodes"] for c in ours + peers], "--eval-episodes"),
+               lr_annealed_over_run=all("sac_lr_horizon" not in c for c in ours),
+               seeds=sorted({s for e in C.values() for runs in e["runs"].values() for s in runs}))  # fmt: skip
+    c, paper = {ds: C[ds]["contrasts"] for ds in (MED, REP)}, paper_scores()
     n = dict(C=C, S=S, bud=bud, epochs=bud["epochs"], nseeds=len(bud["seeds"]), results=results, seed1=budget.Args.seed)
     for k, pair in (("tu", ("orpo", "orpo_untrained")), ("tm", ("orpo", "mopo")), ("um", ("orpo_untrained", "mopo"))):
         n[k] = {ds: c[ds][pair] for ds in (MED, REP)}
     (n["lr40"], n["lr50"]), n["lr0"] = lrs.pop(), uniform([r["config"]["sac_actor_lr"] for r in orpo], "π^o LR")
     n["beh"] = {ds: C[ds]["dataset"]["behavior_normalized_score"] for ds in (MED, REP)}
-    n["q_o"] = {ds: column(C[ds]["runs"]["orpo"], "rollout_policy/q") for ds in (MED, REP)}
+    n["q_o"] = {ds: {s: {int(float(r["epoch"])): float(r["rollout_policy/q"]) for r in run["metrics"] if r.get(
+        "rollout_policy/q") not in (None, "")} for s, run in C[ds]["runs"]["orpo"].items()} for ds in (MED, REP)}  # fmt: skip
     n["dataset_line"] = " and ".join(f"{ds.replace('_', '/')} {int(C[ds]['dataset']['transitions']):,} transitions "
                                      f"(D4RL's {D4RL_SIZES[ds][0]}: {D4RL_SIZES[ds][1]:,})" for ds in (MED, REP))  # fmt: skip
     # the shares: ORPO untrained with the appendix's shares (results/compare) − the official command's (compare_shares)
@@ -179,8 +125,8 @@ def numbers(results: str) -> dict:
     n["like"] = S[REP]["pairs"][("orpo_untrained", "official_orpo")]
     n["pairs"] = [n["kit"][MED], n["kit"][REP], n["off"][MED], n["like"]]
     n["halves"] = [(p["hi"] - p["lo"]) / 2 for p in n["pairs"]]
-    n["B"], n["toy"] = budget_numbers(n), runinfo.read_json(os.path.join(results, "toy_paper", "results.json"))
-    holds(bool(n["toy"].get("table")), "results/toy_paper/results.json holds the toy's paper-setting table")
+    n["B"], n["toy_page"] = budget_numbers(n), toy_numbers(results)
+    n["toy"] = n["toy_page"]["T"]["paper"]
     n["t_es"], n["t_ma"], n["t_o"] = (n["toy"]["table"][f"{k}|100"] for k in ("mopo|ensemble_std", "mopo|max_aleatoric",
                                                                              "orpo|max_aleatoric"))  # fmt: skip
     gpu = runinfo.read_json(os.path.join(results, GPU_CHECK)).get("phases", [])
@@ -188,17 +134,17 @@ def numbers(results: str) -> dict:
     configs = runinfo.read_json(os.path.join(results, GPU_CONCURRENT)).get("concurrent", {}).get("configs", [])
     n["k"] = {f"{c['k']}{c['mode']}": c for c in configs if c.get("complete")}
     n["best"] = max(n["k"].values(), key=lambda c: c["run_epochs_per_hour"], default=None)
-    return dict(n, GPU_CHECK=GPU_CHECK, GPU_CONCURRENT=GPU_CONCURRENT, jump=jump_summary(results), DELTA=JUMP_DELTA)
+    J = jump_numbers(results)
+    return dict(n, GPU_CHECK=GPU_CHECK, GPU_CONCURRENT=GPU_CONCURRENT, jump=J["summary"], J=J, DELTA=JUMP_DELTA)
 
 
 def budget_numbers(n: dict) -> dict:
     """The budget cut (benchmarks/budget.py's runs, seed 1): MOPO and ORPO at 5,000 and 50,000 starts and uncapped."""
-    folder = os.path.join(n["results"], "budget")
+    folder, cuts = os.path.join(n["results"], "budget"), ("baseline", "starts50k", "uncapped")
     runs = budget.load_all(budget.Args(results=folder, baseline=os.path.join(n["results"], "compare")))
-    cuts = ("baseline", "starts50k", "uncapped")
     holds(all(runs.get((r, c)) is not None for r in ("mopo", "orpo") for c in cuts), "every budget run is finished")
-    last = lambda r, key: float(np.nanmean(np.asarray(r[key])[~np.isnan(r[key])][-10:]))  # noqa: E731
-    col = lambda r, key: [float(m[key]) for m in r["metrics"] if m.get(key) not in (None, "")]  # noqa: E731
+    last = lambda r, key: float(np.nanmean(np.asarray(r[key])[~np.isnan(r[key])][-10:]))
+    col = lambda r, key: [float(m[key]) for m in r["metrics"] if m.get(key) not in (None, "")]
     B = {row: {cut: dict(l10=r["summary"]["last10_score"], best=float(np.nanmax(r["score"])), u10=last(r, "u"),
                          q10=last(r, "q"), model10=float(np.mean(col(r, "eval/model_return")[-10:])),
                          ret10=float(np.mean(col(r, "eval/return")[-10:])), q_o=col(r, "rollout_policy/q"),
@@ -218,13 +164,25 @@ def budget_numbers(n: dict) -> dict:
 
 
 def toy_numbers(results: str) -> dict:
-    """docs/toy.md's tables, from results/toy_*/results.json, and the cells' wording (mean [range] (per seed), corner
-    share, which seeds lie above which)."""
+    """docs/toy.md's tables, from results/toy_*/results.json, and how their cells read."""
     T = {s: runinfo.read_json(os.path.join(results, f"toy_{s}", "results.json")) for s in ("paper", "reduced", "phase")}
     for s, r in T.items():
         holds(bool(r.get("table")), f"results/toy_{s}/results.json holds a table")
-    get = lambda s, algo, u, lp=100: T[s]["table"].get(f"{algo}|{u}|{lp:g}")  # noqa: E731
+    get = lambda s, algo, u, lp=100: T[s]["table"].get(f"{algo}|{u}|{lp:g}")
     lps = sorted({t["lambda_p"] for t in T["phase"]["table"].values()})
+    above = lambda a, b: min(a["per_seed"]) > max(b["per_seed"])
+
+    def cell(t, per_seed: bool = True) -> str:  # mean [range] (per seed)
+        if t is None:
+            return "not run"
+        v = t["per_seed"]
+        text = f"{t['mean']:.1f} {rng(min(v), max(v))}" if len(v) > 1 else f"{t['mean']:.1f} (1 seed)"
+        return text + (f" ({', '.join(f'{x:.1f}' for x in v)})" if per_seed else "")
+
+    def corner(t) -> str:  # the share of states in the corner, over the seeds
+        lo, hi = (min(t["share_upper_right"]), max(t["share_upper_right"])) if t else (None, None)
+        return "–" if t is None else f"{100 * lo:.0f} %" if round(100 * lo) == round(100 * hi) else (
+            f"{100 * lo:.0f}–{100 * hi:.0f} %")  # fmt: skip
 
     def seconds(s, algo, key):
         v = [x for k, t in T[s]["table"].items() if k.startswith(algo) for x in t[key] if x is not None]
@@ -232,36 +190,16 @@ def toy_numbers(results: str) -> dict:
 
     def phase_row(lp):
         cells = [get("phase", algo, u, lp) for u in ("max_aleatoric", "ensemble_std") for algo in ("mopo", "orpo")]
-        return " | ".join(f"{toy_cell(t, False)}, {corner(t)}" if t else "not run" for t in cells)
+        return " | ".join(f"{cell(t, False)}, {corner(t)}" if t else "not run" for t in cells)
 
-    return dict(T=T, get=get, seconds=seconds, phase_row=phase_row, lps=lps, cell=toy_cell, corner=corner, apart=apart,
+    return dict(T=T, get=get, seconds=seconds, phase_row=phase_row, lps=lps, cell=cell, corner=corner,
+                apart=lambda o, m: "" if o is None or m is None else "every ORPO seed above every MOPO seed" if above(
+                    o, m) else "every MOPO seed above every ORPO seed" if above(m, o) else "ranges overlap",
                 runs=sum(len(t["seeds"]) for t in T["phase"]["table"].values()),
                 seeds={s: sorted({x for t in T[s]["table"].values() for x in t["seeds"]}) for s in T},
                 reach=lambda t: t is not None and min(t["share_upper_right"]) > 0.5,
                 in_band=lambda t: t is not None and max(t["share_upper_right"]) == 0,
                 missing=sorted(set(T["phase"]["setting"]["lambda_ps"]) - set(lps)))  # fmt: skip
-
-
-def toy_cell(t, per_seed: bool = True) -> str:
-    if t is None:
-        return "not run"
-    v = t["per_seed"]
-    text = f"{t['mean']:.1f} {rng(min(v), max(v))}" if len(v) > 1 else f"{t['mean']:.1f} (1 seed)"
-    return text + (f" ({', '.join(f'{x:.1f}' for x in v)})" if per_seed else "")
-
-
-def corner(t) -> str:
-    lo, hi = (min(t["share_upper_right"]), max(t["share_upper_right"])) if t else (None, None)
-    return "–" if t is None else f"{100 * lo:.0f} %" if round(100 * lo) == round(100 * hi) else (
-        f"{100 * lo:.0f}–{100 * hi:.0f} %")  # fmt: skip
-
-
-def apart(o, m) -> str:
-    if o is None or m is None:
-        return ""
-    above = lambda a, b: min(a["per_seed"]) > max(b["per_seed"])  # noqa: E731
-    return "every ORPO seed above every MOPO seed" if above(o, m) else "every MOPO seed above every ORPO seed" if above(
-        m, o) else "ranges overlap"  # fmt: skip
 
 
 # ---------------------------------------------------------------- numbers: the generalisation task (docs/jump.md)
@@ -278,41 +216,23 @@ def jump_runs(results: str) -> tuple[dict, dict, dict]:
 
 
 def contrast(last10: dict, a: str, b: str) -> dict:
-    """Row a − row b, last-10 returns paired by seed over the seeds both have, with compare.py's verdict at ±JUMP_DELTA
-    (undecided below compare.MIN_SEEDS seeds)."""
+    """Row a − row b paired by seed over their common seeds, with compare.py's verdict at ±JUMP_DELTA."""
     common = sorted(set(last10.get(a, {})) & set(last10.get(b, {})))
     diff, mean, lo, hi = stats.paired([last10[a][k] for k in common], [last10[b][k] for k in common])
     return dict(a=a, b=b, n=len(diff), mean=mean, lo=lo, hi=hi, verdict=stats.verdict(diff, JUMP_DELTA)[0])
 
 
-def jump_summary(results: str) -> dict:
-    """docs/results.md's line on the generalisation task: what has finished (an official ORPO row named with its π^p
-    share), the method's two contrasts once every JUMP_CORE row has compare.MIN_SEEDS seeds, the units diagnostic."""
-    rows, x, _ = jump_runs(results)
-    complete = all(len(rows.get(row, {})) >= compare.MIN_SEEDS for row in JUMP_CORE)
-    named = lambda r: short(r) + (f" ({share_text(s)})" if (s := jump_share(rows[r])) is not None else "")  # noqa: E731
-    return dict(done=[(named(r), list(x[r].values())) for r, _, _ in JUMP_ROWS if rows.get(r)], complete=complete,
-                pairs=[contrast(x, "orpo", b) for b in ("mopo", "orpo_untrained")] if complete else [],
-                units=list(x.get(compare.UNITS_ROW, {}).values()),
-                official=[(named(r), list(x[r].values())) for r in ("official_orpo", "official_orpo_readme")
-                          if rows.get(r)])  # fmt: skip
-
-
-def jump_share(runs: dict) -> float | None:
-    """π^p's own batch share that an official ORPO row's runs parsed (run_orpo.py's --final-policy-rollout-ratio-final,
-    config.json's peer_settings); None for a row without one, or runs that differ."""
+def share_text(runs: dict) -> str | None:
+    """π^p's own batch share an official ORPO row's runs parsed (config.json's peer_settings); None if none or mixed."""
     v = {r["config"].get("peer_settings", {}).get("final_policy_rollout_ratio_final") for r in runs.values()}
-    return float(v.pop()) if len(v) == 1 and None not in v else None
-
-
-def share_text(share: float) -> str:
-    said = "the README command's" if share == README_SHARE else f"not the README command's {README_SHARE:g}"
-    return f"π^p's own batch share {share:g}, {said}"
+    if len(v) != 1 or None in v:
+        return None
+    said = "the README command's" if (share := float(v.pop())) == README_SHARE else "not the README command's"
+    return f"π^p's own batch share {share:g}, {said}" + ("" if share == README_SHARE else f" {README_SHARE:g}")
 
 
 def jump_budget(runs: dict) -> str:
-    """The budget a row's runs had, from their config.json (ours: the flags; the official code's: peers.py's `cli`):
-    '100 epochs, 5,000 rollout start states', without start states for a row with no model."""
+    """'100 epochs, 5,000 rollout start states' from a row's config.json (the official code's: peers.py's `cli`)."""
     cfg = [r["config"].get("cli", r["config"]) for r in runs.values()]
     epochs = sorted({int(c["epochs"]) for c in cfg if c.get("epochs") is not None})
     starts = sorted({int(c["rollout_batch_size"]) for c in cfg if c.get("rollout_batch_size") is not None})
@@ -321,8 +241,7 @@ def jump_budget(runs: dict) -> str:
 
 
 def run_machine(summary: dict) -> str:
-    """Where a run's hours were spent: its machine and its torch threads, invocation by invocation (a resumed run
-    may have changed threads; the official code's runs record one invocation)."""
+    """A run's machine and torch threads, invocation by invocation (a resumed run may have changed threads)."""
     invocations, threads = summary.get("invocations") or [summary], []
     for n in (str(runinfo.threads_of(inv, {})) for inv in invocations):
         threads += [n] if not threads or threads[-1] != n else []
@@ -331,25 +250,21 @@ def run_machine(summary: dict) -> str:
 
 
 def run_hours(runs: dict) -> str:
-    """Each seed's wall hours with the machine and threads they were spent on ("incl. fit": the run fitted its
-    ensemble, or the last part of a shared one, itself)."""
-    fit = lambda r: str((r["config"].get("_dynamics") or {}).get("source", "")).startswith("fitted")  # noqa: E731
+    """Each seed's wall hours with its machine and threads ("incl. fit": the run fitted its ensemble itself)."""
+    fit = lambda r: str((r["config"].get("_dynamics") or {}).get("source", "")).startswith("fitted")
     return "; ".join(f"{seed}: {r['summary'].get('wall_seconds', np.nan) / 3600:.2f}{' incl. fit' * fit(r)} "
                      f"({run_machine(r['summary'])})" for seed, r in runs.items())  # fmt: skip
 
 
 def jump_ensemble(rows: dict, seed: int) -> dict:
-    """The ensemble the seed's finished model-based runs rolled out in, {file: [rows]}: our runs' config.json
-    `_dynamics` (the cache file each fitted or loaded), the official code's `dynamics` (the run file it converted, and
-    the cache file behind that); the fit from metrics.csv's row 0, which every run that fits or loads one logs."""
+    """The ensemble files the seed's model-based runs rolled out in ({file: [rows]}: our config.json's `_dynamics`,
+    the official code's `dynamics`), and the fit from metrics.csv's row 0."""
     files, fits = {}, []
     for row, _, _ in JUMP_ROWS:
         run = rows.get(row, {}).get(seed)
         d = run and (run["config"].get("_dynamics") or run["config"].get("dynamics"))
         if d and not str(d.get("source", "")).startswith("none"):  # official_td3bc: "none (no model)"
-            files.setdefault((d.get("run_dynamics") or d).get("path") or f"{short(row)}'s own fit", []).append(
-                short(row)
-            )
+            files.setdefault((d.get("run_dynamics") or d).get("path") or f"{short(row)}'s own fit", []).append(short(row))  # fmt: skip
             m = run["metrics"][0]
             fits += [dict(cap=run["config"].get("dynamics_max_epochs"), epochs=float(m["dynamics/epochs"]),
                           hours=float(m["dynamics/fit_seconds"]) / 3600, mse=float(m["dynamics/holdout_mse"]))
@@ -358,8 +273,8 @@ def jump_ensemble(rows: dict, seed: int) -> dict:
 
 
 def jump_dips(rows: dict, attrs: dict, after: int = 10) -> dict:
-    """Our runs whose evaluation fell below the data's own mean episode return (a random policy's) after epoch
-    `after` (the official code's row stays below it throughout): a last-10 score hides a collapse and a comeback."""
+    """Our runs whose evaluation fell below the data's mean episode return after epoch `after` (the official row
+    stays below it throughout): a last-10 score hides a collapse and a comeback."""
     floor, said = attrs.get("episode_return_mean"), []
     for row, seed, run in ((r, s, run) for r, _, _ in JUMP_ROWS for s, run in sorted(rows.get(r, {}).items())
                            if floor is not None and not r.startswith("official")):  # fmt: skip
@@ -374,26 +289,27 @@ def jump_numbers(results: str) -> dict:
     rows, x, attrs = jump_runs(results)
     paper = {col: v for (ds, col), v in paper_scores("jump").items() if ds == JUMP}
     made = runinfo.read_json(os.path.join(results, "jump", JUMP, "episodes.json"))
+    policies = made.get("policies", [])
     ensembles = runinfo.read_json(os.path.join(results, "jump", JUMP, "ensembles.json"))
     seeds = sorted((int(k[4:]), v) for k, v in ensembles.items() if k.startswith("seed"))
     configs = [r["config"] for runs in rows.values() for r in runs.values() if r["config"].get("lambda_p") is not None]
     shown = [(row, label, col) for row, label, col in JUMP_ROWS if x.get(row)]  # a row with no stored run is left out
     findings = []  # a row of ≥ 3 seeds against the paper's: reproduced or a finding, at the row's budget
     for row, label, col in shown:
-        v = np.array(list(x[row].values()))
-        if len(v) >= 3 and col in paper:
+        if len(v := np.array(list(x[row].values()))) >= 3 and col in paper:
             welch = stats.welch(v, *paper[col], 5)
             findings.append(dict(row=row, label=label, x=v, t=stats.t_interval(v), paper=paper[col], welch=welch,
-                                 inside=welch[0] <= 0 <= welch[1], checked=reading_checked(results, row, made),
-                                 budget=jump_budget(rows[row])))  # fmt: skip
+                                 inside=welch[0] <= 0 <= welch[1], checked=reading_checked(x[row], row, made)))  # fmt: skip
     official = rows.get("official_orpo", {}).values()
-    shares = {r: jump_share(rows[r]) for r, _, _ in shown}
+    shares = {r: share_text(runs) for r, runs in rows.items()}
+    named = lambda r: short(r) + (f" ({shares[r]})" if shares[r] else "")
+    complete = all(len(rows.get(row, {})) >= compare.MIN_SEEDS for row in JUMP_CORE)  # the README's contrasts wait
     return dict(
         rows=rows, attrs=attrs, paper=paper, x=x, seeds=seeds, c=configs[0] if configs else None, findings=findings,
-        shown=[(r, label if shares[r] is None else f"{label[:-1]}; {share_text(shares[r])})", col) for r, label, col in shown],
+        shown=[(r, f"{label[:-1]}; {shares[r]})" if shares[r] else label, col) for r, label, col in shown],
         paper_cell={r: minus("%.1f ± %.1f" % paper.get(col, (np.nan, np.nan))) for r, _, col in JUMP_ROWS},
-        t_cell={r: jump_t_cell(list(x[r].values())) for r, _, _ in shown}, OFFICIAL_BUDGET=OFFICIAL_BUDGET,
-        hours={r: run_hours(rows.get(r, {})) for r, _, _ in JUMP_ROWS}, ensemble=lambda s: jump_ensemble(rows, s),
+        t_cell={r: rng(*stats.t_interval(v)) if len(v := list(x[r].values())) >= 2 else "one seed" for r, _, _ in shown},
+        hours={r: run_hours(rows.get(r, {})) for r, _, _ in JUMP_ROWS}, ep=jump_episodes(made),
         sources=sorted({r["config"].get("dynamics", {}).get("source", "?") for r in official}),
         folded=any("folded" in r["summary"].get("dynamics_observations", "") for r in official),
         contrasts=[dict(c, a=short(a), b=short(b)) for a, b in JUMP_CONTRASTS if (c := contrast(x, a, b))["n"]],
@@ -402,28 +318,23 @@ def jump_numbers(results: str) -> dict:
         under_way=[(s, max(map(int, p["best_member_holdout_mse"]))) for s, e in seeds for p in e.get("fit", [])[-1:]
                    if p.get("best_member_holdout_mse") and "not converged" in p.get("status", "")],
         lost=[(s, gone["at"]) for s, e in seeds for gone in e.get("lost", [])],
-        units=jump_units(rows, made.get("policies", []), x), episodes=jump_episodes(made),
-        saturated=saturated_policies(made), README_SHARE=README_SHARE,
+        units=jump_units(rows, policies, x), ensembles=[(s, e, jump_ensemble(rows, s)) for s, e in seeds],
+        # learned policies that never tipped over yet pay ≥ 90 % of the most control cost there is (0.1·6 a step)
+        saturated=[p for p in policies if p["policy"] != "random" and p["mean"].get("flip_share", 1) < 5e-4
+                   and p["mean"].get("control_cost_mean", 0) >= 0.54],
+        # docs/results.md's line: the finished rows, the method's contrasts once complete, the units diagnostic
+        summary=dict(done=[(named(r), list(x[r].values())) for r, _, _ in JUMP_ROWS if rows.get(r)], complete=complete,
+                     pairs=[contrast(x, "orpo", b) for b in ("mopo", "orpo_untrained")] if complete else [],
+                     units=list(x.get(compare.UNITS_ROW, {}).values()), official=[(named(r), list(x[r].values()))
+                     for r in ("official_orpo", "official_orpo_readme") if rows.get(r)]),
+        README_SHARE=README_SHARE, OFFICIAL_BUDGET=OFFICIAL_BUDGET, JUMP=JUMP, JUMP_ROWS=JUMP_ROWS, DELTA=JUMP_DELTA,
+        MIN_SEEDS=compare.MIN_SEEDS,
     )  # fmt: skip
 
 
-def jump_t_cell(v: list) -> str:
-    """The 95 % Student-t interval of a row's mean over its seeds, or 'one seed'."""
-    return rng(*stats.t_interval(v)) if len(v) >= 2 else "one seed"
-
-
-def saturated_policies(made: dict, cost: float = 0.54) -> list:
-    """The learned policies of episodes.json that never tipped over (flip share below 0.0005) yet pay a control cost
-    near the most there is (0.1·6 = 0.6 a step: every action component at ±1; here ≥ 90 % of it): what their returns
-    say of a policy that saturates its actions."""
-    return [p for p in made.get("policies", []) if p["policy"] != "random" and p["mean"].get("flip_share", 1) < 5e-4
-            and p["mean"].get("control_cost_mean", 0) >= cost]  # fmt: skip
-
-
 def jump_units(rows: dict, made: list, x: dict) -> dict | None:
-    """The official row beside compare.py's official_orpo_units diagnostic (peers.py --one-action-unit: its TD3+BC
-    update's actions ÷3, nothing else changed), with our untrained ORPO, paired by seed; None before that row has
-    runs. The final policies' control cost a step from episodes.json, for the seeds the table shows."""
+    """The official row beside compare.py's official_orpo_units diagnostic (its TD3+BC update's actions ÷3) and our
+    untrained ORPO, paired by seed, with the final policies' control cost a step (episodes.json); None without runs."""
     units, cost = compare.UNITS_ROW, {}
     if not rows.get(units):
         return None
@@ -433,23 +344,22 @@ def jump_units(rows: dict, made: list, x: dict) -> dict | None:
             cost.setdefault(row, {})[int(seed)] = p["mean"]["control_cost_mean"]
     names = {"official_orpo": "the official code, as written", units: "the official code, one action unit (the "
              "diagnostic)", "orpo_untrained": "ours, π^o untrained (run_orpo.py's rollout policy)"}  # fmt: skip
-    pairs = [dict(contrast(x, a, b), a=names[a], b=names[b]) for a, b in ((units, "official_orpo"),
-                                                                          ("orpo_untrained", units))]  # fmt: skip
-    gap = dict(contrast(x, "orpo_untrained", "official_orpo"), a=names["orpo_untrained"], b=names["official_orpo"])
+    named = lambda a, b: dict(contrast(x, a, b), a=names[a], b=names[b])
+    pairs = [named(units, "official_orpo"), named("orpo_untrained", units)]
+    gap = named("orpo_untrained", "official_orpo")
     return dict(row=units, names=names, cost=cost, x=x, seeds=sorted(rows[units]), pairs=[p for p in pairs if p["n"]],
                 gap=gap if gap["n"] else None,
                 cells={r: ", ".join(f"{s}: {c:.3f}" for s, c in sorted(by.items())) for r, by in cost.items()},
                 hours={r: run_hours(rows.get(r, {})) for r in names})  # fmt: skip
 
 
-def reading_checked(results: str, row: str, made: dict) -> dict | None:
-    """What the policies' episodes (benchmarks/episodes.py) say of TD3+BC's reading: that its policy is tipped over
-    less often than the random one and pays less control cost; whether each policy played is the stored run's."""
+def reading_checked(stored: dict, row: str, made: dict) -> dict | None:
+    """What the policies' episodes (benchmarks/episodes.py) say of TD3+BC's reading: tipped over less often than the
+    random policy, less control cost; whether each policy played is the stored run's ({seed: last-10})."""
     ours = [p for p in made.get("policies", []) if p.get("exp_name") == row]
     random = next((p["mean"] for p in made.get("policies", []) if p["policy"] == "random"), None)
     if row != "td3bc" or not ours or random is None:
         return None
-    stored = jump_runs(results)[1].get(row, {})
     flips, cost = ([p["mean"][k] for p in ours] for k in ("flip_share", "control_cost_mean"))
     return dict(seeds=[p.get("seed") for p in ours], flips=flips, cost=cost, random=random,
                 both=max(flips) < random["flip_share"] and max(cost) < random["control_cost_mean"],
@@ -458,8 +368,7 @@ def reading_checked(results: str, row: str, made: dict) -> dict | None:
 
 
 def jump_episodes(made: dict) -> dict | None:
-    """docs/jump.md's "What the policies do": benchmarks/episodes.py's numbers and figure, where they exist (the
-    template answers from them whether a policy jumps, runs, stands still, tips over)."""
+    """docs/jump.md's "What the policies do": benchmarks/episodes.py's numbers and figure, where they exist."""
     if not made.get("policies"):
         return None
     runs = made["made_by"] if isinstance(made["made_by"], list) else [made["made_by"]]  # episodes.py --add: several
@@ -475,18 +384,7 @@ def jump_episodes(made: dict) -> dict | None:
 # ---------------------------------------------------------------- the pages
 def jump_page(results: str, width: int | None = 120) -> str:
     """docs/jump.md (width None: each paragraph one line)."""
-    return render("jump.md.j2", width, JUMP=JUMP, JUMP_ROWS=JUMP_ROWS, DELTA=JUMP_DELTA, MIN_SEEDS=compare.MIN_SEEDS,
-                  **jump_numbers(results))  # fmt: skip
-
-
-def splice(text: str, words: str, section: str, page: str) -> str:
-    """A generated section between a page's markers (`<!-- BEGIN {words}: ... -->`, `<!-- END {words} -->`)."""
-    begin, end = re.findall(rf"<!-- BEGIN {words}:[^\n]*-->", text), f"<!-- END {words} -->"
-    if len(begin) != 1 or text.count(end) != 1:
-        raise ReportError(f"{page} must hold the line '<!-- BEGIN {words}: ... -->' once and {end!r} once (the "
-                          "generated section)")  # fmt: skip
-    head, rest = text.split(begin[0], 1)
-    return f"{head}{begin[0]}\n\n{section.strip()}\n\n{end}{rest.split(end, 1)[1]}"
+    return render("jump.md.j2", width, **jump_numbers(results))
 
 
 def generate(args: Args, out_root: str) -> list[str]:
@@ -503,11 +401,17 @@ def generate(args: Args, out_root: str) -> list[str]:
                   "`results/compare/` (benchmarks/budget.py's report).", figure=args.figures)  # fmt: skip
     n = numbers(results)
     pages = {"docs/claim.md": render("claim.md.j2", **n), "docs/results.md": render("results.md.j2", **n),
-             "docs/jump.md": jump_page(results)}  # fmt: skip
-    sections = {"readme.md.j2": n, "toy.md.j2": toy_numbers(results)}
-    for page, words, template in BLOCKS:
+             "docs/jump.md": render("jump.md.j2", **n["J"])}  # fmt: skip
+    sections = {"readme.md.j2": n, "toy.md.j2": n["toy_page"]}
+    for page, words, template in BLOCKS:  # a generated block between a hand-written page's markers
         with open(os.path.join(ROOT, page), encoding="utf-8") as f:
-            pages[page] = splice(f.read(), words, render(template, **sections[template]), page)
+            text = f.read()
+        begin, end = re.findall(rf"<!-- BEGIN {words}:[^\n]*-->", text), f"<!-- END {words} -->"
+        if len(begin) != 1 or text.count(end) != 1:
+            raise ReportError(f"{page} must hold the line '<!-- BEGIN {words}: ... -->' once and {end!r} once (the "
+                              "generated section)")  # fmt: skip
+        section = render(template, **sections[template]).strip()
+        pages[page] = f"{text.split(begin[0], 1)[0]}{begin[0]}\n\n{section}\n\n{end}{text.split(end, 1)[1]}"
     for page, text in pages.items():
         toolbox.write_text(os.path.join(out_root, page), text)
     return PAGES
@@ -522,16 +426,16 @@ def differences(args: Args) -> list[str]:
 
 
 def main(args: Args) -> int:
-    if args.check and (differ := differences(args)):
+    if not args.check:
+        for page in generate(args, args.out_root):
+            print(f"wrote {os.path.join(args.out_root, page)}")
+    elif differ := differences(args):
         print(f"error: these pages differ from what {COMMAND} makes of the stored runs: {', '.join(differ)}",
               file=sys.stderr)  # fmt: skip
         return 1
-    if args.check:
+    else:
         figures = f" and figures ({', '.join(FIGURES)})" if args.figures else ""
         print(f"every results page ({', '.join(PAGES)}){figures} matches the stored runs")
-        return 0
-    for page in generate(args, args.out_root):
-        print(f"wrote {os.path.join(args.out_root, page)}")
     return 0
 
 

@@ -194,7 +194,7 @@ def test_the_td3bc_reading_is_checked_against_the_policies_either_way(tmp_path, 
     assert td3bc_finding(results).endswith(
         "(ours are docs/td3bc.md's: CORL's, α 2.5). (Not yet checked against the policies.)"
     )
-    assert report.reading_checked(str(results), "mopo", json.loads(path.read_text())) is None
+    assert report.reading_checked({}, "mopo", json.loads(path.read_text())) is None
 
 
 def test_the_td3bc_reading_names_the_saturated_policies_that_score_below_the_data_without_tipping_over(tmp_path):
@@ -241,7 +241,7 @@ def test_the_units_section_says_what_one_action_unit_changes_from_the_stored_run
                   "`run_example/run_mopo.py` L80-91", "(README L76)", "orpo_aaai24.tex` L1195"):  # fmt: skip
         assert where in section
     c = lambda a, b: report.contrast(x, a, b)  # noqa: E731
-    said = lambda p: f"{report.signed(p['mean'])} [{report.signed(p['lo'])}, {report.signed(p['hi'])}]"  # noqa: E731
+    said = lambda p: f"{runinfo.signed(p['mean'])} [{runinfo.signed(p['lo'])}, {runinfo.signed(p['hi'])}]"  # noqa: E731
     gap, fix, rest = c("orpo_untrained", "official_orpo"), c(report.compare.UNITS_ROW, "official_orpo"), c(
         "orpo_untrained", report.compare.UNITS_ROW)  # fmt: skip
     assert f"lies {said(gap)} above it ({gap['n']} seeds, {gap['verdict']})" in section
@@ -387,7 +387,7 @@ def test_the_jump_page_sets_the_action_unit_diagnostic_beside_the_official_row_p
     assert f"| the official code, as written | 1 | 1: {report.minus(f'{official:.1f}')} | 1: " in section
     assert "threads) | 1: 0.600 |" in section and "one action unit (the diagnostic) | 1 | 1: 1234.5 | 1: " in section
     assert (
-        f"as written, last-10 return paired by seed: {report.signed(1234.5 - official)} (1 seed): **undecided** (fewer than 3 seeds)."
+        f"as written, last-10 return paired by seed: {runinfo.signed(1234.5 - official)} (1 seed): **undecided** (fewer than 3 seeds)."
         in section
     )
     assert "the most there is" in section and "official_orpo_units" not in page[: page.index("## A diagnostic")]
