@@ -2,16 +2,13 @@
 reward function that made the jump data (datasets/common.py), not the one episodes.py calls (plumbing's)."""
 
 import json
-import os
-import sys
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from conftest import ROOT, run_script
+from conftest import run_script
 
-sys.path.insert(0, os.path.join(ROOT, "datasets"))
 from common import halfcheetah_jump_reward  # noqa: E402
 
 

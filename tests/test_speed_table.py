@@ -1,11 +1,5 @@
 """benchmarks/speed.py's two-column table says which column is faster, in words a reader cannot misread."""
 
-import os
-import sys
-
-from conftest import ROOT
-
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import speed  # noqa: E402
 
 

@@ -7,12 +7,10 @@ import dataclasses
 import glob
 import os
 import signal
-import sys
 
 import pytest
 from conftest import ROOT
 
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import toolbox  # noqa: E402
 
 BUILTIN_BASES = {"Exception", "BaseException", "ValueError", "RuntimeError", "OSError", "KeyError", "TypeError"}
