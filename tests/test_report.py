@@ -28,6 +28,18 @@ def copy_results(tmp_path):
     return dst
 
 
+def plant(path, key, value):
+    """Every non-empty `key` of a stored run's metrics.csv set to `value` (its evaluations, planted)."""
+    with open(path) as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        r[key] = str(float(value)) if r.get(key) else r.get(key)
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
 def jump_bullet(results) -> str:
     """docs/results.md's line on the generalisation task, as one line."""
     page = " ".join(report.render("results.md.j2", **report.numbers(str(results))).split())
@@ -86,16 +98,8 @@ def test_a_sentence_the_runs_no_longer_bear_out_stops_the_report(tmp_path):
     it is refused by name, not printed."""
     results = copy_results(tmp_path)
     for seed in (1, 2, 3):
-        path = results / "compare" / "local_hopper-medium-replay" / "mopo" / f"seed{seed}" / "metrics.csv"
-        with open(path) as f:
-            rows = list(csv.DictReader(f))
-        for r in rows:
-            if r.get("eval/normalized_score"):
-                r["eval/normalized_score"] = "5.0"
-        with open(path, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
+        plant(results / "compare" / "local_hopper-medium-replay" / "mopo" / f"seed{seed}" / "metrics.csv",
+              "eval/normalized_score", 5.0)  # fmt: skip
     with pytest.raises(report.ReportError, match="MOPO and untrained ORPO beat the behaviour policy"):
         report.generate(report.Args(results=str(results), figures=False), str(tmp_path / "out"))
 
@@ -153,16 +157,7 @@ def test_the_jump_page_says_whether_a_row_of_three_seeds_reproduces_the_papers(t
 
     def level_td3bc(levels):  # every stored seed's evaluations at one of `levels`, in turn
         for i, folder in enumerate(sorted((results / "jump" / report.JUMP / "td3bc").glob("seed*"))):
-            path, level = folder / "metrics.csv", levels[i % len(levels)]
-            with open(path) as f:
-                rows = list(csv.DictReader(f))
-            for r in rows:
-                if r.get("eval/return"):
-                    r["eval/return"] = str(level)
-            with open(path, "w", newline="") as f:
-                writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-                writer.writeheader()
-                writer.writerows(rows)
+            plant(folder / "metrics.csv", "eval/return", levels[i % len(levels)])
 
     level_td3bc((-2400.0, -2500.0, -2550.0))
     page = jump_page(results)
@@ -266,15 +261,7 @@ def dress(jump, row, seed, level, src="official_orpo", **config):
     updated with `config` (a synthetic run of a row that has none stored)."""
     dst = jump / row / f"seed{seed}"
     shutil.copytree(jump / src / "seed1", dst)
-    path = dst / "metrics.csv"
-    with open(path) as f:
-        rows = list(csv.DictReader(f))
-    for r in rows:
-        r["eval/return"] = str(float(level)) if r.get("eval/return") else r.get("eval/return")
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    plant(dst / "metrics.csv", "eval/return", level)
     (dst / "config.json").write_text(json.dumps(json.loads((dst / "config.json").read_text()) | config))
 
 
@@ -376,15 +363,7 @@ def test_the_jump_page_sets_the_action_unit_diagnostic_beside_the_official_row_p
             shutil.rmtree(other)
     assert "## A diagnostic" not in jump_page(results)  # no diagnostic run stored: no section
     shutil.copytree(jump / "official_orpo" / "seed1", jump / "official_orpo_units" / "seed1")
-    path = jump / "official_orpo_units" / "seed1" / "metrics.csv"
-    with open(path) as f:
-        rows = list(csv.DictReader(f))
-    for r in rows:
-        r["eval/return"] = "1234.5" if r.get("eval/return") else r.get("eval/return")
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    plant(jump / "official_orpo_units" / "seed1" / "metrics.csv", "eval/return", 1234.5)
     official = report.compare.last10(
         report.compare.load_results(str(results / "jump"))[report.JUMP]["rows"]["official_orpo"][1]["curve"]
     )
@@ -620,15 +599,7 @@ def test_the_readme_jump_line_gives_the_methods_contrasts_once_every_row_has_3_s
                 shutil.copytree(stored[0], jump / row / f"seed{seed}")
         if row in levels:
             for seed, level in zip((1, 2, 3), levels[row]):
-                path = jump / row / f"seed{seed}" / "metrics.csv"
-                with open(path) as f:
-                    rows = list(csv.DictReader(f))
-                for r in rows:
-                    r["eval/return"] = str(float(level)) if r.get("eval/return") else r.get("eval/return")
-                with open(path, "w", newline="") as f:
-                    writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-                    writer.writeheader()
-                    writer.writerows(rows)
+                plant(jump / row / f"seed{seed}" / "metrics.csv", "eval/return", level)
     bullet = jump_bullet(results)
     assert "in progress" not in bullet and "so far" not in bullet
     assert "Paired by seed (95 % Student-t, verdict at δ = 500): ORPO (π^o trained) − MOPO +1533.3 [" in bullet
@@ -656,15 +627,7 @@ def test_a_jump_row_is_held_against_the_papers_row_by_welchs_interval(tmp_path):
     for seed, level in zip((1, 2, 3), x):
         if not (jump / "orpo" / f"seed{seed}").is_dir():
             shutil.copytree(stored[0], jump / "orpo" / f"seed{seed}")
-        path = jump / "orpo" / f"seed{seed}" / "metrics.csv"
-        with open(path) as f:
-            rows = list(csv.DictReader(f))
-        for r in rows:
-            r["eval/return"] = str(level) if r.get("eval/return") else r.get("eval/return")
-        with open(path, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
+        plant(jump / "orpo" / f"seed{seed}" / "metrics.csv", "eval/return", level)
     page = " ".join(jump_page(results).split())
     lo, hi = report.stats.t_interval(x)
     assert lo > 4867.9  # the paper's mean lies outside our own interval, yet:
