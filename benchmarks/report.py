@@ -314,7 +314,10 @@ def jump_numbers(results: str) -> dict:
         folded=any("folded" in r["summary"].get("dynamics_observations", "") for r in official),
         contrasts=[dict(c, a=short(a), b=short(b)) for a, b in JUMP_CONTRASTS if (c := contrast(x, a, b))["n"]],
         dips=jump_dips(rows, attrs), budget={r: jump_budget(rows[r]) for r, _, _ in shown},
-        missing=[label for r, label, _ in JUMP_ROWS if (r in JUMP_CORE or rows.get(r)) and len(rows.get(r, {})) < 3],
+        missing=[(label, len(rows.get(r, {}))) for r, label, _ in JUMP_ROWS if len(rows.get(r, {})) < 3],
+        converged=[max(map(int, p["best_member_holdout_mse"])) for s, e in seeds for p in e.get("fit", [])[-1:]
+                   if p.get("status", "").startswith("converged")],
+        gone=[s for s, e in seeds if e.get("gone")],
         under_way=[(s, max(map(int, p["best_member_holdout_mse"]))) for s, e in seeds for p in e.get("fit", [])[-1:]
                    if p.get("best_member_holdout_mse") and "not converged" in p.get("status", "")],
         lost=[(s, gone["at"]) for s, e in seeds for gone in e.get("lost", [])],

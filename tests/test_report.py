@@ -276,8 +276,12 @@ def test_the_jump_page_shows_the_authors_code_rows_that_have_runs_beside_the_pap
         pytest.skip("no stored official-code seed 1 on halfcheetah-jump-hard to dress as the authors' other rows")
     for row in ("official_td3bc", "official_mopo", "official_orpo_readme"):
         shutil.rmtree(jump / row, ignore_errors=True)  # only the dressed ones
-    page = jump_page(results)
-    assert "the authors' code" not in page and "with the README's shares (run_orpo.py" not in page
+    labels = {row: label for row, label, _ in report.JUMP_ROWS}
+    flat = " ".join(jump_page(results).split())
+    short = flat.split("**Not complete.** ")[1].split(". ")[0]  # the rows short of 3 seeds: named there alone
+    assert all(f"{labels[r]}: not run" in short for r in ("official_td3bc", "official_mopo", "official_orpo_readme"))
+    rest = flat.replace(short, "")
+    assert "the authors' code" not in rest and "with the README's shares (run_orpo.py" not in rest
     official = json.loads((jump / "official_orpo" / "seed1" / "config.json").read_text())
     cli = official["cli"]
     dress(jump, "official_td3bc", 1, -2000.0, peer="official-td3bc", peer_settings={}, dynamics={"source": "none (no "
@@ -314,6 +318,8 @@ def test_the_jump_page_shows_the_authors_code_rows_that_have_runs_beside_the_pap
         and "start states). This row −3100.0, 95 % Student-t [" in " ".join(page.split())
     )
     assert "**MOPO, the authors' code" not in page  # 2 seeds: no finding yet
+    short = " ".join(page.split()).split("**Not complete.** ")[1].split(". ")[0]
+    assert f"{td3bc}: 1 seed;" in short and f"{mopo}: 2 seeds" in short and "README's shares" not in short
     unknown = " ".join(page.split()).split("**Still unknown: which code made the paper's jump-hard numbers.**")[1]
     assert (
         "(run_td3bc.py as written returns −2000.0 here over 1 seed, 100 epochs a run, beside the paper's −2484.4)"
@@ -421,12 +427,24 @@ def test_the_jump_page_says_how_far_an_unfinished_fit_has_come_from_ensembles_js
     assert "seed 1's had not converged after 80 epochs)" in jump_page(results)
     path.write_text(json.dumps({"seed1": {"cache_key": "k", "fit": [fit | {"status": "converged at epoch 80"}]}}))
     page = jump_page(results)
-    assert "had not converged" not in page and "shared fits lost so far: none;" in page
+    assert "had not converged" not in page and "shared fits lost before they converged: none;" in page
     # fits lost with a machine's files: each seed's "lost" list, in seed order
     lost = {"seed2": {"lost": [{"at": "epoch 156"}]}, "seed1": {"lost": [{"at": "about epoch 60"}], "fit": [fit]}}
     path.write_text(json.dumps(lost))
-    said = "shared fits lost so far: seed 1's at about epoch 60, seed 2's at epoch 156;"
-    assert said in jump_page(results)
+    said = "shared fits lost before they converged: seed 1's at about epoch 60, seed 2's at epoch 156;"
+    assert said in jump_page(results) and "gone with their machines" not in jump_page(results)
+    # converged fits gone later: named by seed, each seed's ensemble line says a new row refits it; the epochs to
+    # converge (the last fit's best-member record) give the hours of a refit at 45-100 s an epoch
+    done = fit | {"status": "converged: early stopping", "best_member_holdout_mse": {"3": 0.2, "120": 0.1}}
+    lost |= {"seed3": {"fit": [done], "gone": "with its machine"}, "seed4": {"fit": [done | {"best_member_holdout_"
+             "mse": {"180": 0.1}}], "gone": "x"}}  # fmt: skip
+    path.write_text(json.dumps(lost))
+    page = " ".join(jump_page(results).split())
+    assert "stored runs had loaded them: seeds 3, 4)" in page and "converged after 120–180 epochs: 1.5–5.0 h" in page
+    line = page[page.index("The shared ensemble of seed 3") :].split(").", 1)[0]
+    assert "the converged fit itself is gone with its machine, so a new row of this seed refits it" in line
+    line = page[page.index("The shared ensemble of seed 2") :].split(").", 1)[0]
+    assert "gone" not in line
     # a seed whose fit is under way and has no runs yet: the ensemble's line says so; "an earlier fit" only if one was lost
     path.write_text(json.dumps({"seed9": {"cache_key": "k9", "fit": [fit | {"status": "not converged yet"}]}}))
     page = " ".join(jump_page(results).split())
