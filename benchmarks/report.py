@@ -299,7 +299,8 @@ def jump_numbers(results: str) -> dict:
         if len(v := np.array(list(x[row].values()))) >= 3 and col in paper:
             welch = stats.welch(v, *paper[col], 5)
             findings.append(dict(row=row, label=label, x=v, t=stats.t_interval(v), paper=paper[col], welch=welch,
-                                 inside=welch[0] <= 0 <= welch[1], checked=reading_checked(x[row], row, made)))  # fmt: skip
+                                 inside=welch[0] <= 0 <= welch[1], checked=reading_checked(x[row], row, made),
+                                 played=played(row, made)))  # fmt: skip
     official = rows.get("official_orpo", {}).values()
     shares = {r: share_text(runs) for r, runs in rows.items()}
     named = lambda r: short(r) + (f" ({shares[r]})" if shares[r] else "")
@@ -354,6 +355,17 @@ def jump_units(rows: dict, made: list, x: dict) -> dict | None:
                 gap=gap if gap["n"] else None,
                 cells={r: ", ".join(f"{s}: {c:.3f}" for s, c in sorted(by.items())) for r, by in cost.items()},
                 hours={r: run_hours(rows.get(r, {})) for r in names})  # fmt: skip
+
+
+def played(row: str, made: dict) -> dict | None:
+    """The row's final policies in episodes.json ({key: [per policy]}), and whether every one barely acts (control cost
+    < 0.01 a step), stands still (|speed| < 0.05) and never tips over: the page says so of such a row."""
+    ours = [p for p in made.get("policies", []) if p.get("exp_name") == row]
+    keys = ("return", "z_mean", "flip_share", "speed_mean", "control_cost_mean", "steps")
+    m = lambda p, k: p["mean"].get(k, np.inf)
+    return dict({k: [m(p, k) for p in ours] for k in keys}, seeds=[p.get("seed") for p in ours], still=all(
+        m(p, "control_cost_mean") < 0.01 and abs(m(p, "speed_mean")) < 0.05 and m(p, "flip_share") < 5e-4
+        for p in ours)) if ours else None  # fmt: skip
 
 
 def reading_checked(stored: dict, row: str, made: dict) -> dict | None:

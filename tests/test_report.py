@@ -172,6 +172,36 @@ def test_the_jump_page_says_whether_a_row_of_three_seeds_reproduces_the_papers(t
     assert "at this budget** (100 / 1000 epochs a run;" in jump_page(results)
 
 
+def test_a_finding_says_when_its_rows_final_policies_barely_act_and_stand_still(tmp_path):
+    """A row held against the paper whose final policies in episodes.json all barely act (control cost < 0.01 a step),
+    stand still and never tip over: its finding says so, with what the height term 15·z alone gives an episode; with
+    one policy that moves, tips over or acts, the sentence is gone."""
+    results = copy_results(tmp_path)
+    jump = results / "jump" / report.JUMP
+    if len(list((jump / "official_td3bc").glob("seed*"))) < 3:
+        pytest.skip("fewer than 3 stored seeds of the authors' TD3+BC on halfcheetah-jump-hard: no finding to read")
+    path, finding = jump / "episodes.json", "**TD3+BC, the authors' code"
+    episodes = json.loads(path.read_text())
+    still = {"return": -2000.0, "steps": 1000.0, "z_mean": -0.12, "z_max": 0.0, "flip_share": 0.0, "speed_mean": -0.01,
+             "control_cost_mean": 0.002}  # fmt: skip
+    others = [p for p in episodes["policies"] if p.get("exp_name") != "official_td3bc"]
+    for seed, change in (
+        (None, {}),
+        (2, {"speed_mean": 0.5}),
+        (2, {"flip_share": 0.01}),
+        (1, {"control_cost_mean": 0.02}),
+    ):
+        mine = [{"label": f"official_td3bc seed {s}", "policy": "run", "exp_name": "official_td3bc", "seed": s,
+                 "mean": still | ({"z_mean": -0.14} if s == 2 else {}) | (change if s == seed else {})} for s in (1, 2)]  # fmt: skip
+        path.write_text(json.dumps(episodes | {"policies": others + mine}))
+        text = " ".join(jump_page(results).split())
+        text = text.split(finding)[1].split("**")[1]  # the finding's paragraph
+        said = ("Its final policies (seeds 1, 2, \"What the policies do\" below) barely act and stand still (control "
+                "cost 0.002, 0.002 a step, speed −0.01, −0.01, never tipped over): a cheetah at rest, at a mean height z "
+                "of −0.12, −0.14, where the height term 15·z alone gives −1950 an episode; they return −2000.0, −2000.0.")  # fmt: skip
+        assert said in text if seed is None else "barely act" not in text, (seed, change)
+
+
 def test_the_td3bc_reading_is_checked_against_the_policies_either_way(tmp_path, monkeypatch):
     """benchmarks/episodes.py's numbers decide the sentence: a TD3+BC policy tipped over less often than the random one
     and at a lower control cost bears the reading out; one that tips over more does not, and the page says so; and
