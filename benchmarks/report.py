@@ -363,7 +363,8 @@ def played(row: str, made: dict) -> dict | None:
     ours = [p for p in made.get("policies", []) if p.get("exp_name") == row]
     keys = ("return", "z_mean", "flip_share", "speed_mean", "control_cost_mean", "steps")
     m = lambda p, k: p["mean"].get(k, np.inf)
-    return dict({k: [m(p, k) for p in ours] for k in keys}, seeds=[p.get("seed") for p in ours], still=all(
+    return dict({k: [m(p, k) for p in ours] for k in keys}, seeds=[p.get("seed") for p in ours],
+                last10=[p.get("last10_score", np.inf) for p in ours], still=all(
         m(p, "control_cost_mean") < 0.01 and abs(m(p, "speed_mean")) < 0.05 and m(p, "flip_share") < 5e-4
         for p in ours)) if ours else None  # fmt: skip
 
@@ -371,15 +372,14 @@ def played(row: str, made: dict) -> dict | None:
 def reading_checked(stored: dict, row: str, made: dict) -> dict | None:
     """What the policies' episodes (benchmarks/episodes.py) say of TD3+BC's reading: tipped over less often than the
     random policy, less control cost; whether each policy played is the stored run's ({seed: last-10})."""
-    ours = [p for p in made.get("policies", []) if p.get("exp_name") == row]
+    ours = played(row, made)
     random = next((p["mean"] for p in made.get("policies", []) if p["policy"] == "random"), None)
-    if row != "td3bc" or not ours or random is None:
+    if row != "td3bc" or ours is None or random is None:
         return None
-    flips, cost = ([p["mean"][k] for p in ours] for k in ("flip_share", "control_cost_mean"))
-    return dict(seeds=[p.get("seed") for p in ours], flips=flips, cost=cost, random=random,
+    flips, cost = ours["flip_share"], ours["control_cost_mean"]
+    return dict(seeds=ours["seeds"], flips=flips, cost=cost, random=random,
                 both=max(flips) < random["flip_share"] and max(cost) < random["control_cost_mean"],
-                same=all(p.get("seed") in stored and abs(p.get("last10_score", np.inf) - stored[p["seed"]]) < 1e-6
-                         for p in ours))  # fmt: skip
+                same=all(s in stored and abs(x - stored[s]) < 1e-6 for s, x in zip(ours["seeds"], ours["last10"])))  # fmt: skip
 
 
 def jump_episodes(made: dict) -> dict | None:
