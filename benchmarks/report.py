@@ -257,14 +257,15 @@ def run_hours(runs: dict) -> str:
 
 
 def jump_ensemble(rows: dict, seed: int) -> dict:
-    """The ensemble files the seed's model-based runs rolled out in ({file: [rows]}: our config.json's `_dynamics`,
+    """The ensemble files the seed's model-based runs rolled out in ({(file, MSE): [rows]}: our config.json's `_dynamics`,
     the official code's `dynamics`), and the fit from metrics.csv's row 0."""
     files, fits = {}, []
     for row, _, _ in JUMP_ROWS:
         run = rows.get(row, {}).get(seed)
         d = run and (run["config"].get("_dynamics") or run["config"].get("dynamics"))
         if d and not str(d.get("source", "")).startswith("none"):  # official_td3bc: "none (no model)"
-            files.setdefault((d.get("run_dynamics") or d).get("path") or f"{short(row)}'s own fit", []).append(short(row))  # fmt: skip
+            f = d.get("run_dynamics") or d  # a refit under the same cache key on another CPU: same path, other MSE
+            files.setdefault((f.get("path") or f"{short(row)}'s own fit", f.get("holdout_mse")), []).append(short(row))
             m = run["metrics"][0]
             fits += [dict(cap=run["config"].get("dynamics_max_epochs"), epochs=float(m["dynamics/epochs"]),
                           hours=float(m["dynamics/fit_seconds"]) / 3600, mse=float(m["dynamics/holdout_mse"]))

@@ -533,6 +533,19 @@ def test_the_jump_page_names_the_seeds_ensemble_from_the_runs_that_rolled_out_in
         said + "**not shared**: MOPO in `/elsewhere/other.pt`; ORPO, π^o trained and ORPO, π^o untrained and ORPO, "
         "the official code in" in page
     )
+    # a refit under the same cache key on another CPU: the same path, another ensemble (its holdout MSE tells)
+    configs["mopo"]["_dynamics"]["path"] = cache
+    for row in ("orpo", "mopo", "orpo_untrained"):
+        configs[row]["_dynamics"]["holdout_mse"] = 0.08047
+    configs["official_orpo"]["dynamics"]["run_dynamics"]["holdout_mse"] = 0.07123
+    for row, config in configs.items():
+        (results / "jump" / report.JUMP / row / "seed1" / "config.json").write_text(json.dumps(config))
+    page = jump_page(results)
+    assert (
+        said + "**not shared**: MOPO and ORPO, π^o trained and ORPO, π^o untrained in `/runs/dynamics_cache/k.pt` "
+        "(elites' mean holdout MSE 0.0805); ORPO, the official code in `/runs/dynamics_cache/k.pt` (elites' mean "
+        "holdout MSE 0.0712)" in page
+    )
 
 
 def test_the_jump_page_gives_each_runs_hours_with_its_machine_and_threads():
