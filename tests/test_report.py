@@ -475,6 +475,20 @@ def test_the_jump_page_says_how_far_an_unfinished_fit_has_come_from_ensembles_js
     assert "the converged fit itself is gone with its machine, so a new row of this seed refits it" in line
     line = page[page.index("The shared ensemble of seed 2") :].split(").", 1)[0]
     assert "gone" not in line
+    # a converged refit after the fit was gone: the line names it; one not converged yet leaves the line as it was
+    refit = done | {"epochs": "0-120 (refit)", "device": "Intel Xeon, 2 cores (a new machine)"}
+    path.write_text(json.dumps(lost | {"seed3": {"fit": [done, refit], "gone": "x"}}))
+    page = " ".join(jump_page(results).split())
+    line = page[page.index("The shared ensemble of seed 3") :].split(").", 1)[0]
+    assert (
+        "its first converged fit is gone with its machine, and a refit of the same recipe converged after 120 "
+        "epochs on Intel Xeon, 2 cores, where it lasts as long as that machine"
+        in line
+        and "new row" not in line
+    )
+    path.write_text(json.dumps(lost | {"seed3": {"fit": [done, refit | {"status": "not converged"}], "gone": "x"}}))
+    page = " ".join(jump_page(results).split())
+    assert "gone with its machine, so a new row of this seed refits it" in page[page.index("seed 3 (cache") :][:900]
     # a seed whose fit is under way and has no runs yet: the ensemble's line says so; "an earlier fit" only if one was lost
     path.write_text(json.dumps({"seed9": {"cache_key": "k9", "fit": [fit | {"status": "not converged yet"}]}}))
     page = " ".join(jump_page(results).split())
