@@ -574,7 +574,9 @@ def make_eval_envs(env_id: str, n: int):
 
 def evaluate(act, envs, seed: int, reward_fn=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """plumbing.evaluate's loop, with the episode lengths the peer's logs record: (returns, lengths, first obs);
-    reward_fn(next_obs, action, info), if given, replaces the env's reward."""
+    reward_fn(next_obs, action, info), if given, replaces the env's reward. Not plumbing.evaluate itself: that casts
+    the observations to float32 first, while the peers' own _evaluate hands select_action the env's float64 ones (their
+    scaler standardises them in float64: mb_policy_trainer.py L170, td3bc.py L77)."""
     obs, _ = envs.reset(seed=seed)
     first_obs, n = obs.copy(), envs.num_envs
     returns, lengths, running = np.zeros(n), np.zeros(n, dtype=int), np.ones(n, dtype=bool)
@@ -618,8 +620,8 @@ def eval_policy(policy, task: str):
 
 
 def export_policy(policy, task: str, obs: np.ndarray, path: str) -> str:
-    """The peer's final policy as our policy.pt (datasets/collect.py's load_policy), where its actor is a deterministic
-    MLP (the official TD3+BC Actor: Linear-ReLU layers, max·tanh) on its scaler's standardised observations; written
+    """The peer's final policy as our policy.pt, written by plumbing.export_policy where its actor is a deterministic
+    MLP (the official TD3+BC Actor: Linear-ReLU layers, max·tanh) on its scaler's standardised observations; kept
     only if on `obs` its actions equal the peer's evaluation actions (eval_policy). Returns what was done, in words."""
     import torch
 
@@ -628,19 +630,19 @@ def export_policy(policy, task: str, obs: np.ndarray, path: str) -> str:
     linears = [m for m in actor.modules() if isinstance(m, torch.nn.Linear)] if is_module else []
     if not linears or not hasattr(actor, "_max"):
         return "no policy.pt: the peer's actor is not a deterministic MLP"
-    obs_dim = int(linears[0].in_features)  # their MLP's sizes are numpy ints (np.prod): plain ints in the file
+    layers = [torch.nn.Linear(int(m.in_features), int(m.out_features)) for m in linears]  # theirs: numpy-int sizes
+    for m, new in zip(linears, layers):
+        new.load_state_dict(m.state_dict())
+    obs_dim = layers[0].in_features
     mean, std = (np.zeros(obs_dim), np.ones(obs_dim)) if scaler is None else (scaler.mu, scaler.std)
-    saved = {
-        "kind": "deterministic_mlp", "obs_dim": obs_dim, "act_dim": int(linears[-1].out_features),
-        "hidden_dims": [int(m.out_features) for m in linears[:-1]], "max_action": float(actor._max),
-        "obs_mean": torch.as_tensor(np.reshape(mean, -1), dtype=torch.float32),
-        "obs_std": torch.as_tensor(np.reshape(std, -1), dtype=torch.float32),
-        "state_dict": {f"{2 * i}.{k}": v.detach().cpu() for i, m in enumerate(linears) for k, v in m.state_dict().items()},
-    }  # fmt: skip
+    row = lambda v: torch.as_tensor(np.reshape(v, -1), dtype=torch.float32)
+    net = torch.nn.Sequential(*[x for new in layers for x in (new, torch.nn.ReLU())][:-1])  # plumbing's Actor.net
+    actor_like = types.SimpleNamespace(net=net, kind="deterministic_mlp", max_action=float(actor._max),
+                                       obs_norm=types.SimpleNamespace(mean=row(mean), std=row(std)))  # fmt: skip
     tmp = path + ".check.pt"
-    torch.save(saved, tmp)
+    plumbing.export_policy(actor_like, tmp)
     try:
-        ours = algorithm("collect", "datasets").load_policy(tmp, obs_dim, saved["act_dim"])(obs)
+        ours = algorithm("collect", "datasets").load_policy(tmp, obs_dim, layers[-1].out_features)(obs)
         theirs = eval_policy(policy, task)[0](obs)
         gap = float(np.abs(np.asarray(ours, dtype=np.float64) - theirs).max())
         if not gap < 1e-4:
