@@ -486,6 +486,15 @@ def test_the_jump_page_says_how_far_an_unfinished_fit_has_come_from_ensembles_js
         in line
         and "new row" not in line
     )
+    path.write_text(json.dumps(lost | {"seed3": {"fit": [done, refit], "gone": "x", "refit_gone": "x"}}))  # it went too
+    page = " ".join(jump_page(results).split())
+    line = page[page.index("The shared ensemble of seed 3") :].split(").", 1)[0]
+    assert (
+        "converged after 120 epochs on Intel Xeon, 2 cores, and that refit is gone with its machine too, so a new "
+        "row of this seed refits it again"
+        in line
+        and "lasts as long" not in line
+    )
     path.write_text(json.dumps(lost | {"seed3": {"fit": [done, refit | {"status": "not converged"}], "gone": "x"}}))
     page = " ".join(jump_page(results).split())
     assert "gone with its machine, so a new row of this seed refits it" in page[page.index("seed 3 (cache") :][:900]
