@@ -28,6 +28,7 @@ import toolbox  # noqa: E402  (the scripts' one error type, flags and command li
 from toolbox import UsageError, UserError, replace_atomically  # noqa: E402
 import plumbing  # noqa: E402  (on sys.path through toolbox: its flag checks)
 import runinfo  # noqa: E402  (the runs' provenance, as compare.py and report.py show it)
+import pages  # noqa: E402  (the page's Jinja2 template)
 
 CUTS = {"baseline": None,  # compare.py's runs: 5,000 start states, fit capped at 20 epochs
         "starts50k": ["--rollout-batch-size", "50000", "--dynamics-max-epochs", "20"],
@@ -151,76 +152,74 @@ def holdout_mse(runs: dict, row: str, cut: str) -> float | None:
     return float(fit["dynamics/holdout_mse"]) if fit else None
 
 
+def draw(runs: dict, args: Args) -> None:
+    """Score and Q by epoch, a line per run: colour by row, style by cut."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    styles = {"baseline": "-", "starts50k": "--", "uncapped": ":"}
+    for (row, cut), r in runs.items():
+        for ax, key in zip(axes, ("score", "q")) if r is not None else ():
+            keep = ~np.isnan(r[key])
+            ax.plot(r["epoch"][keep], r[key][keep], styles[cut], color="C0" if row == "mopo" else "C3",
+                    label=f"{LABELS[row]}, {cut}")  # fmt: skip
+    axes[0].set(
+        xlabel="epoch (1000 gradient steps)", ylabel="D4RL normalised score", title=f"{args.env}, seed {args.seed}"
+    )
+    axes[1].set(xlabel="epoch (1000 gradient steps)", ylabel="mean Q on training batches", yscale="symlog")
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    replace_atomically(args.out + ".png", lambda tmp: fig.savefig(tmp, dpi=110), suffix=".tmp.png")
+
+
+def who(keys: list, finished: list) -> str:
+    """The runs a note holds for: every run, every run of a row, or each by name."""
+    if len(keys) == len(finished):
+        return "every run"
+    parts = []
+    for row in ROWS:
+        mine = [cut for r, cut in keys if r == row]
+        if mine and len(mine) == sum(r == row for r, _ in finished):
+            parts.append(f"every {LABELS[row]} run")
+        else:
+            parts += [f"{LABELS[row]} ({CUT_LABELS[cut]})" for cut in mine]
+    return "; ".join(parts)
+
+
 def report(args: Args, made_by: str | None = None, figure: bool = True) -> str:
-    """The budget page (args.out.md) and figure (args.out.png); `made_by`: the sentence that says how the page is
-    made (default: this script's --report-only)."""
+    """The budget page (args.out.md, from templates/budget.md.j2) and figure (args.out.png); `made_by`: the sentence
+    that says how the page is made (default: this script's --report-only)."""
     runs = load_all(args)
     if not any(runs.values()):
         raise UserError(f"no finished run in {args.results} or {args.baseline}; run without --report-only first")
     made_by = made_by or (f"Made by `python benchmarks/budget.py --report-only` from `{os.path.relpath(args.results)}/` "
                           f"and the baseline runs in `{os.path.relpath(args.baseline)}/`.")  # fmt: skip
-    lines = ["# What the CPU budget cut costs", "", f"{made_by} {args.env}, seed {args.seed} (**one seed**: no interval), 50 epochs × 1000 gradient steps, 5 "
-        "evaluation episodes, the dataset's presets. Last-10: mean D4RL score of the last 10 evaluations; Q: the "
-        "critic's mean Q on its training batches (`losses/q`; for ORPO π^p's), mean over the last 10 epochs.", "",
-        "| row | start states | ensemble fit | holdout MSE | last-10 score | final | Q, last 10 | Q, max | hours | device |",
-        "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
-    if figure:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    styles = {"baseline": "-", "starts50k": "--", "uncapped": ":"}
-    notes: dict[str, list[str]] = {}
+    table, notes = [], {}
     for (row, cut), r in runs.items():
         if r is None:
-            lines.append(f"| {LABELS[row]} | {cut} | not finished | | | | | | | |")
+            table.append([LABELS[row], cut, "not finished", *[""] * 7])
             continue
-        s, fit = r["summary"], r["fit"]
+        s, fit, mse = r["summary"], r["fit"], holdout_mse(runs, row, cut)
         how = f"capped at {r['cap']} epochs" if r["cap"] else "early stopping only"
         how = f"{how}, {fit['dynamics/epochs']} epochs" if fit else f"{how} (loaded from its seed's other run)"
-        mse = holdout_mse(runs, row, cut)
         q = r["q"][~np.isnan(r["q"])]
-        lines.append(f"| {LABELS[row]} | {r['starts']:,} | {how} | {'(loaded)' if mse is None else f'{mse:.4f}'} | "
-                     f"{s['last10_score']:.1f} | {s['normalized_score']:.1f} | {q[-10:].mean():.1f} | {q.max():.1f} | "
-                     f"{s['wall_seconds'] / 3600:.2f} | {s['device_name']} |")  # fmt: skip
+        table.append([LABELS[row], f"{r['starts']:,}", how, "(loaded)" if mse is None else f"{mse:.4f}",
+                      f"{s['last10_score']:.1f}", f"{s['normalized_score']:.1f}", f"{q[-10:].mean():.1f}",
+                      f"{q.max():.1f}", f"{s['wall_seconds'] / 3600:.2f}", s["device_name"]])  # fmt: skip
         for note in r["notes"]:
             notes.setdefault(note, []).append((row, cut))
-        if figure:
-            color = "C0" if row == "mopo" else "C3"
-            label = f"{LABELS[row]}, {cut}"
-            keep = ~np.isnan(r["score"])
-            axes[0].plot(r["epoch"][keep], r["score"][keep], styles[cut], color=color, label=label)
-            keep = ~np.isnan(r["q"])
-            axes[1].plot(r["epoch"][keep], r["q"][keep], styles[cut], color=color, label=label)
-    if notes:
-        finished = [key for key, r in runs.items() if r is not None]
-
-        def who(keys: list) -> str:
-            """The runs a note holds for: every run, every run of a row, or each by name."""
-            if len(keys) == len(finished):
-                return "every run"
-            parts = []
-            for row in ROWS:
-                mine = [cut for r, cut in keys if r == row]
-                if mine and len(mine) == sum(r == row for r, _ in finished):
-                    parts.append(f"every {LABELS[row]} run")
-                else:
-                    parts += [f"{LABELS[row]} ({CUT_LABELS[cut]})" for cut in mine]
-            return "; ".join(parts)
-
-        lines += ["", "Runs (each run's config.json and summary.json, and the provenance.json stored beside older runs):",
-                  "", *(f"- {who(keys)}: {note}." for note, keys in notes.items())]  # fmt: skip
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     if figure:
-        axes[0].set(xlabel="epoch (1000 gradient steps)", ylabel="D4RL normalised score",
-                    title=f"{args.env}, seed {args.seed}")  # fmt: skip
-        axes[1].set(xlabel="epoch (1000 gradient steps)", ylabel="mean Q on training batches", yscale="symlog")
-        axes[0].legend(fontsize=7)
-        fig.tight_layout()
-        replace_atomically(args.out + ".png", lambda tmp: fig.savefig(tmp, dpi=110), suffix=".tmp.png")
-    md = "\n".join(lines) + f"\n\n![score and Q]({os.path.basename(args.out)}.png)\n"
+        draw(runs, args)
+    finished = [key for key, r in runs.items() if r is not None]
+    head = ["row", "start states", "ensemble fit", "holdout MSE", "last-10 score", "final", "Q, last 10", "Q, max",
+            "hours", "device"]  # fmt: skip
+    md = pages.render("budget.md.j2", None, made_by=made_by, env=args.env, seed=args.seed,
+                      table="\n".join(runinfo.md_table(head, table)), figure=os.path.basename(args.out) + ".png",
+                      notes={note: who(keys, finished) for note, keys in notes.items()})  # fmt: skip
     toolbox.write_text(args.out + ".md", md)
     return md
 

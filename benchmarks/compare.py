@@ -49,6 +49,7 @@ from toolbox import UsageError, replace_atomically, unwritable_folder, write_jso
 import plumbing  # noqa: E402  (on sys.path through toolbox: its flag checks)
 import runinfo  # noqa: E402  (the runs' provenance, as budget.py and report.py show them)
 import stats  # noqa: E402  (every interval and verdict, on scipy)
+import pages  # noqa: E402  (the page's Jinja2 template)
 
 # row: (kind, script or peer name, extra flags, label)
 # a diagnostic on halfcheetah-jump-hard, not a row of the comparison: the official code with its TD3+BC update's action
@@ -605,7 +606,7 @@ def run_means(metrics: list[dict], shared: Optional[list[dict]]) -> dict[str, fl
     return out
 
 
-def diagnostics(ours: dict, theirs: dict, fitted: dict, min_relative: float) -> list[str]:
+def diagnostics(ours: dict, theirs: dict, fitted: dict, min_relative: float) -> str:
     """The quantities both rows log (the same definitions: docs/peers.md), in the pipeline's order, each a mean over
     the run's epochs and then over seeds [range over seeds]; a quantity separates the rows when the ranges are
     disjoint and the means differ by more than `min_relative` of the larger (narrow ranges part over differences too
@@ -631,8 +632,8 @@ def diagnostics(ours: dict, theirs: dict, fitted: dict, min_relative: float) -> 
         table.append([k, *cells, f"{100 * relative:+.1f} %", "**yes**" if apart else "no"])
     found = f"the first quantity that separates them: **{first}**" if first else "no quantity separates them"
     head = ["quantity (mean over epochs)", f"ours [range over {seeds}]", "theirs", "ours − theirs", "separates"]
-    return [f"In the pipeline's order ({', '.join(DIAGNOSTIC_ORDER)}), {found}.", "", *runinfo.md_table(head, table),
-            ""]  # fmt: skip
+    return "\n".join([f"In the pipeline's order ({', '.join(DIAGNOSTIC_ORDER)}), {found}.", "",
+                      *runinfo.md_table(head, table)])  # fmt: skip
 
 
 verdict = stats.verdict  # the equivalence test of a pair (stats.py): agree, differ or undecided at ±δ
@@ -722,124 +723,83 @@ def row_notes(runs: dict) -> list[str]:
     return [f"{which(seeds)}: {note}" for note, seeds in by_note.items()]
 
 
+def draw(data: dict, out: str, steps_per_epoch: int) -> None:
+    """The comparison's figure: per dataset, each row's mean curve over seeds with its range as a band."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(data), figsize=(6.5 * len(data), 4.4), squeeze=False)
+    for ax, (ds, entry) in zip(axes[0], data.items()):
+        for row, s in entry["rows"].items():
+            steps = s["epochs"] * steps_per_epoch
+            (line,) = ax.plot(steps, s["ys"].mean(0), label=f"{ROWS[row][3]} ({runinfo.count_word(len(s['x']))})",
+                              linestyle="--" if ROWS[row][0] == "peer" else "-")  # fmt: skip
+            ax.fill_between(steps, *runinfo.seed_range(s["ys"]), alpha=0.15, color=line.get_color())
+        if (behaviour := entry["dataset"].get("behavior_normalized_score")) is not None:
+            ax.axhline(behaviour, color="grey", linewidth=0.8, linestyle=":", label="behaviour policy")
+        raw = any(r["raw"] for runs in entry["runs"].values() for r in runs.values())
+        ax.set(title=ds, xlabel="gradient steps", ylabel="return (raw)" if raw else "D4RL normalised score")
+        ax.legend(fontsize=7)
+    fig.suptitle("Learning curves: ours (solid) and the authors' code (dashed), same data, seeds and evaluation; "
+                 "mean over seeds, band: range over seeds", fontsize=9)  # fmt: skip
+    fig.tight_layout()
+    replace_atomically(out + ".png", lambda tmp: fig.savefig(tmp, dpi=110), suffix=".tmp.png")
+
+
+def page_numbers(entry: dict, min_relative: float) -> dict:
+    """One dataset's section of the page (templates/compare.md.j2): its row table, provenance notes and pairs."""
+    a, table, notes = entry["dataset"], [], []
+    for row, s in entry["rows"].items():
+        seeds = ", ".join(f"{seed}: {v:.1f}" for seed, v in zip(s["seeds"], s["x"]))
+        table.append([ROWS[row][3], len(s["x"]), int(s["epochs"][-1]) if len(s["epochs"]) else 0, f"{s['mean']:.1f}",
+                      interval(*s["range"], len(s["x"])), interval(*s["t"], len(s["x"])), seeds, f"{s['final']:.1f}",
+                      f"{np.mean(list(s['hours'].values())):.2f}", "; ".join(s["devices"])])  # fmt: skip
+        notes += [f"{ROWS[row][3]}, {note}" for note in row_notes(entry["runs"][row])]
+    configs = [r["config"] for runs in entry["runs"].values() for r in runs.values()]
+    revisions = sorted({str(c.get("_git_revision"))[:10] for c in configs} - {"None"})
+    unrecorded = sum(not c.get("_git_revision") for c in configs)
+    code = [f"code revision {', '.join(revisions)}"] if revisions else []
+    code += [f"code revision not recorded by {unrecorded} run{'s' * (unrecorded > 1)} (their provenance.json "
+             "names the commit that stored them)"] if unrecorded else []  # fmt: skip
+    pairs = {}
+    for (ours, theirs), p in entry["pairs"].items():
+        p = dict(p)
+        tasks = {str(r["config"].get("task")) for r in entry["runs"][theirs].values()}
+        if theirs == "official_orpo" and any(not t.startswith(("hopper", "walker2d")) for t in tasks):
+            p["said"] += (" Not matched, as no flag sets it: off hopper and walker2d run_orpo.py standardises the "
+                          "observations before its ensemble fit, so its model, holdout MSE and u are in standardised "
+                          "units (docs/peers.md, item 7).")  # fmt: skip
+        fitted = {seed: r["metrics"] for seed, r in entry["runs"].get(SHARE_FROM, {}).items()}
+        p["quantities"] = diagnostics(entry["runs"][ours], entry["runs"][theirs], fitted, min_relative)
+        pairs[(ours, theirs)] = p
+    behaviour = a.get("behavior_normalized_score")
+    return dict(file=a.get("file"), transitions=a.get("transitions", "?"), rows=entry["rows"], notes=notes,
+                behaviour_return=a.get("behavior_mean_return", float("nan")), code=code, pairs=pairs,
+                behaviour=behaviour if behaviour is None else round(behaviour, 1), contrasts=entry["contrasts"],
+                table="\n".join(runinfo.md_table(ROW_HEAD, table)))  # fmt: skip
+
+
 def report(args: Args, made_by: Optional[str] = None, figure: bool = True) -> str:
-    """The comparison's page (args.out.md) and figure (args.out.png) from args.results alone; `made_by`: the sentence
-    that says how the page is made (default: this script's --report-only)."""
+    """The comparison's page (args.out.md, from templates/compare.md.j2) and figure (args.out.png) from args.results
+    alone; `made_by`: the sentence that says how the page is made (default: this script's --report-only)."""
     data = summarize(args.results, args.delta)
     if not data:
         raise UsageError(f"no finished run in {args.results}: run the comparison first (without --report-only)")
     made_by = (
         made_by or f"Made by `python benchmarks/compare.py --report-only --results {os.path.relpath(args.results)}`."
     )
-    t3 = stats.t_half_width(MIN_SEEDS)
-    lines = ["# Learning curves beside the authors' code", "", f"{made_by} Score: D4RL normalised score of the "
-        "evaluation after each epoch (the raw return on a dataset without reference returns, e.g. the jump tasks); "
-        "last-10: mean of the last 10 evaluations of a run. Intervals: a row's **range over its seeds** [min, max] "
-        f"and its **95 % Student-t** interval of the mean (mean ± t·sd/√n; ± {t3:.2f}·sd at {MIN_SEEDS} seeds); the "
-        "pairs' verdicts and the contrasts take the 95 % Student-t interval of the per-seed differences; the quantity "
-        "tables and the figure's bands show the range over seeds.", ""]  # fmt: skip
-    if figure:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, axes = plt.subplots(1, len(data), figsize=(6.5 * len(data), 4.4), squeeze=False)
-    for i, (ds, entry) in enumerate(data.items()):
-        a = entry["dataset"]
-        behaviour = a.get("behavior_normalized_score")
-        lines += [f"## {ds}", "", f"Data: `{a.get('file', ds)}`, {a.get('transitions', '?')} transitions, "
-            f"behaviour policy's mean return {a.get('behavior_mean_return', float('nan')):.1f} (normalised "
-            f"{behaviour if behaviour is None else round(behaviour, 1)}).", ""]  # fmt: skip
-        notes, table = [], []
-        for row, s in entry["rows"].items():
-            runs, n = entry["runs"][row], len(s["x"])
-            seeds = ", ".join(f"{seed}: {v:.1f}" for seed, v in zip(s["seeds"], s["x"]))
-            hours = np.mean(list(s["hours"].values()))
-            table.append([ROWS[row][3], n, int(s["epochs"][-1]) if len(s["epochs"]) else 0, f"{s['mean']:.1f}",
-                          interval(*s["range"], n), interval(*s["t"], n), seeds, f"{s['final']:.1f}", f"{hours:.2f}",
-                          "; ".join(s["devices"])])  # fmt: skip
-            notes += [f"- {ROWS[row][3]}, {note}." for note in row_notes(runs)]
-            if figure:
-                steps, ax = s["epochs"] * args.steps_per_epoch, axes[0][i]
-                (line,) = ax.plot(steps, s["ys"].mean(0), label=f"{ROWS[row][3]} ({runinfo.count_word(n)})",
-                                  linestyle="--" if ROWS[row][0] == "peer" else "-")  # fmt: skip
-                ax.fill_between(steps, *runinfo.seed_range(s["ys"]), alpha=0.15, color=line.get_color())
-        lines += runinfo.md_table(ROW_HEAD, table)
-        configs = [r["config"] for runs in entry["runs"].values() for r in runs.values()]
-        revisions = sorted({str(c.get("_git_revision"))[:10] for c in configs} - {"None"})
-        unrecorded = sum(not c.get("_git_revision") for c in configs)
-        code = [f"code revision {', '.join(revisions)}"] if revisions else []
-        code += [f"code revision not recorded by {unrecorded} run{'s' * (unrecorded > 1)} (their provenance.json "
-                 "names the commit that stored them)"] if unrecorded else []  # fmt: skip
-        lines += ["", "Runs (each run's config.json and summary.json, and the provenance.json stored beside older "
-                  f"runs): {'; '.join(code)}.", *(["", *notes] if notes else [])]  # fmt: skip
-        if figure:
-            ax = axes[0][i]
-            if behaviour is not None:
-                ax.axhline(behaviour, color="grey", linewidth=0.8, linestyle=":", label="behaviour policy")
-            raw = any(r["raw"] for runs in entry["runs"].values() for r in runs.values())
-            ax.set(title=ds, xlabel="gradient steps", ylabel="return (raw)" if raw else "D4RL normalised score")
-            ax.legend(fontsize=7)
-        lines += ["", "Verdicts (ours vs theirs), an equivalence test on d = ours − theirs, the last-10 scores "
-            f"paired by seed, with the margin δ = {args.delta:g} points of the score: **agree** when the 95 % "
-            f"Student-t interval of mean d (mean d ± t·sd(d)/√n over n seeds; ± {t3:.2f}·sd(d) at {MIN_SEEDS}) lies "
-            "inside ±δ; **differ** when it excludes 0 and |mean d| > δ; **undecided** otherwise, with fewer than "
-            f"{MIN_SEEDS} common seeds, or when the two rows' settings differ. δ is in points, not relative to "
-            "the behaviour policy's score: the normalised score already spans random (0) to expert (100) on every "
-            "dataset, and 10 % of a random-policy file's score (about 0) would let nothing agree. A logged quantity "
-            "separates a pair when its ranges over seeds are disjoint and the means differ by more than "
-            f"{100 * args.min_relative:g} % of the larger.", ""]  # fmt: skip
-        pair_tables = []
-        for ours, theirs in PAIRS + CONTRASTS:
-            s, o = entry["rows"].get(ours), entry["rows"].get(theirs)
-            if (ours, theirs) in entry["pairs"]:
-                p = entry["pairs"][(ours, theirs)]
-                said = p["said"]
-                tasks = {str(r["config"].get("task")) for r in entry["runs"][theirs].values()}
-                if theirs == "official_orpo" and any(not t.startswith(("hopper", "walker2d")) for t in tasks):
-                    said += (" Not matched, as no flag sets it: off hopper and walker2d run_orpo.py standardises "
-                             "the observations before its ensemble fit, so its model, holdout MSE and u are in "
-                             "standardised units (docs/peers.md, item 7).")  # fmt: skip
-                v, diff = p["verdict"], p["diff"]
-                notes = [f"ours − theirs {p['mean']:+.1f} [{p['lo']:+.1f}, {p['hi']:+.1f}] (95 % Student-t)"] if len(
-                    diff) >= 2 else []  # fmt: skip
-                if len(diff) < MIN_SEEDS:
-                    notes.append(f"fewer than {MIN_SEEDS} common seeds")
-                if not p["same"]:  # not like with like: no verdict on the implementations
-                    v = "undecided"
-                    notes.append("the settings differ")
-                notes.append(f"{len(diff)} seeds, δ = {args.delta:g}")
-                lines.append(f"- {ROWS[ours][3]} vs {ROWS[theirs][3]}: **{v}** (last-10 {s['mean']:.1f} vs "
-                             f"{o['mean']:.1f}; {'; '.join(notes)})")  # fmt: skip
-                fitted = {seed: r["metrics"] for seed, r in entry["runs"].get(SHARE_FROM, {}).items()}
-                pair_tables += [f"### {ROWS[ours][3]} vs {ROWS[theirs][3]}", "", said, ""]
-                if min(len(s["x"]), len(o["x"])) < MIN_SEEDS:
-                    pair_tables += [f"Fewer than {MIN_SEEDS} seeds per row: 'separates' below is a description, not a "
-                                    "test.", ""]  # fmt: skip
-                pair_tables += diagnostics(entry["runs"][ours], entry["runs"][theirs], fitted, args.min_relative)
-            elif (ours, theirs) in entry["contrasts"]:  # the same Student-t interval as the pairs'
-                p = entry["contrasts"][(ours, theirs)]
-                ci = (
-                    f"[{p['lo']:+.1f}, {p['hi']:+.1f}] (95 % Student-t)"
-                    if len(p["diff"]) >= 2
-                    else "(1 seed: no interval)"
-                )
-                lines.append(f"- {ROWS[ours][3]} − {ROWS[theirs][3]}, last-10, paired by seed: {p['mean']:+.1f} {ci} "
-                             f"({len(p['diff'])} seeds)")  # fmt: skip
-        lines.append("")
-        if pair_tables:
-            lines += ["Each pair quantity by quantity, ours vs theirs:", "", *pair_tables]
-    cpus = sorted({str(r["summary"].get("device_name")) for e in data.values() for runs in e["runs"].values()
-                   for r in runs.values()})  # fmt: skip
-    lines.append(f"Devices: {'; '.join(cpus)}.")
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     if figure:
-        fig.suptitle("Learning curves: ours (solid) and the authors' code (dashed), same data, seeds and evaluation; "
-                     "mean over seeds, band: range over seeds", fontsize=9)  # fmt: skip
-        fig.tight_layout()
-        replace_atomically(args.out + ".png", lambda tmp: fig.savefig(tmp, dpi=110), suffix=".tmp.png")
-    md = "\n".join(lines) + "\n" + f"\n![learning curves]({os.path.basename(args.out)}.png)\n"
+        draw(data, args.out, args.steps_per_epoch)
+    sets = {ds: page_numbers(entry, args.min_relative) | {"file": entry["dataset"].get("file", ds)}
+            for ds, entry in data.items()}  # fmt: skip
+    devices = sorted({str(r["summary"].get("device_name")) for e in data.values() for runs in e["runs"].values()
+                      for r in runs.values()})  # fmt: skip
+    md = pages.render("compare.md.j2", None, made_by=made_by, t3=stats.t_half_width(MIN_SEEDS), MIN=MIN_SEEDS,
+                      sets=sets, delta=args.delta, min_relative=args.min_relative, devices=devices,
+                      label={row: v[3] for row, v in ROWS.items()}, figure=os.path.basename(args.out) + ".png")  # fmt: skip
     write_text(args.out + ".md", md)
     return md
 

@@ -1,6 +1,6 @@
-"""Markdown pages from the Jinja2 templates in benchmarks/templates/ (report.py's results pages, scores.py's table):
-the builder computes the numbers, a template holds the prose (one paragraph a line, wrapped at `width`) and checks each
-relation a sentence states with `{% do holds(condition, "the sentence") %}`."""
+"""Markdown pages from the Jinja2 templates in benchmarks/templates/ (report.py's results pages, compare.py's and
+budget.py's pages, scores.py's table): the builder computes the numbers, a template holds the prose (one paragraph a
+line, wrapped at `width`) and checks each relation a sentence states with `{% do holds(condition, "the sentence") %}`."""
 
 import os
 import re

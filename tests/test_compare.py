@@ -346,7 +346,8 @@ def test_a_pair_agrees_inside_the_margin_and_differs_beyond_it(tmp_path, gaps, v
     want = np.mean([c[-10:].mean() for c in theirs])
     assert f"vs {want:.1f};" in line, (line, want)
     d = np.mean([b[-10:].mean() - t[-10:].mean() for b, t in zip(base, theirs)])
-    assert f"ours − theirs {d:+.1f} [" in line and "δ = 5)" in line, line
+    assert f"ours − theirs {d:+.1f} [" in line and f"{len(gaps)} seeds, δ = 5)" in line, line
+    assert ("fewer than 3 common seeds" in line) == (len(gaps) < 3), line  # why a 2-seed pair has no verdict
 
 
 def test_a_pair_run_with_other_settings_gets_no_verdict(tmp_path):
