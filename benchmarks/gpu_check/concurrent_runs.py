@@ -20,6 +20,10 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/, from any folder
+import runinfo  # noqa: E402  (md_table)
+import toolbox  # noqa: E402  (write_json, write_text: nothing written half)
+
 prefix, runs_dir, ks, flags = sys.argv[1], sys.argv[2], [int(k) for k in sys.argv[3].split()], sys.argv[5:]
 assert sys.argv[4] == "--", 'usage: concurrent_runs.py OUT_PREFIX RUNS_DIR "K ..." -- ORPO_FLAGS...'
 t0, limit, grace = time.time(), float(os.environ.get("STEP_LIMIT", "1e9")), float(os.environ.get("STEP_GRACE", "20"))
@@ -93,8 +97,7 @@ def run_config(k: int, mode: str, stop_at: float) -> dict:
 
 
 def write() -> str:
-    lines = [f"| K runs at once | mode | each run's epoch seconds ({steps} steps) | projected to 1000 steps | "
-             "aggregate run-epochs per hour (1000 steps) | wall seconds | note |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    table = []
     for c in out["configs"]:
         each = ", ".join(f"{r['epoch_seconds']:.3g}" for r in c["runs"]) or "-"
         proj = ", ".join(f"{r['projected_epoch_seconds']:.3g}" for r in c["runs"]) or "-"
@@ -102,13 +105,13 @@ def write() -> str:
         note = "; ".join(c["failed"] + (["cut at the step's time limit"] if c["cut"] else []))
         ignored = c["mode"] == "graphs" and c.get("device") != "cuda"
         mode = c["mode"] + (" (ignored off a GPU: eager)" if ignored else "")
-        lines.append(f"| {c['k']} | {mode} | {each} | {proj} | {rate} | {c['seconds']:.0f} | {note} |")
-    for k, mode in out["not_run"]:
-        lines.append(f"| {k} | {mode} | | | | | not run: the step's time ran out |")
-    md = "\n".join(lines) + "\n"
-    for ext, text in (("json", json.dumps(out, indent=1)), ("md", md)):
-        with open(f"{prefix}.{ext}", "w") as f:
-            f.write(text)
+        table.append([c["k"], mode, each, proj, rate, f"{c['seconds']:.0f}", note])
+    table += [[k, mode, "", "", "", "", "not run: the step's time ran out"] for k, mode in out["not_run"]]
+    head = ["K runs at once", "mode", f"each run's epoch seconds ({steps} steps)", "projected to 1000 steps",
+            "aggregate run-epochs per hour (1000 steps)", "wall seconds", "note"]  # fmt: skip
+    md = "\n".join(runinfo.md_table(head, table)) + "\n"
+    toolbox.write_json(out, f"{prefix}.json")
+    toolbox.write_text(f"{prefix}.md", md)
     return md
 
 

@@ -19,6 +19,7 @@ prefix, flags = sys.argv[1], sys.argv[3:]
 assert sys.argv[2] == "--", "usage: profile_steps.py OUT_PREFIX -- ORPO_FLAGS..."
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/, from any folder
 import toolbox  # noqa: E402  (the scripts' loader: plumbing.py beside the file, as `python algorithms/orpo.py` has it)
+import runinfo  # noqa: E402  (md_table)
 
 orpo = toolbox.algorithm("orpo")
 plumbing = sys.modules["plumbing"]
@@ -124,23 +125,20 @@ def profiled_run(mode: str) -> dict:
 
 out = {"runs": [profiled_run(mode) for mode in ("eager", "graphs")]}
 ms = lambda v: f"{v:.3g}"
-lines = ["| mode | device | update steps recorded | wall ms per step | device busy ms per step | device busy share | "
-         "device events per step | host ms per step (self, all ops) |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
-for r in out["runs"]:
-    s = r["steps"]
-    mode = r["mode"] + ("" if r["graphs"] or r["mode"] == "eager" else " (ignored off a GPU: eager)")
-    lines.append(f"| {mode} | {r['device']} | {s} | {ms(r['window_ms'] / s)} | {ms(r['device_busy_ms'] / s)} | "
-                 f"{r['device_busy_share']:.0%} | {r['device_events'] / s:.0f} | {ms(r['host_ms'] / s)} |")  # fmt: skip
+head = ["mode", "device", "update steps recorded", "wall ms per step", "device busy ms per step", "device busy share",
+        "device events per step", "host ms per step (self, all ops)"]  # fmt: skip
+lines = runinfo.md_table(head, [[
+    r["mode"] + ("" if r["graphs"] or r["mode"] == "eager" else " (ignored off a GPU: eager)"), r["device"], r["steps"],
+    ms(r["window_ms"] / r["steps"]), ms(r["device_busy_ms"] / r["steps"]), f"{r['device_busy_share']:.0%}",
+    f"{r['device_events'] / r['steps']:.0f}", ms(r["host_ms"] / r["steps"])] for r in out["runs"]])  # fmt: skip
 for r in out["runs"]:
     for kind, what in (("device_top", "device time (kernels)" if r["device"] == "cuda" else "time in aten ops"),
                        ("host_top", "host time (self CPU)")):  # fmt: skip
         lines += ["", f"{r['mode']}: the 15 ops with the most {what}, over {r['steps']} update steps:", ""]
-        lines += ["| op | calls | ms | µs per step |", "|---|---|---|---|"]
-        for e in r[kind]:
-            name = (e["name"] if len(e["name"]) <= 70 else e["name"][:67] + "...").replace("|", "/")  # a table cell
-            lines.append(f"| `{name}` | {e['calls']} | {ms(e['ms'])} | {ms(1e3 * e['ms'] / r['steps'])} |")
+        cell = lambda name: (name if len(name) <= 70 else name[:67] + "...").replace("|", "/")  # noqa: E731
+        lines += runinfo.md_table(["op", "calls", "ms", "µs per step"], [
+            [f"`{cell(e['name'])}`", e["calls"], ms(e["ms"]), ms(1e3 * e["ms"] / r["steps"])] for e in r[kind]])  # fmt: skip
 md = "\n".join(lines) + "\n"
 toolbox.write_json(out, prefix + ".json")
-with open(prefix + ".md", "w") as f:
-    f.write(md)
+toolbox.write_text(prefix + ".md", md)
 print(md)

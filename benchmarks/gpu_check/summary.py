@@ -7,6 +7,10 @@ import xml.etree.ElementTree as ET
 
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/, from any folder
+import runinfo  # noqa: E402  (md_table)
+import toolbox  # noqa: E402  (write_json, write_text: nothing written half)
+
 work, outdir, device, budget, epochs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 out = {"device": device, "budget_seconds": budget, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 with open(os.path.join(work, "steps.tsv")) as f:
@@ -160,13 +164,9 @@ lines.append(
     f"`bash benchmarks/gpu_check.sh{' --rehearse' if device == 'cpu' else ''}` in "
     f"{sum(s['seconds'] for s in out['steps']):.0f} s of its {budget} s budget."
 )
-lines += ["", "| phase | seconds | projected 1000-epoch hours |", "|---|---|---|"]
-for p in out.get("phases", []):
-    s = "" if p["seconds"] is None else f"{p['seconds']:.3g}"
-    lines.append(f"| {p['phase']} | {s} | {p['projected_1000_epoch_hours']:.3g} |")
-if not out.get("phases"):
-    why = "not run: GPU_CHECK_SKIP" if status.get("run") == "omitted" else "the run wrote no epoch"
-    lines.append(f"| ({why}) | | |")
+phases = [[p["phase"], "" if p["seconds"] is None else f"{p['seconds']:.3g}", f"{p['projected_1000_epoch_hours']:.3g}"]
+          for p in out.get("phases", [])] or [[f"({'not run: GPU_CHECK_SKIP' if status.get('run') == 'omitted' else 'the run wrote no epoch'})", "", ""]]  # fmt: skip
+lines += ["", *runinfo.md_table(["phase", "seconds", "projected 1000-epoch hours"], phases)]
 if "run" in out:
     r = out["run"]
     lines += ["", "The run: `algorithms/orpo.py --env local/hopper-random` (datasets/collect.py, Hopper-v4, random "
@@ -177,8 +177,8 @@ if "run" in out:
 rs = out["resume"]
 if status.get("resume") != "omitted":
     lines.append(f"Resume: from epoch {rs['from_epoch']} to {rs['to_epoch']} (status {rs['summary_status']}).")
-lines += ["", "| step | status | seconds | timeout |", "|---|---|---|---|"]
-lines += [f"| {s['name']} | {s['status']} | {s['seconds']:.0f} | {s['timeout']} |" for s in out["steps"]]
+steps = [[s["name"], s["status"], f"{s['seconds']:.0f}", s["timeout"]] for s in out["steps"]]
+lines += ["", *runinfo.md_table(["step", "status", "seconds", "timeout"], steps)]
 t = out.get("tests")
 if status.get("tests") == "omitted":
     lines += ["", "Tests: not run (GPU_CHECK_SKIP)."]
@@ -236,10 +236,8 @@ else:
     column += f"not measured (the concurrent step: {gone('concurrent')})"
 lines += ["", column]
 md = "\n".join(lines) + "\n"
-for name, text in (("gpu_check.md", md), ("gpu_check.json", json.dumps(out, indent=1, default=str))):
-    with open(os.path.join(outdir, name + ".tmp"), "w") as f:
-        f.write(text)
-    os.replace(os.path.join(outdir, name + ".tmp"), os.path.join(outdir, name))
+toolbox.write_text(os.path.join(outdir, "gpu_check.md"), md)
+toolbox.write_json(out, os.path.join(outdir, "gpu_check.json"), default=str)
 print(md)
 ran_on = {out.get("run", {}).get("device")} | {load(x, "summary.json").get("device") for x in (a, b) if x}
 ran_on.discard(None)
