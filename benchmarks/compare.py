@@ -748,7 +748,7 @@ def draw(data: dict, out: str, steps_per_epoch: int) -> None:
     replace_atomically(out + ".png", lambda tmp: fig.savefig(tmp, dpi=110), suffix=".tmp.png")
 
 
-def page_numbers(entry: dict, min_relative: float) -> dict:
+def page_numbers(ds: str, entry: dict, min_relative: float) -> dict:
     """One dataset's section of the page (templates/compare.md.j2): its row table, provenance notes and pairs."""
     a, table, notes = entry["dataset"], [], []
     for row, s in entry["rows"].items():
@@ -775,7 +775,7 @@ def page_numbers(entry: dict, min_relative: float) -> dict:
         p["quantities"] = diagnostics(entry["runs"][ours], entry["runs"][theirs], fitted, min_relative)
         pairs[(ours, theirs)] = p
     behaviour = a.get("behavior_normalized_score")
-    return dict(file=a.get("file"), transitions=a.get("transitions", "?"), rows=entry["rows"], notes=notes,
+    return dict(file=a.get("file", ds), transitions=a.get("transitions", "?"), rows=entry["rows"], notes=notes,
                 behaviour_return=a.get("behavior_mean_return", float("nan")), code=code, pairs=pairs,
                 behaviour=behaviour if behaviour is None else round(behaviour, 1), contrasts=entry["contrasts"],
                 table="\n".join(runinfo.md_table(ROW_HEAD, table)))  # fmt: skip
@@ -793,8 +793,7 @@ def report(args: Args, made_by: Optional[str] = None, figure: bool = True) -> st
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     if figure:
         draw(data, args.out, args.steps_per_epoch)
-    sets = {ds: page_numbers(entry, args.min_relative) | {"file": entry["dataset"].get("file", ds)}
-            for ds, entry in data.items()}  # fmt: skip
+    sets = {ds: page_numbers(ds, entry, args.min_relative) for ds, entry in data.items()}
     devices = sorted({str(r["summary"].get("device_name")) for e in data.values() for runs in e["runs"].values()
                       for r in runs.values()})  # fmt: skip
     md = pages.render("compare.md.j2", None, made_by=made_by, t3=stats.t_half_width(MIN_SEEDS), MIN=MIN_SEEDS,

@@ -125,6 +125,7 @@ def profiled_run(mode: str) -> dict:
 
 out = {"runs": [profiled_run(mode) for mode in ("eager", "graphs")]}
 ms = lambda v: f"{v:.3g}"
+cell = lambda name: (name if len(name) <= 70 else name[:67] + "...").replace("|", "/")  # an op's name as a table cell
 head = ["mode", "device", "update steps recorded", "wall ms per step", "device busy ms per step", "device busy share",
         "device events per step", "host ms per step (self, all ops)"]  # fmt: skip
 lines = runinfo.md_table(head, [[
@@ -135,7 +136,6 @@ for r in out["runs"]:
     for kind, what in (("device_top", "device time (kernels)" if r["device"] == "cuda" else "time in aten ops"),
                        ("host_top", "host time (self CPU)")):  # fmt: skip
         lines += ["", f"{r['mode']}: the 15 ops with the most {what}, over {r['steps']} update steps:", ""]
-        cell = lambda name: (name if len(name) <= 70 else name[:67] + "...").replace("|", "/")  # noqa: E731
         lines += runinfo.md_table(["op", "calls", "ms", "µs per step"], [
             [f"`{cell(e['name'])}`", e["calls"], ms(e["ms"]), ms(1e3 * e["ms"] / r["steps"])] for e in r[kind]])  # fmt: skip
 md = "\n".join(lines) + "\n"

@@ -164,8 +164,9 @@ lines.append(
     f"`bash benchmarks/gpu_check.sh{' --rehearse' if device == 'cpu' else ''}` in "
     f"{sum(s['seconds'] for s in out['steps']):.0f} s of its {budget} s budget."
 )
+why = "not run: GPU_CHECK_SKIP" if status.get("run") == "omitted" else "the run wrote no epoch"
 phases = [[p["phase"], "" if p["seconds"] is None else f"{p['seconds']:.3g}", f"{p['projected_1000_epoch_hours']:.3g}"]
-          for p in out.get("phases", [])] or [[f"({'not run: GPU_CHECK_SKIP' if status.get('run') == 'omitted' else 'the run wrote no epoch'})", "", ""]]  # fmt: skip
+          for p in out.get("phases", [])] or [[f"({why})", "", ""]]  # fmt: skip
 lines += ["", *runinfo.md_table(["phase", "seconds", "projected 1000-epoch hours"], phases)]
 if "run" in out:
     r = out["run"]
