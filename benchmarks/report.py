@@ -52,8 +52,9 @@ OFFICIAL_BUDGET = dict(epochs=1000, starts=50_000)
 # π^p's own batch share in the README's jump-hard command (README L76, peers.JUMP_FLAGS)
 README_SHARE = float(dict(zip(compare.peers.JUMP_FLAGS[::2], compare.peers.JUMP_FLAGS[1::2]))[
     "--final-policy-rollout-ratio-final"])  # fmt: skip
+# the method's contrasts, then each of our files beside the authors' script for the same column of the paper
 JUMP_CONTRASTS = (("orpo", "mopo"), ("orpo_untrained", "mopo"), ("orpo", "orpo_untrained"),
-                  ("orpo_untrained", "official_orpo"))  # fmt: skip
+                  ("orpo_untrained", "official_orpo"), ("mopo", "official_mopo"), ("td3bc", "official_td3bc"))  # fmt: skip
 
 
 @dataclass
@@ -314,7 +315,8 @@ def jump_numbers(results: str) -> dict:
         hours={r: run_hours(rows.get(r, {})) for r, _, _ in JUMP_ROWS}, ep=jump_episodes(made),
         sources=sorted({r["config"].get("dynamics", {}).get("source", "?") for r in official}),
         folded=any("folded" in r["summary"].get("dynamics_observations", "") for r in official),
-        contrasts=[dict(c, a=short(a), b=short(b)) for a, b in JUMP_CONTRASTS if (c := contrast(x, a, b))["n"]],
+        contrasts=[dict(c, a=short(a) + " (ours)" * short(b).startswith(short(a)), b=short(b)) for a, b in JUMP_CONTRASTS
+                   if (c := contrast(x, a, b))["n"]],
         dips=jump_dips(rows, attrs), budget={r: jump_budget(rows[r]) for r, _, _ in shown},
         missing=[(label, len(rows.get(r, {}))) for r, label, _ in JUMP_ROWS if len(rows.get(r, {})) < 3],
         converged=[max(map(int, p["best_member_holdout_mse"])) for s, e in seeds for p in e.get("fit", [])[-1:]

@@ -668,6 +668,25 @@ def test_a_jump_contrast_carries_compare_pys_verdict_from_3_seeds_on():
     assert c(1.0, 2.0, 3.0, 4.0, 5.0)["n"] == 4  # seed 5: A's alone
 
 
+def test_the_jump_page_sets_each_of_our_files_beside_the_authors_script_for_its_column(tmp_path):
+    """Ours − the authors' code for the paper's MOPO and TD3+BC columns, paired over the seeds both have, "(ours)"
+    marking our side where the two names would read alike."""
+    results = copy_results(tmp_path)
+    jump = results / "jump" / report.JUMP
+    for row, levels in {"mopo": (3000, 3100, 3200), "official_mopo": (2000, 2050, 2200), "td3bc": (700, 800, 900),
+                        "official_td3bc": (690, 810, 900)}.items():  # fmt: skip
+        for seed in jump.glob(f"{row}/seed[1-9]"):
+            if int(seed.name[4:]) not in (3, 4, 5):
+                shutil.rmtree(seed)
+        for seed, level in zip((3, 4, 5), levels):
+            plant(jump / row / f"seed{seed}" / "metrics.csv", "eval/return", level)
+    page = jump_page(results)
+    assert "- MOPO (ours) − MOPO, the authors' code, last-10 return paired by seed: +1016.7 [" in page
+    assert "] (95 % Student-t, 3 seeds): **differ**." in page
+    assert "- TD3+BC (ours) − TD3+BC, the authors' code, last-10 return paired by seed: +0.0 [" in page
+    assert "] (95 % Student-t, 3 seeds): **agree**." in page
+
+
 def test_the_readme_jump_line_gives_the_methods_contrasts_once_every_row_has_3_seeds(tmp_path):
     """Before every row has 3 seeds the line says "in progress" and gives no contrast; after, it drops that and gives
     ORPO − MOPO and π^o trained − untrained paired by seed, with compare.py's verdict."""
