@@ -3,7 +3,7 @@
     python benchmarks/compare.py --env local/hopper-medium --seeds 1 2 3 --epochs 50     # run (resumes), then report
     python benchmarks/compare.py --report-only                      # redraw runs/compare_results/compare.md from there
 
-Rows (--rows picks some; the last four only when named):
+Rows (--rows picks some; the last five only when named):
   orpo, orpo_untrained  algorithms/orpo.py, π^o trained (the paper's method) / --rollout-policy untrained (the
                   official code's: π^o never updated); mopo, td3bc: algorithms/mopo.py, td3bc.py
   kit_mopo        OfflineRL-Kit's MOPO, its run_mopo.py settings (benchmarks/peers.py)
@@ -13,6 +13,7 @@ Rows (--rows picks some; the last four only when named):
   official_orpo_readme  the official code with its README command's batch shares (on the jump task 0.05 / 0.05 / 0)
   official_td3bc, official_mopo  the official repository's run_td3bc.py / run_mopo.py, their halfcheetah-jump-hard
                   branches (run_mopo.py with the appendix's λp = 1, h = 5; its pair settings are mopo's)
+  official_td3bc_units  run_td3bc.py with its TD3+BC update's actions in one unit (the same diagnostic)
 
 Every row gets the same data file, seed, gradient steps, start states, evaluation episodes (same env, same start
 states) and reference returns; both sides of a pair get the same dataset settings (λp, u, h; ORPO's λo, h^o and batch
@@ -67,11 +68,12 @@ ROWS = {
     "official_orpo_readme": ("peer", "official-orpo", [], "ORPO (official code, README shares)"),
     "official_td3bc": ("peer", "official-td3bc", [], "TD3+BC (official code)"),
     "official_mopo": ("peer", "official-mopo", [], "MOPO (official code)"),
+    "official_td3bc_units": ("peer", "official-td3bc", ["--one-action-unit"], "TD3+BC (official code, one action unit)"),
 }  # fmt: skip
 # the rows a comparison runs only when --rows names them: the diagnostic and the official repository's other columns
-EXTRA_ROWS = (UNITS_ROW, "official_orpo_readme", "official_td3bc", "official_mopo")
+EXTRA_ROWS = (UNITS_ROW, "official_orpo_readme", "official_td3bc", "official_mopo", "official_td3bc_units")
 # rows whose code runs on halfcheetah-jump-hard only (peers.py: their run scripts' branches for it)
-JUMP_ROWS = (UNITS_ROW, "official_td3bc", "official_mopo")
+JUMP_ROWS = (UNITS_ROW, "official_td3bc", "official_mopo", "official_td3bc_units")
 # official_orpo_readme: the README's own batch shares for the task, whatever --settings gives official_orpo
 README_SHARES = ("real_ratio", "output_rollout_ratio", "real_ratio_o")
 PAIRS = [("mopo", "kit_mopo"), ("orpo_untrained", "official_orpo")]  # ours vs theirs: should agree
@@ -113,7 +115,7 @@ class Args:
     """where the datasets live (the algorithm files' --data-dir) (default: $D4RL_DATASET_DIR or ~/.d4rl/datasets)"""
     rows: tuple[str, ...] = tuple(r for r in ROWS if r not in EXTRA_ROWS)
     """rows to run and report, from: orpo orpo_untrained mopo td3bc kit_mopo official_orpo official_orpo_units
-    official_orpo_readme official_td3bc official_mopo (the last four only when named)"""
+    official_orpo_readme official_td3bc official_mopo official_td3bc_units (the last five only when named)"""
     seeds: tuple[int, ...] = field(default=(1, 2, 3), metadata={"range": "[0, 4294967296)"})
     """seeds; each row runs each seed"""
     epochs: int = field(default=50, metadata={"range": "[1, inf)"})
@@ -816,7 +818,7 @@ def check(args: Args) -> None:
         raise UsageError(f"unknown row {bad[0]!r}: choose from {' '.join(ROWS)}")
     for row in [r for r in JUMP_ROWS if r in args.rows]:
         if {task_of(args, d) for d in args.env} != {peers.JUMP_TASK}:  # the name, or a file named so
-            why = ("elsewhere the official code's actions are the env's" if row == UNITS_ROW
+            why = ("elsewhere the official code's actions are the env's" if "--one-action-unit" in ROWS[row][2]
                    else "its run script's branch for that task is what it runs")  # fmt: skip
             raise UsageError(f"--rows {row} runs on --env {peers.JUMP_TASK} only ({why}): drop it or the other --env")
     plumbing.check_args(args)  # every number in its field's range, every tuple given

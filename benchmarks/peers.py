@@ -73,6 +73,8 @@ TRAINERS = {
     "official-td3bc": ("MFPolicyTrainer", {"TD3BCPolicy": None}),  # no model, no rollouts
     "official-mopo": ("MBPolicyTrainer", {"MOPOPolicy": ""}),
 }  # fmt: skip
+# the peers whose TD3+BC update --one-action-unit hands the actor's units: the file of that update (offlinerlkit/policy/)
+TD3BC_LEARN = {"official-orpo": "model_based/oomi_td3bc.py", "official-td3bc": "model_free/td3bc.py"}
 DOMAINS = plumbing.DOMAINS  # D4RL's reference returns (d4rl/infos.py), as the algorithm files score with
 KINDS = ("medium-replay", "medium-expert", "full-replay", "medium", "random", "expert")  # longest match first
 # official-orpo: the paper's "Tuned hyper-parameters" table, as algorithms/orpo.py's PRESETS hold it (the LaTeX checks
@@ -172,9 +174,9 @@ class Args:
     in instead of fitting its own: written in its format to <run-dir>/peer_dynamics and given to its run script as
     --load-dynamics-path, which skips its fit (the sizes must be its ensemble's: 7 models, 5 elites, 4×200)"""
     one_action_unit: bool = False
-    """official-orpo on halfcheetah-jump-hard, a diagnostic and NOT the peer's code as written: its TD3+BC update gets
-    the batch's actions ÷3, so that its critic, target actions, actor and BC term all work in the actor's [-1, 1]
-    (docs/peers.md, "their TD3+BC mixes action units")"""
+    """official-orpo or official-td3bc on halfcheetah-jump-hard, a diagnostic and NOT the peer's code as written: its
+    TD3+BC update gets the batch's actions ÷3, so that its critic, target actions, actor and BC term all work in the
+    actor's [-1, 1] (docs/peers.md, "their TD3+BC mixes action units")"""
 
 
 def parse_args(argv=None) -> Args:
@@ -207,8 +209,9 @@ def parse_args(argv=None) -> Args:
         if not os.path.isfile(args.load_dynamics):
             raise UsageError(f"--load-dynamics {args.load_dynamics}: no such file; pass a run's dynamics.pt")
         args.load_dynamics = os.path.abspath(args.load_dynamics)
-    if args.one_action_unit and args.peer != "official-orpo":
-        raise UsageError(f"--one-action-unit changes official-orpo's TD3+BC update; {args.peer} has none: drop it")
+    if args.one_action_unit and args.peer not in TD3BC_LEARN:
+        raise UsageError(f"--one-action-unit changes a TD3+BC update (official-orpo's, official-td3bc's); {args.peer} "
+                         "has none: drop it")  # fmt: skip
     args.source = args.source or PEERS[args.peer]["source"]
     args.commit = args.commit or PEERS[args.peer]["commit"]
     return args
@@ -899,7 +902,8 @@ def instrument(peer: str, rec: Recorder, envs, cap, uncertainty_mode: str | None
 
         def learn_recorded(self, batch):
             if one_unit:  # D's and both rollouts' actions (actor·3) in the units of the actor that is trained on them
-                batch = {part: dict(b, actions=b["actions"] / self.action_scale) for part, b in batch.items()}
+                unit = lambda b: dict(b, actions=b["actions"] / self.action_scale)  # noqa: E731
+                batch = unit(batch) if "actions" in batch else {part: unit(b) for part, b in batch.items()}
             result = learn(self, batch)
             for k, v in result.items():
                 rec.add(f"learn/{k}", np.array([v]))
@@ -1045,8 +1049,8 @@ def main(argv=None) -> int:
          "is not run"),
         (task == JUMP_TASK, f"{os.path.basename(PEERS[args.peer]['script'])}'s get_dataset(args.dataset) returns the "
          f"file's arrays read here, the actions ×{scale:g} (their {task} data's convention)"),
-        (args.one_action_unit, "a diagnostic (--one-action-unit): its TD3+BC update (oomi_td3bc.py learn) gets the "
-         f"batch's actions ÷{scale:g}"),
+        (args.one_action_unit, f"a diagnostic (--one-action-unit): its TD3+BC update ({TD3BC_LEARN.get(args.peer)} "
+         f"learn) gets the batch's actions ÷{scale:g}"),
         (args.uncertainty_mode, f"the ensemble's uncertainty_mode is {args.uncertainty_mode} (the run script "
          "passes none)"),
         (args.dynamics_max_epochs, f"the ensemble fit is capped at {args.dynamics_max_epochs} epochs (not the peer's "

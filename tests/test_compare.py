@@ -567,6 +567,17 @@ def test_the_action_unit_diagnostic_is_the_official_row_plus_one_flag(tmp_path):
     assert units[:d] + units[d + 1 :] == official[:d] + official[d + 1 :] + ["--one-action-unit"]
     assert load_module("benchmarks/peers.py", "peers_for_units").parse_args(units[2:]).one_action_unit
     assert "official_orpo_units" not in compare.Args().rows
+    # run_td3bc.py's: the same flag on the official_td3bc row's command, jump-hard only
+    jump = str(tmp_path / "halfcheetah-jump-hard.hdf5")
+    args = compare.Args(env=(jump,), rows=("official_td3bc", "official_td3bc_units"), runs_dir=str(tmp_path / "runs"))
+    official, units = (
+        compare.command(args, compare.Task(jump, r, 2), ("halfcheetah-jump-hard", {})) for r in args.rows
+    )
+    d = units.index("--run-dir") + 1
+    assert units[:d] + units[d + 1 :] == official[:d] + official[d + 1 :] + ["--one-action-unit"]
+    assert "official_td3bc_units" not in compare.Args().rows
+    with pytest.raises(compare.UsageError, match="official_td3bc_units runs on --env halfcheetah-jump-hard only"):
+        compare.check(compare.Args(env=(path,), rows=("td3bc", "official_td3bc_units")))
 
 
 @pytest.mark.slow  # the slow tier: compare.py end to end

@@ -735,13 +735,20 @@ def test_the_official_baselines_run_the_jump_task_only(peers, hopper_file, tmp_p
             peers.dataset_flags(peer, "unused", "hopper-medium-v2")
 
 
-def test_one_action_unit_hands_their_td3bc_update_the_actors_units(peers, jump_file, tmp_path):
-    """--one-action-unit (a diagnostic of docs/peers.md's finding): the batches their TD3+BC update gets hold D's and
-    both rollouts' actions ÷3, in the tanh actor's [-1, 1]; the run says so in config.json."""
-    learned = spied_jump_run(jump_file, tmp_path, 1, 1, "--one-action-unit")[1]["learned"]
+@pytest.mark.parametrize("peer", ["official-orpo", "official-td3bc"])
+def test_one_action_unit_hands_their_td3bc_update_the_actors_units(peers, jump_file, tmp_path, peer):
+    """--one-action-unit (a diagnostic of docs/peers.md's finding): the batches their TD3+BC update gets (run_orpo.py's:
+    D's and both rollouts'; run_td3bc.py's: D's) hold actions ÷3, in the tanh actor's [-1, 1]; config.json says so."""
+    learned = spied_jump_run(jump_file, tmp_path, 1, 1, "--one-action-unit", peer=peer)[1]["learned"]
     assert len(learned) == 5 and 2 / 3 < learned.max() <= 1 + 1e-6, learned  # D's ×3 actions reach it ÷3
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["cli"]["one_action_unit"] and any("--one-action-unit" in r for r in config["replaced"])
+
+
+def test_one_action_unit_is_refused_where_there_is_no_td3bc_update(peers, jump_file):
+    for peer in ("official-mopo", "kit-mopo"):
+        with pytest.raises(peers.UsageError, match=f"--one-action-unit changes a TD3\\+BC update .*; {peer} has none"):
+            peers.parse_args(["--peer", peer, "--dataset-path", jump_file, "--run-dir", "x", "--one-action-unit"])
 
 
 # ----------------------------------------------------------------------------------------------------------------------
