@@ -326,6 +326,7 @@ def jump_numbers(results: str) -> dict:
                    if p.get("best_member_holdout_mse") and "not converged" in p.get("status", "")],
         lost=[(s, gone["at"]) for s, e in seeds for gone in e.get("lost", [])],
         units=jump_units(rows, policies, x), ensembles=[(s, e, jump_ensemble(rows, s)) for s, e in seeds],
+        td3bc_units=jump_td3bc_units(rows, x),
         # learned policies that never tipped over yet pay ≥ 90 % of the most control cost there is (0.1·6 a step)
         saturated=[p for p in policies if p["policy"] != "random" and p["mean"].get("flip_share", 1) < 5e-4
                    and p["mean"].get("control_cost_mean", 0) >= 0.54],
@@ -337,6 +338,18 @@ def jump_numbers(results: str) -> dict:
         README_SHARE=README_SHARE, OFFICIAL_BUDGET=OFFICIAL_BUDGET, JUMP=JUMP, JUMP_ROWS=JUMP_ROWS, DELTA=JUMP_DELTA,
         MIN_SEEDS=compare.MIN_SEEDS,
     )  # fmt: skip
+
+
+def jump_td3bc_units(rows: dict, x: dict) -> dict | None:
+    """run_td3bc.py's one-unit diagnostic (compare.py's official_td3bc_units) beside it as written and beside ours."""
+    row = "official_td3bc_units"
+    names = {row: "run_td3bc.py, one action unit (the diagnostic)", "official_td3bc": "run_td3bc.py, as written",
+             "td3bc": "TD3+BC (ours)"}  # fmt: skip
+    if not rows.get(row):
+        return None
+    pairs = [dict(c, a=names[a], b=names[b]) for a, b in ((row, "official_td3bc"), ("td3bc", row))
+             if (c := contrast(x, a, b))["n"]]  # fmt: skip
+    return dict(x=x[row], budget=jump_budget(rows[row]), hours=run_hours(rows[row]), pairs=pairs)  # fmt: skip
 
 
 def jump_units(rows: dict, made: list, x: dict) -> dict | None:

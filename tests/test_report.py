@@ -687,6 +687,29 @@ def test_the_jump_page_sets_each_of_our_files_beside_the_authors_script_for_its_
     assert "] (95 % Student-t, 3 seeds): **agree**." in page
 
 
+def test_run_td3bcs_one_unit_diagnostic_is_shown_once_it_has_runs(tmp_path):
+    """compare.py's official_td3bc_units: absent from the page without runs; with them, its last-10 by seed and the
+    diagnostic − run_td3bc.py as written and ours − the diagnostic, paired by seed."""
+    results = copy_results(tmp_path)
+    jump = results / "jump" / report.JUMP
+    assert "The same diagnostic on run_td3bc.py" not in jump_page(results)
+    for seed, level in zip((1, 2, 3), (700.0, 800.0, 900.0)):
+        shutil.copytree(jump / "official_td3bc" / f"seed{seed}", jump / "official_td3bc_units" / f"seed{seed}")
+        plant(jump / "official_td3bc_units" / f"seed{seed}" / "metrics.csv", "eval/return", level)
+    page = jump_page(results)
+    x = report.jump_runs(str(results))[1]
+    assert (
+        "**The same diagnostic on run_td3bc.py**" in page
+        and "Last-10 return by seed: 1: 700.0, 2: 800.0, 3: 900.0." in page
+    )
+    gain = report.contrast(x, "official_td3bc_units", "official_td3bc")
+    assert gain["n"] == 3 and gain["mean"] == pytest.approx(
+        800.0 - np.mean([x["official_td3bc"][s] for s in (1, 2, 3)])
+    )
+    line = f"- run_td3bc.py, one action unit (the diagnostic) − run_td3bc.py, as written, last-10 return paired by seed: {runinfo.signed(gain['mean'])} ["
+    assert line in page and "- TD3+BC (ours) − run_td3bc.py, one action unit (the diagnostic), last-10 return" in page
+
+
 def test_the_readme_jump_line_gives_the_methods_contrasts_once_every_row_has_3_seeds(tmp_path):
     """Before every row has 3 seeds the line says "in progress" and gives no contrast; after, it drops that and gives
     ORPO − MOPO and π^o trained − untrained paired by seed, with compare.py's verdict."""
