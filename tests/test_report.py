@@ -526,6 +526,8 @@ def test_the_jump_page_names_the_seeds_ensemble_from_the_runs_that_rolled_out_in
         "mopo": {"_dynamics": {"source": "loaded from the cache", "path": cache}, "dynamics_max_epochs": None},
         "orpo_untrained": {"_dynamics": {"source": "loaded from the cache", "path": cache}, "dynamics_max_epochs": None},
     }  # fmt: skip
+    for other in ("official_mopo", "official_orpo_readme"):  # stored runs of seed 1 that load the real ensemble
+        shutil.rmtree(results / "jump" / report.JUMP / other / "seed1", ignore_errors=True)
     for row, config in configs.items():
         dst = results / "jump" / report.JUMP / row / "seed1"
         shutil.rmtree(dst, ignore_errors=True)  # a stored run of the row: replaced by the dressed one
