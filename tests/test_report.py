@@ -694,7 +694,9 @@ def test_run_td3bcs_one_unit_diagnostic_is_shown_once_it_has_runs(tmp_path):
     diagnostic − run_td3bc.py as written and ours − the diagnostic, paired by seed."""
     results = copy_results(tmp_path)
     jump = results / "jump" / report.JUMP
-    assert "The same diagnostic on run_td3bc.py" not in jump_page(results)
+    shutil.rmtree(jump / "official_td3bc_units", ignore_errors=True)  # the stored runs: this case plants its own
+    page = jump_page(results)
+    assert "The same diagnostic on run_td3bc.py" not in page and "--rows official_td3bc_units" not in page
     for seed, level in zip((1, 2, 3), (700.0, 800.0, 900.0)):
         shutil.copytree(jump / "official_td3bc" / f"seed{seed}", jump / "official_td3bc_units" / f"seed{seed}")
         plant(jump / "official_td3bc_units" / f"seed{seed}" / "metrics.csv", "eval/return", level)
@@ -710,6 +712,7 @@ def test_run_td3bcs_one_unit_diagnostic_is_shown_once_it_has_runs(tmp_path):
     )
     line = f"- run_td3bc.py, one action unit (the diagnostic) − run_td3bc.py, as written, last-10 return paired by seed: {runinfo.signed(gain['mean'])} ["
     assert line in page and "- TD3+BC (ours) − run_td3bc.py, one action unit (the diagnostic), last-10 return" in page
+    assert "--rows official_td3bc_units --seeds 1 2 3 \\\n    --epochs 100 --runs-dir runs/jump" in page  # its command
 
 
 def test_the_readme_jump_line_gives_the_methods_contrasts_once_every_row_has_3_seeds(tmp_path):
