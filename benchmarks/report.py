@@ -333,7 +333,8 @@ def jump_numbers(results: str) -> dict:
         # docs/results.md's line: the finished rows, the method's contrasts once complete, the units diagnostic
         summary=dict(done=[(named(r), list(x[r].values())) for r, _, _ in JUMP_ROWS if rows.get(r)], complete=complete,
                      pairs=[contrast(x, "orpo", b) for b in ("mopo", "orpo_untrained")] if complete else [],
-                     units=list(x.get(compare.UNITS_ROW, {}).values()), official=[(named(r), list(x[r].values()))
+                     units=list(x.get(compare.UNITS_ROW, {}).values()),
+                     td3bc_units=list(x.get("official_td3bc_units", {}).values()), official=[(named(r), list(x[r].values()))
                      for r in ("official_orpo", "official_orpo_readme") if rows.get(r)]),
         README_SHARE=README_SHARE, OFFICIAL_BUDGET=OFFICIAL_BUDGET, JUMP=JUMP, JUMP_ROWS=JUMP_ROWS, DELTA=JUMP_DELTA,
         MIN_SEEDS=compare.MIN_SEEDS,

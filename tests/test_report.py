@@ -393,7 +393,8 @@ def test_the_jump_page_sets_the_action_unit_diagnostic_beside_the_official_row_p
     jump = results / "jump" / report.JUMP
     if not (jump / "official_orpo" / "seed1").is_dir():
         pytest.skip("no stored official-code seed 1 on halfcheetah-jump-hard to dress as the diagnostic")
-    shutil.rmtree(jump / "official_orpo_units", ignore_errors=True)  # only the dressed one
+    for row in ("official_orpo_units", "official_td3bc_units"):  # only the dressed diagnostic
+        shutil.rmtree(jump / row, ignore_errors=True)
     for other in (jump / "official_orpo").glob("seed*"):  # and the official row's seed 1 alone beside it
         if other.name != "seed1":
             shutil.rmtree(other)
@@ -697,6 +698,7 @@ def test_run_td3bcs_one_unit_diagnostic_is_shown_once_it_has_runs(tmp_path):
     shutil.rmtree(jump / "official_td3bc_units", ignore_errors=True)  # the stored runs: this case plants its own
     page = jump_page(results)
     assert "The same diagnostic on run_td3bc.py" not in page and "--rows official_td3bc_units" not in page
+    assert "The same diagnostic on the authors' TD3+BC script" not in jump_bullet(results)
     for seed, level in zip((1, 2, 3), (700.0, 800.0, 900.0)):
         shutil.copytree(jump / "official_td3bc" / f"seed{seed}", jump / "official_td3bc_units" / f"seed{seed}")
         plant(jump / "official_td3bc_units" / f"seed{seed}" / "metrics.csv", "eval/return", level)
@@ -713,6 +715,8 @@ def test_run_td3bcs_one_unit_diagnostic_is_shown_once_it_has_runs(tmp_path):
     line = f"- run_td3bc.py, one action unit (the diagnostic) − run_td3bc.py, as written, last-10 return paired by seed: {runinfo.signed(gain['mean'])} ["
     assert line in page and "- TD3+BC (ours) − run_td3bc.py, one action unit (the diagnostic), last-10 return" in page
     assert "--rows official_td3bc_units --seeds 1 2 3 \\\n    --epochs 100 --runs-dir runs/jump" in page  # its command
+    said = "The same diagnostic on the authors' TD3+BC script (run_td3bc.py) returns 800.0 [700.0, 900.0] (range, 3 seeds)."
+    assert said in jump_bullet(results)  # docs/results.md's line
 
 
 def test_the_readme_jump_line_gives_the_methods_contrasts_once_every_row_has_3_seeds(tmp_path):
