@@ -7,12 +7,14 @@
 # Usage: python algorithms/mopo.py --env hopper-medium-v2
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import sys
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass
 from functools import partial
-from typing import Callable, Literal, Optional
+from typing import Annotated, Literal, Optional
 
 import numpy as np
 import torch
@@ -22,7 +24,10 @@ from tqdm.auto import tqdm
 
 sys.path[:0] = [os.path.dirname(os.path.abspath(__file__))] if __package__ else []  # python -m algorithms.mopo
 try:
-    from plumbing import Run, RunArgs, Task, UserError, check_memory, cli, gradient_steps
+    from plumbing import (Count, NonNegative, Path, Positive, RunArgs, Share, Stop, UserError, check_args, cli,
+                          eval_metrics, evaluate, export_policy, finish, load, load_data, log, make_eval_envs,
+                          make_run_dir, nonfinite, open_writer, resolve_task, restore, rng_state, save, seed_everything,
+                          catch_signals, unused)  # fmt: skip
 except ImportError as e:  # this file's run plumbing: copy both files
     sys.exit(f"error: {e}; copy this project's algorithms/plumbing.py beside {os.path.basename(__file__)}")
 
@@ -30,18 +35,18 @@ except ImportError as e:  # this file's run plumbing: copy both files
 @dataclass
 class Args(RunArgs):  # the data and run flags (--env, --seed, --runs-dir, ...) are plumbing.RunArgs'
     # MOPO: the P-MDP, r^p = r̂ − λp·u (presets fill the fields left unset)
-    lambda_p: Optional[float] = field(default=None, metadata={"range": "[0, inf)"})
+    lambda_p: Optional[NonNegative] = None
     """λp, the P-MDP penalty: r^p = r̂ − λp·u (None: the dataset preset)"""
     uncertainty: Optional[Literal["max_aleatoric", "ensemble_var", "ensemble_std", "mixture_var", "mixture_std"]] = None
     """uncertainty heuristic u(s, a) (None: the dataset preset); ensemble_var/std are OfflineRL-Kit's spread of the
     members' next-state means (what the authors' runs used), mixture_var/std the appendix's mixture formula"""
-    rollout_length: Optional[int] = field(default=None, metadata={"range": "[1, inf)"})
+    rollout_length: Optional[Count] = None
     """h^p, the rollout horizon (None: the dataset preset)"""
-    rollout_batch_size: int = field(default=50000, metadata={"range": "[1, inf)"})
+    rollout_batch_size: Count = 50000
     """start states drawn from D for each epoch's rollouts (b in Algorithm 2)"""
-    model_retain_epochs: int = field(default=5, metadata={"range": "[1, inf)"})
+    model_retain_epochs: Count = 5
     """model buffers keep this many epochs of rollouts (ring buffers)"""
-    real_ratio: float = field(default=0.05, metadata={"range": "[0, 1]"})
+    real_ratio: Share = 0.05
     """fraction of real transitions in each batch (the rest from the model buffer)"""
     paper_literal: bool = False
     """the table's ensemble_var/ensemble_std presets use the appendix's mixture formula (mixture_var/std)
@@ -50,77 +55,81 @@ class Args(RunArgs):  # the data and run flags (--env, --seed, --runs-dir, ...) 
     # The policy: SAC (default) or TD3+BC; the TD3+BC fields apply with --policy td3bc
     policy: Literal["sac", "td3bc"] = "sac"
     """policy optimiser: `sac` (MOPO) or `td3bc` (the paper's "MOPO (TD3+BC)" baseline, on the same P-MDP data)"""
-    hidden_dims: tuple[int, ...] = field(default=(256, 256), metadata={"range": "[1, inf)"})
+    hidden_dims: tuple[Count, ...] = (256, 256)
     """hidden layer sizes of the actor and critics (OfflineRL-Kit's MOPO)"""
-    actor_lr: float = field(default=3e-4, metadata={"range": "(0, inf)"})
+    actor_lr: Positive = 3e-4
     """TD3+BC actor learning rate"""
-    critic_lr: float = field(default=3e-4, metadata={"range": "(0, inf)"})
+    critic_lr: Positive = 3e-4
     """TD3+BC critic learning rate"""
-    gamma: float = field(default=0.99, metadata={"range": "[0, 1]"})
+    gamma: Share = 0.99
     """discount factor γ"""
-    tau: float = field(default=0.005, metadata={"range": "[0, 1]"})
+    tau: Share = 0.005
     """target network smoothing coefficient"""
-    alpha: float = field(default=2.5, metadata={"range": "[0, inf)"})
+    alpha: NonNegative = 2.5
     """TD3+BC's α: the actor loss is −α/mean|Q|·Q + (π(s) − a)²"""
-    policy_noise: float = field(default=0.2, metadata={"range": "[0, inf)"})
+    policy_noise: NonNegative = 0.2
     """TD3 target policy smoothing noise"""
-    noise_clip: float = field(default=0.5, metadata={"range": "[0, inf)"})
+    noise_clip: NonNegative = 0.5
     """range of the target policy smoothing noise"""
-    policy_freq: int = field(default=2, metadata={"range": "[1, inf)"})
+    policy_freq: Count = 2
     """TD3 delayed updates: actor and targets every this many critic updates"""
-    exploration_noise: float = field(default=0.1, metadata={"range": "[0, inf)"})
+    exploration_noise: NonNegative = 0.1
     """with --policy td3bc: std of the Gaussian noise on its actions in model rollouts (TD3 exploration)"""
     normalize_obs: Optional[bool] = None
     """standardise policy inputs with D's mean and std + 1e-3 (None: off for SAC, as OfflineRL-Kit; for TD3+BC off
     for hopper/walker2d only, as ORPO's output policy)"""
 
     # SAC (--policy sac)
-    sac_actor_lr: float = field(default=1e-4, metadata={"range": "(0, inf)"})
+    sac_actor_lr: Positive = 1e-4
     """SAC actor learning rate, cosine-annealed to 0 over `sac_lr_horizon` epochs"""
-    sac_lr_horizon: int = field(default=1000, metadata={"range": "[1, inf)"})
+    sac_lr_horizon: Count = 1000
     """epochs of the actor LR's cosine schedule, 0 after (the paper's 1000; fixed, not --epochs, so a short run is the
     first epochs of the full run)"""
-    sac_critic_lr: float = field(default=3e-4, metadata={"range": "(0, inf)"})
+    sac_critic_lr: Positive = 3e-4
     """SAC critic learning rate"""
-    sac_alpha_lr: float = field(default=1e-4, metadata={"range": "(0, inf)"})
+    sac_alpha_lr: Positive = 1e-4
     """SAC entropy temperature learning rate"""
     target_entropy: Optional[float] = None
     """SAC target entropy (None: −|A|)"""
 
     # Dynamics ensemble
-    num_ensemble: int = field(default=7, metadata={"range": "[1, inf)"})
+    num_ensemble: Count = 7
     """N, the number of probabilistic dynamics models"""
-    num_elites: int = field(default=5, metadata={"range": "[1, inf)"})
+    num_elites: Count = 5
     """models with the lowest holdout error, the ones sampled from in rollouts"""
-    dynamics_hidden_dims: tuple[int, ...] = field(default=(200, 200, 200, 200), metadata={"range": "[1, inf)"})
+    dynamics_hidden_dims: tuple[Count, ...] = (200, 200, 200, 200)
     """hidden layer sizes of each dynamics model"""
     dynamics_bf16: bool = False
     """run the ensemble's hidden layers in bfloat16 autocast (weights, optimiser and outputs stay fp32)"""
-    dynamics_lr: float = field(default=1e-3, metadata={"range": "(0, inf)"})
+    dynamics_lr: Positive = 1e-3
     """Adam learning rate of the dynamics ensemble"""
-    dynamics_batch_size: int = field(default=256, metadata={"range": "[1, inf)"})
+    dynamics_batch_size: Count = 256
     """batch size of dynamics training"""
-    dynamics_max_epochs: Optional[int] = field(default=None, metadata={"range": "[1, inf)"})
+    dynamics_max_epochs: Optional[Count] = None
     """cap on dynamics epochs (None: train until early stopping)"""
-    dynamics_patience: int = field(default=5, metadata={"range": "[1, inf)"})
+    dynamics_patience: Count = 5
     """stop after this many epochs in which no model's holdout error improved by more than 1%"""
-    dynamics_holdout_ratio: float = field(default=0.2, metadata={"range": "(0, 1)"})
+    dynamics_holdout_ratio: Annotated[float, "(0, 1)"] = 0.2
     """fraction of D held out for validation (at most `dynamics_max_holdout` transitions)"""
-    dynamics_max_holdout: int = field(default=1000, metadata={"range": "[1, inf)"})
+    dynamics_max_holdout: Count = 1000
     """largest holdout set"""
-    load_dynamics_path: Optional[str] = field(default=None, metadata={"path": "a run's dynamics.pt"})
+    load_dynamics_path: Optional[Path] = None
     """reuse a saved ensemble (a run's dynamics.pt) instead of fitting one"""
 
     # Training loop
-    steps_per_epoch: int = field(default=1000, metadata={"range": "[1, inf)"})
+    steps_per_epoch: Count = 1000
     """gradient steps per epoch (the rollout frequency)"""
-    batch_size: int = field(default=256, metadata={"range": "[1, inf)"})
+    batch_size: Count = 256
     """batch size of every policy update"""
-    eval_every: int = field(default=1, metadata={"range": "[1, inf)"})
+    eval_every: Count = 1
     """evaluate every this many epochs (and after the last)"""
 
-    def problems(self) -> list[str]:  # flags that act only together, checked before any work (plumbing)
-        return ensemble_problems(self)
+    def problems(self):  # flags that act only together, checked before any work (plumbing)
+        if self.policy == "sac":
+            return ensemble_problems(self) + unused(self, "actor_lr critic_lr alpha policy_noise noise_clip policy_freq "
+                                                   "exploration_noise", "they are TD3+BC's (--policy td3bc)")  # fmt: skip
+        return ensemble_problems(self) + unused(self, "sac_actor_lr sac_lr_horizon sac_critic_lr sac_alpha_lr "
+                                               "target_entropy", "they are SAC's (--policy sac)")  # fmt: skip
 
 
 # Per-dataset presets, the "MOPO (Our implementation)" column of the paper's "Tuned hyper-parameters" table.
@@ -146,7 +155,7 @@ PRESETS = {
 FALLBACK_PRESET = (1.0, "max_aleatoric", 5)
 
 
-def apply_presets(args: Args, task: "Task") -> tuple[Args, str]:
+def apply_presets(args, task):
     """Fill every preset-controlled field the user left unset; returns the args and the preset's name."""
     # local/hopper-random is made with D4RL's recipe, so it takes hopper-random-v2's preset
     name = task.name if task.name in PRESETS else f"{task.name.removeprefix('local/')}-v2"
@@ -167,181 +176,10 @@ def apply_presets(args: Args, task: "Task") -> tuple[Args, str]:
     return args, source + (" (paper literal)" if args.paper_literal else "")
 
 
-def relabel(rew: torch.Tensor, u: torch.Tensor, lambda_p: float) -> torch.Tensor:
-    """MOPO's P-MDP reward: r^p = r̂ − λp·u."""
-    return rew - lambda_p * u
-
-
-# --- shared: layers ---
-class EnsembleLinear(nn.Module):
-    """E independent linear layers applied as one batched matmul: x [E, B, in] -> [E, B, out]."""
-
-    def __init__(self, in_features: int, out_features: int, ensemble_size: int):
-        super().__init__()
-        bound = 1 / np.sqrt(in_features)  # nn.Linear's default init, per member
-        self.weight = nn.Parameter(torch.empty(ensemble_size, in_features, out_features).uniform_(-bound, bound))
-        self.bias = nn.Parameter(torch.empty(ensemble_size, 1, out_features).uniform_(-bound, bound))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.baddbmm(self.bias, x, self.weight)  # x @ W + b in one kernel
-
-
-def adam(params, lr: float) -> torch.optim.Adam:
-    """Every network's optimiser; fused: one kernel for all tensors instead of ~10 per tensor."""
-    return torch.optim.Adam(params, lr=lr, fused=True)
-
-
-def mlp(in_dim: int, hidden_dims: tuple[int, ...], out_dim: int) -> nn.Sequential:
-    layers, dims = [], [in_dim, *hidden_dims]
-    for i, o in zip(dims[:-1], dims[1:]):
-        layers += [nn.Linear(i, o), nn.ReLU()]
-    return nn.Sequential(*layers, nn.Linear(dims[-1], out_dim))
-
-
-# --- end ---
-
-
-# --- shared: model ---
-class EnsembleDynamics(nn.Module):
-    """N Gaussian models of (Δs, r) given (s, a), with learned soft bounds on the log-variance."""
-
-    def __init__(self, obs_dim, act_dim, hidden_dims: tuple[int, ...], num_ensemble, num_elites, bf16=False):
-        super().__init__()
-        dims = [obs_dim + act_dim, *hidden_dims, 2 * (obs_dim + 1)]
-        self.layers = nn.ModuleList(EnsembleLinear(i, o, num_ensemble) for i, o in zip(dims[:-1], dims[1:]))
-        for layer in self.layers:  # MBPO's init: truncated normal, std 1/(2√fan_in), cut at ±2σ
-            std = 1 / (2 * np.sqrt(layer.weight.shape[1]))
-            nn.init.trunc_normal_(layer.weight, std=std, a=-2 * std, b=2 * std)
-            nn.init.zeros_(layer.bias)
-        # L2 per layer (MOPO / OfflineRL-Kit for 4×200); other depths interpolate between the same ends
-        self.weight_decays = np.interp(
-            np.linspace(0, 1, len(self.layers)), [0, 0.25, 0.5, 0.75, 1], [2.5e-5, 5e-5, 7.5e-5, 7.5e-5, 1e-4]
-        ).tolist()
-        self.max_logvar = nn.Parameter(torch.full((1, 1, obs_dim + 1), 0.5))
-        self.min_logvar = nn.Parameter(torch.full((1, 1, obs_dim + 1), -10.0))
-        self.register_buffer("in_mean", torch.zeros(obs_dim + act_dim))
-        self.register_buffer("in_std", torch.ones(obs_dim + act_dim))
-        self.register_buffer("elites", torch.arange(num_elites))
-        self.num_ensemble, self.bf16 = num_ensemble, bf16
-
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """x = [s, a] of shape [B, in] (the same batch for every model) or [E, B, in]; returns the mean and the
-        log-variance, each [E, B, out]."""
-        x = (x - self.in_mean) / self.in_std
-        if x.dim() == 2:
-            x = x.expand(self.num_ensemble, *x.shape)
-        # --dynamics-bf16: hidden matmuls in bfloat16; the output layer (mean, log-variance) stays fp32
-        with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=self.bf16):
-            for layer in self.layers[:-1]:
-                x = F.silu(layer(x))
-        mean, logvar = self.layers[-1](x.float()).chunk(2, dim=-1)
-        logvar = self.max_logvar - F.softplus(self.max_logvar - logvar)
-        logvar = self.min_logvar + F.softplus(logvar - self.min_logvar)
-        return mean, logvar
-
-    def param_groups(self) -> list[dict]:
-        """Adam's parameter groups. The L2 term Σ 0.5·wd·‖W‖² enters as each layer's coupled `weight_decay`, which adds
-        the same gradient wd·W inside the fused step instead of two memory-bound passes over every weight per step."""
-        decayed = [{"params": [layer.weight], "weight_decay": wd} for wd, layer in zip(self.weight_decays, self.layers)]
-        return decayed + [{"params": [p for name, p in self.named_parameters() if not name.endswith(".weight")]}]
-
-    @torch.no_grad()
-    def step(self, obs: torch.Tensor, act: torch.Tensor, uncertainty: str):
-        """Sample (ŝ', r̂) from a random elite per row; u(s, a) from all N models."""
-        mean, logvar = self(torch.cat([obs, act], dim=-1))
-        mean = torch.cat([mean[..., :-1] + obs, mean[..., -1:]], dim=-1)  # the models predict Δs
-        std = (0.5 * logvar).exp()
-        u = uncertainty_fn(mean, std, uncertainty)
-        rows = torch.arange(obs.shape[0], device=obs.device)
-        model = self.elites[torch.randint(len(self.elites), (obs.shape[0],), device=obs.device)]
-        sample = mean[model, rows] + std[model, rows] * torch.randn_like(mean[0])
-        return sample[:, :-1], sample[:, -1], u
-
-
-def dynamics_step(model: EnsembleDynamics, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor):
-    """One maximum-likelihood step on x [E, B, in] -> y [E, B, out] (each model its own rows; the L2 term is in the
-    optimiser, see `param_groups`); returns the NLL."""
-    mean, logvar = model(x)
-    # Gaussian NLL (up to constants), mean over batch and dims, summed over models
-    nll = ((mean - y) ** 2 * (-logvar).exp() + logvar).mean(dim=(1, 2)).sum()
-    loss = nll + 0.01 * (model.max_logvar.sum() - model.min_logvar.sum())
-    optimizer.zero_grad()
-    loss.backward()
-    optimizer.step()
-    return nll.detach()
-
-
-def fit_dynamics(model: EnsembleDynamics, data: dict, lr: float, batch_size: int, max_epochs, patience: int,
-                 holdout_ratio: float, max_holdout: int, resume: Optional[dict] = None,
-                 progress: Optional[Callable] = None) -> dict[str, float]:  # fmt: skip
-    """Maximum likelihood on (s, a) -> (Δs, r): a bootstrap resample per model, early stopping on the holdout MSE
-    (stop after `patience` epochs in which no model improved by more than 1 %, or at `max_epochs`), each model's best
-    weights kept. After every epoch `progress(state)` may save `state()`; `resume` (such a state) continues that fit
-    exactly where it stopped (hours of a 1M-row fit on a CPU survive a kill)."""
-    if model.bf16 and data["obs"].is_cuda and not torch.cuda.is_bf16_supported():
-        raise UserError("--dynamics-bf16: this GPU has no bfloat16 support (compute capability 8.0+); drop the flag")
-    inputs = torch.cat([data["obs"], data["act"]], dim=-1)
-    targets = torch.cat([data["next_obs"] - data["obs"], data["rew"]], dim=-1)
-    n, E, dev = len(inputs), model.num_ensemble, inputs.device
-    n_hold = min(int(n * holdout_ratio), max_holdout)
-    if n_hold < 1 or n_hold >= n:
-        raise UserError(f"--dynamics-holdout-ratio {holdout_ratio} holds out {n_hold} of {n} transitions")
-    perm = torch.randperm(n, device=dev) if resume is None else resume["perm"].to(dev)
-    hold_x, hold_y = inputs[perm[:n_hold]], targets[perm[:n_hold]]
-    train_x, train_y = inputs[perm[n_hold:]], targets[perm[n_hold:]]
-    n_train = len(train_x)
-    model.in_mean.copy_(train_x.mean(0))
-    model.in_std.copy_(torch.where(train_x.std(0) < 1e-12, torch.ones_like(train_x[0]), train_x.std(0)))
-    bootstrap = torch.randint(n_train, (E, n_train), device=dev) if resume is None else resume["bootstrap"].to(dev)
-    optimizer = adam(model.param_groups(), lr)
-    members = [p for layer in model.layers for p in (layer.weight, layer.bias)]  # parameters with a model axis
-    best_params = [p.detach().clone() for p in members]
-    best = torch.full((E,), float("inf"), device=dev)
-    epoch, since_improved, nll = 0, 0, torch.full((), float("nan"))
-    if resume is not None:  # the fit's whole state, its RNG included: the rest of the fit is the one it would have been
-        model.load_state_dict(resume["model"])
-        optimizer.load_state_dict(resume["optimizer"])
-        best = resume["best"].to(dev)
-        for saved, p in zip(best_params, resume["best_params"]):
-            saved.copy_(p)
-        epoch, since_improved, nll = resume["epoch"], resume["since_improved"], resume["nll"]
-        torch.set_rng_state(resume["rng"])
-        if dev.type == "cuda":
-            torch.cuda.set_rng_state(resume["cuda_rng"], dev)
-    state = lambda: {  # noqa: E731
-        "perm": perm, "bootstrap": bootstrap, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-        "best": best, "best_params": best_params, "epoch": epoch, "since_improved": since_improved, "nll": nll,
-        "rng": torch.get_rng_state(), "cuda_rng": torch.cuda.get_rng_state(dev) if dev.type == "cuda" else None,
-    }  # fmt: skip
-    with tqdm(desc="dynamics", unit="epoch", initial=epoch, total=max_epochs, leave=False) as bar:
-        while since_improved < patience and epoch < (max_epochs or float("inf")):
-            order = bootstrap.gather(1, torch.argsort(torch.rand(E, n_train, device=dev), dim=1))
-            for start in range(0, n_train, batch_size):
-                idx = order[:, start : start + batch_size]
-                nll = dynamics_step(model, optimizer, train_x[idx], train_y[idx])
-            with torch.no_grad():
-                mse = ((model(hold_x)[0] - hold_y) ** 2).mean(dim=(1, 2))
-                improved = torch.isinf(best) | ((best - mse) / best > 0.01)  # > 1% better than its best
-                best = torch.where(improved, mse, best)
-                for saved, p in zip(best_params, members):
-                    saved.copy_(torch.where(improved.view(-1, 1, 1), p, saved))
-            since_improved = 0 if bool(improved.any()) else since_improved + 1
-            epoch += 1
-            bar.update(1)
-            bar.set_postfix(best_member_holdout_mse=f"{best.min().item():.4f}")
-            if progress is not None:
-                progress(state)
-    with torch.no_grad():
-        for saved, p in zip(best_params, members):
-            p.copy_(saved)
-        model.elites.copy_(torch.argsort(best)[: len(model.elites)])
-    return {"dynamics/holdout_mse": best[model.elites].mean().item(), "dynamics/epochs": epoch, "dynamics/train_nll": nll.item()}  # fmt: skip
-
-
 UNCERTAINTIES = ("max_aleatoric", "ensemble_var", "ensemble_std", "mixture_var", "mixture_std")
 
 
-def uncertainty_fn(mean: torch.Tensor, std: torch.Tensor, kind: str) -> torch.Tensor:
+def uncertainty(mean, std, kind):
     """u(s, a) from all N Gaussians (not only the elites); mean, std: [N, B, D] over (s', r), the reward last.
 
     max_aleatoric: max_i ‖σ_i‖₂ over s' and r (MOPO; the only u the official ORPO runner ever computes).
@@ -366,7 +204,188 @@ def uncertainty_fn(mean: torch.Tensor, std: torch.Tensor, kind: str) -> torch.Te
     raise ValueError(f"unknown uncertainty heuristic {kind}; use one of {', '.join(UNCERTAINTIES)}")
 
 
-def termination_fn(domain: str) -> Callable[[torch.Tensor], torch.Tensor]:
+def relabel(rew, mean, std, args):
+    """MOPO's P-MDP reward of a model step: r^p = r̂ − λp·u."""
+    u = uncertainty(mean, std, args.uncertainty)
+    return {"u": u, "rew_p": rew - args.lambda_p * u}
+
+
+def rollout_metrics(start, ro, b):
+    """The epoch's rollouts: u, rewards before and after the penalty, mean length, dropped rows, and how far the
+    policy's first action lies from D's action in the same state."""
+    return {
+        "rollout/u": ro["u"].mean(),
+        "rollout/reward": ro["rew"].mean(),
+        "rollout/reward_p": ro["rew_p"].mean(),
+        "rollout/length": len(ro["u"]) / b,
+        "rollout/nonfinite_rows": ro["nonfinite"],
+        "rollout/action_distance": (ro["first_act"] - start["act"]).norm(dim=-1).mean(),
+    }
+
+
+# --- shared: layers ---
+class EnsembleLinear(nn.Module):
+    """E independent linear layers applied as one batched matmul: x [E, B, in] -> [E, B, out]."""
+
+    def __init__(self, in_features, out_features, ensemble_size):
+        super().__init__()
+        bound = 1 / np.sqrt(in_features)  # nn.Linear's default init, per member
+        self.weight = nn.Parameter(torch.empty(ensemble_size, in_features, out_features).uniform_(-bound, bound))
+        self.bias = nn.Parameter(torch.empty(ensemble_size, 1, out_features).uniform_(-bound, bound))
+
+    def forward(self, x):
+        return torch.baddbmm(self.bias, x, self.weight)  # x @ W + b in one kernel
+
+
+def adam(params, lr):
+    """Every network's optimiser; fused: one kernel for all tensors instead of ~10 per tensor."""
+    return torch.optim.Adam(params, lr=lr, fused=True)
+
+
+def mlp(in_dim, hidden_dims, out_dim):
+    layers, dims = [], [in_dim, *hidden_dims]
+    for i, o in zip(dims[:-1], dims[1:]):
+        layers += [nn.Linear(i, o), nn.ReLU()]
+    return nn.Sequential(*layers, nn.Linear(dims[-1], out_dim))
+
+
+# --- end ---
+
+
+# --- shared: model ---
+class EnsembleDynamics(nn.Module):
+    """N Gaussian models of (Δs, r) given (s, a), with learned soft bounds on the log-variance."""
+
+    def __init__(self, obs_dim, act_dim, hidden_dims, num_ensemble, num_elites, bf16=False):
+        super().__init__()
+        dims = [obs_dim + act_dim, *hidden_dims, 2 * (obs_dim + 1)]
+        self.layers = nn.ModuleList(EnsembleLinear(i, o, num_ensemble) for i, o in zip(dims[:-1], dims[1:]))
+        for layer in self.layers:  # MBPO's init: truncated normal, std 1/(2√fan_in), cut at ±2σ
+            std = 1 / (2 * np.sqrt(layer.weight.shape[1]))
+            nn.init.trunc_normal_(layer.weight, std=std, a=-2 * std, b=2 * std)
+            nn.init.zeros_(layer.bias)
+        # L2 per layer (MOPO / OfflineRL-Kit for 4×200); other depths interpolate between the same ends
+        self.weight_decays = np.interp(
+            np.linspace(0, 1, len(self.layers)), [0, 0.25, 0.5, 0.75, 1], [2.5e-5, 5e-5, 7.5e-5, 7.5e-5, 1e-4]
+        ).tolist()
+        self.max_logvar = nn.Parameter(torch.full((1, 1, obs_dim + 1), 0.5))
+        self.min_logvar = nn.Parameter(torch.full((1, 1, obs_dim + 1), -10.0))
+        self.register_buffer("in_mean", torch.zeros(obs_dim + act_dim))
+        self.register_buffer("in_std", torch.ones(obs_dim + act_dim))
+        self.register_buffer("elites", torch.arange(num_elites))
+        self.num_ensemble, self.bf16 = num_ensemble, bf16
+
+    def forward(self, x):
+        """x = [s, a] of shape [B, in] (the same batch for every model) or [E, B, in]; returns the mean and the
+        log-variance, each [E, B, out]."""
+        x = (x - self.in_mean) / self.in_std
+        if x.dim() == 2:
+            x = x.expand(self.num_ensemble, *x.shape)
+        # --dynamics-bf16: hidden matmuls in bfloat16; the output layer (mean, log-variance) stays fp32
+        with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=self.bf16):
+            for layer in self.layers[:-1]:
+                x = F.silu(layer(x))
+        mean, logvar = self.layers[-1](x.float()).chunk(2, dim=-1)
+        logvar = self.max_logvar - F.softplus(self.max_logvar - logvar)
+        logvar = self.min_logvar + F.softplus(logvar - self.min_logvar)
+        return mean, logvar
+
+    def param_groups(self):
+        """Adam's parameter groups. The L2 term Σ 0.5·wd·‖W‖² enters as each layer's coupled `weight_decay`, which adds
+        the same gradient wd·W inside the fused step instead of two memory-bound passes over every weight per step."""
+        decayed = [{"params": [layer.weight], "weight_decay": wd} for wd, layer in zip(self.weight_decays, self.layers)]
+        return decayed + [{"params": [p for name, p in self.named_parameters() if not name.endswith(".weight")]}]
+
+    @torch.no_grad()
+    def step(self, obs, act):
+        """Sample (ŝ', r̂) from a random elite per row; also every model's Gaussian over (s', r), mean and std
+        [N, B, D], the reward last: the method computes its uncertainty u(s, a) from them."""
+        mean, logvar = self(torch.cat([obs, act], dim=-1))
+        mean = torch.cat([mean[..., :-1] + obs, mean[..., -1:]], dim=-1)  # the models predict Δs
+        std = (0.5 * logvar).exp()
+        rows = torch.arange(obs.shape[0], device=obs.device)
+        model = self.elites[torch.randint(len(self.elites), (obs.shape[0],), device=obs.device)]
+        sample = mean[model, rows] + std[model, rows] * torch.randn_like(mean[0])
+        return sample[:, :-1], sample[:, -1], mean, std
+
+
+def dynamics_step(model, optimizer, x, y):
+    """One maximum-likelihood step on x [E, B, in] -> y [E, B, out] (each model its own rows; the L2 term is in the
+    optimiser, see `param_groups`); returns the NLL."""
+    mean, logvar = model(x)
+    # Gaussian NLL (up to constants), mean over batch and dims, summed over models
+    nll = ((mean - y) ** 2 * (-logvar).exp() + logvar).mean(dim=(1, 2)).sum()
+    loss = nll + 0.01 * (model.max_logvar.sum() - model.min_logvar.sum())
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return nll.detach()
+
+
+def fit_dynamics(model, data, lr, batch_size, max_epochs, patience, holdout_ratio, max_holdout):
+    """Maximum likelihood on (s, a) -> (Δs, r): a bootstrap resample per model, early stopping on the holdout MSE
+    (stop after `patience` epochs in which no model improved by more than 1 %, or at `max_epochs`), each model's best
+    weights kept, the `num_elites` best models the elites."""
+    if model.bf16 and data["obs"].is_cuda and not torch.cuda.is_bf16_supported():
+        raise UserError("--dynamics-bf16: this GPU has no bfloat16 support (compute capability 8.0+); drop the flag")
+    inputs = torch.cat([data["obs"], data["act"]], dim=-1)
+    targets = torch.cat([data["next_obs"] - data["obs"], data["rew"]], dim=-1)
+    n, E, dev = len(inputs), model.num_ensemble, inputs.device
+    n_hold = min(int(n * holdout_ratio), max_holdout)
+    if n_hold < 1 or n_hold >= n:
+        raise UserError(f"--dynamics-holdout-ratio {holdout_ratio} holds out {n_hold} of {n} transitions")
+    perm = torch.randperm(n, device=dev)
+    hold_x, hold_y = inputs[perm[:n_hold]], targets[perm[:n_hold]]
+    train_x, train_y = inputs[perm[n_hold:]], targets[perm[n_hold:]]
+    n_train = len(train_x)
+    model.in_mean.copy_(train_x.mean(0))
+    model.in_std.copy_(torch.where(train_x.std(0) < 1e-12, torch.ones_like(train_x[0]), train_x.std(0)))
+    bootstrap = torch.randint(n_train, (E, n_train), device=dev)
+    optimizer = adam(model.param_groups(), lr)
+    members = [p for layer in model.layers for p in (layer.weight, layer.bias)]  # parameters with a model axis
+    best_params = [p.detach().clone() for p in members]
+    best = torch.full((E,), float("inf"), device=dev)
+    epoch, since_improved, nll, t0 = 0, 0, torch.full((), float("nan")), time.time()
+    with tqdm(desc="dynamics", unit="epoch", total=max_epochs, leave=False) as bar:
+        while since_improved < patience and epoch < (max_epochs or float("inf")):
+            order = bootstrap.gather(1, torch.argsort(torch.rand(E, n_train, device=dev), dim=1))
+            for start in range(0, n_train, batch_size):
+                idx = order[:, start : start + batch_size]
+                nll = dynamics_step(model, optimizer, train_x[idx], train_y[idx])
+            with torch.no_grad():
+                mse = ((model(hold_x)[0] - hold_y) ** 2).mean(dim=(1, 2))
+                improved = torch.isinf(best) | ((best - mse) / best > 0.01)  # > 1% better than its best
+                best = torch.where(improved, mse, best)
+                for saved, p in zip(best_params, members):
+                    saved.copy_(torch.where(improved.view(-1, 1, 1), p, saved))
+            since_improved = 0 if bool(improved.any()) else since_improved + 1
+            epoch += 1
+            bar.update(1)
+            bar.set_postfix(best_member_holdout_mse=f"{best.min().item():.4f}")
+    with torch.no_grad():
+        for saved, p in zip(best_params, members):
+            p.copy_(saved)
+        model.elites.copy_(torch.argsort(best)[: len(model.elites)])
+    mse = best[model.elites].mean().item()
+    if not np.isfinite(mse):
+        raise UserError(f"the ensemble fit diverged (holdout MSE {mse}); lower --dynamics-lr or check the dataset for "
+                        "huge values")  # fmt: skip
+    print(f"dynamics: elites' mean holdout MSE {mse:.4g} after {epoch} epochs")
+    return {"dynamics/holdout_mse": mse, "dynamics/epochs": epoch, "dynamics/train_nll": nll.item(),
+            "dynamics/fit_seconds": time.time() - t0}  # fmt: skip
+
+
+def load_dynamics(model, path, seed):
+    """An ensemble saved by a run (its dynamics.pt) and its fit's metrics; one saved by a run of the same seed brings the
+    RNG state right after its fit, so this run continues as that one did."""
+    saved = load(path, "ensemble (a run's dynamics.pt)", ("model", "metrics"))
+    restore({"model": model}, {k: v for k, v in saved.items() if k != "rng" or saved.get("seed") == seed}, path)
+    if not all(isinstance(v, (int, float)) for v in saved["metrics"].values()):
+        raise UserError(f"{path} holds no numbers as its fit's metrics; pass a run's dynamics.pt")
+    return saved["metrics"]
+
+
+def termination_fn(domain):
     """done(s') on raw observations, as each Gymnasium env's own termination (v4 and v5 alike)."""
 
     def hopper(next_obs):  # healthy: z > 0.7, |angle| < 0.2, every other state entry within ±100
@@ -386,32 +405,25 @@ def termination_fn(domain: str) -> Callable[[torch.Tensor], torch.Tensor]:
 
 
 @torch.no_grad()
-def rollout(dynamics, policy: Callable, start_obs: torch.Tensor, horizon: int, terminal: Callable, uncertainty: str):
-    """h steps of `policy` in the model from a batch of real states; a row stops at its first termination.
+def rollout(dynamics, policy, start_obs, horizon, terminal, relabel):
+    """h steps of `policy` in the model from a batch of real states; a row stops at its first termination. Each step's
+    columns: s, a, r̂, the method's own ones (`relabel(r̂, mean, std)`: u and its rewards), s', done.
 
-    A row whose predicted s', r̂ or u is not finite is dropped, not stored: with done = 1 its target r + γ·0·Q(NaN) is
-    still NaN and one such row turns a critic's weights to NaN. `nonfinite` counts the dropped rows."""
+    A row with a value that is not finite is dropped, not stored: with done = 1 its target r + γ·0·Q(NaN) is still
+    NaN and one such row turns a critic's weights to NaN. `nonfinite` counts the dropped rows."""
     steps, first_act = [], []
     nonfinite = torch.zeros((), device=start_obs.device)
     # on a CPU, 1024-row chunks keep the ensemble's activations in cache
     for obs in start_obs.split(1024 if start_obs.device.type == "cpu" else len(start_obs)):
         for t in range(horizon):
             act = policy(obs)
-            next_obs, rew, u = dynamics.step(obs, act, uncertainty)
+            next_obs, rew, mean, std = dynamics.step(obs, act)
             if t == 0:
                 first_act.append(act)
-            ok = (
-                torch.isfinite(next_obs).all(-1) & torch.isfinite(rew) & torch.isfinite(u) & torch.isfinite(act).all(-1)
-            )
+            step = {"obs": obs, "act": act, "rew": rew, **relabel(rew, mean, std), "next_obs": next_obs,
+                    "done": terminal(next_obs).float()}  # fmt: skip
+            ok = torch.stack([torch.isfinite(v.reshape(len(obs), -1)).all(-1) for v in step.values()]).all(0)
             nonfinite = nonfinite + (~ok).sum()
-            step = {
-                "obs": obs,
-                "act": act,
-                "rew": rew,
-                "u": u,
-                "next_obs": next_obs,
-                "done": terminal(next_obs).float(),
-            }
             steps.append({k: v[ok] for k, v in step.items()})
             obs = steps[-1]["next_obs"][steps[-1]["done"] == 0]
             if len(obs) == 0:
@@ -422,17 +434,16 @@ def rollout(dynamics, policy: Callable, start_obs: torch.Tensor, horizon: int, t
 
 
 @torch.no_grad()
-def model_eval(dynamics, terminal: Callable, uncertainty: str, gamma: float, device, actor: Callable,
-               first_obs: np.ndarray, envs) -> dict:  # fmt: skip
-    """η_M̂(π) and ε_u(π) (Fig. 6): the deterministic policy's discounted return and mean u in the model MDP, from the
-    real evaluation episodes' first states (main binds its model with partial)."""
-    horizon = envs.envs[0].spec.max_episode_steps or 1000
-    obs = torch.as_tensor(first_obs, dtype=torch.float32, device=device)
+def model_eval(dynamics, terminal, u_of, gamma, actor, first_obs, horizon):
+    """η_M̂(π) and ε_u(π) (Fig. 6): the deterministic policy's discounted return and mean u (`u_of(mean, std)`) in the
+    model MDP, from the real evaluation episodes' first states."""
+    obs, device = first_obs, first_obs.device
     alive = torch.ones(len(obs), dtype=torch.bool, device=device)
     ret = torch.zeros(len(obs), device=device)
     u_sum, steps = torch.zeros((), device=device), torch.zeros((), device=device)
     for t in range(horizon):
-        obs, rew, u = dynamics.step(obs, actor(obs), uncertainty)
+        obs, rew, mean, std = dynamics.step(obs, actor(obs))
+        u = u_of(mean, std)
         ret += torch.where(alive, gamma**t * rew, 0.0)
         u_sum, steps = u_sum + torch.where(alive, u, 0.0).sum(), steps + alive.sum()
         alive &= ~terminal(obs)
@@ -440,7 +451,7 @@ def model_eval(dynamics, terminal: Callable, uncertainty: str, gamma: float, dev
     return {"eval/model_return": ret.mean().item(), "eval/model_uncertainty": (u_sum / steps.clamp(min=1)).item()}
 
 
-def ensemble_problems(a) -> list[str]:
+def ensemble_problems(a):
     """The ensemble's flags that act only together (every model-based file's Args.problems checks them)."""
     rules = [(a.num_elites > a.num_ensemble, f"--num-elites {a.num_elites} exceeds --num-ensemble {a.num_ensemble}"),
              (a.num_ensemble == 1 and a.uncertainty in ("ensemble_var", "ensemble_std"), f"--uncertainty {a.uncertainty}"
@@ -456,39 +467,39 @@ def ensemble_problems(a) -> list[str]:
 class ObsNorm(nn.Module):
     """Standardises observations inside the network, so the env, the model and the buffers stay raw."""
 
-    def __init__(self, mean: torch.Tensor, std: torch.Tensor):
+    def __init__(self, mean, std):
         super().__init__()
         self.register_buffer("mean", mean.clone())
         self.register_buffer("std", std.clone())
 
     @classmethod
-    def of(cls, obs: torch.Tensor, normalize: bool) -> ObsNorm:
+    def of(cls, obs, normalize):
         """D's mean and std + 1e-3 (TD3+BC's standardisation), or the identity."""
         if not normalize:
             return cls(torch.zeros_like(obs[0]), torch.ones_like(obs[0]))
         return cls(obs.mean(0), obs.std(0) + 1e-3)
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+    def forward(self, obs):
         return (obs - self.mean) / self.std
 
 
 class TwinCritic(nn.Module):
     """Both Q networks as one batched ensemble of 2 (one matmul per layer for both): Q(s, a) -> [2, B]."""
 
-    def __init__(self, obs_norm: ObsNorm, obs_dim: int, act_dim: int, hidden_dims: tuple[int, ...]):
+    def __init__(self, obs_norm, obs_dim, act_dim, hidden_dims):
         super().__init__()
         self.obs_norm = copy.deepcopy(obs_norm)
         dims = [obs_dim + act_dim, *hidden_dims, 1]
         self.layers = nn.ModuleList(EnsembleLinear(i, o, 2) for i, o in zip(dims[:-1], dims[1:]))
 
-    def forward(self, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
+    def forward(self, obs, act):
         x = torch.cat([self.obs_norm(obs), act], dim=-1).expand(2, -1, -1)
         for layer in self.layers[:-1]:
             x = F.relu(layer(x))
         return self.layers[-1](x).squeeze(-1)
 
 
-def soft_update(target: nn.Module, source: nn.Module, tau: float) -> None:
+def soft_update(target, source, tau):
     with torch.no_grad():
         for t, s in zip(target.parameters(), source.parameters()):
             t.lerp_(s, tau)  # t ← t + τ·(s − t)
@@ -501,13 +512,13 @@ def soft_update(target: nn.Module, source: nn.Module, tau: float) -> None:
 class TanhGaussianActor(nn.Module):
     kind = "tanh_gaussian_mlp"  # the format name of an exported policy.pt
 
-    def __init__(self, obs_norm: ObsNorm, obs_dim: int, act_dim: int, hidden_dims: tuple[int, ...], max_action: float):
+    def __init__(self, obs_norm, obs_dim, act_dim, hidden_dims, max_action):
         super().__init__()
         self.obs_norm = copy.deepcopy(obs_norm)
         self.net = mlp(obs_dim, hidden_dims, 2 * act_dim)
         self.max_action = max_action
 
-    def forward(self, obs: torch.Tensor, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, obs, deterministic=False):
         mu, log_std = self.net(self.obs_norm(obs)).chunk(2, dim=-1)
         log_std = log_std.clamp(-5.0, 2.0)
         eps = torch.zeros_like(mu) if deterministic else torch.randn_like(mu)
@@ -523,9 +534,9 @@ class SAC(nn.Module):
     """Soft actor-critic with twin critics and a learned temperature (OfflineRL-Kit's update order); target_entropy
     None is −|A|."""
 
-    def __init__(self, obs_norm: ObsNorm, act_dim: int, max_action: float, hidden_dims: tuple[int, ...],
-                 actor_lr: float, critic_lr: float, alpha_lr: float, gamma: float, tau: float,
-                 target_entropy: Optional[float] = None):  # fmt: skip
+    def __init__(
+        self, obs_norm, act_dim, max_action, hidden_dims, actor_lr, critic_lr, alpha_lr, gamma, tau, target_entropy=None
+    ):
         super().__init__()
         obs_dim = len(obs_norm.mean)
         self.actor = TanhGaussianActor(obs_norm, obs_dim, act_dim, hidden_dims, max_action)
@@ -539,17 +550,17 @@ class SAC(nn.Module):
         self.alpha_optim = adam([self.log_alpha], alpha_lr)
 
     @torch.no_grad()
-    def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
+    def act(self, obs, deterministic=False):
         return self.actor(obs, deterministic)[0]
 
-    def get_extra_state(self) -> dict:  # optimisers travel with the state dict (checkpoints)
+    def get_extra_state(self):  # optimisers travel with the state dict (checkpoints)
         return {k: getattr(self, k).state_dict() for k in ("actor_optim", "critic_optim", "alpha_optim")}
 
-    def set_extra_state(self, state: dict) -> None:
+    def set_extra_state(self, state):
         for k, v in state.items():
             getattr(self, k).load_state_dict(v)
 
-    def update(self, b: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def update(self, b):
         alpha = self.log_alpha.exp().clamp(max=1.0).detach()  # OfflineRL-Kit keeps α ≤ 1
         with torch.no_grad():
             next_act, next_log_prob = self.actor(b["next_obs"])
@@ -580,7 +591,7 @@ class CosineLR(torch.optim.lr_scheduler.CosineAnnealingLR):
     """OfflineRL-Kit's cosine annealing of SAC's actor LR over T_max epochs, held at 0 after T_max instead of rising
     again (a run extended past its horizon must not see its learning rate climb back)."""
 
-    def get_lr(self) -> list[float]:
+    def get_lr(self):
         if self.last_epoch >= self.T_max:
             return [self.eta_min for _ in self.optimizer.param_groups]
         return super().get_lr()
@@ -593,22 +604,33 @@ class CosineLR(torch.optim.lr_scheduler.CosineAnnealingLR):
 class DeterministicActor(nn.Module):
     kind = "deterministic_mlp"  # the format name of an exported policy.pt
 
-    def __init__(self, obs_norm: ObsNorm, obs_dim: int, act_dim: int, hidden_dims: tuple[int, ...], max_action: float):
+    def __init__(self, obs_norm, obs_dim, act_dim, hidden_dims, max_action):
         super().__init__()
         self.obs_norm = copy.deepcopy(obs_norm)
         self.net = mlp(obs_dim, hidden_dims, act_dim)
         self.max_action = max_action
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+    def forward(self, obs):
         return torch.tanh(self.net(self.obs_norm(obs))) * self.max_action
 
 
 class TD3BC(nn.Module):
     """TD3 with a behaviour-cloning term (Fujimoto & Gu 2021): actor loss −λ·Q(s, π(s)) + (π(s) − a)², λ = α/mean|Q|."""
 
-    def __init__(self, obs_norm: ObsNorm, act_dim: int, max_action: float, hidden_dims: tuple[int, ...],
-                 actor_lr: float, critic_lr: float, gamma: float, tau: float, alpha: float, policy_noise: float,
-                 noise_clip: float, policy_freq: int):  # fmt: skip
+    def __init__(
+        self,
+        obs_norm,
+        act_dim,
+        max_action,
+        hidden_dims,
+        actor_lr,
+        critic_lr,
+        gamma,
+        tau,
+        alpha,
+        policy_noise,
+        noise_clip,
+    ):
         super().__init__()
         obs_dim = len(obs_norm.mean)
         self.actor = DeterministicActor(obs_norm, obs_dim, act_dim, hidden_dims, max_action)
@@ -620,17 +642,17 @@ class TD3BC(nn.Module):
         self.max_action, self.gamma, self.tau, self.alpha = max_action, gamma, tau, alpha
         self.policy_noise = policy_noise * max_action  # TD3's noise is relative to the action bound
         self.noise_clip = noise_clip * max_action
-        self.policy_freq, self.total_it = policy_freq, 0
 
     @torch.no_grad()
-    def act(self, obs: torch.Tensor, noise: float = 0.0) -> torch.Tensor:
+    def act(self, obs, noise=0.0):
         action = self.actor(obs)
         if noise > 0:
             action = action + noise * self.max_action * torch.randn_like(action)
         return action.clamp(-self.max_action, self.max_action)
 
-    def update(self, b: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        self.total_it += 1
+    def update(self, b, actor_step):
+        """A critic step; with `actor_step` (every policy_freq-th step: TD3's delayed updates) the actor's and the
+        targets' too."""
         with torch.no_grad():
             noise = (torch.randn_like(b["act"]) * self.policy_noise).clamp(-self.noise_clip, self.noise_clip)
             next_act = (self.actor_target(b["next_obs"]) + noise).clamp(-self.max_action, self.max_action)
@@ -643,7 +665,7 @@ class TD3BC(nn.Module):
         self.critic_optim.step()
         stats = {"critic_loss": critic_loss.detach(), "q": q.detach().mean()}
 
-        if self.total_it % self.policy_freq == 0:  # delayed actor and target updates
+        if actor_step:
             pi = self.actor(b["obs"])
             q_pi = self.critic(b["obs"], pi)[0]
             lmbda = self.alpha / q_pi.abs().mean().detach()
@@ -657,12 +679,10 @@ class TD3BC(nn.Module):
             stats.update(actor_loss=actor_loss.detach(), bc_loss=bc_loss.detach())
         return stats
 
-    def get_extra_state(self) -> dict:  # optimisers and the delay counter travel with the state dict (checkpoints)
-        return {"total_it": self.total_it, "actor_optim": self.actor_optim.state_dict(),
-                "critic_optim": self.critic_optim.state_dict()}  # fmt: skip
+    def get_extra_state(self):  # optimisers travel with the state dict (checkpoints)
+        return {"actor_optim": self.actor_optim.state_dict(), "critic_optim": self.critic_optim.state_dict()}
 
-    def set_extra_state(self, state: dict) -> None:
-        self.total_it = state["total_it"]
+    def set_extra_state(self, state):
         self.actor_optim.load_state_dict(state["actor_optim"])
         self.critic_optim.load_state_dict(state["critic_optim"])
 
@@ -674,13 +694,12 @@ class TD3BC(nn.Module):
 class ReplayBuffer:
     """A FIFO ring buffer of preallocated tensors on the device."""
 
-    def __init__(self, capacity: int, fields: dict[str, int], device: torch.device):
-        check_memory(4 * capacity * sum(fields.values()), f"a buffer of {capacity:,} rows", device)
+    def __init__(self, capacity, fields, device):
         self.data = {k: torch.zeros((capacity, dim), device=device) for k, dim in fields.items()}
         self.capacity, self.device = capacity, device
         self.ptr, self.size = 0, 0  # where the next row goes, rows filled so far
 
-    def add(self, batch: dict[str, torch.Tensor]) -> None:
+    def add(self, batch):
         n = len(next(iter(batch.values())))
         if n == 0:  # e.g. a rollout whose every row was non-finite
             return
@@ -690,14 +709,14 @@ class ReplayBuffer:
             v[idx] = batch[k][skip:].reshape(n - skip, -1).to(v.dtype)
         self.ptr, self.size = (self.ptr + n) % self.capacity, min(self.size + n, self.capacity)
 
-    def sample(self, n: int) -> dict[str, torch.Tensor]:
+    def sample(self, n):
         idx = torch.randint(self.size, (n,), device=self.device)
         return {k: v[idx] for k, v in self.data.items()}
 
-    def state_dict(self) -> dict:
+    def state_dict(self):
         return {"ptr": self.ptr, "size": self.size, "data": {k: v[: self.size].cpu() for k, v in self.data.items()}}
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state):
         self.ptr, self.size = state["ptr"], state["size"]
         for k, v in state["data"].items():
             self.data[k][: self.size] = v.to(self.device)
@@ -707,13 +726,13 @@ class ReplayBuffer:
 
 
 # --- shared: mixing ---
-def mix_counts(batch_size: int, ratios: tuple[float, ...]) -> list[int]:
+def mix_counts(batch_size, ratios):
     """Rows per source: int(B·ratio) for all but the last source, which gets the rest (the official code's rule)."""
     counts = [int(batch_size * r) for r in ratios[:-1]]
     return counts + [batch_size - sum(counts)]
 
 
-def sample_mix(sources: list[tuple[ReplayBuffer, int, str]]) -> dict[str, torch.Tensor]:
+def sample_mix(sources):
     """One batch from several buffers: (buffer, rows, which stored reward to use as 'rew')."""
     if any(buf.size == 0 for buf, n, _ in sources if n > 0):
         raise UserError("a model buffer is still empty: every rollout row so far was NaN or infinite (the ensemble "
@@ -729,24 +748,52 @@ def sample_mix(sources: list[tuple[ReplayBuffer, int, str]]) -> dict[str, torch.
 # --- end ---
 
 
-def rollout_metrics(start: dict, ro: dict, b: int) -> dict[str, torch.Tensor]:
-    """The epoch's rollouts: u, rewards before and after the penalty, mean length, dropped rows, and how far the
-    policy's first action lies from D's action in the same state."""
-    return {
-        "rollout/u": ro["u"].mean(),
-        "rollout/reward": ro["rew"].mean(),
-        "rollout/reward_p": ro["rew_p"].mean(),
-        "rollout/length": len(ro["u"]) / b,
-        "rollout/nonfinite_rows": ro["nonfinite"],
-        "rollout/action_distance": (ro["first_act"] - start["act"]).norm(dim=-1).mean(),
-    }
+# --- shared: steps ---
+def gradient_steps(step, first, n, period, graphs, policies):
+    """Gradient steps first+1 .. first+n: `step(actor_step)` updates every policy once, its actor on every `period`-th
+    step (TD3's delayed actor), and returns its statistics; their means come back (the epoch's one host sync). With
+    `graphs`, after warm-up steps on a side stream, the step with and the step without the actor are each captured as
+    a CUDA graph and replayed (made anew each call: the buffers' sizes are baked into their sampling)."""
+    sums, counts, kinds = {}, {}, {a: partial(step, a) for a in (False, True)}
+    warmup, side = max(3, period), torch.cuda.Stream() if graphs else None
+    for i in range(n):
+        if graphs and i == warmup:
+            torch.cuda.current_stream().wait_stream(side)
+            kinds = {a: cuda_graph(f, policies) for a, f in kinds.items()}
+        with torch.cuda.stream(side) if graphs and i < warmup else contextlib.nullcontext():
+            out = kinds[(first + i + 1) % period == 0]()
+        for k, v in out.items():  # summed as tensors: no host sync in the loop
+            sums[k], counts[k] = sums.get(k, 0) + v, counts.get(k, 0) + 1
+    return {k: float(v) / counts[k] for k, v in sums.items()}
+
+
+def cuda_graph(step, policies):
+    """`step` captured as one CUDA graph (recorded, not run): a call replays it and returns its refilled outputs."""
+    groups = [
+        g for p in policies for o in vars(p).values() if isinstance(o, torch.optim.Optimizer) for g in o.param_groups
+    ]
+    for g in groups:
+        g["capturable"] = True  # Adam's step counts stay on the device
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = step()
+    for g in groups:
+        g["capturable"] = False  # checkpoints stay loadable on a CPU
+    return lambda: [graph.replay(), out][1]
+
+
+# --- end ---
 
 
 def main(args: Args) -> dict:
-    run = Run(args, apply_presets)  # flags checked, dataset resolved, presets filled, seeded; the run directory
-    device = run.device  # run.args is args, resumed or filled in by the presets
-    data, max_action = run.load_data()  # D as tensors on the device, checked against the evaluation env
-    check_memory(128 * args.batch_size * data["obs"].shape[1], f"--batch-size {args.batch_size}", device)  # a batch
+    # the dataset, its preset's flags (those left unset), seeds; D on the device, checked against the evaluation env
+    task, path = resolve_task(args.env, args.dataset_path, args.eval_env, args.data_dir)
+    args, preset = apply_presets(args, task)
+    args.exp_name = args.exp_name or "mopo"
+    check_args(args)  # the preset's values with the user's
+    device = seed_everything(args)
+    envs = make_eval_envs(task, args.eval_episodes)
+    data, max_action = load_data(task, path, envs, device)
     obs_dim, act_dim = data["obs"].shape[1], data["act"].shape[1]
     real = ReplayBuffer(len(data["obs"]), {k: v.shape[1] for k, v in data.items()}, device)
     real.add(data)
@@ -758,19 +805,33 @@ def main(args: Args) -> dict:
     sac = dict(hidden_dims=args.hidden_dims, actor_lr=args.sac_actor_lr, critic_lr=args.sac_critic_lr,
                alpha_lr=args.sac_alpha_lr, gamma=args.gamma, tau=args.tau, target_entropy=args.target_entropy)  # fmt: skip
     td3 = dict(hidden_dims=args.hidden_dims, actor_lr=args.actor_lr, critic_lr=args.critic_lr, gamma=args.gamma,
-               tau=args.tau, alpha=args.alpha, policy_noise=args.policy_noise, noise_clip=args.noise_clip,
-               policy_freq=args.policy_freq)  # fmt: skip
+               tau=args.tau, alpha=args.alpha, policy_noise=args.policy_noise, noise_clip=args.noise_clip)  # fmt: skip
 
-    # the model buffers, allocated before the fit: a size that cannot fit fails now, not hours later
+    # the model buffer, allocated before the fit: a size that cannot fit fails now, not hours later
     fields = {"obs": obs_dim, "act": act_dim, "rew": 1, "u": 1, "rew_p": 1, "next_obs": obs_dim, "done": 1}
     # D_model, the model's rollouts of the last `model_retain_epochs` epochs
     buf = ReplayBuffer(args.rollout_batch_size * args.rollout_length * args.model_retain_epochs, fields, device)
 
-    # the ensemble T̂ and its uncertainty u, fitted once on D
+    # the ensemble T̂, fitted on D, or loaded (--load-dynamics-path; a resumed run: its own)
     dims = (obs_dim, act_dim, args.dynamics_hidden_dims, args.num_ensemble, args.num_elites, args.dynamics_bf16)
     dynamics = EnsembleDynamics(*dims).to(device)
-    dyn_metrics = run.load_or_fit(dynamics, partial(fit_dynamics, dynamics, data, **fit), args.load_dynamics_path)
-    terminal = termination_fn(run.task.domain)
+    own = os.path.join(args.resume or "", "dynamics.pt")
+    source = own if args.resume and os.path.isfile(own) else args.load_dynamics_path
+    dyn_metrics = load_dynamics(dynamics, source, args.seed) if source else None
+    run_dir = make_run_dir(args, task)  # or --resume's; config.json
+    ckpt_path = os.path.join(run_dir, "checkpoint.pt")
+    ckpt = load(ckpt_path, "checkpoint", ("epoch", "rows", "seconds")) if os.path.isfile(ckpt_path) else None
+    rows = ckpt["rows"] if ckpt else []  # metrics.csv's rows so far
+    writer = open_writer(run_dir, args, rows)
+    print(f"{run_dir}: {task.name} ({len(data['obs'])} transitions) -> {task.gym_id} ({task.reward_fn} reward), seed "
+          f"{args.seed}, preset {preset}")  # fmt: skip
+    if dyn_metrics is None:
+        dyn_metrics = fit_dynamics(dynamics, data, **fit)
+    if source != own:  # the run's own copy, with the RNG state right after the fit: a resume continues exactly
+        save({"model": dynamics.state_dict(), "metrics": dyn_metrics, "rng": rng_state(), "seed": args.seed}, own)
+    dynamics.requires_grad_(False)
+    terminal = termination_fn(task.domain)
+    u_of = partial(uncertainty, kind=args.uncertainty)
 
     # the policy (SAC with a cosine-annealed actor LR, or TD3+BC with a constant one)
     if args.policy == "sac":
@@ -782,35 +843,85 @@ def main(args: Args) -> dict:
         policy_act, policy_eval = lambda s: policy.act(s, args.exploration_noise), policy.actor
         actor_schedule = torch.optim.lr_scheduler.ConstantLR(policy.actor_optim, factor=1.0)
     n = mix_counts(args.batch_size, (args.real_ratio, 1 - args.real_ratio))
-    parts = {"policy": policy, "actor_schedule": actor_schedule, "buf": buf}
-    model_return = partial(model_eval, dynamics, terminal, args.uncertainty, args.gamma, device)  # eval/model_*
 
-    def gradient_step() -> dict[str, dict[str, torch.Tensor]]:
+    def gradient_step(actor_step):
         # one update on D ∪ D_model: D's rows with their real rewards, the model's with P-MDP rewards
-        return {"losses": policy.update(sample_mix([(real, n[0], "rew"), (buf, n[1], "rew_p")]))}
+        batch = sample_mix([(real, n[0], "rew"), (buf, n[1], "rew_p")])
+        return {
+            f"losses/{k}": v
+            for k, v in (policy.update(batch, actor_step) if args.policy == "td3bc" else policy.update(batch)).items()
+        }
 
-    period = args.policy_freq if args.policy == "td3bc" else 1  # TD3+BC's actor updates every policy_freq steps
-    run.start(parts, dyn_metrics)  # resumes from the checkpoint, if any
+    # what a checkpoint holds besides the epoch, the metrics rows, the wall time and the RNG states
+    parts = {"policy": policy, "actor_schedule": actor_schedule, "buf": buf}
+    start, prior = (ckpt["epoch"], ckpt["seconds"]) if ckpt else (0, 0.0)
+    if ckpt:
+        restore(parts, ckpt, ckpt_path)
+        print(f"resumed {run_dir} at epoch {start}")
+    elif not rows:
+        log(writer, rows, run_dir, 0, dyn_metrics)  # row 0: the fit
+    graphs = args.cuda_graphs and device.type == "cuda"
+    last = min(args.epochs, start + (args.stop_after_epochs or args.epochs))
+    stop, t_start, t_saved = catch_signals(defer=True), time.time(), time.time()  # a signal: stop after the epoch
 
-    for epoch in run.epochs():
+    for epoch in (bar := tqdm(range(start + 1, last + 1), f"{args.exp_name} {task.name}", args.epochs, initial=start,
+                              unit="epoch")):  # fmt: skip
+        t0 = time.time()
         # rollouts of the policy (stochastic SAC, or TD3 noise) from b states of D, labelled in the P-MDP
-        start = real.sample(args.rollout_batch_size)
-        ro = rollout(dynamics, policy_act, start["obs"], args.rollout_length, terminal, args.uncertainty)
-        ro["rew_p"] = relabel(ro["rew"], ro["u"], args.lambda_p)
+        start_batch = real.sample(args.rollout_batch_size)
+        ro = rollout(
+            dynamics, policy_act, start_batch["obs"], args.rollout_length, terminal, partial(relabel, args=args)
+        )
         buf.add(ro)
-        run.lap("rollout")
+        t_rollout = time.time() - t0
 
-        gradient_steps(gradient_step, args.steps_per_epoch, run, [policy], period)
+        first = (epoch - 1) * args.steps_per_epoch
+        metrics = gradient_steps(
+            gradient_step,
+            first,
+            args.steps_per_epoch,
+            args.policy_freq if args.policy == "td3bc" else 1,
+            graphs,
+            [policy],
+        )
         actor_schedule.step()
-
-        metrics = run.means() | rollout_metrics(start, ro, args.rollout_batch_size)
+        metrics |= rollout_metrics(start_batch, ro, args.rollout_batch_size)
         metrics["charts/lr_actor"] = actor_schedule.get_last_lr()[0]
-        if run.nonfinite is None and (epoch % args.eval_every == 0 or epoch == args.epochs):
-            metrics |= run.evaluate(policy_eval, model_return)  # in the real env (D4RL score) and in the model
-        run.log(metrics)  # metrics.csv, TensorBoard; a NaN loss or weight ends the run here, before a checkpoint
-        if run.checkpoint_due():  # every --checkpoint-every epochs, every --checkpoint-minutes, at the end, on a signal
-            run.save_checkpoint()
-    return run.finish(policy.actor)
+        if bad := nonfinite(metrics, {"policy": policy}):
+            finish(run_dir, args, task, rows, "failed", prior + time.time() - t_start, preset)
+            raise UserError(f"training turned non-finite in epoch {epoch}: {bad} is NaN or infinite; the last checkpoint "
+                            "is kept (lower the learning rates or λ, or check the data)")  # fmt: skip
+        if epoch % args.eval_every == 0 or epoch == args.epochs:  # in the real env (D4RL score) and in the model
+            t_eval = time.time()
+            returns, first_obs = evaluate(policy_eval, envs, task, args.seed + 1000 * epoch, device)
+            metrics |= eval_metrics(task, returns, rows)
+            metrics |= model_eval(dynamics, terminal, u_of, args.gamma, policy_eval, torch.as_tensor(first_obs,
+                                  dtype=torch.float32, device=device), envs.envs[0].spec.max_episode_steps or 1000)  # fmt: skip
+            metrics["charts/eval_seconds"] = time.time() - t_eval
+            bar.set_postfix(score=f"{metrics.get('eval/normalized_score', metrics['eval/return']):.1f}")
+        metrics["charts/rollout_seconds"], metrics["charts/epoch_seconds"] = t_rollout, time.time() - t0
+        metrics["charts/SPS"] = args.steps_per_epoch / (time.time() - t0 - metrics.get("charts/eval_seconds", 0))
+        log(writer, rows, run_dir, epoch, metrics)  # metrics.csv, TensorBoard
+        if (
+            epoch % args.checkpoint_every == 0
+            or epoch == last
+            or stop
+            or time.time() - t_saved > 60 * args.checkpoint_minutes
+        ):
+            ckpt = {"epoch": epoch, "rows": rows, "seconds": prior + time.time() - t_start, "rng": rng_state()}
+            save(ckpt | {k: v.state_dict() for k, v in parts.items()}, ckpt_path)
+            t_saved = time.time()
+        if stop:
+            break
+    bar.close()
+    envs.close()
+    writer.close()
+    status = "interrupted" if stop else "finished" if last == args.epochs else "stopped"
+    summary = finish(run_dir, args, task, rows, status, prior + time.time() - t_start, preset)
+    if stop:
+        raise Stop(stop[0], f"checkpoint saved; continue with: python {os.path.relpath(__file__)} --resume {run_dir}")
+    export_policy(policy.actor, os.path.join(run_dir, "policy.pt"))
+    return summary
 
 
 if __name__ == "__main__":

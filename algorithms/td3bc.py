@@ -7,19 +7,26 @@
 # Usage: python algorithms/td3bc.py --env hopper-medium-v2
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import sys
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from tqdm.auto import tqdm
 
 sys.path[:0] = [os.path.dirname(os.path.abspath(__file__))] if __package__ else []  # python -m algorithms.td3bc
 try:
-    from plumbing import Run, RunArgs, check_memory, cli, gradient_steps
+    from plumbing import (Count, NonNegative, Positive, RunArgs, Share, Stop, UserError, cli, eval_metrics,
+                          evaluate, export_policy, finish, load, load_data, log, make_eval_envs, make_run_dir,
+                          nonfinite, open_writer, resolve_task, restore, rng_state, save, seed_everything,
+                          catch_signals)  # fmt: skip
 except ImportError as e:  # this file's run plumbing: copy both files
     sys.exit(f"error: {e}; copy this project's algorithms/plumbing.py beside {os.path.basename(__file__)}")
 
@@ -27,33 +34,33 @@ except ImportError as e:  # this file's run plumbing: copy both files
 @dataclass
 class Args(RunArgs):  # the data and run flags (--env, --seed, --runs-dir, ...) are plumbing.RunArgs'
     # TD3+BC
-    hidden_dims: tuple[int, ...] = field(default=(256, 256), metadata={"range": "[1, inf)"})
+    hidden_dims: tuple[Count, ...] = (256, 256)
     """hidden layer sizes of the actor and critics (the TD3+BC paper, CORL)"""
-    actor_lr: float = field(default=3e-4, metadata={"range": "(0, inf)"})
+    actor_lr: Positive = 3e-4
     """TD3+BC actor learning rate"""
-    critic_lr: float = field(default=3e-4, metadata={"range": "(0, inf)"})
+    critic_lr: Positive = 3e-4
     """TD3+BC critic learning rate"""
-    gamma: float = field(default=0.99, metadata={"range": "[0, 1]"})
+    gamma: Share = 0.99
     """discount factor γ"""
-    tau: float = field(default=0.005, metadata={"range": "[0, 1]"})
+    tau: Share = 0.005
     """target network smoothing coefficient"""
-    alpha: float = field(default=2.5, metadata={"range": "[0, inf)"})
+    alpha: NonNegative = 2.5
     """TD3+BC's α: the actor loss is −α/mean|Q|·Q + (π(s) − a)²"""
-    policy_noise: float = field(default=0.2, metadata={"range": "[0, inf)"})
+    policy_noise: NonNegative = 0.2
     """TD3 target policy smoothing noise"""
-    noise_clip: float = field(default=0.5, metadata={"range": "[0, inf)"})
+    noise_clip: NonNegative = 0.5
     """range of the target policy smoothing noise"""
-    policy_freq: int = field(default=2, metadata={"range": "[1, inf)"})
+    policy_freq: Count = 2
     """TD3 delayed updates: actor and targets every this many critic updates"""
     normalize_obs: bool = True
     """standardise policy inputs with D's mean and std + 1e-3 (on by default, as TD3+BC and CORL)"""
 
     # Training loop
-    steps_per_epoch: int = field(default=1000, metadata={"range": "[1, inf)"})
+    steps_per_epoch: Count = 1000
     """gradient steps per epoch"""
-    batch_size: int = field(default=256, metadata={"range": "[1, inf)"})
+    batch_size: Count = 256
     """batch size of every policy update"""
-    eval_every: int = field(default=1, metadata={"range": "[1, inf)"})
+    eval_every: Count = 1
     """evaluate every this many epochs (and after the last)"""
 
 
@@ -61,22 +68,22 @@ class Args(RunArgs):  # the data and run flags (--env, --seed, --runs-dir, ...) 
 class EnsembleLinear(nn.Module):
     """E independent linear layers applied as one batched matmul: x [E, B, in] -> [E, B, out]."""
 
-    def __init__(self, in_features: int, out_features: int, ensemble_size: int):
+    def __init__(self, in_features, out_features, ensemble_size):
         super().__init__()
         bound = 1 / np.sqrt(in_features)  # nn.Linear's default init, per member
         self.weight = nn.Parameter(torch.empty(ensemble_size, in_features, out_features).uniform_(-bound, bound))
         self.bias = nn.Parameter(torch.empty(ensemble_size, 1, out_features).uniform_(-bound, bound))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x):
         return torch.baddbmm(self.bias, x, self.weight)  # x @ W + b in one kernel
 
 
-def adam(params, lr: float) -> torch.optim.Adam:
+def adam(params, lr):
     """Every network's optimiser; fused: one kernel for all tensors instead of ~10 per tensor."""
     return torch.optim.Adam(params, lr=lr, fused=True)
 
 
-def mlp(in_dim: int, hidden_dims: tuple[int, ...], out_dim: int) -> nn.Sequential:
+def mlp(in_dim, hidden_dims, out_dim):
     layers, dims = [], [in_dim, *hidden_dims]
     for i, o in zip(dims[:-1], dims[1:]):
         layers += [nn.Linear(i, o), nn.ReLU()]
@@ -90,39 +97,39 @@ def mlp(in_dim: int, hidden_dims: tuple[int, ...], out_dim: int) -> nn.Sequentia
 class ObsNorm(nn.Module):
     """Standardises observations inside the network, so the env, the model and the buffers stay raw."""
 
-    def __init__(self, mean: torch.Tensor, std: torch.Tensor):
+    def __init__(self, mean, std):
         super().__init__()
         self.register_buffer("mean", mean.clone())
         self.register_buffer("std", std.clone())
 
     @classmethod
-    def of(cls, obs: torch.Tensor, normalize: bool) -> ObsNorm:
+    def of(cls, obs, normalize):
         """D's mean and std + 1e-3 (TD3+BC's standardisation), or the identity."""
         if not normalize:
             return cls(torch.zeros_like(obs[0]), torch.ones_like(obs[0]))
         return cls(obs.mean(0), obs.std(0) + 1e-3)
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+    def forward(self, obs):
         return (obs - self.mean) / self.std
 
 
 class TwinCritic(nn.Module):
     """Both Q networks as one batched ensemble of 2 (one matmul per layer for both): Q(s, a) -> [2, B]."""
 
-    def __init__(self, obs_norm: ObsNorm, obs_dim: int, act_dim: int, hidden_dims: tuple[int, ...]):
+    def __init__(self, obs_norm, obs_dim, act_dim, hidden_dims):
         super().__init__()
         self.obs_norm = copy.deepcopy(obs_norm)
         dims = [obs_dim + act_dim, *hidden_dims, 1]
         self.layers = nn.ModuleList(EnsembleLinear(i, o, 2) for i, o in zip(dims[:-1], dims[1:]))
 
-    def forward(self, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
+    def forward(self, obs, act):
         x = torch.cat([self.obs_norm(obs), act], dim=-1).expand(2, -1, -1)
         for layer in self.layers[:-1]:
             x = F.relu(layer(x))
         return self.layers[-1](x).squeeze(-1)
 
 
-def soft_update(target: nn.Module, source: nn.Module, tau: float) -> None:
+def soft_update(target, source, tau):
     with torch.no_grad():
         for t, s in zip(target.parameters(), source.parameters()):
             t.lerp_(s, tau)  # t ← t + τ·(s − t)
@@ -135,22 +142,33 @@ def soft_update(target: nn.Module, source: nn.Module, tau: float) -> None:
 class DeterministicActor(nn.Module):
     kind = "deterministic_mlp"  # the format name of an exported policy.pt
 
-    def __init__(self, obs_norm: ObsNorm, obs_dim: int, act_dim: int, hidden_dims: tuple[int, ...], max_action: float):
+    def __init__(self, obs_norm, obs_dim, act_dim, hidden_dims, max_action):
         super().__init__()
         self.obs_norm = copy.deepcopy(obs_norm)
         self.net = mlp(obs_dim, hidden_dims, act_dim)
         self.max_action = max_action
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+    def forward(self, obs):
         return torch.tanh(self.net(self.obs_norm(obs))) * self.max_action
 
 
 class TD3BC(nn.Module):
     """TD3 with a behaviour-cloning term (Fujimoto & Gu 2021): actor loss −λ·Q(s, π(s)) + (π(s) − a)², λ = α/mean|Q|."""
 
-    def __init__(self, obs_norm: ObsNorm, act_dim: int, max_action: float, hidden_dims: tuple[int, ...],
-                 actor_lr: float, critic_lr: float, gamma: float, tau: float, alpha: float, policy_noise: float,
-                 noise_clip: float, policy_freq: int):  # fmt: skip
+    def __init__(
+        self,
+        obs_norm,
+        act_dim,
+        max_action,
+        hidden_dims,
+        actor_lr,
+        critic_lr,
+        gamma,
+        tau,
+        alpha,
+        policy_noise,
+        noise_clip,
+    ):
         super().__init__()
         obs_dim = len(obs_norm.mean)
         self.actor = DeterministicActor(obs_norm, obs_dim, act_dim, hidden_dims, max_action)
@@ -162,17 +180,17 @@ class TD3BC(nn.Module):
         self.max_action, self.gamma, self.tau, self.alpha = max_action, gamma, tau, alpha
         self.policy_noise = policy_noise * max_action  # TD3's noise is relative to the action bound
         self.noise_clip = noise_clip * max_action
-        self.policy_freq, self.total_it = policy_freq, 0
 
     @torch.no_grad()
-    def act(self, obs: torch.Tensor, noise: float = 0.0) -> torch.Tensor:
+    def act(self, obs, noise=0.0):
         action = self.actor(obs)
         if noise > 0:
             action = action + noise * self.max_action * torch.randn_like(action)
         return action.clamp(-self.max_action, self.max_action)
 
-    def update(self, b: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        self.total_it += 1
+    def update(self, b, actor_step):
+        """A critic step; with `actor_step` (every policy_freq-th step: TD3's delayed updates) the actor's and the
+        targets' too."""
         with torch.no_grad():
             noise = (torch.randn_like(b["act"]) * self.policy_noise).clamp(-self.noise_clip, self.noise_clip)
             next_act = (self.actor_target(b["next_obs"]) + noise).clamp(-self.max_action, self.max_action)
@@ -185,7 +203,7 @@ class TD3BC(nn.Module):
         self.critic_optim.step()
         stats = {"critic_loss": critic_loss.detach(), "q": q.detach().mean()}
 
-        if self.total_it % self.policy_freq == 0:  # delayed actor and target updates
+        if actor_step:
             pi = self.actor(b["obs"])
             q_pi = self.critic(b["obs"], pi)[0]
             lmbda = self.alpha / q_pi.abs().mean().detach()
@@ -199,12 +217,10 @@ class TD3BC(nn.Module):
             stats.update(actor_loss=actor_loss.detach(), bc_loss=bc_loss.detach())
         return stats
 
-    def get_extra_state(self) -> dict:  # optimisers and the delay counter travel with the state dict (checkpoints)
-        return {"total_it": self.total_it, "actor_optim": self.actor_optim.state_dict(),
-                "critic_optim": self.critic_optim.state_dict()}  # fmt: skip
+    def get_extra_state(self):  # optimisers travel with the state dict (checkpoints)
+        return {"actor_optim": self.actor_optim.state_dict(), "critic_optim": self.critic_optim.state_dict()}
 
-    def set_extra_state(self, state: dict) -> None:
-        self.total_it = state["total_it"]
+    def set_extra_state(self, state):
         self.actor_optim.load_state_dict(state["actor_optim"])
         self.critic_optim.load_state_dict(state["critic_optim"])
 
@@ -216,13 +232,12 @@ class TD3BC(nn.Module):
 class ReplayBuffer:
     """A FIFO ring buffer of preallocated tensors on the device."""
 
-    def __init__(self, capacity: int, fields: dict[str, int], device: torch.device):
-        check_memory(4 * capacity * sum(fields.values()), f"a buffer of {capacity:,} rows", device)
+    def __init__(self, capacity, fields, device):
         self.data = {k: torch.zeros((capacity, dim), device=device) for k, dim in fields.items()}
         self.capacity, self.device = capacity, device
         self.ptr, self.size = 0, 0  # where the next row goes, rows filled so far
 
-    def add(self, batch: dict[str, torch.Tensor]) -> None:
+    def add(self, batch):
         n = len(next(iter(batch.values())))
         if n == 0:  # e.g. a rollout whose every row was non-finite
             return
@@ -232,14 +247,14 @@ class ReplayBuffer:
             v[idx] = batch[k][skip:].reshape(n - skip, -1).to(v.dtype)
         self.ptr, self.size = (self.ptr + n) % self.capacity, min(self.size + n, self.capacity)
 
-    def sample(self, n: int) -> dict[str, torch.Tensor]:
+    def sample(self, n):
         idx = torch.randint(self.size, (n,), device=self.device)
         return {k: v[idx] for k, v in self.data.items()}
 
-    def state_dict(self) -> dict:
+    def state_dict(self):
         return {"ptr": self.ptr, "size": self.size, "data": {k: v[: self.size].cpu() for k, v in self.data.items()}}
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state):
         self.ptr, self.size = state["ptr"], state["size"]
         for k, v in state["data"].items():
             self.data[k][: self.size] = v.to(self.device)
@@ -248,35 +263,116 @@ class ReplayBuffer:
 # --- end ---
 
 
+# --- shared: steps ---
+def gradient_steps(step, first, n, period, graphs, policies):
+    """Gradient steps first+1 .. first+n: `step(actor_step)` updates every policy once, its actor on every `period`-th
+    step (TD3's delayed actor), and returns its statistics; their means come back (the epoch's one host sync). With
+    `graphs`, after warm-up steps on a side stream, the step with and the step without the actor are each captured as
+    a CUDA graph and replayed (made anew each call: the buffers' sizes are baked into their sampling)."""
+    sums, counts, kinds = {}, {}, {a: partial(step, a) for a in (False, True)}
+    warmup, side = max(3, period), torch.cuda.Stream() if graphs else None
+    for i in range(n):
+        if graphs and i == warmup:
+            torch.cuda.current_stream().wait_stream(side)
+            kinds = {a: cuda_graph(f, policies) for a, f in kinds.items()}
+        with torch.cuda.stream(side) if graphs and i < warmup else contextlib.nullcontext():
+            out = kinds[(first + i + 1) % period == 0]()
+        for k, v in out.items():  # summed as tensors: no host sync in the loop
+            sums[k], counts[k] = sums.get(k, 0) + v, counts.get(k, 0) + 1
+    return {k: float(v) / counts[k] for k, v in sums.items()}
+
+
+def cuda_graph(step, policies):
+    """`step` captured as one CUDA graph (recorded, not run): a call replays it and returns its refilled outputs."""
+    groups = [
+        g for p in policies for o in vars(p).values() if isinstance(o, torch.optim.Optimizer) for g in o.param_groups
+    ]
+    for g in groups:
+        g["capturable"] = True  # Adam's step counts stay on the device
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = step()
+    for g in groups:
+        g["capturable"] = False  # checkpoints stay loadable on a CPU
+    return lambda: [graph.replay(), out][1]
+
+
+# --- end ---
+
+
 def main(args: Args) -> dict:
-    run = Run(args)  # flags checked, dataset resolved, seeded; the run directory
-    device = run.device  # run.args is args, resumed or filled in by the presets
-    data, max_action = run.load_data()  # D as tensors on the device, checked against the evaluation env
-    check_memory(128 * args.batch_size * data["obs"].shape[1], f"--batch-size {args.batch_size}", device)  # a batch
+    # the dataset, seeds; D on the device, checked against the evaluation env
+    task, path = resolve_task(args.env, args.dataset_path, args.eval_env, args.data_dir)
+    args.exp_name = args.exp_name or "td3bc"
+    device = seed_everything(args)
+    envs = make_eval_envs(task, args.eval_episodes)
+    data, max_action = load_data(task, path, envs, device)
     real = ReplayBuffer(len(data["obs"]), {k: v.shape[1] for k, v in data.items()}, device)
     real.add(data)
+    run_dir = make_run_dir(args, task)  # or --resume's; config.json
+    ckpt_path = os.path.join(run_dir, "checkpoint.pt")
+    ckpt = load(ckpt_path, "checkpoint", ("epoch", "rows", "seconds")) if os.path.isfile(ckpt_path) else None
+    rows = ckpt["rows"] if ckpt else []  # metrics.csv's rows so far
+    writer = open_writer(run_dir, args, rows)
+    print(f"{run_dir}: {task.name} ({len(data['obs'])} transitions) -> {task.gym_id} ({task.reward_fn} reward), seed "
+          f"{args.seed}")  # fmt: skip
 
     td3 = dict(hidden_dims=args.hidden_dims, actor_lr=args.actor_lr, critic_lr=args.critic_lr, gamma=args.gamma,
-               tau=args.tau, alpha=args.alpha, policy_noise=args.policy_noise, noise_clip=args.noise_clip,
-               policy_freq=args.policy_freq)  # fmt: skip
+               tau=args.tau, alpha=args.alpha, policy_noise=args.policy_noise, noise_clip=args.noise_clip)  # fmt: skip
     policy = TD3BC(ObsNorm.of(data["obs"], args.normalize_obs), data["act"].shape[1], max_action, **td3).to(device)
 
-    def gradient_step() -> dict[str, dict[str, torch.Tensor]]:  # one TD3+BC update on D alone: no model, no rollouts
+    def gradient_step(actor_step):  # one TD3+BC update on D alone: no model, no rollouts
         b = real.sample(args.batch_size)
-        return {"losses": policy.update(b | {"rew": b["rew"][:, 0], "done": b["done"][:, 0]})}
+        return {
+            f"losses/{k}": v
+            for k, v in policy.update(b | {"rew": b["rew"][:, 0], "done": b["done"][:, 0]}, actor_step).items()
+        }
 
-    run.start({"policy": policy})  # resumes from the checkpoint, if any
+    start, prior = (ckpt["epoch"], ckpt["seconds"]) if ckpt else (0, 0.0)
+    if ckpt:
+        restore({"policy": policy}, ckpt, ckpt_path)
+        print(f"resumed {run_dir} at epoch {start}")
+    graphs = args.cuda_graphs and device.type == "cuda"
+    last = min(args.epochs, start + (args.stop_after_epochs or args.epochs))
+    stop, t_start, t_saved = catch_signals(defer=True), time.time(), time.time()  # a signal: stop after the epoch
 
-    for epoch in run.epochs():
-        gradient_steps(gradient_step, args.steps_per_epoch, run, [policy], args.policy_freq)
-
-        metrics = run.means()
-        if run.nonfinite is None and (epoch % args.eval_every == 0 or epoch == args.epochs):
-            metrics |= run.evaluate(policy.actor)  # the policy in the real env (D4RL score)
-        run.log(metrics)  # metrics.csv, TensorBoard; a NaN loss or weight ends the run here, before a checkpoint
-        if run.checkpoint_due():  # every --checkpoint-every epochs, every --checkpoint-minutes, at the end, on a signal
-            run.save_checkpoint()
-    return run.finish(policy.actor)
+    for epoch in (bar := tqdm(range(start + 1, last + 1), f"{args.exp_name} {task.name}", args.epochs, initial=start,
+                              unit="epoch")):  # fmt: skip
+        t0 = time.time()
+        first = (epoch - 1) * args.steps_per_epoch
+        metrics = gradient_steps(gradient_step, first, args.steps_per_epoch, args.policy_freq, graphs, [policy])
+        if bad := nonfinite(metrics, {"policy": policy}):
+            finish(run_dir, args, task, rows, "failed", prior + time.time() - t_start, "none")
+            raise UserError(f"training turned non-finite in epoch {epoch}: {bad} is NaN or infinite; the last checkpoint "
+                            "is kept (lower the learning rates, or check the data)")  # fmt: skip
+        if epoch % args.eval_every == 0 or epoch == args.epochs:  # the policy in the real env (D4RL score)
+            t_eval = time.time()
+            metrics |= eval_metrics(task, evaluate(policy.actor, envs, task, args.seed + 1000 * epoch, device)[0], rows)
+            metrics["charts/eval_seconds"] = time.time() - t_eval
+            bar.set_postfix(score=f"{metrics.get('eval/normalized_score', metrics['eval/return']):.1f}")
+        metrics["charts/epoch_seconds"] = time.time() - t0
+        metrics["charts/SPS"] = args.steps_per_epoch / (time.time() - t0 - metrics.get("charts/eval_seconds", 0))
+        log(writer, rows, run_dir, epoch, metrics)  # metrics.csv, TensorBoard
+        if (
+            epoch % args.checkpoint_every == 0
+            or epoch == last
+            or stop
+            or time.time() - t_saved > 60 * args.checkpoint_minutes
+        ):
+            ckpt = {"epoch": epoch, "rows": rows, "seconds": prior + time.time() - t_start, "rng": rng_state()}
+            save(ckpt | {"policy": policy.state_dict()}, ckpt_path)
+            t_saved = time.time()
+        if stop:
+            break
+    bar.close()
+    envs.close()
+    writer.close()
+    status = "interrupted" if stop else "finished" if last == args.epochs else "stopped"
+    summary = finish(run_dir, args, task, rows, status, prior + time.time() - t_start, "none")
+    if stop:
+        raise Stop(stop[0], f"checkpoint saved; continue with: python {os.path.relpath(__file__)} --resume {run_dir}")
+    export_policy(policy.actor, os.path.join(run_dir, "policy.pt"))
+    return summary
 
 
 if __name__ == "__main__":
