@@ -23,10 +23,9 @@ from tqdm.auto import tqdm
 
 sys.path[:0] = [os.path.dirname(os.path.abspath(__file__))] if __package__ else []  # python -m algorithms.mbpo
 try:
-    from plumbing import (Count, Path, Positive, RunArgs, Share, Stop, UserError, check_args, cli,
-                          eval_metrics, evaluate, export_policy, finish, load, load_data, log, make_eval_envs,
-                          make_run_dir, nonfinite, open_writer, resolve_task, restore, rng_state, save, seed_everything,
-                          catch_signals)  # fmt: skip
+    from plumbing import (Count, Path, Positive, RunArgs, Share, UserError, catch_signals, check_args, check_finite,
+                          cli, evaluate, finish, load, load_data, log, make_eval_envs, open_run, resolve_task,
+                          restore, rng_state, save, seed_everything)  # fmt: skip
 except ImportError as e:  # this file's run plumbing: copy both files
     sys.exit(f"error: {e}; copy this project's algorithms/plumbing.py beside {os.path.basename(__file__)}")
 
@@ -395,10 +394,10 @@ def rollout(dynamics, policy, start_obs, horizon, terminal, relabel):
 
 
 @torch.no_grad()
-def model_eval(dynamics, terminal, u_of, gamma, actor, first_obs, horizon):
+def model_eval(dynamics, terminal, u_of, gamma, actor, first_obs, envs):
     """η_M̂(π) and ε_u(π) (Fig. 6): the deterministic policy's discounted return and mean u (`u_of(mean, std)`) in the
     model MDP, from the real evaluation episodes' first states."""
-    obs, device = first_obs, first_obs.device
+    obs, device, horizon = first_obs, first_obs.device, envs.envs[0].spec.max_episode_steps or 1000
     alive = torch.ones(len(obs), dtype=torch.bool, device=device)
     ret = torch.zeros(len(obs), device=device)
     u_sum, steps = torch.zeros((), device=device), torch.zeros((), device=device)
@@ -684,20 +683,15 @@ def main(args: Args) -> dict:
     # the ensemble T̂, fitted on D, or loaded (--load-dynamics-path; a resumed run: its own)
     dims = (obs_dim, act_dim, args.dynamics_hidden_dims, args.num_ensemble, args.num_elites, args.dynamics_bf16)
     dynamics = EnsembleDynamics(*dims).to(device)
-    own = os.path.join(args.resume or "", "dynamics.pt")
-    source = own if args.resume and os.path.isfile(own) else args.load_dynamics_path
+    own = args.resume and os.path.join(args.resume, "dynamics.pt")  # a resumed run's own ensemble
+    source = own if own and os.path.isfile(own) else args.load_dynamics_path
     dyn_metrics = load_dynamics(dynamics, source, args.seed) if source else None
-    run_dir = make_run_dir(args, task)  # or --resume's; config.json
-    ckpt_path = os.path.join(run_dir, "checkpoint.pt")
-    ckpt = load(ckpt_path, "checkpoint", ("epoch", "rows", "seconds")) if os.path.isfile(ckpt_path) else None
-    rows = ckpt["rows"] if ckpt else []  # metrics.csv's rows so far
-    writer = open_writer(run_dir, args, rows)
-    print(f"{run_dir}: {task.name} ({len(data['obs'])} transitions) -> {task.gym_id} ({task.reward_fn} reward), seed "
-          f"{args.seed}, preset {preset}")  # fmt: skip
+    run_dir, ckpt, writer = open_run(args, task, preset, len(data["obs"]))  # the run directory; --resume's checkpoint
     if dyn_metrics is None:
         dyn_metrics = fit_dynamics(dynamics, data, **fit)
     if source != own:  # the run's own copy, with the RNG state right after the fit: a resume continues exactly
-        save({"model": dynamics.state_dict(), "metrics": dyn_metrics, "rng": rng_state(), "seed": args.seed}, own)
+        ensemble = {"model": dynamics.state_dict(), "metrics": dyn_metrics, "rng": rng_state(), "seed": args.seed}
+        save(ensemble, os.path.join(run_dir, "dynamics.pt"))
     dynamics.requires_grad_(False)
     terminal = termination_fn(task.domain)
     u_of = partial(uncertainty, kind=args.uncertainty)
@@ -715,67 +709,46 @@ def main(args: Args) -> dict:
 
     # what a checkpoint holds besides the epoch, the metrics rows, the wall time and the RNG states
     parts = {"policy": policy, "actor_schedule": actor_schedule, "buf": buf}
-    start, prior = (ckpt["epoch"], ckpt["seconds"]) if ckpt else (0, 0.0)
-    if ckpt:
+    rows, ckpt_path = ckpt["rows"], os.path.join(run_dir, "checkpoint.pt")  # metrics.csv's rows so far
+    if ckpt["epoch"]:  # --resume: the parts, RNG states, epoch and metrics rows of the checkpoint
         restore(parts, ckpt, ckpt_path)
-        print(f"resumed {run_dir} at epoch {start}")
     elif not rows:
         log(writer, rows, run_dir, 0, dyn_metrics)  # row 0: the fit
     graphs = args.cuda_graphs and device.type == "cuda"
-    last = min(args.epochs, start + (args.stop_after_epochs or args.epochs))
-    stop, t_start, t_saved = catch_signals(defer=True), time.time(), time.time()  # a signal: stop after the epoch
+    done = ckpt["epoch"]  # epochs done
+    last = min(args.epochs, done + (args.stop_after_epochs or args.epochs))
+    stop = catch_signals(defer=True)  # a signal: the loop ends after its epoch, with a checkpoint
+    t_start, t_save = time.time(), time.time() + 60 * args.checkpoint_minutes
 
-    for epoch in (bar := tqdm(range(start + 1, last + 1), f"{args.exp_name} {task.name}", args.epochs, initial=start,
-                              unit="epoch")):  # fmt: skip
+    for epoch in tqdm(range(done + 1, last + 1), f"{args.exp_name} {task.name}", args.epochs, initial=done):
         t0 = time.time()
         # rollouts of the policy (stochastic SAC) from b states of D, with the model's rewards r̂
-        start_batch = real.sample(args.rollout_batch_size)
-        ro = rollout(
-            dynamics, policy_act, start_batch["obs"], args.rollout_length, terminal, partial(relabel, args=args)
-        )
+        start = real.sample(args.rollout_batch_size)
+        ro = rollout(dynamics, policy_act, start["obs"], args.rollout_length, terminal, partial(relabel, args=args))
         buf.add(ro)
         t_rollout = time.time() - t0
 
         first = (epoch - 1) * args.steps_per_epoch
         metrics = gradient_steps(gradient_step, first, args.steps_per_epoch, 1, graphs, [policy])
         actor_schedule.step()
-        metrics |= rollout_metrics(start_batch, ro, args.rollout_batch_size)
+        metrics |= rollout_metrics(start, ro, args.rollout_batch_size)
         metrics["charts/lr_actor"] = actor_schedule.get_last_lr()[0]
-        if bad := nonfinite(metrics, {"policy": policy}):
-            finish(run_dir, args, task, rows, "failed", prior + time.time() - t_start, preset)
-            raise UserError(f"training turned non-finite in epoch {epoch}: {bad} is NaN or infinite; the last checkpoint "
-                            "is kept (lower the learning rates or λ, or check the data)")  # fmt: skip
+        check_finite(metrics, {"policy": policy}, epoch)
         if epoch % args.eval_every == 0 or epoch == args.epochs:  # in the real env (D4RL score) and in the model
-            t_eval = time.time()
-            returns, first_obs = evaluate(policy_eval, envs, task, args.seed + 1000 * epoch, device)
-            metrics |= eval_metrics(task, returns, rows)
-            metrics |= model_eval(dynamics, terminal, u_of, args.gamma, policy_eval, torch.as_tensor(first_obs,
-                                  dtype=torch.float32, device=device), envs.envs[0].spec.max_episode_steps or 1000)  # fmt: skip
-            metrics["charts/eval_seconds"] = time.time() - t_eval
-            bar.set_postfix(score=f"{metrics.get('eval/normalized_score', metrics['eval/return']):.1f}")
-        metrics["charts/rollout_seconds"], metrics["charts/epoch_seconds"] = t_rollout, time.time() - t0
-        metrics["charts/SPS"] = args.steps_per_epoch / (time.time() - t0 - metrics.get("charts/eval_seconds", 0))
-        log(writer, rows, run_dir, epoch, metrics)  # metrics.csv, TensorBoard
-        if (
-            epoch % args.checkpoint_every == 0
-            or epoch == last
-            or stop
-            or time.time() - t_saved > 60 * args.checkpoint_minutes
-        ):
-            ckpt = {"epoch": epoch, "rows": rows, "seconds": prior + time.time() - t_start, "rng": rng_state()}
+            m, first_obs = evaluate(policy_eval, envs, task, args.seed + 1000 * epoch, device, rows)
+            metrics |= m | model_eval(dynamics, terminal, u_of, args.gamma, policy_eval, first_obs, envs)
+        metrics["charts/rollout_seconds"] = t_rollout
+        log(writer, rows, run_dir, epoch, metrics, t0, args.steps_per_epoch)  # metrics.csv, TensorBoard
+        if epoch % args.checkpoint_every == 0 or epoch == last or stop or time.time() > t_save:
+            seconds = ckpt["seconds"] + time.time() - t_start
+            ckpt = {"epoch": epoch, "rows": rows, "seconds": seconds, "rng": rng_state()}
             save(ckpt | {k: v.state_dict() for k, v in parts.items()}, ckpt_path)
-            t_saved = time.time()
+            t_start, t_save = time.time(), time.time() + 60 * args.checkpoint_minutes
         if stop:
             break
-    bar.close()
     envs.close()
     writer.close()
-    status = "interrupted" if stop else "finished" if last == args.epochs else "stopped"
-    summary = finish(run_dir, args, task, rows, status, prior + time.time() - t_start, preset)
-    if stop:
-        raise Stop(stop[0], f"checkpoint saved; continue with: python {os.path.relpath(__file__)} --resume {run_dir}")
-    export_policy(policy.actor, os.path.join(run_dir, "policy.pt"))
-    return summary
+    return finish(run_dir, args, task, rows, stop, ckpt["seconds"] + time.time() - t_start, preset, policy.actor)
 
 
 if __name__ == "__main__":

@@ -261,29 +261,24 @@ def make_eval_envs(task, n):
 
 
 @torch.no_grad()
-def evaluate(policy, envs, task, seed, device):
-    """One episode per sub-env with deterministic actions; returns (episode returns, initial observations)."""
-    obs, _ = envs.reset(seed=seed)
-    first_obs, n = obs.copy(), envs.num_envs
-    returns, running = np.zeros(n), np.ones(n, dtype=bool)
+def evaluate(policy, envs, task, seed, device, rows):
+    """One episode per sub-env with deterministic actions: the return, the D4RL normalised score
+    100·(R − R_random)/(R_expert − R_random) per episode, the last 10 evaluations' mean (the paper's protocol, with the
+    earlier ones in `rows`); and the episodes' first observations."""
+    t0, (obs, _) = time.time(), envs.reset(seed=seed)
+    first_obs, returns, running = obs.copy(), np.zeros(envs.num_envs), np.ones(envs.num_envs, dtype=bool)
     while running.any():
         action = policy(torch.as_tensor(obs, dtype=torch.float32, device=device)).cpu().numpy()
         obs, reward, terminated, truncated, info = envs.step(action)
         returns += running * task_reward(task, obs, action, reward, info)
         running &= ~(terminated | truncated)
-    return returns, first_obs
-
-
-def eval_metrics(task, returns, rows):
-    """Return, D4RL normalised score 100·(R − R_random)/(R_expert − R_random) per episode, and the last 10
-    evaluations' mean (the paper's protocol) with the earlier ones in `rows`."""
-    metrics = {"eval/return": float(returns.mean()), "eval/return_std": float(returns.std())}
-    key = "eval/return"
+    metrics, key = {"eval/return": float(returns.mean()), "eval/return_std": float(returns.std())}, "eval/return"
     if task.ref_min is not None:
         score, key = 100.0 * (returns - task.ref_min) / (task.ref_max - task.ref_min), "eval/normalized_score"
         metrics |= {key: float(score.mean()), "eval/normalized_score_std": float(score.std())}
     metrics["eval/last10_score"] = float(np.mean(([r[key] for r in rows if key in r] + [metrics[key]])[-10:]))
-    return metrics
+    metrics["charts/eval_seconds"] = time.time() - t0
+    return metrics, torch.as_tensor(first_obs, dtype=torch.float32, device=device)
 
 
 # --------------------------------------------------------------------------------------------------------------- flags
@@ -444,39 +439,50 @@ def seed_everything(args):
 
 
 # ---------------------------------------------------------------------------------------------------------------- runs
-def make_run_dir(args, task):
-    """runs/{env}__{exp_name}__{seed}__{time} with config.json (the effective flags), or --resume's own directory."""
-    if args.resume is not None:
-        return args.resume
-    name = f"{task.name.replace('/', '_')[:100]}__{args.exp_name}__{args.seed}__{int(time.time())}"
-    os.makedirs(args.runs_dir, exist_ok=True)
-    run_dir = os.path.join(args.runs_dir, name)
-    for n in range(2, 1000):  # mkdir is atomic: two runs started in the same second get different dirs
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(run_dir)
-            break
-        run_dir = os.path.join(args.runs_dir, f"{name}_{n}")
-    save(asdict(args) | {"_script": script_name(type(args))}, os.path.join(run_dir, "config.json"))
-    return run_dir
-
-
-def open_writer(run_dir, args, rows):
-    """TensorBoard (resumed after the last logged epoch), and wandb through it with --track."""
+def open_run(args, task, preset, n):
+    """The run directory runs/{env}__{exp_name}__{seed}__{time} with config.json (the effective flags), or --resume's
+    own; its checkpoint (a dict; epoch 0 and no rows where there is none); TensorBoard, and wandb through it with
+    --track, continued after the checkpoint's epoch. One line says what runs."""
+    run_dir, name = (
+        args.resume,
+        f"{task.name.replace('/', '_')[:100]}__{args.exp_name}__{args.seed}__{int(time.time())}",
+    )
+    if run_dir is None:
+        os.makedirs(args.runs_dir, exist_ok=True)
+        for run_dir in (os.path.join(args.runs_dir, name + f"_{n}" * (n > 1)) for n in range(1, 1000)):
+            with contextlib.suppress(FileExistsError):  # atomic: two runs started in the same second get two folders
+                os.mkdir(run_dir)
+                break
+        save(asdict(args) | {"_script": script_name(type(args))}, os.path.join(run_dir, "config.json"))
+    path = os.path.join(run_dir, "checkpoint.pt")
+    ckpt = load(path, "checkpoint", ("epoch", "rows", "seconds")) if os.path.isfile(path) else None
+    ckpt = ckpt or {"epoch": 0, "rows": [], "seconds": 0.0}
     if args.track:
-        import wandb
+        try:
+            import wandb
 
-        wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, config=asdict(args), dir=run_dir,
-                   name=os.path.basename(run_dir), sync_tensorboard=True, save_code=True)  # fmt: skip
-    writer = SummaryWriter(run_dir, purge_step=rows[-1]["epoch"] + 1 if rows else None)
+            wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, config=asdict(args), dir=run_dir,
+                       name=os.path.basename(run_dir), sync_tensorboard=True, save_code=True)  # fmt: skip
+        except Exception as e:  # no login, no network, not installed
+            raise UserError(
+                f"--track: wandb did not start ({e}); run `wandb login` or set WANDB_MODE=offline"
+            ) from None
+    writer = SummaryWriter(run_dir, purge_step=ckpt["epoch"] + 1 if ckpt["epoch"] else None)
     writer.add_text(
         "hyperparameters", "|param|value|\n|-|-|\n" + "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
     )
-    return writer
+    print(f"{run_dir}: {task.name} ({n} transitions) -> {task.gym_id} ({task.reward_fn} reward), seed {args.seed}, "
+          f"preset {preset}" + f"; resumed at epoch {ckpt['epoch']}" * bool(ckpt["epoch"]))  # fmt: skip
+    return run_dir, ckpt, writer
 
 
-def log(writer, rows, run_dir, epoch, metrics):
-    """The epoch's row to TensorBoard (and wandb) and to metrics.csv, rewritten whole and renamed into place."""
+def log(writer, rows, run_dir, epoch, metrics, t0=None, steps=0):
+    """The epoch's row, with its wall time and gradient steps per second since t0, to TensorBoard (and wandb) and to
+    metrics.csv, rewritten whole and renamed into place."""
     metrics = {k: float(v) for k, v in metrics.items()}
+    if t0 is not None:
+        metrics["charts/epoch_seconds"] = seconds = time.time() - t0
+        metrics["charts/SPS"] = steps / (seconds - metrics.get("charts/eval_seconds", 0))
     for k, v in metrics.items():
         writer.add_scalar(k, v, epoch)
     rows.append({"epoch": epoch, **metrics})
@@ -488,11 +494,13 @@ def log(writer, rows, run_dir, epoch, metrics):
     os.replace(path + ".tmp", path)
 
 
-def nonfinite(metrics, modules):
-    """The first NaN or infinite loss or weight, by name: such a policy is never evaluated nor checkpointed."""
+def check_finite(metrics, modules, epoch):
+    """A NaN or infinite loss or weight ends the run before its evaluation and checkpoint: the last one is kept."""
     weights = ((f"{k}.{n}", p) for k, m in modules.items() for n, p in m.named_parameters())
-    return next((k for k, v in metrics.items() if not math.isfinite(v)), None) or next(
-        (n for n, p in weights if not torch.isfinite(p).all()), None)  # fmt: skip
+    bad = next((k for k, v in metrics.items() if not math.isfinite(v)), None)
+    if bad := bad or next((n for n, p in weights if not torch.isfinite(p).all()), None):
+        raise UserError(f"training turned non-finite in epoch {epoch}: {bad} is NaN or infinite; the last checkpoint "
+                        "is kept (lower the learning rates or λ, or check the data)")  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------------------------- files
@@ -577,13 +585,15 @@ def device_name(device):
     return f"{locals().get('cpu', 'CPU')} ({os.cpu_count()} cores, {torch.get_num_threads()} torch threads)"
 
 
-def finish(run_dir, args, task, rows, status, seconds, preset):
-    """summary.json: the last evaluation, the last 10's mean (the paper's protocol), the status; and one line of it."""
+def finish(run_dir, args, task, rows, stop, seconds, preset, actor):
+    """After the loop: summary.json (the last evaluation, the last 10's mean: the paper's protocol) and one line of it;
+    after a signal, Stop with the command that continues the run; else policy.pt, the policy alone."""
     last = next((r for r in reversed(rows) if "eval/return" in r), {})
     score = "normalized_score" if task.ref_min is not None else "return"
+    status = "interrupted" if stop else "finished" if rows[-1]["epoch"] == args.epochs else "stopped"
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
     summary = {"env": task.name, "algorithm": script_name(type(args)), "exp_name": args.exp_name, "seed": args.seed,
-               "epochs": rows[-1]["epoch"] if rows else 0, "status": status, "finished": status == "finished",
+               "epochs": rows[-1]["epoch"], "status": status, "finished": status == "finished",
                "score_kind": "d4rl_normalized" if score == "normalized_score" else "raw_return", "preset": preset,
                **{k: last.get(f"eval/{k}") for k in ("normalized_score", "return", "last10_score")}, "run_dir": run_dir,
                "device": str(device), "device_name": device_name(device), "torch_threads": torch.get_num_threads(),
@@ -591,6 +601,10 @@ def finish(run_dir, args, task, rows, status, seconds, preset):
     save(summary, os.path.join(run_dir, "summary.json"))
     scores = f"{score} {summary[score]:.1f}, last-10 {summary['last10_score']:.1f}" if last else "no evaluation"
     print(f"{status}: {summary['epochs']} epochs in {seconds / 60:.1f} min, {scores}; {run_dir}/summary.json")
+    if stop:
+        script = os.path.relpath(sys.modules[type(args).__module__].__file__)
+        raise Stop(stop[0], f"checkpoint saved; continue with: python {script} --resume {run_dir}")
+    export_policy(actor, os.path.join(run_dir, "policy.pt"))
     return summary
 
 

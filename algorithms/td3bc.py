@@ -23,10 +23,9 @@ from tqdm.auto import tqdm
 
 sys.path[:0] = [os.path.dirname(os.path.abspath(__file__))] if __package__ else []  # python -m algorithms.td3bc
 try:
-    from plumbing import (Count, NonNegative, Positive, RunArgs, Share, Stop, UserError, cli, eval_metrics,
-                          evaluate, export_policy, finish, load, load_data, log, make_eval_envs, make_run_dir,
-                          nonfinite, open_writer, resolve_task, restore, rng_state, save, seed_everything,
-                          catch_signals)  # fmt: skip
+    from plumbing import (Count, NonNegative, Positive, RunArgs, Share, catch_signals, check_finite, cli, evaluate,
+                          finish, load_data, log, make_eval_envs, open_run, resolve_task, restore, rng_state, save,
+                          seed_everything)  # fmt: skip
 except ImportError as e:  # this file's run plumbing: copy both files
     sys.exit(f"error: {e}; copy this project's algorithms/plumbing.py beside {os.path.basename(__file__)}")
 
@@ -309,13 +308,7 @@ def main(args: Args) -> dict:
     data, max_action = load_data(task, path, envs, device)
     real = ReplayBuffer(len(data["obs"]), {k: v.shape[1] for k, v in data.items()}, device)
     real.add(data)
-    run_dir = make_run_dir(args, task)  # or --resume's; config.json
-    ckpt_path = os.path.join(run_dir, "checkpoint.pt")
-    ckpt = load(ckpt_path, "checkpoint", ("epoch", "rows", "seconds")) if os.path.isfile(ckpt_path) else None
-    rows = ckpt["rows"] if ckpt else []  # metrics.csv's rows so far
-    writer = open_writer(run_dir, args, rows)
-    print(f"{run_dir}: {task.name} ({len(data['obs'])} transitions) -> {task.gym_id} ({task.reward_fn} reward), seed "
-          f"{args.seed}")  # fmt: skip
+    run_dir, ckpt, writer = open_run(args, task, "none", len(data["obs"]))  # the run directory; --resume's checkpoint
 
     td3 = dict(hidden_dims=args.hidden_dims, actor_lr=args.actor_lr, critic_lr=args.critic_lr, gamma=args.gamma,
                tau=args.tau, alpha=args.alpha, policy_noise=args.policy_noise, noise_clip=args.noise_clip)  # fmt: skip
@@ -323,56 +316,36 @@ def main(args: Args) -> dict:
 
     def gradient_step(actor_step):  # one TD3+BC update on D alone: no model, no rollouts
         b = real.sample(args.batch_size)
-        return {
-            f"losses/{k}": v
-            for k, v in policy.update(b | {"rew": b["rew"][:, 0], "done": b["done"][:, 0]}, actor_step).items()
-        }
+        b |= {"rew": b["rew"][:, 0], "done": b["done"][:, 0]}
+        return {f"losses/{k}": v for k, v in policy.update(b, actor_step).items()}
 
-    start, prior = (ckpt["epoch"], ckpt["seconds"]) if ckpt else (0, 0.0)
-    if ckpt:
+    rows, ckpt_path = ckpt["rows"], os.path.join(run_dir, "checkpoint.pt")  # metrics.csv's rows so far
+    if ckpt["epoch"]:  # --resume: the policy, RNG states, epoch and metrics rows of the checkpoint
         restore({"policy": policy}, ckpt, ckpt_path)
-        print(f"resumed {run_dir} at epoch {start}")
     graphs = args.cuda_graphs and device.type == "cuda"
-    last = min(args.epochs, start + (args.stop_after_epochs or args.epochs))
-    stop, t_start, t_saved = catch_signals(defer=True), time.time(), time.time()  # a signal: stop after the epoch
+    done = ckpt["epoch"]  # epochs done
+    last = min(args.epochs, done + (args.stop_after_epochs or args.epochs))
+    stop = catch_signals(defer=True)  # a signal: the loop ends after its epoch, with a checkpoint
+    t_start, t_save = time.time(), time.time() + 60 * args.checkpoint_minutes
 
-    for epoch in (bar := tqdm(range(start + 1, last + 1), f"{args.exp_name} {task.name}", args.epochs, initial=start,
-                              unit="epoch")):  # fmt: skip
+    for epoch in tqdm(range(done + 1, last + 1), f"{args.exp_name} {task.name}", args.epochs, initial=done):
         t0 = time.time()
         first = (epoch - 1) * args.steps_per_epoch
         metrics = gradient_steps(gradient_step, first, args.steps_per_epoch, args.policy_freq, graphs, [policy])
-        if bad := nonfinite(metrics, {"policy": policy}):
-            finish(run_dir, args, task, rows, "failed", prior + time.time() - t_start, "none")
-            raise UserError(f"training turned non-finite in epoch {epoch}: {bad} is NaN or infinite; the last checkpoint "
-                            "is kept (lower the learning rates, or check the data)")  # fmt: skip
+        check_finite(metrics, {"policy": policy}, epoch)
         if epoch % args.eval_every == 0 or epoch == args.epochs:  # the policy in the real env (D4RL score)
-            t_eval = time.time()
-            metrics |= eval_metrics(task, evaluate(policy.actor, envs, task, args.seed + 1000 * epoch, device)[0], rows)
-            metrics["charts/eval_seconds"] = time.time() - t_eval
-            bar.set_postfix(score=f"{metrics.get('eval/normalized_score', metrics['eval/return']):.1f}")
-        metrics["charts/epoch_seconds"] = time.time() - t0
-        metrics["charts/SPS"] = args.steps_per_epoch / (time.time() - t0 - metrics.get("charts/eval_seconds", 0))
-        log(writer, rows, run_dir, epoch, metrics)  # metrics.csv, TensorBoard
-        if (
-            epoch % args.checkpoint_every == 0
-            or epoch == last
-            or stop
-            or time.time() - t_saved > 60 * args.checkpoint_minutes
-        ):
-            ckpt = {"epoch": epoch, "rows": rows, "seconds": prior + time.time() - t_start, "rng": rng_state()}
-            save(ckpt | {"policy": policy.state_dict()}, ckpt_path)
-            t_saved = time.time()
+            metrics |= evaluate(policy.actor, envs, task, args.seed + 1000 * epoch, device, rows)[0]
+        log(writer, rows, run_dir, epoch, metrics, t0, args.steps_per_epoch)  # metrics.csv, TensorBoard
+        if epoch % args.checkpoint_every == 0 or epoch == last or stop or time.time() > t_save:
+            seconds = ckpt["seconds"] + time.time() - t_start
+            ckpt = {"epoch": epoch, "rows": rows, "seconds": seconds, "rng": rng_state(), "policy": policy.state_dict()}
+            save(ckpt, ckpt_path)
+            t_start, t_save = time.time(), time.time() + 60 * args.checkpoint_minutes
         if stop:
             break
-    bar.close()
     envs.close()
     writer.close()
-    status = "interrupted" if stop else "finished" if last == args.epochs else "stopped"
-    summary = finish(run_dir, args, task, rows, status, prior + time.time() - t_start, "none")
-    if stop:
-        raise Stop(stop[0], f"checkpoint saved; continue with: python {os.path.relpath(__file__)} --resume {run_dir}")
-    export_policy(policy.actor, os.path.join(run_dir, "policy.pt"))
-    return summary
+    return finish(run_dir, args, task, rows, stop, ckpt["seconds"] + time.time() - t_start, "none", policy.actor)
 
 
 if __name__ == "__main__":
