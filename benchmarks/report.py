@@ -220,7 +220,27 @@ def contrast(last10: dict, a: str, b: str) -> dict:
     """Row a − row b paired by seed over their common seeds, with compare.py's verdict at ±JUMP_DELTA."""
     common = sorted(set(last10.get(a, {})) & set(last10.get(b, {})))
     diff, mean, lo, hi = stats.paired([last10[a][k] for k in common], [last10[b][k] for k in common])
-    return dict(a=a, b=b, n=len(diff), mean=mean, lo=lo, hi=hi, verdict=stats.verdict(diff, JUMP_DELTA)[0])
+    verdict = stats.verdict(diff, JUMP_DELTA)[0]
+    return dict(a=a, b=b, n=len(diff), mean=mean, lo=lo, hi=hi, verdict=verdict, note=short_of(verdict, mean, lo, hi))
+
+
+def short_of(verdict: str, mean: float, lo: float, hi: float) -> str:
+    """What a "differ" leaves open: the rule asks the interval to exclude 0 and |mean| to exceed δ, so the interval's end
+    nearest 0 may lie inside ±δ (then a gap smaller than δ is not ruled out); '' otherwise."""
+    end = lo if mean > 0 else hi
+    if verdict != "differ" or abs(end) >= JUMP_DELTA:
+        return ""
+    side = "lower" if mean > 0 else "upper"
+    return (f" (the interval's {side} end, {runinfo.signed(end)}, lies within ±{JUMP_DELTA:.0f}: a gap smaller than "
+            f"{JUMP_DELTA:.0f} is not ruled out)")  # fmt: skip
+
+
+def against_paper(mean: float, lo: float, hi: float) -> str:
+    """A row against the paper's, by the contrasts' rule at ±JUMP_DELTA on the Welch interval of ours − the paper's:
+    agree inside ±δ, differ when it excludes 0 and |mean| > δ, undecided otherwise (0 not rejected is not agreement)."""
+    if -JUMP_DELTA <= lo and hi <= JUMP_DELTA:
+        return "agree"
+    return "differ" if (lo > 0 or hi < 0) and abs(mean) > JUMP_DELTA else "undecided"
 
 
 def share_text(runs: dict) -> str | None:
@@ -259,8 +279,10 @@ def run_hours(runs: dict) -> str:
 
 def jump_ensemble(rows: dict, seed: int) -> dict:
     """The ensemble files the seed's model-based runs rolled out in ({(file, MSE): [rows]}: our config.json's `_dynamics`,
-    the official code's `dynamics`), and the fit from metrics.csv's row 0."""
-    files, fits = {}, []
+    the official code's `dynamics`), the fit from metrics.csv's row 0, and the fits themselves: a refit under the same
+    cache key that repeats the first bit for bit has the same path and MSE, but its own fit time (metrics.csv's row 0,
+    dynamics/fit_seconds), so `fits` lists each with the rows that rolled out in it and the stored run that made it."""
+    files, made = {}, {}
     for row, _, _ in JUMP_ROWS:
         run = rows.get(row, {}).get(seed)
         d = run and (run["config"].get("_dynamics") or run["config"].get("dynamics"))
@@ -268,10 +290,16 @@ def jump_ensemble(rows: dict, seed: int) -> dict:
             f = d.get("run_dynamics") or d  # a refit under the same cache key on another CPU: same path, other MSE
             files.setdefault((f.get("path") or f"{short(row)}'s own fit", f.get("holdout_mse")), []).append(short(row))
             m = run["metrics"][0]
-            fits += [dict(cap=run["config"].get("dynamics_max_epochs"), epochs=float(m["dynamics/epochs"]),
-                          hours=float(m["dynamics/fit_seconds"]) / 3600, mse=float(m["dynamics/holdout_mse"]))
-                     ] if m.get("dynamics/epochs") else []  # fmt: skip
-    return dict(files=files, fit=fits[0] if fits else None)
+            if not m.get("dynamics/epochs"):
+                continue
+            fit = dict(cap=run["config"].get("dynamics_max_epochs"), epochs=float(m["dynamics/epochs"]),
+                       hours=float(m["dynamics/fit_seconds"]) / 3600, mse=float(m["dynamics/holdout_mse"]))  # fmt: skip
+            one = made.setdefault(round(float(m["dynamics/fit_seconds"]), 3), dict(fit, rows=[], by=None))
+            one["rows"].append(short(row))
+            if str(d.get("source", "")).startswith("fitted"):  # this stored run fitted it (ours: into the cache)
+                one["by"] = short(row)
+    made = sorted(made.values(), key=lambda g: g["by"] is None)  # the fit a stored run made first, then refits
+    return dict(files=files, fit=made[0] if made else None, fits=made)
 
 
 def jump_dips(rows: dict, attrs: dict, after: int = 10) -> dict:
@@ -301,7 +329,9 @@ def jump_numbers(results: str) -> dict:
         if len(v := np.array(list(x[row].values()))) >= 3 and col in paper:
             welch = stats.welch(v, *paper[col], 5)
             findings.append(dict(row=row, label=label, x=v, t=stats.t_interval(v), paper=paper[col], welch=welch,
-                                 inside=welch[0] <= 0 <= welch[1], checked=reading_checked(x[row], row, made),
+                                 inside=welch[0] <= 0 <= welch[1], verdict=(said := against_paper(v.mean() - paper[col][0], *welch)),
+                                 note=short_of(said, v.mean() - paper[col][0], *welch),
+                                 checked=reading_checked(x[row], row, made, rows.get(row, {})),
                                  played=played(row, made)))  # fmt: skip
     official = rows.get("official_orpo", {}).values()
     shares = {r: share_text(runs) for r, runs in rows.items()}
@@ -326,7 +356,8 @@ def jump_numbers(results: str) -> dict:
                    if p.get("best_member_holdout_mse") and "not converged" in p.get("status", "")],
         lost=[(s, gone["at"]) for s, e in seeds for gone in e.get("lost", [])],
         units=jump_units(rows, policies, x), ensembles=[(s, e, jump_ensemble(rows, s)) for s, e in seeds],
-        td3bc_units=jump_td3bc_units(rows, x),
+        td3bc_units=jump_td3bc_units(rows, x), mopo_lr=mopo_schedules(rows), authors_td3bc=played("official_td3bc", made),
+        data=jump_data(rows, attrs),
         # learned policies that never tipped over yet pay ≥ 90 % of the most control cost there is (0.1·6 a step)
         saturated=[p for p in policies if p["policy"] != "random" and p["mean"].get("flip_share", 1) < 5e-4
                    and p["mean"].get("control_cost_mean", 0) >= 0.54],
@@ -335,10 +366,62 @@ def jump_numbers(results: str) -> dict:
                      pairs=[contrast(x, "orpo", b) for b in ("mopo", "orpo_untrained")] if complete else [],
                      units=list(x.get(compare.UNITS_ROW, {}).values()),
                      td3bc_units=list(x.get("official_td3bc_units", {}).values()), official=[(named(r), list(x[r].values()))
-                     for r in ("official_orpo", "official_orpo_readme") if rows.get(r)]),
+                     for r in ("official_orpo", "official_orpo_readme") if rows.get(r)], settings=jump_settings(rows),
+                     authors=[c for a, b in JUMP_CONTRASTS if b.startswith("official") and (c := contrast(x, a, b))["n"]],
+                     paper=paper, mopo_lr=mopo_schedules(rows), x=x,
+                     refit=any(len(jump_ensemble(rows, s)["fits"]) > 1 for s, _ in seeds)),
         README_SHARE=README_SHARE, OFFICIAL_BUDGET=OFFICIAL_BUDGET, JUMP=JUMP, JUMP_ROWS=JUMP_ROWS, DELTA=JUMP_DELTA,
         MIN_SEEDS=compare.MIN_SEEDS,
     )  # fmt: skip
+
+
+def jump_settings(rows: dict) -> dict:
+    """What every jump run shares and what varies (docs/results.md's jump line names its own settings): epochs, steps,
+    start states and fit caps of the model-based runs, our SAC's LR horizon, evaluation episodes, threads, machines."""
+    runs = [r for by in rows.values() for r in by.values()]
+    cfg = [(r["config"].get("cli", r["config"]), r["config"]) for r in runs]
+    model = [c for c, _ in cfg if c.get("rollout_batch_size") is not None]
+    values = lambda key, among: sorted({int(c[key]) for c in among if c.get(key) is not None})  # noqa: E731
+    threads, machines = set(), set()
+    for r in runs:
+        for inv in r["summary"].get("invocations") or [r["summary"]]:
+            threads.add(runinfo.threads_of(inv, {}))
+        machines.add(re.sub(r",? \d+ torch threads", "", r["summary"].get("device_name", "?")))
+    return dict(epochs=values("epochs", [c for c, _ in cfg]), steps=values("steps_per_epoch", [c for c, _ in cfg]),
+                starts=values("rollout_batch_size", model), capped=values("dynamics_max_epochs", model),
+                horizons=values("sac_lr_horizon", [own for _, own in cfg]), episodes=values("eval_episodes", [c for c, _
+                in cfg]), threads=sorted(t for t in threads if t), machines=sorted(machines),
+                seeds=sorted({s for by in rows.values() for s in by}))  # fmt: skip
+
+
+def mopo_schedules(rows: dict) -> dict | None:
+    """The two MOPO rows' actor learning-rate schedules: run_mopo.py's CosineAnnealingLR over its own --epoch (L127,
+    stepped once an epoch), ours over --sac-lr-horizon (config.json; metrics.csv's charts/lr_actor at the last epoch)."""
+    theirs, ours = rows.get("official_mopo", {}), rows.get("mopo", {})
+    if not theirs or not ours:
+        return None
+    T = {r["config"].get("peer_settings", {}).get("epoch") for r in theirs.values()}
+    H = {r["config"].get("sac_lr_horizon") for r in ours.values()}
+    last = [float(r["metrics"][-1]["charts/lr_actor"]) / float(r["config"]["sac_actor_lr"]) for r in ours.values()
+            if r["metrics"][-1].get("charts/lr_actor") and r["config"].get("sac_actor_lr")]  # fmt: skip
+    if len(T) != 1 or len(H) != 1 or None in T | H:
+        return None
+    T, H = int(T.pop()), int(H.pop())
+    at = lambda e: (1 + np.cos(np.pi * e / T)) / 2  # noqa: E731  the share of its start run_mopo.py's LR has in epoch e+1
+    return dict(T=T, H=H, theirs90=at(T - 10), ours_last=min(last) if last else None, differ=H != T)
+
+
+def jump_data(rows: dict, attrs: dict) -> dict:
+    """Which data each side's runs record: ours the file's fingerprint (config.json's _dataset), the authors' code its
+    path and rows (peers.py's config.json; dataset_fingerprint where a newer peers.py recorded it)."""
+    ours = {r["config"].get("_dataset", {}).get("fingerprint") for row, runs in rows.items() if not row.startswith(
+        "official") for r in runs.values()}  # fmt: skip
+    theirs = [r["config"] for row, runs in rows.items() if row.startswith("official") for r in runs.values()]
+    return dict(ours=sorted(map(str, ours)), paths=sorted({c.get("dataset_path", "?") for c in theirs}),
+                rows=sorted({c.get("dataset_rows") for c in theirs if c.get("dataset_rows")}),
+                prints=sorted({c["dataset_fingerprint"] for c in theirs if c.get("dataset_fingerprint")}),
+                unrecorded=sum(not c.get("dataset_fingerprint") for c in theirs), runs=len(theirs),
+                file=attrs.get("fingerprint"))  # fmt: skip
 
 
 def jump_td3bc_units(rows: dict, x: dict) -> dict | None:
@@ -374,27 +457,40 @@ def jump_units(rows: dict, made: list, x: dict) -> dict | None:
                 hours={r: run_hours(rows.get(r, {})) for r in names})  # fmt: skip
 
 
+def policy_row(p: dict) -> tuple[str, int | None]:
+    """The stored row and seed an episodes.json policy stands for, from its label ('td3bc seed 1'; exp_name would name
+    the README-shares row 'official_orpo', its script's name)."""
+    row, _, seed = p.get("label", "").rpartition(" seed ")
+    return (row, int(seed)) if seed.isdigit() else (p.get("label", ""), None)
+
+
 def played(row: str, made: dict) -> dict | None:
     """The row's final policies in episodes.json ({key: [per policy]}), and whether every one barely acts (control cost
     < 0.01 a step), stands still (|speed| < 0.05) and never tips over: the page says so of such a row."""
-    ours = [p for p in made.get("policies", []) if p.get("exp_name") == row]
+    ours = [p for p in made.get("policies", []) if p.get("policy") != "random" and policy_row(p)[0] == row]
     keys = ("return", "z_mean", "flip_share", "speed_mean", "control_cost_mean", "steps")
     m = lambda p, k: p["mean"].get(k, np.inf)
-    return dict({k: [m(p, k) for p in ours] for k in keys}, seeds=[p.get("seed") for p in ours],
-                last10=[p.get("last10_score", np.inf) for p in ours], still=all(
+    return dict({k: [m(p, k) for p in ours] for k in keys}, seeds=[policy_row(p)[1] for p in ours],
+                last10=[p.get("last10_score", np.inf) for p in ours], dirs=[p.get("policy", "") for p in ours],
+                notes=[p.get("note") for p in ours], still=all(
         m(p, "control_cost_mean") < 0.01 and abs(m(p, "speed_mean")) < 0.05 and m(p, "flip_share") < 5e-4
         for p in ours)) if ours else None  # fmt: skip
 
 
-def reading_checked(stored: dict, row: str, made: dict) -> dict | None:
+def reading_checked(stored: dict, row: str, made: dict, runs: dict | None = None) -> dict | None:
     """What the policies' episodes (benchmarks/episodes.py) say of TD3+BC's reading: tipped over less often than the
-    random policy, less control cost; whether each policy played is the stored run's ({seed: last-10})."""
+    random policy, less control cost; whether each policy played is the stored run's: its last-10 return is the stored
+    seed's ({seed: last-10}) and its run directory the stored run's (summary.json's run_dir, from `runs`)."""
     ours = played(row, made)
     random = next((p["mean"] for p in made.get("policies", []) if p["policy"] == "random"), None)
     if row != "td3bc" or ours is None or random is None:
         return None
-    flips, cost = ours["flip_share"], ours["control_cost_mean"]
-    return dict(seeds=ours["seeds"], flips=flips, cost=cost, random=random,
+    flips, cost, runs = ours["flip_share"], ours["control_cost_mean"], runs or {}
+    where = lambda s: runs[s]["summary"].get("run_dir", "") if s in runs else ""  # noqa: E731
+    other = [dict(seed=s, policy=d.rstrip("/"), stored=where(s).rstrip("/"), note=note)
+             for s, d, note in zip(ours["seeds"], ours["dirs"], ours["notes"])
+             if d.rstrip("/") != where(s).rstrip("/")]  # fmt: skip
+    return dict(seeds=ours["seeds"], flips=flips, cost=cost, random=random, other=other,
                 both=max(flips) < random["flip_share"] and max(cost) < random["control_cost_mean"],
                 same=all(s in stored and abs(x - stored[s]) < 1e-6 for s, x in zip(ours["seeds"], ours["last10"])))  # fmt: skip
 

@@ -3,6 +3,7 @@ docs/compare*.md, docs/budget.md, docs/toy.md's results, docs/jump.md) is made f
 the templates in benchmarks/templates/, and no page says more than they do."""
 
 import csv
+import glob
 import json
 import os
 import re
@@ -55,7 +56,9 @@ def td3bc_finding(results) -> str:
     """docs/jump.md's paragraph that holds TD3+BC's row against the paper's, as one line."""
     page = " ".join(report.jump_page(str(results)).split())
     rest = page[page.index("**TD3+BC (ours)") + 2 :]
-    return "**" + re.split(r" \*\*(?=[^*]+: (?:does not reproduce|consistent with) the paper's row)", rest)[0]
+    return (
+        "**" + re.split(r" \*\*(?=[^*]+: (?:does not reproduce|reproduces|undecided against) the paper's row)", rest)[0]
+    )
 
 
 def test_every_results_page_regenerates_from_the_stored_runs():
@@ -143,8 +146,9 @@ def test_the_stored_old_runs_say_how_they_were_resumed():
 
 def test_the_jump_page_says_whether_a_row_of_three_seeds_reproduces_the_papers(tmp_path):
     """TD3+BC's stored runs (about +700) lie far from the paper's −2484.4: "does not reproduce", with the reading; the
-    same runs lowered to the paper's level: "consistent with", and no reading; and where the data's own mean return
-    (−1964.5) lies against the row's interval: below, above, inside."""
+    same runs lowered to the paper's level, their Welch interval inside ±500: "reproduces ... within ±500", and no
+    reading; spread so that it contains 0 but reaches beyond ±500: "undecided", never "consistent with" (0 not
+    rejected is not a match); and where the data's own mean return (−1964.5) lies against the row's interval."""
     results = copy_results(tmp_path)
     if len(list((results / "jump" / report.JUMP / "td3bc").glob("seed*"))) < 3:
         pytest.skip("fewer than 3 stored TD3+BC seeds on halfcheetah-jump-hard")
@@ -159,13 +163,20 @@ def test_the_jump_page_says_whether_a_row_of_three_seeds_reproduces_the_papers(t
         for i, folder in enumerate(sorted((results / "jump" / report.JUMP / "td3bc").glob("seed*"))):
             plant(folder / "metrics.csv", "eval/return", levels[i % len(levels)])
 
-    level_td3bc((-2400.0, -2500.0, -2550.0))
+    level_td3bc((-2400.0, -2500.0, -2550.0))  # ours − the paper's +1.1, Welch [−469.3, +471.4]: inside ±500
     page = jump_page(results)
-    assert "**TD3+BC (ours): consistent with the paper's row at this budget** " + budget in page
-    assert "One reading" not in page
+    assert "**TD3+BC (ours): reproduces the paper's row within ±500 at this budget** " + budget in page
+    assert "which contains 0 and lies within ±500." in td3bc_finding(results)
+    assert "One reading" not in page and "consistent with" not in page
     assert f"{data} above our interval." in td3bc_finding(results)
-    level_td3bc((-1500.0, -2000.0, -2500.0))  # a row that scores what the data score
+    level_td3bc((-1500.0, -2000.0, -2500.0))  # a row that scores what the data score: Welch [−510.1, +1478.9]
     assert f"{data} inside our interval." in td3bc_finding(results)
+    page = " ".join(jump_page(results).split())
+    assert "**TD3+BC (ours): undecided against the paper's row at this budget** " + budget in page
+    assert (
+        "which contains 0: the paper's row is not rejected, but the interval reaches beyond ±500, so by the "
+        "contrasts' rule above the row is undecided, not shown to match." in page
+    )
     # the budget is each run's config.json's: a run of other epochs is named beside the rest
     path = results / "jump" / report.JUMP / "td3bc" / "seed3" / "config.json"
     path.write_text(json.dumps(json.loads(path.read_text()) | {"epochs": 1000}))
@@ -213,18 +224,30 @@ def test_the_td3bc_reading_is_checked_against_the_policies_either_way(tmp_path, 
 
     def policies(flip, cost, shift=0.0):
         rows = [{"label": "random", "policy": "random", "mean": {"flip_share": 0.4, "control_cost_mean": 0.2}}]
-        rows += [{"label": f"td3bc seed {s}", "policy": f"run{s}", "exp_name": "td3bc", "seed": s, "mean": {"flip_share": flip, "control_cost_mean": cost},
+        rows += [{"label": f"td3bc seed {s}", "policy": stored[s]["summary"]["run_dir"] + "/" * (s == 2), "exp_name": "td3bc", "seed": s, "mean": {"flip_share": flip, "control_cost_mean": cost},
                   "last10_score": report.compare.last10(stored[s]["curve"]) + shift} for s in (1, 2)]  # fmt: skip
         path.write_text(json.dumps({"policies": rows}))
         return td3bc_finding(results)
 
-    same = " Each policy is its stored run's (the run's last-10 return is the stored seed's)."
+    same = " Each policy is its stored run's (its run directory and last-10 return are the stored seed's)."
     assert policies(0.01, 0.05).endswith("as the reading supposes." + same) and "seeds 1, 2" in policies(0.01, 0.05)
     assert "0.010, 0.010 of their steps against the random policy's 0.400" in policies(0.01, 0.05)
     assert "not what the reading supposes; it does not explain the gap." + same in policies(0.6, 0.05)
     assert "not what the reading supposes; it does not explain the gap." + same in policies(0.01, 0.3)
     assert policies(0.01, 0.05, shift=0.5).endswith(
         "come from other runs than the stored ones (their last-10 returns differ)."
+    )
+    # the same last-10 return from another run directory (a rerun): said, with episodes.json's note on that policy
+    rows = json.loads(path.read_text())
+    rows["policies"][1] |= {"policy": "/elsewhere/td3bc__1__9", "note": "a rerun, its metrics equal"}
+    path.write_text(json.dumps(rows | {"policies": [rows["policies"][0], rows["policies"][1] | {"last10_score":
+        report.compare.last10(stored[1]["curve"])}, rows["policies"][2] | {"last10_score": report.compare.last10(
+        stored[2]["curve"])}]}))  # fmt: skip
+    stored_dir = stored[1]["summary"]["run_dir"].split("/")[-1]
+    assert td3bc_finding(results).endswith(
+        "Each policy's last-10 return is its stored seed's, but seed 1's policy comes from another run directory than "
+        f"the stored run (`td3bc__1__9`, the stored run's `{stored_dir}`: a rerun, its metrics equal); the others are "
+        "the stored runs' own."
     )
     path.write_text(json.dumps({"policies": [{"label": "random", "policy": "random", "mean": {}}]}))
     assert td3bc_finding(results).endswith(
@@ -767,12 +790,12 @@ def test_a_jump_row_is_held_against_the_papers_row_by_welchs_interval(tmp_path):
     lo, hi = report.stats.t_interval(x)
     assert lo > 4867.9  # the paper's mean lies outside our own interval, yet:
     said = (
-        "**ORPO, π^o trained (ours: the paper's method): consistent with the paper's row at this budget** (100 epochs, "
-        "5,000 rollout start states a run; the official scripts' defaults are 1000 epochs and 50,000 start states). Ours "
-        "5150.0"
+        "**ORPO, π^o trained (ours: the paper's method): undecided against the paper's row at this budget** (100 "
+        "epochs, 5,000 rollout start states a run; the official scripts' defaults are 1000 epochs and 50,000 start "
+        "states). Ours 5150.0"
     )
-    assert said in page
-    assert "Ours − the paper's: +282.1, 95 % Welch interval [" in page and "which contains 0." in page
+    assert said in page  # Welch [−188.5, +752.7]: 0 not rejected, ±500 not reached: undecided, not "consistent"
+    assert "Ours − the paper's: +282.1, 95 % Welch interval [" in page and "which contains 0: the paper's row" in page
 
 
 def test_the_jump_page_names_our_runs_that_fell_below_the_data_after_the_early_epochs():
@@ -789,3 +812,234 @@ def test_the_jump_page_names_our_runs_that_fell_below_the_data_after_the_early_e
     assert report.jump_dips(rows, {})["floor"] is None
     page = open(os.path.join(ROOT, "docs", "jump.md"), encoding="utf-8").read()  # how the page says it
     assert "fell below the data's own mean return (−1964.5) after epoch 10: TD3+BC seed 1: 6\nevaluations" in page
+
+
+def test_a_differ_whose_interval_reaches_inside_delta_says_so():
+    """compare.py's "differ" asks the interval to exclude 0 and |mean| > δ, so its end nearest 0 may lie inside ±δ: the
+    contrast says so (the stored trained − MOPO +1503.2 [+435.5, +2571.0]); a "differ" clear of ±δ and an "undecided"
+    say nothing more, on either sign."""
+
+    def c(*diff):
+        return report.contrast({"A": dict(enumerate(diff, 1)), "B": {k: 0.0 for k in range(1, 6)}}, "A", "B")
+
+    near = c(600.0, 900.0, 1200.0, 1500.0, 1800.0)  # mean 1200, lower end 806.4 > 500: clear of δ
+    assert near["verdict"] == "differ" and near["note"] == ""
+    wide = c(200.0, 700.0, 1200.0, 1700.0, 2200.0)  # mean 1200, lower end 221.9: within ±500
+    assert wide["verdict"] == "differ" and wide["lo"] < 500
+    assert wide["note"] == (
+        f" (the interval's lower end, {report.runinfo.signed(wide['lo'])}, lies within ±500: a gap smaller than 500 is "
+        "not ruled out)"
+    )
+    low = c(*(-v for v in (200.0, 700.0, 1200.0, 1700.0, 2200.0)))
+    upper = f" (the interval's upper end, {report.runinfo.signed(low['hi'])}, lies within ±500"
+    assert low["verdict"] == "differ" and low["hi"] > -500 and low["note"].startswith(upper)
+    assert c(0.0, 900.0, 300.0)["note"] == ""  # undecided
+    flat = " ".join(jump_page(os.path.join(ROOT, "results")).split())
+    readme = " ".join(report.render("readme.md.j2", **report.numbers(os.path.join(ROOT, "results"))).split())
+    for c in report.jump_numbers(os.path.join(ROOT, "results"))["contrasts"]:
+        said = (
+            f"{report.runinfo.signed(c['mean'])} [{report.runinfo.signed(c['lo'])}, {report.runinfo.signed(c['hi'])}]"
+        )
+        assert said in flat
+        if c["verdict"] == "differ" and min(abs(c["lo"]), abs(c["hi"])) < 500:
+            assert f"**differ** (the interval's lower end, {report.runinfo.signed(c['lo'])}, lies within ±500" in flat
+            assert f"differ (the interval's lower end, {report.runinfo.signed(c['lo'])}, lies within ±500" in readme
+
+
+def test_the_jump_page_names_the_rows_that_ran_in_a_refit(tmp_path):
+    """A seed whose fit was gone before all its rows had run: the later rows ran in a refit under the same cache key,
+    bit for bit the same MSE but its own fit time (metrics.csv row 0). The page lists the rows of each fit, never
+    "every model-based row's run rolled out in it", and never says the ensembles were "fitted once"; with one fit time
+    the old sentence stays."""
+    results = copy_results(tmp_path)
+    jump = results / "jump" / report.JUMP
+    page = " ".join(jump_page(results).split())
+    assert "fitted once" not in page
+    line = page.split("The shared ensemble of seed 5 ")[1].split(" ([ensembles.json]")[0]
+    assert "every model-based row's run rolled out in it" not in line
+    assert line.endswith(
+        "its model-based rows rolled out in 2 fits of this recipe and cache key with the same elites' mean holdout MSE, "
+        "each with its own fit time (metrics.csv): the fit made by the run of MOPO (6.48 h of fitting): MOPO; ORPO, π^o "
+        "trained; ORPO, the official code; a refit that no stored run made (1.76 h of fitting): MOPO, the authors' code; "
+        "ORPO, π^o untrained; ORPO, the official code with the README's shares"
+    )
+    assert "A row that ran after its seed's fit was gone ran in a refit of the same recipe (which rows: above)." in page
+    # every model-based run of seed 5 given the first fit's time: one fit, the old sentence, no refit sentence
+    for folder in jump.glob("*/seed5"):
+        path = folder / "metrics.csv"
+        with open(path) as f:
+            rows = list(csv.DictReader(f))
+        if rows[0].get("dynamics/fit_seconds"):
+            rows[0]["dynamics/fit_seconds"] = "23315.678312063217"
+            with open(path, "w", newline="") as f:
+                writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+                writer.writeheader()
+                writer.writerows(rows)
+    page = " ".join(jump_page(results).split())
+    line = page.split("The shared ensemble of seed 5 ")[1].split(" ([ensembles.json]")[0]
+    assert "every model-based row's run rolled out in it (MOPO; MOPO, the authors' code;" in line
+
+
+def test_ensembles_json_names_the_rows_that_ran_in_each_fit():
+    """results/jump's ensembles.json: each fit's `rows` are the stored model-based runs of that seed whose metrics.csv
+    row 0 gives that fit's time (its status's seconds), every such run named once (seed 5's refit named the authors'
+    MOPO alone, not the README-shares ORPO and ORPO π^o untrained that ran in it too)."""
+    jump = os.path.join(ROOT, "results", "jump", report.JUMP)
+    ensembles = runinfo.read_json(os.path.join(jump, "ensembles.json"))
+    for key, entry in ensembles.items():
+        if not key.startswith("seed"):
+            continue
+        ran = {}
+        for metrics in sorted(glob.glob(os.path.join(jump, "*", key, "metrics.csv"))):
+            with open(metrics) as f:
+                first = next(csv.DictReader(f))
+            if first.get("dynamics/fit_seconds"):
+                ran.setdefault(round(float(first["dynamics/fit_seconds"])), set()).add(metrics.split(os.sep)[-3])
+        said = {}
+        for fit in entry["fit"]:
+            seconds = int(re.search(r"([\d,]+) s \(", fit["status"]).group(1).replace(",", ""))
+            said[seconds] = set(fit["rows"])
+        assert said == ran, key
+    refit = ensembles["seed5"]["fit"][1]["status"]
+    assert "the authors' MOPO, the README-shares ORPO and ORPO (pi^o untrained) of seed 5 run in it" in refit
+
+
+def test_the_jump_page_says_what_the_paper_states_and_what_it_does_not():
+    """The paper's generalisation table says "average returns over 5 random seeds" (L496): not how a run is read, nor
+    what its ± is; the rollout start states are the official scripts' default (run_orpo.py L66, run_mopo.py L47), not
+    the paper's. The page says no more."""
+    page = " ".join(jump_page(os.path.join(ROOT, "results")).split())
+    tex = open(os.path.join(ROOT, "..", "shared", "paper", "orpo_aaai24.tex"), encoding="utf-8").read().splitlines()
+    assert "Average returns over 5 random seeds on tasks that require OOD policy." in tex[495]
+    assert "last 10 iterations of evaluation" in tex[1260]
+    for wrong in ("as the paper reports", "(5 seeds, mean ± std)", "the paper's 50,000", "(the paper: 50,000)"):
+        assert wrong not in page, wrong
+    assert 'The paper\'s generalisation table says only "average returns over 5 random seeds"' in page
+    assert "(the official scripts' default is 50,000: run_orpo.py L66, run_mopo.py L47; the paper gives none)" in page
+    assert "| the paper (5 seeds, mean ± its unnamed ±) |" in page
+    n = report.numbers(os.path.join(ROOT, "results"))
+    for name in ("readme.md.j2", "results.md.j2", "claim.md.j2"):
+        text = " ".join(report.render(name, **n).split())
+        for wrong in ("(the paper: 50,000)", "(the paper: 1000 epochs)", "of the paper's 1000 epochs"):
+            assert wrong not in text, (name, wrong)
+
+
+def test_the_authors_mopo_agree_names_their_shortened_learning_rate_schedule(tmp_path):
+    """run_mopo.py anneals its actor's LR over its own --epoch (L127): with --epoch 100 it is near 0 in the last-10
+    window, ours (--sac-lr-horizon 1000) is not; the page says so beside the pair's "agree", and not when both
+    schedules have the same length."""
+    results = copy_results(tmp_path)
+    jump = results / "jump" / report.JUMP
+    if not list(jump.glob("official_mopo/seed*")):
+        pytest.skip("no stored run of the authors' MOPO")
+    page = " ".join(jump_page(results).split())
+    said = "so its `--epoch 100` also shortens its schedule to 100 epochs: 2.4 % of its start in epoch 91, near 0 by"
+    assert said in page and "Ours anneals over 1000 epochs (`--sac-lr-horizon`), still at 97.6 % of its start" in page
+    assert "(their actor's learning rate annealed over their 100 epochs, ours over 1000)" in " ".join(
+        report.render("readme.md.j2", **report.numbers(str(results))).split()
+    )
+    for folder in jump.glob("mopo/seed*"):  # ours given their schedule's length: no such sentence
+        config = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps(config | {"sac_lr_horizon": 100}))
+    assert "The MOPO pair differs in one setting besides the code" not in jump_page(results)
+
+
+def test_the_jump_page_says_the_authors_runs_record_no_data_fingerprint(tmp_path):
+    """Our runs record the data file's fingerprint (config.json's _dataset); the authors'-code runs (peers.py's
+    config.json) record its path and rows only: the page says so, and says they read the same file once each records
+    the fingerprint (peers.py's dataset_fingerprint)."""
+    results = copy_results(tmp_path)
+    jump = results / "jump" / report.JUMP
+    page = " ".join(jump_page(results).split())
+    runs = sorted(jump.glob("official*/seed*/config.json"))
+    assert (
+        f"The authors'-code runs ({len(runs)}) record the file's path (`/root/.d4rl/datasets/halfcheetah-jump-hard.hdf5`) "
+        "and its 1,000,000 rows, not its fingerprint; that they read the same bytes is not recorded." in page
+    )
+    assert "which every run of ours records (config.json's `_dataset`)" in page
+    fingerprint = json.loads((jump / "dataset.json").read_text()).get("fingerprint") or page.split("fingerprint `")[
+        1].split("`")[0]  # fmt: skip
+    for path in runs:
+        path.write_text(json.dumps(json.loads(path.read_text()) | {"dataset_fingerprint": fingerprint}))
+    page = " ".join(jump_page(results).split())
+    assert "not its fingerprint" not in page and "The authors'-code runs that record it read the same file." in page
+
+
+def test_run_td3bcs_standing_policies_are_not_read_as_saturated_ones(tmp_path):
+    """The TD3+BC finding names the official ORPO code's saturated policies as a way to score below the data without
+    tipping over; run_td3bc.py mixes the units the same way, yet its policies stand still: the finding says so rather
+    than let the units explain the paper's TD3+BC row, and drops it when they act."""
+    results = copy_results(tmp_path)
+    path = results / "jump" / report.JUMP / "episodes.json"
+    made = json.loads(path.read_text())
+    if not any(p.get("label", "").startswith("official_td3bc seed") for p in made["policies"]):
+        pytest.skip("no stored policy of run_td3bc.py")
+    said = (
+        "run_td3bc.py's jump-hard branch mixes them the same way, yet its final policies here (seeds 4, 5) barely act"
+    )
+    finding = td3bc_finding(results)
+    assert said in finding and "mixed units alone do not make a policy pin its actions" in finding
+    for p in made["policies"]:
+        if p.get("label", "").startswith("official_td3bc seed"):
+            p["mean"]["control_cost_mean"] = 0.3  # they act
+    path.write_text(json.dumps(made))
+    assert "run_td3bc.py's jump-hard branch mixes them" not in td3bc_finding(results)
+
+
+def test_a_rows_policies_are_found_by_their_label_not_their_scripts_name():
+    """episodes.json names the README-shares row's policies `official_orpo_readme seed N` with exp_name official_orpo
+    (its script's): the row's finding reads its own policies (they stand still), and the official row's is not mixed
+    with them."""
+    made = runinfo.read_json(os.path.join(ROOT, "results", "jump", report.JUMP, "episodes.json"))
+    if not any(p["label"].startswith("official_orpo_readme seed ") for p in made["policies"]):
+        pytest.skip("no stored policy of the README-shares row")
+    readme = report.played("official_orpo_readme", made)
+    assert readme is not None and readme["still"] and sorted(readme["seeds"]) == [1, 3, 4, 5]
+    assert all(c > 0.5 for c in report.played("official_orpo", made)["control_cost_mean"])
+    page = " ".join(jump_page(os.path.join(ROOT, "results")).split())
+    finding = page.split("**ORPO, the official code with the README's shares (run_orpo.py):")[1].split("**")[1]
+    assert "barely act and stand still" in finding
+
+
+def test_the_results_pages_give_the_jump_runs_their_own_settings():
+    """The hopper settings (fit capped at 20 epochs, LR annealed over 50, one thread) are not the jump runs': the
+    README's header and docs/results.md's list name the hopper runs, the jump line and row name their own (100 epochs,
+    5,000 start states, uncapped fits, LR over 1000, 1–2 threads); the README says what the jump runs show of π^o's
+    training and of ours against the authors' code, with both MOPOs' distance to the paper's MOPO."""
+    n = report.numbers(os.path.join(ROOT, "results"))
+    J = n["J"]
+    if not J["summary"]["complete"]:
+        pytest.skip("the jump rows are not complete")
+    readme = " ".join(report.render("readme.md.j2", **n).split())
+    results = " ".join(report.render("results.md.j2", **n).split())
+    assert "50 of the paper's 1000 epochs" not in readme and readme.startswith("The hopper findings: on data made")
+    assert "The halfcheetah-jump-hard findings have their own settings: jump-hard data made here with the authors' " \
+        "recipe, 100 epochs, 5,000 rollout start states, seeds 1–5 (raw return)." in readme  # fmt: skip
+    tu = J["summary"]["pairs"][1]
+    assert f"halfcheetah-jump-hard: trained − untrained {report.runinfo.signed(tu['mean'])} [" in readme
+    assert "halfcheetah-jump-hard (δ = 500): ORPO untrained − run_orpo.py +5512.6 [" in readme
+    assert "TD3+BC − run_td3bc.py +2754.5 [+2396.9, +3112.1] (5 seeds): differ" in readme
+    assert "ORPO, π^o trained 4786.6 (5 seeds, 100 epochs, 5,000 start states) beside the paper's 4867.9" in readme
+    assert "+5165.1 and +5082.1 above the paper's MOPO (−1881.8)" in readme
+    assert "**Every hopper run below** (the toy and halfcheetah-jump-hard lines give their own settings" in results
+    line = results[results.index("- **halfcheetah-jump-hard") :].split(" - **Speed")[0]
+    assert "capped at 20" not in line and "with its own settings, not the hopper runs'" in line
+    for said in ("100 epochs × 1000 gradient steps, 5,000 rollout start states, every ensemble fit without an epoch cap",
+                 "annealed over 1000 epochs (`--sac-lr-horizon`; the authors' run_mopo.py over its own 100)",
+                 "1–2 torch threads per run"):  # fmt: skip
+        assert said in line, said
+
+
+def test_the_claim_page_says_no_more_than_its_intervals_and_its_one_seed():
+    """claim.md: the gap between our presets' untrained row and the official code is not called the shares' while both
+    the like-with-like and the shares' intervals contain 0; the budget cut's one seed and two cuts do not say where
+    MOPO's collapse comes from."""
+    n = report.numbers(os.path.join(ROOT, "results"))
+    page = " ".join(report.render("claim.md.j2", **n).split())
+    assert "the difference is the shares' (next section), not the code's" not in page
+    assert "the collapse comes from the method" not in page
+    like, shares = n["like"], n["shares"]
+    if like["lo"] <= 0 <= like["hi"] and shares["lo"] <= 0 <= shares["hi"]:
+        assert "both intervals contain 0, so these seeds do not say whether the gap is the shares', the code's or " \
+            "neither's." in page  # fmt: skip
+    assert "one seed and two cuts do not say where the collapse comes from" in page
