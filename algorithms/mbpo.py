@@ -679,17 +679,17 @@ def main(args: Args) -> dict:
     fields = {"obs": obs_dim, "act": act_dim, "rew": 1, "u": 1, "next_obs": obs_dim, "done": 1}
     # D_model, the model's rollouts of the last `model_retain_epochs` epochs
     buf = ReplayBuffer(args.rollout_batch_size * args.rollout_length * args.model_retain_epochs, fields, device)
+    with torch.random.fork_rng():  # throwaway agents and a batch: sizes that cannot fit fail now
+        SAC(obs_norm, act_dim, max_action, **sac), real.sample(args.batch_size)
 
     # the ensemble T̂, fitted on D, or loaded (--load-dynamics-path; a resumed run: its own)
     dims = (obs_dim, act_dim, args.dynamics_hidden_dims, args.num_ensemble, args.num_elites, args.dynamics_bf16)
     dynamics = EnsembleDynamics(*dims).to(device)
     own = args.resume and os.path.join(args.resume, "dynamics.pt")  # a resumed run's own ensemble
     source = own if own and os.path.isfile(own) else args.load_dynamics_path
-    dyn_metrics = load_dynamics(dynamics, source, args.seed) if source else None
+    dyn_metrics = load_dynamics(dynamics, source, args.seed) if source else fit_dynamics(dynamics, data, **fit)
     run_dir, ckpt, writer = open_run(args, task, preset, len(data["obs"]))  # the run directory; --resume's checkpoint
-    if dyn_metrics is None:
-        dyn_metrics = fit_dynamics(dynamics, data, **fit)
-    if source != own:  # the run's own copy, with the RNG state right after the fit: a resume continues exactly
+    if not own or source != own:  # the run's own copy, with the RNG state right after the fit: a resume goes on exactly
         ensemble = {"model": dynamics.state_dict(), "metrics": dyn_metrics, "rng": rng_state(), "seed": args.seed}
         save(ensemble, os.path.join(run_dir, "dynamics.pt"))
     dynamics.requires_grad_(False)

@@ -914,21 +914,20 @@ def main(args: Args) -> dict:
     # π^o's rollouts (D^o, and D^p_πo with their P-MDP rewards) and π^p's own (D^p_πp), each stored with both rewards
     buf_o = ReplayBuffer(args.rollout_batch_size * args.rollout_length_o * args.model_retain_epochs, fields, device)
     buf_p = ReplayBuffer(args.rollout_batch_size * args.rollout_length * args.model_retain_epochs, fields, device)
-    if args.rollout_policy == "fixed":  # its file too is checked now (on a throwaway SAC: the RNG is left as it was)
-        with torch.random.fork_rng(devices=[]):
-            make_rollout_policy(args.rollout_policy, SAC(obs_norm, act_dim, max_action, **sac), real, act_dim, max_action,
-                                "cpu", **pi_o)  # fmt: skip
+    # throwaway agents, a batch and --rollout-policy-path's π^o on a forked RNG: sizes or a file that cannot fit fail now
+    with torch.random.fork_rng():
+        pi = SAC(obs_norm, act_dim, max_action, **sac), TD3BC(obs_norm, act_dim, max_action, **td3), real.sample(args.batch_size)  # fmt: skip
+        if args.rollout_policy == "fixed":
+            make_rollout_policy("fixed", pi[0], real, act_dim, max_action, "cpu", **pi_o)
 
     # Algorithm 2, line 1: the ensemble T̂, fitted on D, or loaded (--load-dynamics-path; a resumed run: its own)
     dims = (obs_dim, act_dim, args.dynamics_hidden_dims, args.num_ensemble, args.num_elites, args.dynamics_bf16)
     dynamics = EnsembleDynamics(*dims).to(device)
     own = args.resume and os.path.join(args.resume, "dynamics.pt")  # a resumed run's own ensemble
     source = own if own and os.path.isfile(own) else args.load_dynamics_path
-    dyn_metrics = load_dynamics(dynamics, source, args.seed) if source else None
+    dyn_metrics = load_dynamics(dynamics, source, args.seed) if source else fit_dynamics(dynamics, data, **fit)
     run_dir, ckpt, writer = open_run(args, task, preset, len(data["obs"]))  # the run directory; --resume's checkpoint
-    if dyn_metrics is None:
-        dyn_metrics = fit_dynamics(dynamics, data, **fit)
-    if source != own:  # the run's own copy, with the RNG state right after the fit: a resume continues exactly
+    if not own or source != own:  # the run's own copy, with the RNG state right after the fit: a resume goes on exactly
         ensemble = {"model": dynamics.state_dict(), "metrics": dyn_metrics, "rng": rng_state(), "seed": args.seed}
         save(ensemble, os.path.join(run_dir, "dynamics.pt"))
     dynamics.requires_grad_(False)

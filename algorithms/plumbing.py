@@ -360,7 +360,10 @@ def check_args(args):
         value, flag = vars(args)[name], "--" + name.replace("_", "-")
         numbers = [v for v in (value if isinstance(value, tuple) else [value]) if isinstance(v, (int, float))]
         if interval == "path":
-            problems += [f"{flag} {value}: no such file or folder"] * (value is not None and not os.path.exists(value))
+            why = "not a regular file or folder" if os.path.exists(value or "") else "no such file or folder"
+            problems += [f"{flag} {value}: {why}"] * (
+                value is not None and not os.path.isfile(value) and not os.path.isdir(value)
+            )
         elif value == ():
             problems.append(f"{flag}: give at least one value")
         elif not all(map(math.isfinite, numbers)):
@@ -447,26 +450,32 @@ def open_run(args, task, preset, n):
         args.resume,
         f"{task.name.replace('/', '_')[:100]}__{args.exp_name}__{args.seed}__{int(time.time())}",
     )
-    if run_dir is None:
-        os.makedirs(args.runs_dir, exist_ok=True)
-        for run_dir in (os.path.join(args.runs_dir, name + f"_{n}" * (n > 1)) for n in range(1, 1000)):
-            with contextlib.suppress(FileExistsError):  # atomic: two runs started in the same second get two folders
-                os.mkdir(run_dir)
-                break
-        save(asdict(args) | {"_script": script_name(type(args))}, os.path.join(run_dir, "config.json"))
-    path = os.path.join(run_dir, "checkpoint.pt")
+    path = os.path.join(run_dir or "", "checkpoint.pt")
     ckpt = load(path, "checkpoint", ("epoch", "rows", "seconds")) if os.path.isfile(path) else None
     ckpt = ckpt or {"epoch": 0, "rows": [], "seconds": 0.0}
-    if args.track:
-        try:
-            import wandb
+    if (
+        not isinstance(ckpt["epoch"], int)
+        or not 0 <= ckpt["epoch"] <= args.epochs
+        or not isinstance(ckpt["rows"], list)
+    ):
+        raise UserError(f"{path} does not fit this run (its epoch {ckpt['epoch']!r} or its rows); pass another run")
+    try:
+        import wandb
 
-            wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, config=asdict(args), dir=run_dir,
-                       name=os.path.basename(run_dir), sync_tensorboard=True, save_code=True)  # fmt: skip
-        except Exception as e:  # no login, no network, not installed
-            raise UserError(
-                f"--track: wandb did not start ({e}); run `wandb login` or set WANDB_MODE=offline"
-            ) from None
+        wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, config=asdict(args), dir=run_dir,
+                   name=name, sync_tensorboard=True, save_code=True) if args.track else None  # fmt: skip
+    except Exception as e:  # no login, no network, not installed
+        raise UserError(f"--track: wandb did not start ({e}); run `wandb login` or set WANDB_MODE=offline") from None
+    try:
+        os.makedirs(args.runs_dir, exist_ok=True)
+        for k in [] if run_dir else range(1, 999):
+            with contextlib.suppress(FileExistsError):  # atomic: two runs started in the same second get two folders
+                os.mkdir(folder := os.path.join(args.runs_dir, name + f"_{k}" * (k > 1)))
+                run_dir = folder
+                save(asdict(args) | {"_script": script_name(type(args))}, os.path.join(run_dir, "config.json"))
+                break
+    except OSError as e:
+        raise UserError(f"cannot write in {args.runs_dir} ({e.strerror}); pass a writable --runs-dir") from None
     writer = SummaryWriter(run_dir, purge_step=ckpt["epoch"] + 1 if ckpt["epoch"] else None)
     writer.add_text(
         "hyperparameters", "|param|value|\n|-|-|\n" + "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
@@ -599,7 +608,8 @@ def finish(run_dir, args, task, rows, stop, seconds, preset, actor):
                "device": str(device), "device_name": device_name(device), "torch_threads": torch.get_num_threads(),
                "wall_seconds": seconds}  # fmt: skip
     save(summary, os.path.join(run_dir, "summary.json"))
-    scores = f"{score} {summary[score]:.1f}, last-10 {summary['last10_score']:.1f}" if last else "no evaluation"
+    label = "D4RL score" if score == "normalized_score" else "return"
+    scores = f"{label} {summary[score]:.1f}, last-10 {summary['last10_score']:.1f}" if last else "no evaluation"
     print(f"{status}: {summary['epochs']} epochs in {seconds / 60:.1f} min, {scores}; {run_dir}/summary.json")
     if stop:
         script = os.path.relpath(sys.modules[type(args).__module__].__file__)
@@ -633,7 +643,9 @@ def cli(main, args_class, argv=None):
         args = parse_args(args_class, argv)
         check_args(args)
         if args.resume is not None:
-            args = resumed(args, {w[2:].split("=")[0].replace("-", "_").removeprefix("no_") for w in argv})
+            args = resumed(
+                args, {w[2:].split("=")[0].replace("-", "_").removeprefix("no_") for w in argv if w[:2] == "--"}
+            )
         main(args)
     except (UserError, KeyboardInterrupt, MemoryError, RuntimeError) as e:
         stop = next((c for c in (e, e.__context__) if isinstance(c, KeyboardInterrupt)), None)

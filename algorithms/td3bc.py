@@ -308,11 +308,12 @@ def main(args: Args) -> dict:
     data, max_action = load_data(task, path, envs, device)
     real = ReplayBuffer(len(data["obs"]), {k: v.shape[1] for k, v in data.items()}, device)
     real.add(data)
-    run_dir, ckpt, writer = open_run(args, task, "none", len(data["obs"]))  # the run directory; --resume's checkpoint
-
     td3 = dict(hidden_dims=args.hidden_dims, actor_lr=args.actor_lr, critic_lr=args.critic_lr, gamma=args.gamma,
                tau=args.tau, alpha=args.alpha, policy_noise=args.policy_noise, noise_clip=args.noise_clip)  # fmt: skip
     policy = TD3BC(ObsNorm.of(data["obs"], args.normalize_obs), data["act"].shape[1], max_action, **td3).to(device)
+    with torch.random.fork_rng():  # a batch that cannot fit fails now
+        real.sample(args.batch_size)
+    run_dir, ckpt, writer = open_run(args, task, "none", len(data["obs"]))  # the run directory; --resume's checkpoint
 
     def gradient_step(actor_step):  # one TD3+BC update on D alone: no model, no rollouts
         b = real.sample(args.batch_size)

@@ -6,6 +6,7 @@ parsed with one-line errors, the command-line wrapper, atomic files, and the lau
 """
 
 import contextlib
+import errno
 import functools
 import importlib.util
 import itertools
@@ -54,8 +55,26 @@ def write_json(obj, path: str, default: Optional[Callable] = None) -> None:
     replace_atomically(path, write)
 
 
-__all__ = ["UserError", "UsageError", "algorithm", "cli", "help_flags", "read_json", "replace_atomically",
+__all__ = ["UserError", "UsageError", "algorithm", "atomic_save", "cli", "help_flags", "read_json", "replace_atomically",
            "unwritable_folder", "write_json", "write_text"]  # fmt: skip
+
+
+def atomic_save(obj, path: str) -> None:
+    """torch.save (a .json path: JSON) to path + .tmp, then os.replace: never half a file, nor a .tmp left; a full disk
+    is an OSError naming the file (torch wraps it in a RuntimeError), which the scripts' cli makes one line."""
+    try:
+        with open(path + ".tmp", "wb") as f:  # our own file object: closed on error, its disk space freed
+            f.write(json.dumps(obj, indent=2).encode()) if path.endswith(".json") else __import__("torch").save(obj, f)
+        os.replace(path + ".tmp", path)
+    except BaseException as e:
+        with contextlib.suppress(OSError):
+            os.remove(path + ".tmp")
+        cause = e.__context__ if isinstance(e, RuntimeError) else None  # torch wraps the OSError of a full disk
+        if isinstance(cause, OSError) or isinstance(e, RuntimeError) and "write" in str(e):
+            why = getattr(cause, "strerror", None) or str(e).splitlines()[0]
+            raise OSError(getattr(cause, "errno", None) or errno.ENOSPC, f"could not write {path} ({why})") from None
+        raise
+
 
 
 def algorithm(script: str, folder: str = "algorithms"):

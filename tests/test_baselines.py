@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 import tyro
+from plumbing import Task
 from conftest import ROOT, TINY, load_module, run_file
 from test_orpo import PAPER_HYPERPARAMETERS, read_metrics
 from test_shared_blocks import MODEL_BASED, blocks
@@ -89,7 +90,8 @@ def test_end_to_end_run_writes_a_finite_score(runs, name):
 
 
 def test_resume_continues_a_stopped_run_exactly(runs, hopper_data_dir, tmp_path):
-    """mopo --policy td3bc: TD3+BC's delay counter and optimisers, the constant LR schedule and the model buffer resume."""
+    """mopo --policy td3bc: TD3+BC's optimisers, the constant LR schedule and the model buffer resume (the delayed actor
+    follows the global step count)."""
     script, flags = RUNS["mopo_td3bc"]
     stopped = run_file(script, "--env", "hopper-random-v2", "--seed", "7", *flags, "--stop-after-epochs", "1",
                        cwd=str(tmp_path), data_dir=hopper_data_dir[0])  # fmt: skip
@@ -152,16 +154,16 @@ def test_presets_equal_the_papers_table(files):
 def test_presets_fill_only_unset_fields(files):
     mopo = files["mopo"]
     # local/NAME made with D4RL's recipe takes NAME-v2's preset; a user's value wins
-    task = mopo.Task("local/walker2d-medium", "Walker2d-v4", "walker2d")
+    task = Task("local/walker2d-medium", "Walker2d-v4", "walker2d")
     args, source = mopo.apply_presets(mopo.Args(lambda_p=1.5), task)
     assert source == "walker2d-medium-v2"
     assert (args.lambda_p, args.uncertainty, args.rollout_length, args.normalize_obs) == (1.5, "ensemble_std", 1, False)
     # observations: never normalised for SAC (OfflineRL-Kit); for TD3+BC as ORPO's output policy (halfcheetah only)
-    cheetah = mopo.Task("halfcheetah-medium-v2", "HalfCheetah-v4", "halfcheetah")
+    cheetah = Task("halfcheetah-medium-v2", "HalfCheetah-v4", "halfcheetah")
     assert mopo.apply_presets(mopo.Args(), cheetah)[0].normalize_obs is False
     assert mopo.apply_presets(mopo.Args(policy="td3bc"), cheetah)[0].normalize_obs is True
     assert mopo.apply_presets(mopo.Args(policy="td3bc"), task)[0].normalize_obs is False
-    unknown = mopo.Task("my-data", "Hopper-v4", "hopper")
+    unknown = Task("my-data", "Hopper-v4", "hopper")
     oroo, mbpo = files["oroo"], files["mbpo"]
     assert mopo.apply_presets(mopo.Args(), unknown)[1] == "fallback"
     assert oroo.apply_presets(oroo.Args(rollout_length=3), task)[0].rollout_length == 3
@@ -240,7 +242,7 @@ def test_td3bc_references_nothing_from_the_model_based_blocks():
     reference = blocks(os.path.join(ROOT, "algorithms", "orpo.py"))
     defined = {node.name for block in MODEL_BASED for node in ast.parse(reference[block]).body if isinstance(node,
                (ast.FunctionDef, ast.ClassDef))}  # fmt: skip
-    assert {"EnsembleDynamics", "fit_dynamics", "uncertainty_fn", "termination_fn", "rollout"} <= defined
+    assert {"EnsembleDynamics", "fit_dynamics", "termination_fn", "rollout"} <= defined
     tree = ast.parse(open(os.path.join(ROOT, "algorithms", "td3bc.py")).read())
     used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     used |= {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value,

@@ -19,9 +19,10 @@ blocks = sync_shared.blocks  # tests/test_baselines.py reads them
 MODEL = ["layers", "model"]
 MODEL_BASED = MODEL[1:]  # not in td3bc.py
 # the blocks each file carries, in order, before `main`; everything else a run needs is in algorithms/plumbing.py
-CARRIES = {"orpo": [*MODEL, "agents", "sac", "td3bc", "buffers", "mixing"], "mopo": [*MODEL, "agents", "sac", "td3bc",
-           "buffers", "mixing"], "oroo": [*MODEL, "agents", "sac", "buffers", "mixing"], "mbpo": [*MODEL, "agents",
-           "sac", "buffers", "mixing"], "td3bc": ["layers", "agents", "td3bc", "buffers"]}  # fmt: skip
+CARRIES = {"orpo": [*MODEL, "agents", "sac", "td3bc", "buffers", "mixing", "steps"], "mopo": [*MODEL, "agents", "sac",
+           "td3bc", "buffers", "mixing", "steps"], "oroo": [*MODEL, "agents", "sac", "buffers", "mixing", "steps"],
+           "mbpo": [*MODEL, "agents", "sac", "buffers", "mixing", "steps"], "td3bc": ["layers", "agents", "td3bc",
+           "buffers", "steps"]}  # fmt: skip
 
 
 def test_shared_blocks_are_identical():
@@ -78,16 +79,42 @@ def test_every_carried_block_is_used_outside_itself(name):
         assert not unused, f"{name}.py carries {', '.join(unused)} (shared block '{block}') but never uses it"
 
 
-def test_plumbings_public_surface_is_what_the_method_files_import():
-    """plumbing.__all__ (listed in its docstring) names exactly what the method files take from it: a new import must
-    be declared there, and a name no file uses any more leaves it."""
-    imported = set()
-    for name in CARRIES:
-        tree = ast.parse(open(os.path.join(ROOT, "algorithms", name + ".py")).read())
-        imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "plumbing"
-                     for a in n.names}  # fmt: skip
+def callbacks(name: str) -> list[str]:
+    """Calls from a method file into plumbing that hand it one of the file's own functions (or a lambda)."""
+    tree = ast.parse(open(os.path.join(ROOT, "algorithms", name + ".py")).read())
+    plumbing = {a.asname or a.name for n in tree.body if isinstance(n, ast.Try) for i in n.body
+                if isinstance(i, ast.ImportFrom) and i.module == "plumbing" for a in i.names}  # fmt: skip
+    own = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    found = []
+    for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)):
+        args = [*call.args, *(k.value for k in call.keywords)]
+        handed = [ast.unparse(a) for a in args if isinstance(a, ast.Lambda) or isinstance(a, ast.Name) and a.id in own]
+        if call.func.id in plumbing and handed:
+            found.append(f"{call.func.id}({', '.join(handed)})")
+    return sorted(found)
+
+
+@pytest.mark.parametrize("name", list(CARRIES))
+def test_main_calls_plumbing_and_plumbing_never_calls_back(name):
+    """#69: `main` owns the run; plumbing's functions take values, not the method's functions. The one exception is
+    the entry point, cli(main, Args)."""
+    assert callbacks(name) == ["cli(main, Args)"]
+
+
+def test_the_callback_check_finds_a_function_handed_to_plumbing(tmp_path, monkeypatch):
+    text = open(os.path.join(ROOT, "algorithms", "td3bc.py")).read()
+    (tmp_path / "algorithms").mkdir()
+    planted = text.replace("log(writer, rows, run_dir, epoch, metrics,", "log(writer, rows, run_dir, epoch, gradient_step,")
+    (tmp_path / "algorithms" / "td3bc.py").write_text(planted)
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", str(tmp_path))
+    assert callbacks("td3bc") == ["cli(main, Args)", "log(gradient_step)"]
+
+
+def test_plumbing_holds_no_run_state():
+    """No class in plumbing holds the run (its classes are the error types and the flags' dataclasses) and no module
+    global is assigned after import."""
     tree = ast.parse(open(os.path.join(ROOT, "algorithms", "plumbing.py")).read())
-    (surface,) = [ast.literal_eval(n.value) for n in tree.body if isinstance(n,
-     ast.Assign) and n.targets[0].id == "__all__"]  # fmt: skip
-    assert set(surface) == imported
-    assert all(name in ast.get_docstring(tree) for name in surface)
+    classes = {n.name: [ast.unparse(b) for b in n.bases] for n in tree.body if isinstance(n, ast.ClassDef)}
+    assert classes == {"UserError": ["Exception"], "UsageError": ["UserError"], "Stop": ["KeyboardInterrupt"],
+                       "Task": [], "RunArgs": []}  # fmt: skip
+    assert not [n for n in ast.walk(tree) if isinstance(n, ast.Global)]

@@ -320,7 +320,7 @@ def fit_ensemble(setting: Setting, args: ToyArgs, dataset_path: str, path: str, 
     metrics = {"seed": seed, **{k.split("/")[-1]: float(v) for k, v in metrics.items()},
                "fit_seconds": time.time() - t0, "fit_cpu_seconds": time.process_time() - c0}  # fmt: skip
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    plumbing.atomic_save({"model": model.state_dict(), "metrics": metrics}, path)
+    toolbox.atomic_save({"model": model.state_dict(), "metrics": metrics}, path)
     print(f"ensemble seed {seed}: holdout MSE {metrics['holdout_mse']:.2e} after {metrics['epochs']:.0f} epochs")
 
 
