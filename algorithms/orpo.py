@@ -852,16 +852,19 @@ def sample_mix(sources):
 def gradient_steps(step, first, n, period, graphs, policies):
     """Gradient steps first+1 .. first+n: `step(actor_step)` updates every policy once, its actor on every `period`-th
     step (TD3's delayed actor), and returns its statistics; their means come back (the epoch's one host sync). With
-    `graphs`, after warm-up steps on a side stream, the step with and the step without the actor are each captured as
-    a CUDA graph and replayed (made anew each call: the buffers' sizes are baked into their sampling)."""
-    sums, counts, kinds = {}, {}, {a: partial(step, a) for a in (False, True)}
+    `graphs`, after warm-up steps on a side stream, the step with (and, for period > 1, the step without) the actor is
+    captured as a CUDA graph and replayed (made anew each call: the buffers' sizes are baked into their sampling)."""
+    sums, counts, kinds = {}, {}, {a: partial(step, a) for a in {period == 1, True}}  # period 1: always the actor
     warmup, side = max(3, period), torch.cuda.Stream() if graphs else None
+    if graphs:
+        side.wait_stream(torch.cuda.current_stream())  # the epoch's rollouts are in the buffers first
     for i in range(n):
         if graphs and i == warmup:
-            torch.cuda.current_stream().wait_stream(side)
             kinds = {a: cuda_graph(f, policies) for a, f in kinds.items()}
         with torch.cuda.stream(side) if graphs and i < warmup else contextlib.nullcontext():
             out = kinds[(first + i + 1) % period == 0]()
+        if graphs and i == min(n, warmup) - 1:
+            torch.cuda.current_stream().wait_stream(side)  # the warm-up's updates come before what follows
         for k, v in out.items():  # summed as tensors: no host sync in the loop
             sums[k], counts[k] = sums.get(k, 0) + v, counts.get(k, 0) + 1
     return {k: float(v) / counts[k] for k, v in sums.items()}
@@ -869,9 +872,7 @@ def gradient_steps(step, first, n, period, graphs, policies):
 
 def cuda_graph(step, policies):
     """`step` captured as one CUDA graph (recorded, not run): a call replays it and returns its refilled outputs."""
-    groups = [
-        g for p in policies for o in vars(p).values() if isinstance(o, torch.optim.Optimizer) for g in o.param_groups
-    ]
+    groups = [g for p in policies for o in vars(p).values() if isinstance(o, torch.optim.Optimizer) for g in o.param_groups]  # fmt: skip
     for g in groups:
         g["capturable"] = True  # Adam's step counts stay on the device
     graph = torch.cuda.CUDAGraph()
@@ -890,7 +891,7 @@ def main(args: Args) -> dict:
     task, path = resolve_task(args.env, args.dataset_path, args.eval_env, args.data_dir)
     args, preset = apply_presets(args, task)
     args.exp_name = args.exp_name or "orpo"
-    check_args(args)  # the preset's values with the user's (e.g. the batch shares)
+    check_args(args) if not args.resume else None  # the preset's values with the user's (e.g. the batch shares)
     device = seed_everything(args)
     envs = make_eval_envs(task, args.eval_episodes)
     data, max_action = load_data(task, path, envs, device)

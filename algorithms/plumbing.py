@@ -651,17 +651,15 @@ def cli(main, args_class, argv=None):
         stop = next((c for c in (e, e.__context__) if isinstance(c, KeyboardInterrupt)), None)
         if stop is not None:  # a signal, also one that a library turned into an error of its own
             signum, message = getattr(stop, "signum", signal.SIGINT), getattr(stop, "message", "")
-            print(
-                f"interrupted by {signal.Signals(signum).name}; " * bool(signum) + message,
-                file=[sys.stdout, sys.stderr][bool(signum)],
-            )
+            if signum:
+                message = f"interrupted by {signal.Signals(signum).name}" + f"; {message}" * bool(message)
+            print(message, file=sys.stderr if signum else sys.stdout)
             sys.exit(128 + signum if signum else 0)
         if isinstance(e, RuntimeError) and "alloc" not in str(e):  # torch's out-of-memory errors say "allocate"
             raise
-        why = (
-            str(e)
-            if isinstance(e, UserError)
-            else f"out of memory ({str(e).splitlines()[0] if str(e) else 'MemoryError'}); lower the flags that size the networks, the ensemble or the buffers"
+        why = str(e) if isinstance(e, UserError) else f"out of memory ({str(e).splitlines()[0] if str(e) else e!r})"
+        why += (
+            "" if isinstance(e, UserError) else "; lower the flags that size the networks, the ensemble or the buffers"
         )
         print("\n".join(f"error: {line}" for line in why.splitlines()), file=sys.stderr)
         sys.exit(getattr(e, "code", 1))
