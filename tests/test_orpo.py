@@ -219,7 +219,7 @@ def test_end_to_end_run_writes_a_finite_score(cli, tmp_path):
     assert any(p.name.startswith("events.out.tfevents") for p in run_dir.iterdir())
     rows = read_metrics(run_dir)
     assert [r["epoch"] for r in rows] == ["0", "1", "2"]  # row 0: the ensemble's fit
-    assert float(rows[0]["dynamics/holdout_mse"]) > 0 and int(rows[0]["dynamics/epochs"]) == 2
+    assert float(rows[0]["dynamics/holdout_mse"]) > 0 and float(rows[0]["dynamics/epochs"]) == 2
     keys = ["eval/normalized_score", "eval/model_return", "eval/model_uncertainty", "rollout/u_optimistic", "losses/q",
             "rollout/u_pessimistic", "rollout/action_distance_optimistic", "losses/critic_loss", "losses/actor_loss",
             "rollout_policy/alpha", "rollout_policy/critic_loss"]  # fmt: skip
