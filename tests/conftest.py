@@ -193,4 +193,4 @@ def sac_settings(a) -> dict:
 
 def td3_settings(a) -> dict:
     return dict(hidden_dims=a.hidden_dims, actor_lr=a.actor_lr, critic_lr=a.critic_lr, gamma=a.gamma, tau=a.tau,
-                alpha=a.alpha, policy_noise=a.policy_noise, noise_clip=a.noise_clip, policy_freq=a.policy_freq)  # fmt: skip
+                alpha=a.alpha, policy_noise=a.policy_noise, noise_clip=a.noise_clip)  # fmt: skip

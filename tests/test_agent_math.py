@@ -17,7 +17,10 @@ One-line changes the tests are known to catch (43 planted one at a time in a scr
                                                         -> test_td3bc_critic_step_by_hand
   TD3+BC actor: λ's `.detach()` or `.abs()` dropped, Q1 -> min(Q1, Q2) or Q2, the BC term's sign swapped, dropped or
     summed, either target soft-updated with 1 − τ        -> test_td3bc_actor_and_target_step_by_hand
-  TD3+BC: no policy_freq delay, or `% policy_freq == 1` -> test_td3bc_delays_... and the two step tests
+  TD3+BC: the actor or the targets stepped whatever `actor_step` says, or on a counter of the agent's own
+                                                        -> test_td3bc_steps_the_actor_exactly_when_asked and the two
+                                                           step tests (the delay itself, every policy_freq-th global
+                                                           step, is the steps block's: tests/test_device.py)
   SAC: α's clamp dropped, min -> Q1 in the target or the actor loss, critic instead of critic_target, −α·logπ'
     dropped or +, `(1 - b["done"])` dropped, critic loss a mean, the alpha loss's sign, H̄ = +|A|, log π not
     detached in the alpha loss, soft update with 1 − τ  -> test_sac_update_by_hand
@@ -70,7 +73,7 @@ def hyper(**overrides) -> SimpleNamespace:
     """The Args fields the agents read, with values that tell the terms apart (τ ≠ 1 − τ, γ < 1, λ's α ≠ 1)."""
     fields = {"hidden_dims": HIDDEN, "actor_lr": 3e-4, "critic_lr": 3e-4, "sac_actor_lr": 1e-4, "sac_critic_lr": 3e-4,
               "sac_alpha_lr": 1e-4, "gamma": 0.9, "tau": 0.3, "alpha": 2.5, "policy_noise": 0.2, "noise_clip": 0.5,
-              "policy_freq": 2, "target_entropy": None}  # fmt: skip
+              "target_entropy": None}  # fmt: skip
     return SimpleNamespace(**{**fields, **overrides})
 
 
@@ -305,13 +308,14 @@ TD3BC_NETS = ("actor", "actor_target", "critic", "critic_target")
 
 
 def test_td3bc_critic_step_by_hand(td3bc_file, monkeypatch):
-    """A step off the policy_freq beat: the critic loss and its gradient from the clipped-noise, min-of-targets,
-    terminal-aware target; the actor and both targets untouched; only critic_loss and q reported."""
+    """A step without the actor (actor_step False, off TD3's delayed beat): the critic loss and its gradient from the
+    clipped-noise, min-of-targets, terminal-aware target; the actor and both targets untouched; only critic_loss and q
+    reported."""
     args = hyper()
     agent, b = tiny_td3bc(td3bc_file), tiny_batch()
     before = snapshot(agent, *TD3BC_NETS)
     draws = fix_draws(monkeypatch, NOISE_EPS)
-    stats = agent.update(b)
+    stats = agent.update(b, False)
     assert draws == [], "TD3+BC draws its target noise once per update"
 
     # the fixed draws exercise both clips: noise beyond ±c on some entries, π'(s') + noise beyond ±max_action on some
@@ -327,19 +331,19 @@ def test_td3bc_critic_step_by_hand(td3bc_file, monkeypatch):
     assert_stat(stats, "q", expected["q"])
     assert_params(agent.critic, expected["critic"], "critic after its step")
     for name in ("actor", "actor_target", "critic_target"):
-        assert_params(getattr(agent, name), before[name], f"{name} (updated off the policy_freq beat)")
+        assert_params(getattr(agent, name), before[name], f"{name} (updated without actor_step)")
 
 
 def test_td3bc_actor_and_target_step_by_hand(td3bc_file, monkeypatch):
-    """The policy_freq-th step: critic step, then the actor's −λ·Q1 + BC loss (λ detached) and its gradient, then
-    soft updates of both targets from the new critic and actor, with τ."""
+    """A step with the actor (actor_step True, TD3's delayed beat): critic step, then the actor's −λ·Q1 + BC loss (λ
+    detached) and its gradient, then soft updates of both targets from the new critic and actor, with τ."""
     args = hyper()
     agent, b = tiny_td3bc(td3bc_file), tiny_batch()
     fix_draws(monkeypatch, NOISE_EPS)
-    agent.update(tiny_batch(seed=2))  # step 1 of policy_freq = 2
+    agent.update(tiny_batch(seed=2), False)  # a critic step first, as the delay has it
     before = snapshot(agent, *TD3BC_NETS)
     draws = fix_draws(monkeypatch, NOISE_EPS.flip(0))
-    stats = agent.update(b)
+    stats = agent.update(b, True)
     assert draws == []
 
     expected = td3bc_expected(before, b, NOISE_EPS.flip(0), args, update_actor=True)
@@ -351,22 +355,24 @@ def test_td3bc_actor_and_target_step_by_hand(td3bc_file, monkeypatch):
         assert_params(getattr(agent, name), expected[name], name)
 
 
-def test_td3bc_delays_actor_and_target_updates_to_every_policy_freq_th_call(td3bc_file):
-    """With policy_freq = 3, the critic moves on every call; the actor, both targets and the actor stats only on
-    calls 3 and 6 (TD3's delay counts calls across the run)."""
-    agent = tiny_td3bc(td3bc_file, policy_freq=3)
+def test_td3bc_steps_the_actor_exactly_when_asked(td3bc_file):
+    """update(b, actor_step): the critic moves on every call; the actor, both targets and the actor stats exactly on
+    the calls with actor_step True, in any order (the agent keeps no step counter: the caller's global step number
+    decides, plumbing's steps block)."""
+    agent = tiny_td3bc(td3bc_file)
+    asked = [False, True, True, False, False, True, False, False]
     critic_moves, actor_moves, target_moves, reports = [], [], [], []
-    for call in range(1, 8):
+    for call, actor_step in enumerate(asked):
         before = snapshot(agent, *TD3BC_NETS)
-        stats = agent.update(tiny_batch(seed=call))
+        stats = agent.update(tiny_batch(seed=call + 1), actor_step)
         changed = {n: any(not torch.equal(p, q) for p, q in zip(snap(getattr(agent, n)), before[n])) for n in before}
         critic_moves.append(changed["critic"])
-        actor_moves.append(call if changed["actor"] else None)
-        target_moves.append(call if changed["actor_target"] and changed["critic_target"] else None)
-        reports.append(call if "actor_loss" in stats else None)
+        actor_moves.append(changed["actor"])
+        target_moves.append(changed["actor_target"] and changed["critic_target"])
+        reports.append("actor_loss" in stats and "bc_loss" in stats)
+        assert changed["actor_target"] == changed["critic_target"] == actor_step, (call, changed)
     assert all(critic_moves)
-    assert [c for c in actor_moves if c] == [3, 6]
-    assert target_moves == actor_moves and reports == actor_moves
+    assert actor_moves == target_moves == reports == asked
 
 
 # ---------------------------------------------------------------- SAC

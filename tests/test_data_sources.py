@@ -105,7 +105,9 @@ def test_jump_reward_in_evaluation_matches_the_dataset_scripts(orpo):
     env.reset(seed=0)
     env.action_space.seed(0)
     for hard in (False, True):
-        task = orpo.Task("t", "HalfCheetah-v4", "halfcheetah", "halfcheetah-jump-hard" if hard else "halfcheetah-jump")
+        task = plumbing.Task(
+            "t", "HalfCheetah-v4", "halfcheetah", "halfcheetah-jump-hard" if hard else "halfcheetah-jump"
+        )
         for _ in range(200):
             action = env.action_space.sample()
             obs, reward, _, _, info = env.step(action)

@@ -9,7 +9,7 @@ runs under torch.cuda.set_sync_debug_mode("error"), which catches any synchronis
 
 Also here: the ensemble's fit and forward (fp32 and --dynamics-bf16), one epoch of every model-based file, and an
 exact resume, each on the test device; and on a GPU only, --cuda-graphs against eager in every file (on a CPU, the
-graph driver's bookkeeping with a stand-in for torch.cuda's graphs).
+steps block's driver, gradient_steps and cuda_graph, with a stand-in for torch.cuda's graphs and streams).
 """
 
 import contextlib
@@ -18,6 +18,8 @@ import dataclasses
 import os
 import random
 import signal
+from functools import partial
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -25,6 +27,7 @@ import torch
 import tyro
 from conftest import TINY, fit_settings
 from torch.overrides import TorchFunctionMode
+import plumbing  # noqa: E402  (conftest puts algorithms/ on sys.path)
 
 # calls that make the host wait for the device (or copy through the host), by name: Tensor methods and torch functions
 SYNCS = {"item": "reads a value on the host", "tolist": "reads values on the host",
@@ -43,8 +46,8 @@ SYNCS = {"item": "reads a value on the host", "tolist": "reads values on the hos
 # factories whose tensor lands on the CPU (the default device) unless they are given device=
 FACTORIES = {"zeros", "ones", "empty", "full", "arange", "rand", "randn", "randint", "randperm", "linspace", "eye"}
 FACTORIES |= {"logspace", "scalar_tensor", "empty_strided"}
-# rollout() keeps each step's obs, act, rew, u, next_obs, done: one mask each, one more for the alive
-ROLLOUT_FIELDS = 6
+# rollout() keeps each step's fields (obs, act, rew, the method's relabel columns, next_obs, done) with one boolean
+# mask each, and one more mask picks the rows still alive: a rollout's masks per model step are its fields + 1
 
 
 class HostRoundTrip(AssertionError):
@@ -72,11 +75,13 @@ class Check(TorchFunctionMode):
     """Raises HostRoundTrip at the first torch call in the region that syncs with (or copies through) the host, makes
     a tensor without device=, returns one off `device`, or takes a generator of another device; on leaving, if the
     region drew from numpy's, Python's or (device not the CPU) torch's CPU random generator. With `count_masks`,
-    boolean-mask indexing is counted in `masks` instead (the rollouts' row compaction)."""
+    boolean-mask indexing is counted in `masks` instead (the rollouts' row compaction); with `count_reads`, float(t)
+    is counted in `reads` instead (the means read after the last step), and on a GPU ends the sync-debug mode."""
 
-    def __init__(self, where: str, device: torch.device, count_masks: bool = False):
+    def __init__(self, where: str, device: torch.device, count_masks: bool = False, count_reads: bool = False):
         super().__init__()
         self.where, self.device, self.count_masks, self.masks = where, device, count_masks, 0
+        self.count_reads, self.reads = count_reads, 0
 
     def fail(self, what: str) -> None:
         raise HostRoundTrip(f"{what}, in {self.where}")
@@ -102,7 +107,11 @@ class Check(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
-        if name in SYNCS:
+        if name == "__float__" and self.count_reads:
+            self.reads += 1
+            if self.device.type == "cuda":
+                torch.cuda.set_sync_debug_mode(0)
+        elif name in SYNCS:
             self.fail(f"{name}: {SYNCS[name]}")
         if name in ("__getitem__", "__setitem__") and len(args) > 1 and is_mask(args[1]):
             if not self.count_masks:
@@ -149,15 +158,16 @@ def file_tiny(module, device: torch.device) -> list[str]:
 
 @contextlib.contextmanager
 def probed_epochs(module, device: torch.device, monkeypatch):
-    """Run `module.main` with each epoch's rollouts (epoch start -> run.lap("rollout")) under Check("the rollouts",
-    count_masks=True) and its updates (-> run.means) under Check("the update steps"); yields the regions' checks
-    and the model steps the rollouts took."""
-    seen = {"the rollouts": [], "the update steps": [], "model_steps": 0}
+    """Run `module.main` with each epoch's first part (the epoch's start up to its gradient_steps call: the start
+    states, the rollouts, the buffers) under Check("the rollouts", count_masks=True) and its gradient_steps call
+    under Check("the update steps", count_reads=True); yields the regions' checks, the model steps the rollouts
+    took, the fields each rollout stored and the statistics gradient_steps returned."""
+    seen = {"the rollouts": [], "the update steps": [], "model_steps": 0, "fields": [], "stats": []}
     active = []
     cuda = device.type == "cuda"
 
     def enter(where: str) -> None:
-        check = Check(where, device, count_masks=where == "the rollouts")
+        check = Check(where, device, count_masks=where == "the rollouts", count_reads=where == "the update steps")
         check.__enter__()
         active.append(check)
         seen[where].append(check)
@@ -170,31 +180,45 @@ def probed_epochs(module, device: torch.device, monkeypatch):
             torch.cuda.set_sync_debug_mode(0)
         check.__exit__(*((RuntimeError, None, None) if failed else (None, None, None)))
 
-    run, dynamics = module.Run, module.EnsembleDynamics
-    epochs, lap, means, step = run.epochs, run.lap, run.means, dynamics.step
+    tqdm, gradient_steps, rollout, step = (
+        module.tqdm,
+        module.gradient_steps,
+        module.rollout,
+        module.EnsembleDynamics.step,
+    )
 
-    def probed_epochs(self):
-        for epoch in epochs(self):
-            enter("the rollouts")
-            yield epoch
+    def probed_tqdm(iterable=None, *a, **k):  # main's epoch loop iterates a range; the fit's bar is a context
+        if not isinstance(iterable, range):
+            return tqdm(iterable, *a, **k)
 
-    def probed_lap(self, name):
+        def epochs():
+            for epoch in tqdm(iterable, *a, **k):
+                enter("the rollouts")
+                yield epoch
+
+        return epochs()
+
+    def probed_gradient_steps(*a, **k):
         leave()
-        lap(self, name)
         enter("the update steps")
-
-    def probed_means(self):
+        stats = gradient_steps(*a, **k)
         leave()
-        return means(self)
+        seen["stats"].append(dict(stats))  # main adds its other metrics to this dict
+        return stats
+
+    def recorded_rollout(*a, **k):
+        out = rollout(*a, **k)
+        seen["fields"].append(len(set(out) - {"first_act", "nonfinite"}))
+        return out
 
     def counted_step(self, *a, **k):
         seen["model_steps"] += bool(active and active[-1].where == "the rollouts")
         return step(self, *a, **k)
 
-    monkeypatch.setattr(run, "epochs", probed_epochs)
-    monkeypatch.setattr(run, "lap", probed_lap)
-    monkeypatch.setattr(run, "means", probed_means)
-    monkeypatch.setattr(dynamics, "step", counted_step)
+    monkeypatch.setattr(module, "tqdm", probed_tqdm)
+    monkeypatch.setattr(module, "gradient_steps", probed_gradient_steps)
+    monkeypatch.setattr(module, "rollout", recorded_rollout)
+    monkeypatch.setattr(module.EnsembleDynamics, "step", counted_step)
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield seen
@@ -233,9 +257,10 @@ FILES = [("orpo", []), ("orpo", ["--output-algo", "sac"]), ("mopo", []), ("mopo"
 
 @pytest.mark.parametrize("name, flags", FILES, ids=[" ".join([n, *f]) for n, f in FILES])
 def test_epoch_loop_makes_no_host_round_trip(files, hopper_data_dir, tmp_path, monkeypatch, device, name, flags):
-    """One epoch of the file's own main() on the test device: its update steps never wait for the host, its rollouts
-    only to compact their rows (at most one wait per stored field and one for the alive rows per model step), and every
-    tensor either part makes is on the run's device."""
+    """One epoch of the file's own main() on the test device: its update steps never wait for the host but to read
+    each statistic's mean once after the last step, its rollouts only to compact their rows (at most one wait per
+    stored field and one for the alive rows per model step), and every tensor either part makes is on the run's
+    device."""
     module = files[name]
     argv = [*device_tiny(device), "--epochs", "1", "--env", "hopper-random-v2", "--data-dir", hopper_data_dir[0]]
     args = tyro.cli(module.Args, args=[*argv, "--runs-dir", str(tmp_path), *flags])
@@ -243,9 +268,11 @@ def test_epoch_loop_makes_no_host_round_trip(files, hopper_data_dir, tmp_path, m
         summary = module.main(args)
     assert summary["finished"] and summary["device"] == device.type, summary
     assert len(seen["the rollouts"]) == len(seen["the update steps"]) == 1  # the regions were entered and checked
-    assert seen["model_steps"] >= 1
+    assert seen["model_steps"] >= 1 and seen["fields"]
     masks = sum(c.masks for c in seen["the rollouts"])
-    assert 0 < masks <= (ROLLOUT_FIELDS + 1) * seen["model_steps"], (masks, seen["model_steps"])
+    assert 0 < masks <= (max(seen["fields"]) + 1) * seen["model_steps"], (masks, seen["model_steps"], seen["fields"])
+    (stats,) = seen["stats"]
+    assert seen["the update steps"][0].reads == len(stats) > 0, (seen["the update steps"][0].reads, sorted(stats))
 
 
 # ---------------------------------------------------------------- the ensemble and the rollouts
@@ -275,13 +302,13 @@ def test_ensemble_fits_and_predicts_on_the_device(files, device, bf16):
     if bf16:  # the autocast path of this device stays close to its fp32 forward, and so does each u
         assert 0 < (mean - mean32).abs().max() < 0.05 and (logvar - logvar32).abs().max() < 0.05
         for kind in orpo.UNCERTAINTIES:
-            u16, u32 = (
-                orpo.uncertainty_fn(m, (0.5 * lv).exp(), kind) for m, lv in ((mean, logvar), (mean32, logvar32))
-            )
+            u16, u32 = (orpo.uncertainty(m, (0.5 * lv).exp(), kind) for m, lv in ((mean, logvar), (mean32, logvar32)))
             assert ((u16 - u32).abs() / u32).median() < 0.02, kind
-    next_obs, rew, u = model.step(obs[:256], act[:256], "ensemble_var")
-    assert {t.device.type for t in (next_obs, rew, u)} == {device.type}
-    assert next_obs.shape == (256, 3) and rew.shape == u.shape == (256,) and bool(torch.isfinite(u).all())
+    next_obs, rew, mean, std = model.step(obs[:256], act[:256])
+    u = orpo.uncertainty(mean, std, "ensemble_var")
+    assert {t.device.type for t in (next_obs, rew, mean, std, u)} == {device.type}
+    assert next_obs.shape == (256, 3) and rew.shape == u.shape == (256,) and mean.shape == std.shape == (5, 256, 4)
+    assert bool(torch.isfinite(u).all())
 
 
 def test_rollout_on_the_device_stops_rows_at_termination(files, device):
@@ -289,17 +316,22 @@ def test_rollout_on_the_device_stops_rows_at_termination(files, device):
     model = orpo.EnsembleDynamics(11, 3, (16,), 3, 2).to(device)
     start = torch.zeros(50, 11, device=device)
     terminal = lambda s: torch.arange(len(s), device=s.device) % 2 == 0
+    args = SimpleNamespace(uncertainty="ensemble_std", lambda_o=0.1, lambda_p=1.0)
     with Check("the rollout", device, count_masks=True) as check:
-        out = orpo.rollout(model, lambda s: torch.zeros(len(s), 3, device=s.device), start, 3, terminal, "ensemble_std")
+        out = orpo.rollout(model, lambda s: torch.zeros(len(s), 3, device=s.device), start, 3, terminal,
+                           partial(orpo.relabel, args=args))  # fmt: skip
     assert len(out["obs"]) == 50 + 25 + 12 and float(out["done"].sum()) == 25 + 13 + 6
     assert {v.device.type for v in out.values()} == {device.type}
-    assert check.masks == 3 * (ROLLOUT_FIELDS + 1)
+    fields = {"obs", "act", "rew", "u", "rew_o", "rew_p", "next_obs", "done"}  # ORPO's relabel: u, r^o, r^p
+    assert set(out) == fields | {"first_act", "nonfinite"}
+    assert check.masks == 3 * (len(fields) + 1)
 
 
 # ---------------------------------------------------------------- resume
 def test_resume_on_the_device_continues_exactly(files, hopper_data_dir, tmp_path, device):
-    """A run stopped after epoch 1 and resumed (networks, optimisers, buffers and RNG states restored on the device)
-    ends with the uninterrupted run's numbers."""
+    """A run stopped after epoch 1 and resumed (networks, optimisers, buffers and RNG states restored on the device,
+    the run's own ensemble read back from its dynamics.pt, not fitted again) ends with the uninterrupted run's
+    numbers."""
     orpo = files["orpo"]
     argv = [*device_tiny(device), "--env", "hopper-random-v2", "--data-dir", hopper_data_dir[0], "--seed", "7"]
     straight = orpo.main(tyro.cli(orpo.Args, args=[*argv, "--runs-dir", str(tmp_path / "a")]))
@@ -307,7 +339,12 @@ def test_resume_on_the_device_continues_exactly(files, hopper_data_dir, tmp_path
                         "1"]))  # fmt: skip
     assert not stopped["finished"] and stopped["epochs"] == 1
     cuda = "--cuda" if device.type == "cuda" else "--no-cuda"
-    resumed = orpo.main(tyro.cli(orpo.Args, args=["--resume", stopped["run_dir"], cuda]))
+    assert os.path.isfile(os.path.join(stopped["run_dir"], "dynamics.pt")), "the run kept no copy of its ensemble"
+    # as plumbing.cli does: the run's saved flags, this invocation's --cuda
+    args = plumbing.resumed(tyro.cli(orpo.Args, args=["--resume", stopped["run_dir"], cuda]), {"resume", "cuda"})
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(orpo, "fit_dynamics", lambda *a, **k: pytest.fail("the resumed run fitted its ensemble again"))
+        resumed = orpo.main(args)
     assert resumed["finished"] and resumed["device"] == straight["device"] == device.type
     rows = {}
     for key, summary in (("a", straight), ("b", resumed)):
@@ -320,16 +357,17 @@ def test_resume_on_the_device_continues_exactly(files, hopper_data_dir, tmp_path
 
 
 # ---------------------------------------------------------------- --cuda-graphs
-# every file's driver: ORPO with both π^p (TD3+BC: two steps per replay; SAC: one), MOPO with both policies, OROO, MBPO
-# and TD3+BC (its delayed actor: policy_freq steps per replay)
+# every file's driver: ORPO with both π^p (TD3+BC: its delayed actor; SAC: every step), MOPO with both policies, OROO,
+# MBPO and TD3+BC
 GRAPH_FILES = [*FILES, ("td3bc", [])]
 
 
 @pytest.mark.parametrize("name, flags", GRAPH_FILES, ids=[" ".join([n, *f]) for n, f in GRAPH_FILES])
 def test_cuda_graphs_keep_the_eager_numbers(files, hopper_data_dir, tmp_path, monkeypatch, device, name, flags):
-    """--cuda-graphs captures each epoch's gradient steps as a CUDA graph (plumbing.gradient_steps, the one driver of
-    every file) and replays it: the same kernels and random numbers, so two epochs end with the eager run's metrics,
-    and one graph is captured per epoch. A CPU ignores the flag, so this runs only on a GPU (benchmarks/gpu_check.sh)."""
+    """--cuda-graphs captures each epoch's gradient steps as CUDA graphs (the steps block's gradient_steps, the one
+    driver of every file: the step with the actor and the step without it) and replays them: the same kernels and
+    random numbers, so two epochs end with the eager run's metrics, and two graphs are captured per epoch. A CPU
+    ignores the flag, so this runs only on a GPU (benchmarks/gpu_check.sh)."""
     if device.type != "cuda":
         pytest.skip("CUDA graphs need a CUDA device (benchmarks/gpu_check.sh runs this test on one)")
     module = files[name]
@@ -343,7 +381,7 @@ def test_cuda_graphs_keep_the_eager_numbers(files, hopper_data_dir, tmp_path, mo
         before = len(captured)
         summary = module.main(tyro.cli(module.Args, args=[*argv, "--runs-dir", str(tmp_path / mode), *extra]))
         assert summary["finished"] and summary["device"] == "cuda", summary
-        assert len(captured) - before == (2 if mode == "graphs" else 0)  # one graph per epoch, none eagerly
+        assert len(captured) - before == (2 * 2 if mode == "graphs" else 0)  # two graphs per epoch, none eagerly
         with open(os.path.join(summary["run_dir"], "metrics.csv")) as f:
             rows[mode] = list(csv.DictReader(f))
     assert len(rows["eager"]) == len(rows["graphs"]) == (2 if name == "td3bc" else 3)  # + the fit's row 0
@@ -355,50 +393,108 @@ def test_cuda_graphs_keep_the_eager_numbers(files, hopper_data_dir, tmp_path, mo
                              key)  # fmt: skip
 
 
-@pytest.mark.parametrize("period, n", [(1, 20), (2, 20), (2, 4), (3, 17)])
-def test_gradient_steps_bookkeeping_with_a_stand_in_for_cuda_graphs(files, monkeypatch, period, n):
-    """What a CPU can check of --cuda-graphs: with torch.cuda's graph calls replaced by a stand-in (capture runs the
-    step's Python once, as a real capture does; a replay only counts), every statistic is logged once per step, a
-    Python step counter ends where n eager steps leave it, Adam's groups are capturable during the capture only, and
-    the steps split into 3 warm-up, (n − 3) // period replays of `period` and the rest eager."""
+@pytest.mark.parametrize("graphs", [False, True], ids=["eager", "graphs"])
+@pytest.mark.parametrize("period, n, first", [(1, 20, 0), (2, 20, 0), (2, 4, 40), (3, 17, 7), (3, 3, 0), (4, 9, 2),
+                         (3, 2, 0)])  # fmt: skip
+def test_gradient_steps_bookkeeping_with_a_stand_in_for_cuda_graphs(files, monkeypatch, period, n, first, graphs):
+    """What a CPU can check of the steps block (gradient_steps and cuda_graph) and of --cuda-graphs, with torch.cuda's
+    graphs and streams replaced by stand-ins (a capture runs the step's Python once and records its kernels, a replay
+    runs them; the kernels count the device's steps and refill the step's outputs, as a real graph's do):
+      - global steps first+1 .. first+n run in order, the actor's on exactly the multiples of `period` (TD3's delay:
+        the count runs on across epochs), whatever mix of eager steps and replays runs them;
+      - eagerly: every step runs as it is, on the current stream; with graphs: at least 3 warm-up steps, of every kind
+        the replays use, on a side stream; then the step with and the step without the actor captured once each and
+        replays for the rest (nothing captured when no step is left after the warm-up);
+      - a side stream starts after the current stream's work (the rollouts' rows, the weights) and the current stream
+        waits for it before anything else runs on it (CUDA's recipe for capturing: side.wait_stream(current) before
+        the warm-up, current.wait_stream(side) after it), also when no capture follows;
+      - Adam's groups are capturable during the captures only;
+      - the means come back as floats: each statistic over the steps that reported it (the actor's over its steps)."""
     orpo = files["orpo"]
-    seen = {"captures": 0, "replays": 0, "capturable": []}
+    seen = {"captures": [], "capturable": [], "capturing": None, "stream": None, "events": []}
     policy = torch.nn.Module()
-    policy.total_it = 0
     policy.optim = torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))])
 
     class Graph:
+        def __init__(self):
+            self.kernels = []
+
         def replay(self):
-            seen["replays"] += 1
+            seen["events"].append(("replay", default))
+            for kernel in self.kernels:
+                kernel()
 
     @contextlib.contextmanager
     def capture(graph):
-        seen["captures"] += 1
+        seen["events"].append(("capture", default))
         seen["capturable"].append(policy.optim.param_groups[0]["capturable"])
-        yield
+        seen["capturing"] = graph
+        try:
+            yield
+        finally:
+            seen["capturing"] = None
 
     class Stream:
         def wait_stream(self, other):
-            pass
+            seen["events"].append(("wait", self, other))
 
+    @contextlib.contextmanager
+    def on_stream(stream):
+        seen["stream"] = stream
+        try:
+            yield
+        finally:
+            seen["stream"] = None
+
+    default = Stream()
     monkeypatch.setattr(torch.cuda, "CUDAGraph", Graph)
     monkeypatch.setattr(torch.cuda, "graph", capture)
     monkeypatch.setattr(torch.cuda, "Stream", Stream)
-    monkeypatch.setattr(torch.cuda, "current_stream", Stream)
-    monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda: seen["stream"] or default)
+    monkeypatch.setattr(torch.cuda, "stream", on_stream)
 
-    def step():  # like TD3+BC: a counter, and an actor statistic every `period` steps
-        policy.total_it += 1
-        actor = {"actor_loss": torch.ones(())} if policy.total_it % period == 0 else {}
-        return {"losses": {"critic_loss": torch.ones(()), **actor}}
+    device_steps, ran = torch.tensor(float(first)), []  # the device's step count; (step, actor, stream) per step run
 
-    class Run:  # --cuda-graphs on a CUDA device; the epoch's gradient steps (charts/SPS); the loss sums and counts
-        graphs, steps, sums, counts = True, 0, {}, {}
+    def step(actor_step):  # like a method's gradient_step: prefixed statistics, the actor's on actor steps only
+        out = {"losses/critic_loss": torch.zeros(())} | ({"losses/actor_loss": torch.zeros(())} if actor_step else {})
 
-    run = Run()
-    orpo.gradient_steps(step, n, run, [policy], period=period)
-    graphed = n >= 3 + period
-    assert seen["captures"] == int(graphed) and seen["replays"] == ((n - 3) // period if graphed else 0)
-    assert seen["capturable"] == [True] * int(graphed) and policy.optim.param_groups[0]["capturable"] is False
-    assert policy.total_it == n == run.steps
-    assert run.counts == {"losses/critic_loss": n, "losses/actor_loss": n // period}
+        def kernels():
+            device_steps.add_(1)
+            ran.append((int(device_steps), actor_step, seen["stream"] or default))
+            out["losses/critic_loss"].copy_(device_steps)
+            if actor_step:
+                out["losses/actor_loss"].copy_(10 * device_steps)
+
+        if seen["capturing"] is not None:
+            seen["capturing"].kernels.append(kernels)
+            seen["captures"].append(actor_step)
+        else:
+            seen["events"].append(("step", seen["stream"] or default))
+            kernels()
+        return out
+
+    means = orpo.gradient_steps(step, first, n, period, graphs, [policy])
+
+    steps = range(first + 1, first + n + 1)
+    assert [(g, actor) for g, actor, _ in ran] == [(g, g % period == 0) for g in steps]
+    events, eager = seen["events"], [e for e in seen["events"] if e[0] == "step"]
+    sides = {stream for _, stream in eager} - {default}
+    assert len(sides) <= graphs  # eagerly, the current stream only
+    for side in sides:  # the warm-up's stream: it starts after the current stream's work, which then waits for it
+        first_use, last_use = events.index(("step", side)), max(i for i, e in enumerate(events) if e == ("step", side))
+        assert ("wait", side, default) in events[:first_use], "the side stream did not wait for the current one"
+        assert ("wait", default, side) in events[last_use:], "the current stream never waits for the side stream"
+        join = events.index(("wait", default, side), last_use)
+        assert all(e[1] is not default for e in events[last_use:join]), "work on the current stream before the join"
+    replays = [e for e in events if e[0] == "replay"]
+    if replays:  # the warm-up: the leading eager steps, at least 3, of every kind replayed; then replays only
+        warmup = len(eager)
+        assert warmup >= 3 and all(stream in sides for _, stream in eager) and len(replays) == n - warmup
+        assert {actor for _, actor, _ in ran[warmup:]} <= {actor for _, actor, _ in ran[:warmup]}
+    assert sorted(seen["captures"]) == ([False, True] if replays else [])
+    assert (graphs and n > 3 + period) <= bool(replays)  # enough steps are replayed
+    assert seen["capturable"] == [True] * len(seen["captures"]) and policy.optim.param_groups[0]["capturable"] is False
+    actor_steps = [g for g in steps if g % period == 0]
+    expected = {"losses/critic_loss": sum(steps) / n}
+    expected |= {"losses/actor_loss": 10 * sum(actor_steps) / len(actor_steps)} if actor_steps else {}
+    assert means == pytest.approx(expected) and all(type(v) is float for v in means.values())

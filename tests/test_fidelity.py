@@ -1,11 +1,14 @@
 """The presets run what produced the paper's numbers (the authors' code), the literal reading is one flag away,
 and no non-finite model row reaches a buffer."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
 import tyro
 from conftest import TINY, sac_settings
+import plumbing  # noqa: E402  (conftest puts algorithms/ on sys.path)
 
 TABLE = {  # a few rows of the paper's table, by kind: (dataset, the table's uncertainty type)
     "halfcheetah-random-v2": "ensemble_std",
@@ -19,7 +22,7 @@ TABLE = {  # a few rows of the paper's table, by kind: (dataset, the table's unc
 
 def preset(module, name, **kw):
     domain = name.split("-")[0]
-    task = module.Task(name, "X-v4", domain)
+    task = plumbing.Task(name, "X-v4", domain)
     return module.apply_presets(module.Args(env=name, **kw), task)[0]
 
 
@@ -68,18 +71,18 @@ def test_kits_ensemble_var_ignores_sigma_and_reward_and_uses_all_members(orpo):
     torch.manual_seed(0)
     mean, std = torch.randn(7, 50, 4), torch.rand(7, 50, 4)
     expected = torch.from_numpy(mean[..., :-1].numpy().var(0).mean(1))  # Kit: np.var over members, mean over s' dims
-    torch.testing.assert_close(orpo.uncertainty_fn(mean, std, "ensemble_var"), expected)
-    torch.testing.assert_close(orpo.uncertainty_fn(mean, 5 * std, "ensemble_var"), expected)  # no σ
+    torch.testing.assert_close(orpo.uncertainty(mean, std, "ensemble_var"), expected)
+    torch.testing.assert_close(orpo.uncertainty(mean, 5 * std, "ensemble_var"), expected)  # no σ
     changed = mean.clone()
     changed[..., -1] += torch.randn(7, 50)  # the reward dimension does not count
-    torch.testing.assert_close(orpo.uncertainty_fn(changed, std, "ensemble_std"), expected.sqrt())
+    torch.testing.assert_close(orpo.uncertainty(changed, std, "ensemble_std"), expected.sqrt())
     mixture = (mean.var(0, unbiased=False) + std.pow(2).mean(0)).sum(-1)
-    torch.testing.assert_close(orpo.uncertainty_fn(mean, std, "mixture_var"), mixture)
+    torch.testing.assert_close(orpo.uncertainty(mean, std, "mixture_var"), mixture)
     # one member: the members' disagreement is 0 (Args.problems refuses it), the mixture keeps their own variance
-    assert (orpo.uncertainty_fn(mean[:1], std[:1], "ensemble_var") == 0).all()
-    assert (orpo.uncertainty_fn(mean[:1], std[:1] + 0.1, "mixture_var") > 0).all()
+    assert (orpo.uncertainty(mean[:1], std[:1], "ensemble_var") == 0).all()
+    assert (orpo.uncertainty(mean[:1], std[:1] + 0.1, "mixture_var") > 0).all()
     with pytest.raises(ValueError):
-        orpo.uncertainty_fn(mean, std, "nope")
+        orpo.uncertainty(mean, std, "nope")
 
 
 def one_epoch_args(orpo, hopper_data_dir, tmp_path, *extra: str):
@@ -132,26 +135,34 @@ def test_only_the_optimistic_rollout_policy_is_updated(
 
 
 # ---------------------------------------------------------------- no non-finite row enters a buffer
-class PoisonedDynamics:
-    """A model whose predictions are NaN / inf for every third row (a diverged ensemble)."""
+def orpo_relabel(orpo, kind="max_aleatoric"):
+    """ORPO's own columns (u, r^o, r^p), as main passes relabel to rollout."""
+    return lambda rew, mean, std: orpo.relabel(rew, mean, std, SimpleNamespace(uncertainty=kind, lambda_o=0.1,
+                                               lambda_p=1.0))  # fmt: skip
 
-    def step(self, obs, act, uncertainty):
-        next_obs, rew, u = obs + 0.01 * act.sum(-1, keepdim=True), torch.ones(len(obs)), torch.full((len(obs),), 0.5)
-        bad = torch.arange(len(obs)) % 3 == 0
-        next_obs = torch.where(bad[:, None], torch.nan, next_obs)
-        u = torch.where(torch.arange(len(obs)) % 3 == 1, torch.inf, u)
-        return next_obs, rew, u
+
+class PoisonedDynamics:
+    """A model whose predictions are NaN for every third row's s' and whose σ is infinite for the next row (so u and
+    both relabelled rewards are): a diverged ensemble."""
+
+    def step(self, obs, act):
+        next_obs, rew = obs + 0.01 * act.sum(-1, keepdim=True), torch.ones(len(obs))
+        mean = torch.cat([next_obs, rew[:, None]], 1).expand(2, -1, -1)  # [N, B, D]: 2 members, s' and r
+        std = torch.full_like(mean, 0.5)
+        std[:, torch.arange(len(obs)) % 3 == 1] = torch.inf
+        next_obs = torch.where((torch.arange(len(obs)) % 3 == 0)[:, None], torch.nan, next_obs)
+        return next_obs, rew, mean, std
 
 
 def test_rollout_drops_and_counts_nonfinite_rows(orpo):
     start = torch.zeros(30, 3)
     out = orpo.rollout(PoisonedDynamics(), lambda obs: torch.ones(len(obs), 2), start, 2,
-                       lambda s: torch.zeros(len(s), dtype=torch.bool), "max_aleatoric")  # fmt: skip
+                       lambda s: torch.zeros(len(s), dtype=torch.bool), orpo_relabel(orpo))  # fmt: skip
     # step 1: 30 rows, 20 bad (10 NaN s', 10 inf u) -> 10 kept; step 2: those 10 rows, 7 bad (rows 0,3,6,9 and 1,4,7)
     assert int(out["nonfinite"]) == 20 + 7
     assert len(out["u"]) == 10 + 3
-    for k in ("obs", "act", "rew", "u", "next_obs", "done"):
-        assert torch.isfinite(out[k]).all(), k
+    for k in ("obs", "act", "rew", "u", "rew_o", "rew_p", "next_obs", "done"):
+        assert len(out[k]) == 13 and torch.isfinite(out[k]).all(), k
     assert len(out["first_act"]) == 30  # the action-distance diagnostic still sees every start state
 
 
@@ -159,18 +170,18 @@ def test_nonfinite_model_rows_never_reach_the_critic(orpo, hopper_data_dir, tmp_
     """End to end: a model that predicts NaN for some rows leaves both policies' weights finite, and the run logs the count."""
     original_step = orpo.EnsembleDynamics.step
 
-    def poisoned_step(self, obs, act, uncertainty):
-        next_obs, rew, u = original_step(self, obs, act, uncertainty)
+    def poisoned_step(self, obs, act):
+        next_obs, rew, mean, std = original_step(self, obs, act)
         bad = torch.rand(len(obs)) < 0.2
-        return torch.where(bad[:, None], torch.nan, next_obs), torch.where(bad, torch.nan, rew), u
+        return torch.where(bad[:, None], torch.nan, next_obs), torch.where(bad, torch.nan, rew), mean, std
 
     monkeypatch.setattr(orpo.EnsembleDynamics, "step", poisoned_step)
     args = one_epoch_args(orpo, hopper_data_dir, tmp_path, "--steps-per-epoch", "20", "--eval-episodes", "1")
     summary = orpo.main(args)
     (run_dir,) = tmp_path.iterdir()
-    ckpt = torch.load(run_dir / "checkpoint.pt", weights_only=False)
+    ckpt = torch.load(run_dir / "checkpoint.pt", weights_only=True)
     for part in ("rollout_policy", "output_policy"):
-        for k, v in ckpt["parts"][part].items():
+        for k, v in ckpt[part].items():
             if isinstance(v, torch.Tensor) and v.is_floating_point():
                 assert torch.isfinite(v).all(), (part, k)
     import csv
@@ -183,13 +194,15 @@ def test_nonfinite_model_rows_never_reach_the_critic(orpo, hopper_data_dir, tmp_
 
 def test_a_rollout_with_no_finite_row_adds_nothing_and_sampling_it_is_one_line(orpo):
     class AllNaN:
-        def step(self, obs, act, uncertainty):
-            return torch.full_like(obs, torch.nan), torch.zeros(len(obs)), torch.zeros(len(obs))
+        def step(self, obs, act):
+            mean = torch.zeros(2, len(obs), obs.shape[1] + 1)
+            return torch.full_like(obs, torch.nan), torch.zeros(len(obs)), mean, torch.ones_like(mean)
 
     out = orpo.rollout(AllNaN(), lambda obs: torch.zeros(len(obs), 2), torch.zeros(8, 3), 3,
-                       lambda s: torch.zeros(len(s), dtype=torch.bool), "max_aleatoric")  # fmt: skip
+                       lambda s: torch.zeros(len(s), dtype=torch.bool), orpo_relabel(orpo))  # fmt: skip
     assert int(out["nonfinite"]) == 8 and len(out["u"]) == 0
-    buf = orpo.ReplayBuffer(16, {"obs": 3, "act": 2, "rew": 1, "u": 1, "next_obs": 3, "done": 1}, "cpu")
+    fields = {"obs": 3, "act": 2, "rew": 1, "u": 1, "rew_o": 1, "rew_p": 1, "next_obs": 3, "done": 1}
+    buf = orpo.ReplayBuffer(16, fields, "cpu")
     buf.add(out)
     assert buf.size == 0
     with pytest.raises(orpo.UserError, match="every rollout row so far was NaN or infinite"):

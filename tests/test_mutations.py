@@ -4,10 +4,13 @@ env, hand-written formulas), never against the code under test.
 
 Mutations each test is known to catch (checked by applying them to a copy of the tree):
   π^p's batch labelled with r^o, π^o's with r^p, π^p's three shares reversed  -> test_each_policy_trains_on_its_mdps_rewards...
-  u from the elites only                                                      -> test_uncertainty_uses_all_members_not_only_the_elites
+  u from the elites only (step's mean/std cut to the elites), relabel's r^o sign swapped, ŝ' and r̂ sampled from
+    every member instead of the elites                                        -> test_uncertainty_uses_all_members_not_only_the_elites
   walker2d's z < 2 bound dropped                                              -> test_termination_agrees_with_the_envs_own_health_check
   rewards shifted one row by the loader                                       -> test_loader_returns_the_files_rows_*
 """
+
+from types import SimpleNamespace
 
 import gymnasium as gym
 import h5py
@@ -96,6 +99,9 @@ def test_termination_agrees_with_the_envs_own_health_check(orpo, gym_id, domain)
 
 
 # ---------------------------------------------------------------- u from all N members, samples from the elites
+LAMBDA_O, LAMBDA_P = 0.5, 2.0  # λo, λp: here and in the in-process run below
+
+
 def constant_ensemble(orpo, means, logvars, elites):
     """An ensemble whose member i predicts the constant (Δs, r) = means[i] with log-variance logvars[i] (inputs ignored)."""
     n, out = means.shape
@@ -127,16 +133,24 @@ def test_uncertainty_uses_all_members_not_only_the_elites(orpo):
                                           "mixture_var": (spread + std.pow(2).mean(0)).sum(),
                                           "mixture_std": (spread + std.pow(2).mean(0)).sum().sqrt()}  # fmt: skip
     assert set(expected) == set(orpo.UNCERTAINTIES)
+    torch.manual_seed(0)
+    next_obs, rew, mean_step, std_step = model.step(obs, act)
+    # step hands the method every member's Gaussian over (s', r), not the elites' alone
+    torch.testing.assert_close(mean_step, torch.cat([obs, torch.zeros(2, 1)], 1) + means[:, None])
+    torch.testing.assert_close(std_step, std[:, None].expand(5, 2, 3))
     for kind, value in expected.items():
-        torch.manual_seed(0)
-        next_obs, rew, u = model.step(obs, act, kind)
+        args = SimpleNamespace(uncertainty=kind, lambda_o=LAMBDA_O, lambda_p=LAMBDA_P)
+        columns = orpo.relabel(rew, mean_step, std_step, args)
+        u = columns["u"]
         torch.testing.assert_close(u, value.expand(2), msg=kind)
+        torch.testing.assert_close(columns["rew_o"], rew + LAMBDA_O * value, msg=kind)
+        torch.testing.assert_close(columns["rew_p"], rew - LAMBDA_P * value, msg=kind)
         # the elites alone would give a different u: no spread at all, and a smaller σ
-        elite_only = orpo.uncertainty_fn(mean[elites], std[elites][:, None].expand(2, 2, 3), kind)
+        elite_only = orpo.uncertainty(mean[elites], std[elites][:, None].expand(2, 2, 3), kind)
         assert (u > 1.5 * elite_only).all(), kind
     # ŝ' and r̂ are samples of the elites (Δs = (1, 2), r = 5, σ ≈ 0.05), never of the others
     torch.manual_seed(0)
-    next_obs, rew, _ = model.step(obs.repeat(200, 1), act.repeat(200, 1), "max_aleatoric")
+    next_obs, rew, _, _ = model.step(obs.repeat(200, 1), act.repeat(200, 1))
     assert (next_obs - obs.repeat(200, 1) - torch.tensor([1.0, 2.0])).abs().max() < 0.5 and (rew - 5).abs().max() < 0.5
 
 
@@ -146,7 +160,7 @@ def row_keys(obs, act, next_obs):
     return [r.tobytes() for r in rows]
 
 
-LAMBDA_O, LAMBDA_P, REAL_RATIO, OUTPUT_ROLLOUT_RATIO = 0.5, 2.0, 0.1, 0.3
+REAL_RATIO, OUTPUT_ROLLOUT_RATIO = 0.1, 0.3
 
 
 def test_each_policy_trains_on_its_mdps_rewards_and_rows_per_source(orpo, hopper_data_dir, tmp_path, monkeypatch):
@@ -169,9 +183,9 @@ def test_each_policy_trains_on_its_mdps_rewards_and_rows_per_source(orpo, hopper
         return out
 
     def recorder(name, update):
-        def recording_update(self, batch):
+        def recording_update(self, batch, *actor_step):  # TD3BC.update(b, actor_step), SAC.update(b)
             updates.append((name, {k: v.clone() for k, v in batch.items()}))
-            return update(self, batch)
+            return update(self, batch, *actor_step)
 
         return recording_update
 

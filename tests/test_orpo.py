@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from types import SimpleNamespace
 import torch
+import tyro
 from conftest import TINY, fit_settings, sac_settings, td3_settings, write_random_dataset
 import plumbing  # noqa: E402  (conftest puts algorithms/ on sys.path)
 
@@ -39,10 +40,12 @@ def test_uncertainty_grows_away_from_data_and_step_shapes(orpo):
     orpo.fit_dynamics(model, data, **fit_settings(orpo.Args(dynamics_max_epochs=15)))
     near_obs, near_act = torch.rand(500, 3) * 2 - 1, torch.rand(500, 1) * 2 - 1
     far_obs = near_obs.sign() * 6 + near_obs  # far outside the data's [-1, 1] cube
+    near, far = model.step(near_obs, near_act), model.step(far_obs, near_act)  # (ŝ', r̂, mean, std) each
+    next_obs, rew, mean, std = near
+    assert next_obs.shape == (500, 3) and rew.shape == (500,) and mean.shape == std.shape == (5, 500, 4)
     for kind in orpo.UNCERTAINTIES:
-        next_obs, rew, u_near = model.step(near_obs, near_act, kind)
-        u_far = model.step(far_obs, near_act, kind)[2]
-        assert next_obs.shape == (500, 3) and rew.shape == (500,) and u_near.shape == (500,)
+        u_near, u_far = orpo.uncertainty(*near[2:], kind), orpo.uncertainty(*far[2:], kind)
+        assert u_near.shape == (500,)
         # the models' disagreement grows off the data (≈ 6× in var, ≈ 2.5× in std over seeds); a learned σ need not
         if kind != "max_aleatoric":
             assert (u_far.mean() > {"ensemble_var": 3.0, "ensemble_std": 1.5, "mixture_var": 3.0,
@@ -216,7 +219,7 @@ def test_end_to_end_run_writes_a_finite_score(cli, tmp_path):
     assert any(p.name.startswith("events.out.tfevents") for p in run_dir.iterdir())
     rows = read_metrics(run_dir)
     assert [r["epoch"] for r in rows] == ["0", "1", "2"]  # row 0: the ensemble's fit
-    assert float(rows[0]["dynamics/holdout_mse"]) > 0 and int(rows[0]["dynamics/epochs"]) == 2
+    assert float(rows[0]["dynamics/holdout_mse"]) > 0 and float(rows[0]["dynamics/epochs"]) == 2
     keys = ["eval/normalized_score", "eval/model_return", "eval/model_uncertainty", "rollout/u_optimistic", "losses/q",
             "rollout/u_pessimistic", "rollout/action_distance_optimistic", "losses/critic_loss", "losses/actor_loss",
             "rollout_policy/alpha", "rollout_policy/critic_loss"]  # fmt: skip
@@ -267,12 +270,14 @@ def test_fixed_rollout_policy_loads_the_earlier_runs_weights(orpo, source_run):
     norm = orpo.ObsNorm(torch.zeros(11), torch.ones(11))
     sac = orpo.SAC(norm, 3, 1.0, **sac_settings(orpo.Args(hidden_dims=(32, 32))))
     orpo.make_rollout_policy("fixed", sac, None, 3, 1.0, "cpu", **pi_o(path=str(source_run), hidden_dims=(32, 32)))
-    saved = torch.load(source_run / "checkpoint.pt", weights_only=False)["parts"]["rollout_policy"]
+    saved = torch.load(source_run / "checkpoint.pt", weights_only=True)["rollout_policy"]
     for k, v in sac.state_dict().items():
         if isinstance(v, torch.Tensor):
             torch.testing.assert_close(v, saved[k])
-    with pytest.raises(orpo.UserError, match="--rollout-policy-path"):
-        orpo.make_rollout_policy("fixed", sac, None, 3, 1.0, "cpu", **pi_o())
+    # a file that is not an ORPO checkpoint (the run's exported policy.pt) is one line naming the flag (a missing
+    # --rollout-policy-path is Args.problems', tests/test_cli.py)
+    with pytest.raises(orpo.UserError, match=r"policy\.pt is not a usable ORPO checkpoint \(--rollout-policy-path\)"):
+        orpo.make_rollout_policy("fixed", sac, None, 3, 1.0, "cpu", **pi_o(path=str(source_run / "policy.pt")))
 
 
 def test_cvae_learns_the_datas_actions(orpo):
@@ -304,7 +309,7 @@ def test_missing_file_without_network(cli, tmp_path, monkeypatch):
 def test_agents_take_each_hyperparameter_from_its_own_flag(orpo):
     """SAC and TD3BC read their settings from Args by name: every learning rate reaches its own optimiser."""
     args = orpo.Args(hidden_dims=(8, 8), sac_actor_lr=1e-5, sac_critic_lr=2e-5, sac_alpha_lr=3e-5, actor_lr=4e-5,
-                     critic_lr=5e-5, gamma=0.9, tau=0.01, alpha=1.5, policy_noise=0.3, noise_clip=0.4, policy_freq=3,
+                     critic_lr=5e-5, gamma=0.9, tau=0.01, alpha=1.5, policy_noise=0.3, noise_clip=0.4,
                      target_entropy=-0.5)  # fmt: skip
     norm = orpo.ObsNorm(torch.zeros(4), torch.ones(4))
     sac = orpo.SAC(norm, 2, 2.0, **sac_settings(args))
@@ -314,5 +319,17 @@ def test_agents_take_each_hyperparameter_from_its_own_flag(orpo):
     assert [m.out_features for m in sac.actor.net if isinstance(m, torch.nn.Linear)] == [8, 8, 4]
     td3 = orpo.TD3BC(norm, 2, 2.0, **td3_settings(args))
     assert [opt.param_groups[0]["lr"] for opt in (td3.actor_optim, td3.critic_optim)] == [4e-5, 5e-5]
-    assert (td3.gamma, td3.tau, td3.alpha, td3.policy_freq) == (0.9, 0.01, 1.5, 3)
+    assert (td3.gamma, td3.tau, td3.alpha) == (0.9, 0.01, 1.5)
     assert (td3.policy_noise, td3.noise_clip) == (0.6, 0.8)  # TD3's noise scales with the action bound
+
+
+def test_policy_freq_steps_the_actor_on_every_policy_freq_th_global_step(orpo, hopper_data_dir, tmp_path, monkeypatch):
+    """--policy-freq reaches TD3+BC's delay: over two epochs of 5 steps, π^p's actor steps on global steps 3, 6 and 9
+    (the count runs on across epochs), its critic on every step."""
+    asked, update = [], orpo.TD3BC.update
+    monkeypatch.setattr(orpo.TD3BC, "update", lambda self, b, actor_step: asked.append(actor_step) or update(self, b,
+                        actor_step))  # fmt: skip
+    argv = [*TINY, "--steps-per-epoch", "5", "--policy-freq", "3", "--eval-every", "2", "--eval-episodes", "1"]
+    argv += ["--env", "hopper-random-v2", "--data-dir", hopper_data_dir[0], "--runs-dir", str(tmp_path)]
+    assert orpo.main(tyro.cli(orpo.Args, args=argv))["finished"]
+    assert asked == [step % 3 == 0 for step in range(1, 11)]
