@@ -621,13 +621,14 @@ def finish(run_dir, args, task, rows, stop, seconds, preset, actor):
 # -------------------------------------------------------------------------------------------------------------- signals
 def catch_signals(defer=False):
     """SIGINT/SIGTERM raise Stop at once; with defer, the first is only recorded in the returned list (the loop then
-    ends after its epoch with a checkpoint) and a second raises Stop."""
+    ends after its epoch with a checkpoint) and a second raises Stop (a file being written is dropped, the last one
+    kept: every write is atomic)."""
     received = []
 
     def handler(signum, frame):
         received.append(signum)
         if not defer or len(received) > 1:
-            raise Stop(received[0])
+            raise Stop(signum)
 
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, handler)
@@ -648,7 +649,9 @@ def cli(main, args_class, argv=None):
             )
         main(args)
     except (UserError, KeyboardInterrupt, MemoryError, RuntimeError) as e:
-        stop = next((c for c in (e, e.__context__) if isinstance(c, KeyboardInterrupt)), None)
+        stop = e
+        while stop is not None and not isinstance(stop, KeyboardInterrupt):
+            stop = stop.__context__
         if stop is not None:  # a signal, also one that a library turned into an error of its own
             signum, message = getattr(stop, "signum", signal.SIGINT), getattr(stop, "message", "")
             if signum:

@@ -55,7 +55,7 @@ def write_json(obj, path: str, default: Optional[Callable] = None) -> None:
     replace_atomically(path, write)
 
 
-__all__ = ["UserError", "UsageError", "algorithm", "atomic_save", "cli", "help_flags", "read_json", "replace_atomically",
+__all__ = ["UserError", "UsageError", "algorithm", "atomic_save", "cli", "git_revision", "help_flags", "read_json", "replace_atomically",
            "unwritable_folder", "write_json", "write_text"]  # fmt: skip
 
 
@@ -74,6 +74,17 @@ def atomic_save(obj, path: str) -> None:
             why = getattr(cause, "strerror", None) or str(e).splitlines()[0]
             raise OSError(getattr(cause, "errno", None) or errno.ENOSPC, f"could not write {path} ({why})") from None
         raise
+
+
+
+def git_revision(script: str) -> Optional[str]:
+    """The commit of the code that runs (`git describe --always --dirty`), or None outside a git checkout."""
+    try:
+        out = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=12"], cwd=os.path.dirname(script),
+                             capture_output=True, text=True, timeout=10)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
 
 
 

@@ -63,7 +63,14 @@ def test_every_file_gives_the_numbers_it_gave_before_the_move(name, synthetic, t
 
 
 # a flag's interval now sits in its type (plumbing's aliases); the type it parses is the one named before
-ALIASES = {"Positive": "float", "NonNegative": "float", "Share": "float", "Count": "int", "Natural": "int", "Path": "str"}
+ALIASES = {
+    "Positive": "float",
+    "NonNegative": "float",
+    "Share": "float",
+    "Count": "int",
+    "Natural": "int",
+    "Path": "str",
+}
 
 
 def base_type(annotation: str) -> str:  # Annotated[float, "(0, 1)"] -> float, Optional[Share] -> Optional[float]

@@ -104,7 +104,9 @@ def test_main_calls_plumbing_and_plumbing_never_calls_back(name):
 def test_the_callback_check_finds_a_function_handed_to_plumbing(tmp_path, monkeypatch):
     text = open(os.path.join(ROOT, "algorithms", "td3bc.py")).read()
     (tmp_path / "algorithms").mkdir()
-    planted = text.replace("log(writer, rows, run_dir, epoch, metrics,", "log(writer, rows, run_dir, epoch, gradient_step,")
+    planted = text.replace(
+        "log(writer, rows, run_dir, epoch, metrics,", "log(writer, rows, run_dir, epoch, gradient_step,"
+    )
     (tmp_path / "algorithms" / "td3bc.py").write_text(planted)
     monkeypatch.setattr(sys.modules[__name__], "ROOT", str(tmp_path))
     assert callbacks("td3bc") == ["cli(main, Args)", "log(gradient_step)"]

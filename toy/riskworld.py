@@ -279,7 +279,7 @@ def algo_args(algo: str, setting: Setting, args: ToyArgs, u: str, lambda_p: floa
 
 def code_versions() -> dict[str, str]:
     """The git commit and the sha256 of the algorithm files the numbers came from (they may differ from the commit)."""
-    out = {"git_head": plumbing.git_revision(__file__) or "unknown"}
+    out = {"git_head": toolbox.git_revision(__file__) or "unknown"}
     for name in ("orpo", "mopo"):
         with open(os.path.join(ROOT, "algorithms", f"{name}.py"), "rb") as f:
             out[f"{name}.py_sha256"] = hashlib.sha256(f.read()).hexdigest()[:16]
