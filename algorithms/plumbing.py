@@ -114,26 +114,23 @@ def download(urls, path):
 
 
 def read_attrs(path):
-    """The file's attrs that matter here, checked: env_id, reward_fn, finite reference returns with ref_min < ref_max."""
+    """The file's attrs that matter here, checked: env_id and reward_fn (strings), finite reference returns min < max."""
     try:
         with h5py.File(path, "r") as f:
-            attrs = {k: f.attrs.get(k) for k in ("env_id", "reward_fn", "ref_min_score", "ref_max_score")}
+            a = {k: f.attrs.get(k) for k in ("env_id", "reward_fn", "ref_min_score", "ref_max_score")}
     except OSError as e:
         raise UserError(f"{path} is not a readable HDF5 file ({e}); delete it and download or make it again") from None
-    attrs = {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}
-    if any(attrs[k] is not None and not isinstance(attrs[k], str) for k in ("env_id", "reward_fn")):
+    a = {k: v.decode() if isinstance(v, bytes) else v for k, v in a.items()}
+    if not all(isinstance(a[k], (str, type(None))) for k in ("env_id", "reward_fn")):
         raise UserError(f"{path}: attrs env_id and reward_fn must be strings; fix the file's attrs")
-    if attrs["reward_fn"] not in (None, *REWARD_FNS):
-        raise UserError(f"{path}: attr 'reward_fn' is {attrs['reward_fn']!r}; use one of {', '.join(REWARD_FNS)}")
-    refs = [attrs["ref_min_score"], attrs["ref_max_score"]]
-    if refs != [None, None]:
-        low, high = (float(v) if isinstance(v, (int, float, np.number)) and not isinstance(v, bool) else math.nan
-                     for v in refs)  # fmt: skip
-        if not low < high or not math.isfinite(high - low):
-            raise UserError(f"{path}: attrs ref_min_score {refs[0]!r}, ref_max_score {refs[1]!r} must be finite numbers, "
-                            "min < max (or drop both: raw returns are reported)")  # fmt: skip
-        attrs["ref_min_score"], attrs["ref_max_score"] = low, high
-    return attrs
+    if a["reward_fn"] not in (None, *REWARD_FNS):
+        raise UserError(f"{path}: attr 'reward_fn' is {a['reward_fn']!r}; use one of {', '.join(REWARD_FNS)}")
+    refs = [a["ref_min_score"], a["ref_max_score"]]
+    ok = all(isinstance(r, (int, float, np.number)) and not isinstance(r, bool) for r in refs) and refs[0] < refs[1]
+    if refs != [None, None] and not (ok and math.isfinite(refs[1] - refs[0])):
+        raise UserError(f"{path}: attrs ref_min_score {refs[0]!r}, ref_max_score {refs[1]!r} must be finite numbers, "
+                        "min < max (or drop both: raw returns are reported)")  # fmt: skip
+    return a
 
 
 def resolve_task(env, dataset_path, eval_env, data_dir):
@@ -201,19 +198,23 @@ def load_transitions(path):
         except OSError as e:
             raise UserError(f"{path} is not a readable HDF5 file ({e}); delete it and download or make it again") from None  # fmt: skip
     n = len(data["observations"]) if data["observations"].ndim else 0
-    for k in keys:
+    for k in keys:  # a 2-D (n, 1) reward or flag column is read as 1-D
         ndim = 2 if k in ("observations", "actions", "next_observations") else 1
-        v = data[k] = data[k][:, 0] if ndim == 1 and data[k].ndim == 2 and data[k].shape[1] == 1 else data[k]
-        if v.ndim != ndim or len(v) != n or v.dtype.kind not in "fiub" or n == 0:
+        v = data[k] = data[k].reshape(n) if ndim == 1 and data[k].shape == (n, 1) else data[k]
+        shape = (
+            v.ndim == ndim and len(v) == n > 0 and (k != "next_observations" or v.shape == data["observations"].shape)
+        )
+        if not shape or v.dtype.kind not in "fiub":
             raise UserError(f"{path}: '{k}' has shape {v.shape} and dtype {v.dtype}; expected {ndim}-D numbers, {n} > 0 "
-                            "rows")  # fmt: skip
-        checks = [(~np.isfinite(v.reshape(n, -1)).all(1), "has NaN or infinite rows; drop them from the file")]
-        checks += [(~np.isin(v, (0, 1)), "must hold only 0/1 (or booleans); fix the file")] if k in keys[4:] else []
-        for bad, why in checks:
-            if bad.any():
-                raise UserError(f"{path}: '{k}' {why} ({bad.sum()} row(s), first: row {bad.argmax()})")
-    if data["next_observations"].shape != data["observations"].shape:
-        raise UserError(f"{path}: next_observations {data['next_observations'].shape} != observations' shape")
+                            "rows (next_observations: as observations)")  # fmt: skip
+        bad = ~np.isfinite(v.reshape(n, -1)).all(1) if k in keys[:4] else ~np.isin(v, (0, 1))
+        if bad.any():
+            why = (
+                "has NaN or infinite rows; drop them from the file"
+                if k in keys[:4]
+                else "must hold only 0/1; fix the file"
+            )
+            raise UserError(f"{path}: '{k}' {why} ({bad.sum()} row(s), first: row {bad.argmax()})")
     keep = ~data["timeouts"].astype(bool)
     out = {k: data[v][keep].astype(np.float32) for k, v in zip(("obs", "act", "rew", "next_obs", "done"), keys)}
     out["rew"], out["done"] = out["rew"][:, None], out["done"][:, None]
@@ -559,20 +560,15 @@ def restore(parts, saved, path):
 
 
 def rng_state():
-    """Every RNG state as tensors and plain values, so checkpoints load with weights_only=True."""
-    kind, keys, pos, has_gauss, gauss = np.random.get_state()
-    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
-    numpy = (kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, gauss)
-    return {"torch": torch.get_rng_state(), "cuda": cuda, "numpy": numpy, "random": random.getstate()}
+    """torch's RNG states (CPU and CUDA): a run draws from no other (evaluate seeds the envs), so checkpoints hold
+    tensors only and load with weights_only=True."""
+    return {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
 
 
 def set_rng_state(rng):
     torch.set_rng_state(rng["torch"])
     if rng["cuda"] and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(rng["cuda"])
-    kind, keys, pos, has_gauss, gauss = rng["numpy"]
-    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, gauss))
-    random.setstate((rng["random"][0], tuple(rng["random"][1]), rng["random"][2]))
 
 
 def export_policy(actor, path):
