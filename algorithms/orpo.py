@@ -311,16 +311,15 @@ def make_rollout_policy(
 
 
 def rollout_metrics(start, ro, rp, b):
-    """The epoch's rollouts of π^o (ro) and π^p (rp): u, rewards before and after relabelling, mean length, dropped
+    """The epoch's rollouts of π^o (ro) and π^p (rp): u, the rewards before and after relabelling, mean length, dropped
     rows, and how far each policy's first action lies from D's action in the same state."""
-    return {"rollout/u_optimistic": ro["u"].mean(), "rollout/u_pessimistic": rp["u"].mean(),
-            "rollout/reward_optimistic": ro["rew"].mean(), "rollout/reward_pessimistic": rp["rew"].mean(),
-            "rollout/reward_o_optimistic": ro["rew_o"].mean(), "rollout/reward_p_optimistic": ro["rew_p"].mean(),
-            "rollout/reward_p_pessimistic": rp["rew_p"].mean(),
-            "rollout/length_optimistic": len(ro["u"]) / b, "rollout/length_pessimistic": len(rp["u"]) / b,
-            "rollout/nonfinite_rows_optimistic": ro["nonfinite"], "rollout/nonfinite_rows_pessimistic": rp["nonfinite"],
-            "rollout/action_distance_optimistic": (ro["first_act"] - start["act"]).norm(dim=-1).mean(),
-            "rollout/action_distance_pessimistic": (rp["first_act"] - start["act"]).norm(dim=-1).mean()}  # fmt: skip
+    out = {"rollout/reward_o_optimistic": ro["rew_o"].mean()}  # π^o's O-MDP reward; both policies' P-MDP one
+    for name, r in (("optimistic", ro), ("pessimistic", rp)):
+        out |= {f"rollout/u_{name}": r["u"].mean(), f"rollout/reward_{name}": r["rew"].mean(),
+                f"rollout/reward_p_{name}": r["rew_p"].mean(), f"rollout/length_{name}": len(r["u"]) / b,
+                f"rollout/nonfinite_rows_{name}": r["nonfinite"],
+                f"rollout/action_distance_{name}": (r["first_act"] - start["act"]).norm(dim=-1).mean()}  # fmt: skip
+    return out
 
 
 # --- shared: layers ---
