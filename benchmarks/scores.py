@@ -47,7 +47,7 @@ import pages  # noqa: E402  (the table's page from its template)
 import runinfo  # noqa: E402  (each finished run checked against its own record)
 import stats  # noqa: E402  (the bootstrap interval of a cell's mean)
 import toolbox  # noqa: E402  (the scripts' one error type, flags and command line)
-from toolbox import UsageError, read_json, replace_atomically, unwritable_folder, write_json, write_text  # noqa: E402
+from toolbox import UsageError, UserError, read_json, replace_atomically, unwritable_folder, write_json, write_text  # noqa: E402
 
 PAPER_SCORES = os.path.join(ROOT, "benchmarks", "paper_scores.csv")  # the paper's numbers, from its LaTeX
 PAPER_ORDER = ("lambda", "1", "4", "jump")  # which table's number a cell is shown with, first match
@@ -647,8 +647,11 @@ class GridJob:
             if run is None:  # what the next launch compares its flags with (changed_flags)
                 update_record(self.runs_dir, cell, flags=list(cell.flags))
             print(f"{cell.label}: " + (f"resume {run_dir} at epoch {epochs}" if run else "start"), flush=True)
-            with toolbox.cached_ensemble(cell.cache, self._command(run)) as cmd:
-                rc = self._run_child(cmd)
+            try:
+                with toolbox.cached_ensemble(cell.cache, self._command(run)) as cmd:
+                    rc = self._run_child(cmd)
+            except UserError as e:  # a damaged cache entry: a failed cell, its line says what to do
+                return self._finish("failed", run_dir, str(e))
 
 
 # ----------------------------------------------------------------------------------------------- the paper's tables

@@ -935,6 +935,25 @@ def test_a_run_holding_its_lock_is_running_and_never_started_twice(scores, tmp_p
     assert "2 runs: 0 queued, 0 running, 0 finished, 1 failed, 1 stopped" in status.stdout, status.stdout
 
 
+def test_a_damaged_cache_entry_fails_its_cell_in_one_line(scores, hopper_data_dir, tmp_path, monkeypatch):
+    """A truncated entry of the ensemble cache once killed the job with a traceback in its log while the launcher
+    called the cell "not started" (the same command would resume it, and fail the same way): the cell fails with the
+    line naming the entry and what to do, and starts no run."""
+    monkeypatch.setenv("D4RL_DATASET_DIR", hopper_data_dir[0])
+    runs, cache = tmp_path / "runs", tmp_path / "cache"
+    cell = scores.Cell("orpo", "orpo", tuple(MODEL), "orpo", "hopper-random-v2", 1, str(cache))
+    job = scores.GridJob(cell, str(runs), "local")
+    entry = scores.toolbox.ensemble_entry(str(cache), job._command(None))
+    cache.mkdir()
+    open(entry, "wb").write(b"PK\x03\x04 cut here")
+    result = job()
+    assert result["state"] == "failed" and result["error"].startswith(f"{entry}: a damaged or foreign ensemble"), result
+    assert result["error"].endswith("delete it (the next run that needs it refits it)")
+    record = json.loads((runs / "_grid" / f"{cell.id}.json").read_text())
+    assert record["state"] == "failed" and record["error"] == result["error"]
+    assert not [p for p in runs.iterdir() if p.name != "_grid"]  # no run was started
+
+
 def test_a_killed_launcher_takes_its_run_with_it(tmp_path):
     """SIGKILL to the launcher (a crash, the out-of-memory killer): its run must not go on writing as an orphan."""
     launcher = (
