@@ -46,7 +46,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 import peers  # noqa: E402  (the peers' settings and sources)
 import toolbox  # noqa: E402  (the scripts' one error type, flags and command line)
-from toolbox import UsageError, replace_atomically, unwritable_folder, write_json, write_text  # noqa: E402
+from toolbox import UsageError, UserError, replace_atomically, unwritable_folder, write_json, write_text  # noqa: E402
 import plumbing  # noqa: E402  (on sys.path through toolbox: its flag checks)
 import runinfo  # noqa: E402  (the runs' provenance, as budget.py and report.py show them)
 import stats  # noqa: E402  (every interval and verdict, on scipy)
@@ -525,7 +525,7 @@ def run_all(args: Args) -> int:
 
 
 # ---------------------------------------------------------------- report
-class LeftOut(Exception):
+class LeftOut(UserError):
     """A finished run whose files disagree with its own record (runinfo.record_damage): named, never in a mean."""
 
 
