@@ -46,7 +46,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 import peers  # noqa: E402  (the peers' settings and sources)
 import toolbox  # noqa: E402  (the scripts' one error type, flags and command line)
-from toolbox import UsageError, replace_atomically, unwritable_folder, write_json, write_text  # noqa: E402
+from toolbox import UsageError, UserError, replace_atomically, unwritable_folder, write_json, write_text  # noqa: E402
 import plumbing  # noqa: E402  (on sys.path through toolbox: its flag checks)
 import runinfo  # noqa: E402  (the runs' provenance, as budget.py and report.py show them)
 import stats  # noqa: E402  (every interval and verdict, on scipy)
@@ -525,9 +525,14 @@ def run_all(args: Args) -> int:
 
 
 # ---------------------------------------------------------------- report
+class LeftOut(UserError):
+    """A finished run whose files disagree with its own record (runinfo.record_damage): named, never in a mean."""
+
+
 def load_run(seed_dir: str) -> Optional[dict]:
     """A finished run's files in --results ({"config", "summary", "provenance", "curve": [(epoch, score)], "metrics"}),
-    None for a run that is not finished; a damaged one raises OSError or ValueError."""
+    None for a run that is not finished; a damaged one raises OSError or ValueError, one whose metrics.csv or scores
+    disagree with its summary.json LeftOut."""
     if not re.fullmatch(r"seed\d+", os.path.basename(seed_dir)):
         raise ValueError("not a seed<N> folder")
     if not os.path.isfile(os.path.join(seed_dir, "summary.json")):
@@ -543,6 +548,8 @@ def load_run(seed_dir: str) -> Optional[dict]:
     key = (
         "eval/normalized_score" if summary.get("score_kind", "d4rl_normalized") == "d4rl_normalized" else "eval/return"
     )
+    if why := runinfo.record_damage(summary, metrics, key):
+        raise LeftOut(why)
     curve = [(int(float(r["epoch"])), float(r[key])) for r in metrics if r.get(key) not in (None, "")]
     if not curve:
         raise ValueError("metrics.csv holds no evaluation")
@@ -563,6 +570,10 @@ def load_results(results: str) -> dict:
             for seed_dir in sorted(e.path for e in os.scandir(row_dir) if e.is_dir()) if os.path.isdir(row_dir) else []:
                 try:
                     run = load_run(seed_dir)
+                except LeftOut as e:  # the others' numbers still make a page; this run's would be wrong
+                    print(f"warning: {seed_dir}: left out of the report ({e}); delete it (a run of the comparison "
+                          "copies the finished run there again)", file=sys.stderr)  # fmt: skip
+                    continue
                 except (OSError, ValueError, KeyError) as e:
                     why = f"{type(e).__name__}: {e}" if isinstance(e, (OSError, KeyError)) else str(e)
                     raise UsageError(f"{seed_dir}: a damaged result ({why}); delete it (a run of the comparison copies "

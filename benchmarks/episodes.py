@@ -23,6 +23,7 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from toolbox import UsageError, UserError, cli, read_json, replace_atomically, write_json  # noqa: E402
 import plumbing  # noqa: E402  (algorithms/, put on the path by toolbox: the tasks' rewards and the device's name)
+import runinfo  # noqa: E402  (a run checked against its own record)
 
 JUMP = plumbing.Task("halfcheetah-jump", "HalfCheetah-v4", "halfcheetah", "halfcheetah-jump")  # no flip penalty
 
@@ -68,6 +69,9 @@ def load(spec: str, env, seed: int):
         # official_orpo_units with --one-action-unit), the seed, and which run it is (its last-10 score)
         units = "_units" if config.get("cli", {}).get("one_action_unit") else ""
         name = config.get("exp_name") or config.get("peer", "").replace("-", "_") + units or None
+        if summary and (why := runinfo.run_damage(spec)):  # its policy still plays; its score is not taken
+            print(f"warning: {spec}: its last-10 score is left out ({why})", file=sys.stderr)
+            summary = {**summary, "last10_score": None}
         run = {
             "exp_name": name,
             "seed": config.get("seed", summary.get("seed")),

@@ -7,6 +7,7 @@ neither still tells a resume by `wall_seconds_this_invocation` < `wall_seconds`.
 annealed its SAC actor's learning rate over its own --epochs, not over the paper's 1000.
 """
 
+import csv
 import json
 import os
 import re
@@ -145,6 +146,44 @@ def run_notes(config: dict, summary: dict, provenance: dict, metrics: list[dict]
         values = f": {sci(at40)} at epoch {epochs - 10}, {sci(at50)} at {epochs}" if None not in (at40, at50) else ""
         notes.append(f"{whose} actor LR cosine-annealed over the run's own {epochs} epochs{values}")
     return notes
+
+
+# ---------------------------------------------------------------- a stored run against its own record
+def record_damage(summary: dict, metrics: list[dict], score_key: Optional[str] = None) -> Optional[str]:
+    """Why a finished run's files cannot be used, or None: metrics.csv must hold a row for each of the epochs that
+    summary.json's `epochs` counts (a copy cut mid-run holds fewer), every row whole and numeric (a copy cut mid-row
+    ends in a short one), and the scores finite (summary.json's last10_score, metrics.csv's `score_key`). Every
+    reader of stored runs (compare.py, report.py, scores.py, episodes.py) leaves such a run out and names it."""
+    epochs = summary.get("epochs")
+    if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 1:
+        return f"summary.json records no epochs ({epochs!r})"
+    for line, row in enumerate(metrics, 2):  # line 1 is the header
+        if None in row or None in row.values():  # csv.DictReader's mark of a row longer or shorter than the header
+            return f"metrics.csv line {line} is cut short or has extra fields"
+        for key, value in row.items():
+            try:
+                float(value or 0)
+            except ValueError:
+                return f"metrics.csv line {line}: {key} is {value!r}, not a number"
+    have = {int(float(r["epoch"])) for r in metrics if r.get("epoch")}
+    if missing := [e for e in range(1, epochs + 1) if e not in have]:
+        return f"metrics.csv holds {epochs - len(missing)} of the {epochs} epochs summary.json counts"
+    last10 = summary.get("last10_score", 0.0)  # a NaN is written as null
+    if not (isinstance(last10, (int, float)) and np.isfinite(last10)):
+        return f"summary.json's last10_score is {last10}"
+    if score_key and not all(np.isfinite(float(r[score_key])) for r in metrics if r.get(score_key)):
+        return f"metrics.csv's {score_key} holds a non-finite value"
+    return None
+
+
+def run_damage(folder: str, score_key: Optional[str] = None) -> Optional[str]:
+    """record_damage of the run stored in `folder` (its summary.json and metrics.csv)."""
+    try:
+        with open(os.path.join(folder, "metrics.csv"), newline="") as f:
+            metrics = list(csv.DictReader(f))
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        return f"metrics.csv cannot be read ({type(e).__name__})"
+    return record_damage(read_json(os.path.join(folder, "summary.json")), metrics, score_key)
 
 
 def load_provenance(folder: str) -> dict:

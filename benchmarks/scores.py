@@ -44,9 +44,10 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 import pages  # noqa: E402  (the table's page from its template)
+import runinfo  # noqa: E402  (each finished run checked against its own record)
 import stats  # noqa: E402  (the bootstrap interval of a cell's mean)
 import toolbox  # noqa: E402  (the scripts' one error type, flags and command line)
-from toolbox import UsageError, read_json, replace_atomically, unwritable_folder, write_json, write_text  # noqa: E402
+from toolbox import UsageError, UserError, read_json, replace_atomically, unwritable_folder, write_json, write_text  # noqa: E402
 
 PAPER_SCORES = os.path.join(ROOT, "benchmarks", "paper_scores.csv")  # the paper's numbers, from its LaTeX
 PAPER_ORDER = ("lambda", "1", "4", "jump")  # which table's number a cell is shown with, first match
@@ -399,7 +400,11 @@ def scan_runs(runs_dir: str) -> dict[tuple, list[dict]]:
         config, run_dir = read_json(config_path), os.path.dirname(config_path)
         if all(k in config for k in ("env", "exp_name", "seed")):
             summary = read_json(os.path.join(run_dir, "summary.json"))
-            run = {"run_dir": run_dir, "config": config, "summary": summary, "state": summary_state(summary),
+            state = summary_state(summary)
+            error = summary_error(summary) if state == "failed" else None
+            if state == "finished" and (why := runinfo.run_damage(run_dir)):  # never a number of the table
+                state, error = "failed", f"{why}; delete {run_dir} and the same command runs it again"
+            run = {"run_dir": run_dir, "config": config, "summary": summary, "state": state, "error": error,
                    "has_checkpoint": os.path.isfile(os.path.join(run_dir, "checkpoint.pt")),
                    "locked_by": lock_holder(run_dir), "mtime": os.path.getmtime(config_path)}  # fmt: skip
             runs.setdefault((config["env"], config["exp_name"], int(config["seed"])), []).append(run)
@@ -447,7 +452,7 @@ def cell_state(key: tuple, runs: list[dict], record: Optional[dict], live_jobs: 
     if live:  # a run holds its run.lock, whoever started it: nothing may start a second writer there
         return {**out, "state": "running", "run_dir": live["run_dir"], "run": live, "locked_by": live["locked_by"]}
     if run and run["state"] == "failed":
-        return {**out, "state": "failed", "error": summary_error(run["summary"])}
+        return {**out, "state": "failed", "error": run["error"]}
     state = record.get("state")
     if state == "failed":
         return {**out, "state": "failed", "error": record.get("error")}
@@ -625,7 +630,7 @@ class GridJob:
             if run and run["state"] == "finished":
                 return self._finish("finished", run_dir)
             if run and run["state"] == "failed" and not (self.retry_failed and rc is None):
-                return self._finish("failed", run_dir, summary_error(run["summary"]))
+                return self._finish("failed", run_dir, run["error"])
             if self._stopping or rc in INTERRUPTED:  # a signal, during a run or between two: start none
                 return self._finish("stopped", run_dir, f"interrupted{f' (exit {rc})' * (rc is not None)}; it resumes on the next launch")  # fmt: skip
             if rc:
@@ -642,8 +647,11 @@ class GridJob:
             if run is None:  # what the next launch compares its flags with (changed_flags)
                 update_record(self.runs_dir, cell, flags=list(cell.flags))
             print(f"{cell.label}: " + (f"resume {run_dir} at epoch {epochs}" if run else "start"), flush=True)
-            with toolbox.cached_ensemble(cell.cache, self._command(run)) as cmd:
-                rc = self._run_child(cmd)
+            try:
+                with toolbox.cached_ensemble(cell.cache, self._command(run)) as cmd:
+                    rc = self._run_child(cmd)
+            except UserError as e:  # a damaged cache entry: a failed cell, its line says what to do
+                return self._finish("failed", run_dir, str(e))
 
 
 # ----------------------------------------------------------------------------------------------- the paper's tables

@@ -230,9 +230,20 @@ def share_ensemble(entry: str, run_dir: Optional[str]) -> bool:
     if not os.path.isfile(entry) and run_dir and os.path.isfile(os.path.join(run_dir, "dynamics.pt")):
         os.makedirs(os.path.dirname(entry), exist_ok=True)
         replace_atomically(entry, lambda tmp: shutil.copyfile(os.path.join(run_dir, "dynamics.pt"), tmp))
-    if os.path.isfile(entry) and "seed" not in (saved := torch.load(entry, map_location="cpu", weights_only=True)):
-        replace_atomically(entry, lambda tmp: torch.save(saved | {"seed": saved["key"]["seed"]}, tmp))
-    return os.path.isfile(entry)
+    if not os.path.isfile(entry):
+        return False
+    try:  # a truncated or foreign entry: one line naming it, not a traceback in a job's log
+        saved = torch.load(entry, map_location="cpu", weights_only=True)
+        if not isinstance(saved, dict) or "model" not in saved:
+            raise ValueError("no 'model' in it")
+        seed = saved["seed"] if "seed" in saved else saved["key"]["seed"]
+    except Exception as e:  # torch raises many types for truncated, corrupt or crafted files
+        why = f"{type(e).__name__}: {(str(e).strip() or 'unreadable').splitlines()[0].split('. ')[0]}"
+        raise UserError(f"{entry}: a damaged or foreign ensemble cache entry ({why}); delete it (the next run that "
+                        "needs it refits it)") from None  # fmt: skip
+    if "seed" not in saved:
+        replace_atomically(entry, lambda tmp: torch.save(saved | {"seed": seed}, tmp))
+    return True
 
 
 @contextlib.contextmanager
@@ -256,7 +267,12 @@ def cached_ensemble(cache: Optional[str], cmd: list[str]):
     except filelock.Timeout:
         print(f"waiting for another run fitting the ensemble {entry}", flush=True)
         lock.acquire()
-    if share_ensemble(entry, None):
+    try:
+        shared = share_ensemble(entry, None)
+    except BaseException:  # a bad entry: the runs waiting on its lock get the same line
+        lock.release()
+        raise
+    if shared:
         lock.release()
         yield cmd + ["--load-dynamics-path", entry]
         return

@@ -28,6 +28,7 @@ from common import (
     check_int,
     check_memory,
     check_output_path,
+    check_overwrite,
     collect_rollouts,
     dataset_path,
     env_slug,
@@ -56,6 +57,8 @@ class Args:
     """write to this exact path instead of <data_dir>/<name>.hdf5"""
     stochastic: bool = False
     """sample a SAC policy's actions from its tanh-Gaussian (as D4RL's medium data) instead of tanh(mean)"""
+    overwrite: bool = False
+    """replace an existing dataset at the output path (never the policy file)"""
 
 
 POLICY_KEYS = ("obs_dim", "act_dim", "hidden_dims", "max_action", "obs_mean", "obs_std", "state_dict")
@@ -103,6 +106,13 @@ def load_policy(path: str, obs_dim: int, act_dim: int, device: str = "cpu", stoc
             f"{path}: the policy file's weights do not match the net it describes "
             f"({' '.join(str(e).split())[:240]}); pass a policy.pt saved by an algorithm here"
         ) from None
+    values = {f"state_dict[{k!r}]": v for k, v in net.state_dict().items()}
+    values |= {"obs_mean": mean, "obs_std": std, "max_action": torch.tensor(max_action)}
+    bad = [k for k, v in values.items() if not torch.isfinite(v).all()]
+    if bad:  # its actions would be NaN: a dataset of them is no dataset
+        raise ValueError(
+            f"{path}: the policy file holds NaN or infinite values ({', '.join(bad)}); pass a finite policy"
+        )
     net.eval()
     if stochastic_seed is not None and ckpt["kind"] != "tanh_gaussian_mlp":
         raise ValueError(f"{path}: a {ckpt['kind']} policy has no action distribution; leave out --stochastic")
@@ -142,7 +152,9 @@ def check_flags(args: Args) -> list[str]:
     problems: list[str] = []
     check_int(problems, "--steps", args.steps, 1)
     check_int(problems, "--seed", args.seed, 0)
-    check_output_path(problems, output_path(args)[1], "--out" if args.out else "--data-dir/--name")
+    flag = "--out" if args.out else "--data-dir/--name"
+    check_output_path(problems, output_path(args)[1], flag)
+    check_overwrite(problems, output_path(args)[1], flag, args.overwrite, [args.policy] * (args.policy != "random"))
     if args.stochastic and args.policy == "random":
         problems.append("--stochastic needs a saved SAC policy (--policy PATH); the random policy is already random")
     if args.policy != "random" and not Path(args.policy).is_file():

@@ -267,6 +267,21 @@ def check_output_path(problems: list[str], path: Path, flag: str) -> None:
             )
 
 
+def check_overwrite(problems: list[str], path: Path, flag: str, overwrite: bool, inputs=()) -> None:
+    """A dataset is written over an existing file only with --overwrite, and never over one of the script's inputs:
+    a replaced dataset is lost, and a stopped run made from it can no longer resume (its fingerprint changed)."""
+    path = Path(path)
+    if not path.is_file():
+        return
+    same = [str(given) for given in inputs if Path(given).exists() and os.path.samefile(path, given)]
+    if same:
+        problems.append(
+            f"{flag}: {path} is an input ({same[0]}); write elsewhere (--overwrite never replaces an input)"
+        )
+    elif not overwrite:
+        problems.append(f"{path} exists; pass --overwrite to replace it, or write elsewhere ({flag})")
+
+
 def check_box_env(env: gym.Env, env_id: str) -> tuple[int, int]:
     """obs/action dims of an env with a flat Box observation and a Box action space (what the datasets hold)."""
     obs_space, act_space = env.observation_space, env.action_space

@@ -32,6 +32,7 @@ from common import (
     check_int,
     check_memory,
     check_output_path,
+    check_overwrite,
     close_last_episode,
     collect_rollouts,
     dataset_path,
@@ -62,6 +63,8 @@ class Args:
     """write to this exact path instead of <data_dir>/<name>.hdf5"""
     max_episode_steps: int = 1000
     """episode time limit (the datasets use Gymnasium's default, 1000)"""
+    overwrite: bool = False
+    """replace an existing dataset at the output path"""
 
     # SAC (halfcheetah-jump only)
     learning_rate: float = 1e-5
@@ -207,6 +210,7 @@ def check_flags(args: Args) -> list[str]:
     check_float(problems, "--tau", args.tau, 0.0, 1.0, low_open=True)
     path = output_path(args)
     check_output_path(problems, path, "--out" if args.out else "--data-dir/--name")
+    check_overwrite(problems, path, "--out" if args.out else "--data-dir/--name", args.overwrite)
     ckpt_path = path.with_name(path.name + ".ckpt.pt")
     if args.task == "halfcheetah-jump" and ckpt_path.exists() and not args.resume:
         problems.append(f"{ckpt_path} exists: pass --resume to continue it, or delete it")

@@ -20,6 +20,7 @@ from common import (
     DATA_KEYS,
     REF_SCORES,
     check_output_path,
+    check_overwrite,
     dataset_path,
     normalized_score,
     run_cli,
@@ -37,6 +38,8 @@ class Args:
     """overrides $D4RL_DATASET_DIR / ~/.d4rl/datasets"""
     out: str | None = None
     """write to this exact path instead of <data_dir>/<name>.hdf5"""
+    overwrite: bool = False
+    """replace an existing dataset at the output path (never one of the parts)"""
 
 
 def part_path(part: str, data_dir: str | None) -> Path:
@@ -53,7 +56,11 @@ def check_flags(args: Args) -> list[str]:
         if not part_path(part, args.data_dir).is_file():
             problems.append(f"{part}: no such dataset ({part_path(part, args.data_dir)}); make it first")
     if args.name or args.out:
-        check_output_path(problems, dataset_path(args.name or "", args.data_dir, args.out), "--out/--name")
+        path = dataset_path(args.name or "", args.data_dir, args.out)
+        check_output_path(problems, path, "--out/--name")
+        check_overwrite(
+            problems, path, "--out/--name", args.overwrite, [part_path(p, args.data_dir) for p in args.parts]
+        )
     return problems
 
 

@@ -42,6 +42,7 @@ from common import (
     check_int,
     check_memory,
     check_output_path,
+    check_overwrite,
     close_last_episode,
     dataset_path,
     env_slug,
@@ -51,7 +52,7 @@ from common import (
     run_cli,
     write_dataset,
 )
-from toolbox import atomic_save, write_json, write_text  # the scripts' checkpoint, JSON and text writers
+from toolbox import atomic_save, read_json, write_json, write_text  # the scripts' checkpoint, JSON and text writers
 
 # ---------------------------------------------------------------------------- SAC
 
@@ -325,6 +326,8 @@ class Args:
     """deterministic episodes per evaluation"""
     data_dir: str | None = None
     """where the replay datasets go (overrides $D4RL_DATASET_DIR / ~/.d4rl/datasets)"""
+    overwrite: bool = False
+    """replace existing datasets at the replay datasets' paths and <run-dir>/replay.hdf5"""
     max_episode_steps: int = 1000
     """episode time limit (Gymnasium's default for these envs, and D4RL's)"""
     learning_rate: float = 3e-4
@@ -452,6 +455,16 @@ def check_flags(args: Args) -> list[str]:
         check_output_path(problems, out / "ckpt.pt", "--run-dir")
     for name in levels:
         check_output_path(problems, dataset_path(replay_name(args, name), args.data_dir), "--data-dir")
+    if args.resume and not (out / "ckpt.pt").exists() and (out / "replay.hdf5").exists():
+        return problems  # a finished run: nothing is written
+    # a resumed run may write again the replay datasets it wrote itself (a level reached after its last checkpoint)
+    reached = read_json(str(out / "snapshots.json")) if args.resume else {}
+    own = [str(s.get("replay")) for s in reached.values() if isinstance(s, dict)] if isinstance(reached, dict) else []
+    check_overwrite(problems, out / "replay.hdf5", "--run-dir", args.overwrite)
+    for name in levels:
+        path = dataset_path(replay_name(args, name), args.data_dir)
+        if not any(Path(p).is_file() and path.is_file() and path.samefile(p) for p in own):
+            check_overwrite(problems, path, "--data-dir", args.overwrite)
     return problems
 
 

@@ -309,7 +309,7 @@ def fake_results(root, rows, extra=None, configs=MOPO_CONFIGS):
             d = root / "local_hopper-medium" / row / f"seed{seed}"
             os.makedirs(d)
             (d / "config.json").write_text(json.dumps(configs.get(row, {})))
-            (d / "summary.json").write_text(json.dumps({"status": "finished", "device_name": "test CPU"}))
+            (d / "summary.json").write_text(json.dumps({"status": "finished", "device_name": "test CPU", "epochs": 20}))
             cols = {"eval/normalized_score": curve, **{k: v[seed - 1] for k, v in (extra or {}).get(row, {}).items()}}
             with open(d / "metrics.csv", "w") as f:
                 f.write(",".join(["epoch", *cols]) + "\n")
@@ -516,6 +516,32 @@ def test_rows_show_their_range_and_student_t_interval_never_a_bootstrap(tmp_path
     assert "| 20.0 | [10.0, 30.0] | [-4.8, 44.8] | 1: 10.0, 2: 20.0, 3: 30.0 |" in line, line
     assert "95 % CI" not in md and "bootstrap" not in md.split("Verdicts")[0], md
     assert not (tmp_path / "r.png").exists()  # figure=False draws none
+
+
+def cut_mid_row(text):
+    return text[: text.index("\n15,") + 3]  # 14 whole epochs, then epoch 15's number alone
+
+
+@pytest.mark.parametrize("damage, why", [
+    (cut_mid_row, "metrics.csv line 16 is cut short"),  # was a 14-epoch run: its last-10 over epochs 5-14
+    (lambda t: t[: t.index("\n15,") + 1], "metrics.csv holds 14 of the 20 epochs summary.json counts"),
+    (lambda t: t.replace("\n18,30.0", "\n18,nan"), "metrics.csv's eval/normalized_score holds a non-finite value"),
+    (lambda t: t.replace("\n18,30.0", "\n18,3O.0"), "eval/normalized_score is '3O.0', not a number"),
+])  # fmt: skip
+def test_a_stored_run_that_disagrees_with_its_record_is_named_and_left_out(damage, why, tmp_path, capsys):
+    """compare.py --report-only once read a metrics.csv cut mid-row as a shorter run, and NaN scores made the row's
+    mean, interval and contrasts "nan", without a word (exit 0)."""
+    fake_results(tmp_path / "results", {"mopo": [np.full(20, v, dtype=float) for v in (10.0, 20.0, 30.0)]})
+    seed3 = tmp_path / "results" / "local_hopper-medium" / "mopo" / "seed3"
+    (seed3 / "metrics.csv").write_text(damage((seed3 / "metrics.csv").read_text()))
+    compare = load_compare()
+    argv = ["--report-only", "--results", str(tmp_path / "results"), "--out", str(tmp_path / "report")]
+    assert compare.cli(argv) == 0
+    out, err = capsys.readouterr()
+    line = next(ln for ln in out.splitlines() if ln.startswith("| MOPO (ours) |"))
+    assert "| 2 | 20 | 15.0 | [10.0, 20.0] | [-48.5, 78.5] | 1: 10.0, 2: 20.0 | 15.0 |" in line, line  # seeds 1, 2
+    assert err.startswith(f"warning: {seed3}: left out of the report (") and why in err and err.count("\n") == 1, err
+    assert err.endswith("; delete it (a run of the comparison copies the finished run there again)\n"), err
 
 
 def test_the_paper_contrast_orpo_untrained_minus_mopo_is_reported(tmp_path):

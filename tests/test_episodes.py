@@ -7,7 +7,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from conftest import run_script
+from conftest import load_module, run_script
 
 from common import halfcheetah_jump_reward  # noqa: E402
 
@@ -77,7 +77,8 @@ def test_a_run_directorys_policy_with_its_label_and_the_figure(tmp_path):
     assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # a peers.py run (the official code's row): no exp_name in its config; its row from the peer, its seed from summary
     (run / "config.json").write_text(json.dumps({"peer": "official-orpo"}))
-    (run / "summary.json").write_text(json.dumps({"seed": 2, "last10_score": 12.5}))
+    (run / "summary.json").write_text(json.dumps({"seed": 2, "last10_score": 12.5, "epochs": 1}))
+    (run / "metrics.csv").write_text("epoch,eval/return\n1,12.5\n")
     result = run_script("benchmarks/episodes.py", *args[:8], cwd=str(tmp_path))
     assert result.returncode == 0, result.stderr[-2000:]
     (row,) = json.loads(out.read_text())["policies"]
@@ -93,6 +94,27 @@ def test_a_run_directorys_policy_with_its_label_and_the_figure(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     (row,) = json.loads(out.read_text())["policies"]
     assert (row["label"], row["exp_name"]) == ("official_orpo_units seed 2", "official_orpo_units")
+
+
+def test_a_run_whose_metrics_disagree_with_its_record_plays_without_its_score(tmp_path, capsys):
+    """A run whose metrics.csv holds fewer epochs than its summary.json counts: its policy plays, its last-10 score
+    (which the jump page sets beside the episodes) is left out and the run named."""
+    episodes = load_module("benchmarks/episodes.py", "episodes_record_check")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"exp_name": "mine", "seed": 7}))
+    (run / "summary.json").write_text(json.dumps({"seed": 7, "last10_score": 12.5, "epochs": 2}))
+    (run / "metrics.csv").write_text("epoch,eval/return\n1,12.5\n")  # epoch 2 cut off
+    net = torch.nn.Sequential(torch.nn.Linear(17, 8), torch.nn.ReLU(), torch.nn.Linear(8, 6))
+    torch.save({"kind": "deterministic_mlp", "obs_dim": 17, "act_dim": 6, "hidden_dims": [8], "max_action": 1.0,
+                "obs_mean": torch.zeros(17), "obs_std": torch.ones(17), "state_dict": net.state_dict()}, run / "policy.pt")  # fmt: skip
+    out = tmp_path / "e.json"
+    argv = ["--policies", str(run), "--episodes", "1", "--frames", "1", "--out", str(out)]
+    assert episodes.cli(episodes.main, episodes.Args, argv) == 0
+    (row,) = json.loads(out.read_text())["policies"]
+    assert row["label"] == "mine seed 7" and row["last10_score"] is None and row["episodes"]
+    err = capsys.readouterr().err
+    assert f"warning: {run}: its last-10 score is left out (metrics.csv holds 1 of the 2 epochs" in err, err
 
 
 @pytest.mark.parametrize(

@@ -139,6 +139,41 @@ def test_an_entry_of_the_former_dynamics_cache_gets_its_seed(tmp_path):
     assert toolbox.share_ensemble(entry, None) and torch.load(entry, weights_only=True)["seed"] == 4
 
 
+class _RunsCode:
+    def __reduce__(self):
+        return (print, ("a crafted entry ran code",))
+
+
+@pytest.mark.parametrize("kind", ["truncated", "garbage", "no model", "a tensor", "crafted", "no seed"])
+def test_a_damaged_or_foreign_cache_entry_is_one_line_naming_it(kind, hopper_data_dir, tmp_path, monkeypatch):
+    """A truncated or foreign entry once killed the launcher's job with a traceback (torch.load, or KeyError: 'key'):
+    one line names the entry and says to delete it, and the entry's lock is let go for the next run."""
+    import filelock
+
+    toolbox = load_module("benchmarks/toolbox.py", "toolbox")
+    monkeypatch.setenv("D4RL_DATASET_DIR", hopper_data_dir[0])
+    cache = str(tmp_path / "cache")
+    cmd = [sys.executable, f"{ROOT}/algorithms/orpo.py", "--env", "hopper-random-v2", *TINY]
+    entry = toolbox.ensemble_entry(cache, cmd)
+    os.makedirs(cache)
+    good = {"model": {"w": torch.zeros(3)}, "metrics": {}, "seed": 1, "padding": torch.zeros(1000)}
+    if kind == "truncated":
+        torch.save(good, entry)
+        open(entry, "r+b").truncate(os.path.getsize(entry) // 2)
+    elif kind == "garbage":
+        open(entry, "w").write("not a torch file")
+    else:
+        torch.save({"no model": {k: v for k, v in good.items() if k != "model"}, "a tensor": torch.zeros(3),
+                    "crafted": {**good, "x": _RunsCode()}, "no seed": {"model": {}}}[kind], entry)  # fmt: skip
+    with pytest.raises(plumbing.UserError) as info:
+        with toolbox.cached_ensemble(cache, cmd):
+            raise AssertionError("the run started")
+    message = str(info.value)
+    assert message.startswith(f"{entry}: a damaged or foreign ensemble cache entry (") and "\n" not in message
+    assert message.endswith("; delete it (the next run that needs it refits it)"), message
+    filelock.FileLock(entry + ".lock").acquire(timeout=0)  # let go
+
+
 # ------------------------------------------------------------------------------------------- the schedule's horizon
 def test_cosine_lr_reaches_0_at_its_horizon_and_stays_there(orpo):
     opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)

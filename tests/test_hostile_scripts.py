@@ -281,7 +281,8 @@ def fake_result(results, row, seed, fingerprint="1:0123456789abcdef", scores=(1.
     d = Path(results) / "hopper-medium" / row / f"seed{seed}"
     d.mkdir(parents=True)
     (d / "config.json").write_text(json.dumps({"_dataset": {"fingerprint": fingerprint}}))
-    (d / "summary.json").write_text(json.dumps({"status": status, "wall_seconds": 1.0, "device_name": "cpu"}))
+    summary = {"status": status, "wall_seconds": 1.0, "device_name": "cpu", "epochs": len(scores)}
+    (d / "summary.json").write_text(json.dumps(summary))
     with open(d / "metrics.csv", "w") as f:
         f.write("epoch,eval/normalized_score\n" + "".join(f"{i + 1},{s}\n" for i, s in enumerate(scores)))
     return d
@@ -300,8 +301,7 @@ def test_compare_refuses_results_made_from_another_file_under_the_same_name(tmp_
 @pytest.mark.parametrize("damage, needle", [
         (lambda d: d.rename(d.with_name("seedX")), "seedX: a damaged result (not a seed<N> folder)"),  # ValueError
         (lambda d: (d / "metrics.csv").unlink(), "a damaged result (FileNotFoundError"),  # was FileNotFoundError
-        (lambda d: (d / "metrics.csv").write_text("epoch,eval/normalized_score\n1,abc\n"), "to float: 'abc'"),
-        (lambda d: (d / "metrics.csv").write_text("epoch,eval/normalized_score\n"), "holds no evaluation"),  # Index
+        (lambda d: (d / "metrics.csv").write_text("epoch,eval/normalized_score\n1,\n2,\n"), "holds no evaluation"),
         (lambda d: (d / "summary.json").write_text('{"status": "fin'), "summary.json is not a JSON object"),  # skipped
 ])  # fmt: skip
 def test_compare_a_damaged_result_is_one_line_naming_it(tmp_path, damage, needle):
@@ -310,6 +310,19 @@ def test_compare_a_damaged_result_is_one_line_naming_it(tmp_path, damage, needle
     with pytest.raises(compare.UsageError) as info:
         compare.load_results(str(tmp_path))
     assert needle in str(info.value) and "mopo/seed" in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize("metrics, needle", [
+        ("epoch,eval/normalized_score\n1,abc\n2,1.0\n", "line 2: eval/normalized_score is 'abc', not a number"),
+        ("epoch,eval/normalized_score\n", "holds 0 of the 2 epochs summary.json counts"),  # was IndexError
+])  # fmt: skip
+def test_compare_a_result_that_disagrees_with_its_record_is_left_out_and_named(tmp_path, capsys, metrics, needle):
+    """Such a run once refused the whole report (a value that is not a number) or entered it as a shorter run."""
+    fake_result(tmp_path, "mopo", 2)
+    (fake_result(tmp_path, "mopo", 1) / "metrics.csv").write_text(metrics)
+    assert list(compare.load_results(str(tmp_path))["hopper-medium"]["rows"]["mopo"]) == [2]
+    err = capsys.readouterr().err
+    assert err.startswith("warning: ") and "mopo/seed1: left out of the report" in err and needle in err, err
 
 
 def test_compare_a_dataset_json_that_is_not_an_object_is_ignored(tmp_path):

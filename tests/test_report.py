@@ -96,6 +96,23 @@ def test_check_names_a_page_edited_by_hand(tmp_path, capsys):
     assert "docs/claim.md" in err and "docs/compare.md" not in err, err
 
 
+def test_a_stored_run_cut_mid_row_is_named_and_left_out_of_the_page(tmp_path, capsys):
+    """A metrics.csv cut mid-row (epoch 60 of 100) once entered the row as a 59-epoch run, without a word; compare.py's
+    loader (report.py's) checks each run against its summary.json."""
+    jump = tmp_path / "jump"
+    shutil.copytree(os.path.join(ROOT, "results", "jump"), jump)
+    seed5 = jump / report.JUMP / "mopo" / "seed5"
+    text = (seed5 / "metrics.csv").read_text()
+    (seed5 / "metrics.csv").write_text(text[: text.index("\n60,") + 3])
+    row = next(ln for ln in jump_page(tmp_path).splitlines() if ln.startswith("| MOPO (ours) |"))
+    assert "| 4 | 1: 3335.7, 2: 3649.0, 3: 3261.4, 4: 2879.4 |" in row, row  # seeds 1-4
+    err = capsys.readouterr().err
+    assert (
+        err.startswith(f"warning: {seed5}: left out of the report (metrics.csv line 62 is cut short")
+        and err.count("\n") == 1
+    ), err
+
+
 def test_a_sentence_the_runs_no_longer_bear_out_stops_the_report(tmp_path):
     """MOPO's medium-replay runs lowered below the behaviour policy (14.3): the claim page's sentence that MOPO beats
     it is refused by name, not printed."""

@@ -343,6 +343,25 @@ def test_failed_and_nan_runs_are_skipped_reported_and_exit_nonzero(tmp_path, hop
     assert none.returncode == 1 and "Traceback" not in none.stderr and "no finished run" in out.read_text(), none.stderr
 
 
+def test_a_finished_run_whose_metrics_disagree_with_its_record_is_left_out_and_named(scores, tmp_path):
+    """A finished run's metrics.csv cut mid-row (epoch 3 of 3): it is a failed run of the page's list, with the reason
+    and what to do, not a number of the table."""
+    runs, out = tmp_path / "runs", tmp_path / "scores.md"
+    for seed, score in ((1, 10.0), (2, 20.0), (3, 30.0)):
+        run_dir = fake_run(runs, "hopper-random-v2", "td3bc", seed, score)
+    text = (run_dir / "metrics.csv").read_text()
+    (run_dir / "metrics.csv").write_text(text[: text.index("\n3,") + 2])
+    argv = ["--table-only", "--runs-dir", str(runs), "--out", str(out), "--reps", "200"]
+    assert scores.cli(argv) == 1
+    cell = json.loads((tmp_path / "scores.json").read_text())["cells"]["hopper-random-v2/td3bc"]
+    assert cell["seeds"] == [1, 2] and cell["mean"] == 15.0
+    page = out.read_text()
+    assert (
+        "## Failed runs (1)" in page
+        and f"metrics.csv line 4 is cut short or has extra fields; delete {run_dir}" in page
+    )
+
+
 @pytest.mark.slow  # the slow tier: a launcher's whole grid end to end
 def test_a_run_that_fails_is_recorded_skipped_then_retried(tmp_path):
     """A run that fails after its start (its flags and dataset pass the launch's check_cells): a local dataset of 5
@@ -914,6 +933,25 @@ def test_a_run_holding_its_lock_is_running_and_never_started_twice(scores, tmp_p
             f.close()
     status = run_script("benchmarks/scores.py", "--status", *grid, cwd=str(tmp_path))  # the runs ended
     assert "2 runs: 0 queued, 0 running, 0 finished, 1 failed, 1 stopped" in status.stdout, status.stdout
+
+
+def test_a_damaged_cache_entry_fails_its_cell_in_one_line(scores, hopper_data_dir, tmp_path, monkeypatch):
+    """A truncated entry of the ensemble cache once killed the job with a traceback in its log while the launcher
+    called the cell "not started" (the same command would resume it, and fail the same way): the cell fails with the
+    line naming the entry and what to do, and starts no run."""
+    monkeypatch.setenv("D4RL_DATASET_DIR", hopper_data_dir[0])
+    runs, cache = tmp_path / "runs", tmp_path / "cache"
+    cell = scores.Cell("orpo", "orpo", tuple(MODEL), "orpo", "hopper-random-v2", 1, str(cache))
+    job = scores.GridJob(cell, str(runs), "local")
+    entry = scores.toolbox.ensemble_entry(str(cache), job._command(None))
+    cache.mkdir()
+    open(entry, "wb").write(b"PK\x03\x04 cut here")
+    result = job()
+    assert result["state"] == "failed" and result["error"].startswith(f"{entry}: a damaged or foreign ensemble"), result
+    assert result["error"].endswith("delete it (the next run that needs it refits it)")
+    record = json.loads((runs / "_grid" / f"{cell.id}.json").read_text())
+    assert record["state"] == "failed" and record["error"] == result["error"]
+    assert not [p for p in runs.iterdir() if p.name != "_grid"]  # no run was started
 
 
 def test_a_killed_launcher_takes_its_run_with_it(tmp_path):

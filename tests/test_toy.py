@@ -246,6 +246,62 @@ def test_a_damaged_cell_file_is_one_line_naming_it(tmp_path, monkeypatch, capsys
     assert err.startswith(f"error: {cell} is not a finished run") and "delete it" in err and err.count("\n") == 1
 
 
+# ---------------------------------------------------------------- the job runner, as a process
+# The toy's command line (cli, its signal handlers, run_jobs with 2 workers) with jobs that only wait: the README's
+# `python toy/riskworld.py` once hung after its last run (a killed idle pool process held the call queue's lock), and
+# a SIGTERM printed a starting worker's traceback. Jobs of 2 s: a worker started after the first ones is idle before
+# the last one ends (with 0.5-s jobs the pool's hang did not show).
+RUNNER = """
+import sys, time
+sys.path.insert(0, {toy!r})
+import riskworld as rw
+
+def run(args, command=None):
+    jobs = [rw.Job(f"job {{i}}", (time.sleep, 2.0), f"{{args.out_dir}}/logs/{{i}}.log", (), i) for i in range(3)]
+    rw.run_jobs(jobs, args.workers, lambda job: print(job.label, "done", flush=True))
+
+rw.run = run
+sys.exit(rw.cli(sys.argv[1:]))
+"""
+
+
+def runner(out, **popen):
+    cmd = [sys.executable, "-c", RUNNER.format(toy=os.path.join(ROOT, "toy")), "--out-dir", str(out), "--workers", "2"]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+
+
+def test_the_job_runner_ends_after_its_last_job(tmp_path):
+    p = runner(tmp_path)
+    try:
+        stdout, stderr = p.communicate(timeout=120)  # about 10 s; the pool hung here for good
+    finally:
+        p.kill()
+    assert p.returncode == 0 and stderr == "", stderr
+    assert sorted(stdout.splitlines()) == ["job 0 done", "job 1 done", "job 2 done"]
+    assert worker_processes(tmp_path) == []
+
+
+@pytest.mark.slow  # the slow tier: the toy's processes (about 15 s each here)
+@pytest.mark.parametrize("signals", [(signal.SIGTERM,), (signal.SIGINT, signal.SIGINT)])
+def test_signals_end_the_job_runner_in_one_line(signals, tmp_path):
+    """SIGTERM once a job has finished (the pool started a worker then, which printed a traceback when the toy went
+    away), and two Ctrl-Cs 0.1 s apart (the second one, once the default handler was back, ended the toy by the
+    signal: exit -2)."""
+    p = runner(tmp_path)
+    try:
+        assert p.stdout.readline().endswith(" done\n")
+        for sig in signals:
+            p.send_signal(sig)
+            time.sleep(0.1)
+        stdout, stderr = p.communicate(timeout=60)
+    finally:
+        p.kill()
+    name = signal.Signals(signals[0]).name
+    assert p.returncode == 128 + signals[0], stderr
+    assert stderr.startswith(f"interrupted by {name}: workers stopped") and stderr.count("\n") == 1, stderr
+    assert worker_processes(tmp_path) == []
+
+
 # ---------------------------------------------------------------- tiny runs of the whole pipeline
 def toy(*flags, **popen):
     """The toy's command line as a user runs it (a subprocess)."""

@@ -36,7 +36,6 @@ import sys
 import tempfile
 import time
 import traceback
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Annotated, Literal, Optional
 
@@ -463,13 +462,15 @@ def read_cell(cells_dir: str, cell, size: dict) -> Optional[dict]:
 
 
 # ---------------------------------------------------------------------------------------------- workers
-# Each fit and each training run is a task of a concurrent.futures process pool (a fresh spawned process per task), in
-# its own session: a Ctrl-C in the terminal reaches only this process, which stops the workers and removes what they
-# were writing. A worker's stdout and stderr (the algorithm's config, progress, summary) go to its log file (which
-# starts with its pid); its progress bar's position comes back through a queue. A worker dies with its parent.
-# A pool process starts with SIGINT and SIGTERM blocked (the pool's thread and the submits block them; a mask survives
-# exec): a Ctrl-C while it starts, still in the terminal's process group, would kill it with a traceback on the screen.
-PROGRESS, STOP = None, {signal.SIGINT, signal.SIGTERM}  # in a pool process: the queue its progress bars report to
+# Each fit and each training run is a process of its own (spawned, one per job; the toy starts, waits for and stops
+# them itself: a process pool's shared call queue, whose lock a killed idle process can hold for good, once hung the
+# toy after its last run), in its own session: a Ctrl-C in the terminal reaches only this process, which stops the
+# workers and removes what they were writing. A worker's stdout and stderr (the algorithm's config, progress, summary)
+# go to its log file (which starts with its pid); its progress bar's position comes back through a queue, its outcome
+# through a pipe. A worker dies with its parent.
+# A worker starts with SIGINT and SIGTERM blocked (run_jobs blocks them around its start; a mask survives exec): a
+# Ctrl-C while it starts, still in the terminal's process group, would kill it with a traceback on the screen.
+PROGRESS, STOP = None, {signal.SIGINT, signal.SIGTERM}  # in a worker: the queue its progress bars report to
 
 
 @dataclass
@@ -484,7 +485,7 @@ class Job:
 
 
 def worker_init(progress, parent: int) -> None:
-    """In each pool process: its own session, death with the toy (PR_SET_PDEATHSIG), the progress queue."""
+    """In each worker: its own session, death with the toy (PR_SET_PDEATHSIG), the progress queue."""
     global PROGRESS
     os.setsid()
     for s in STOP:  # one that reached it while it started is dropped; the toy stops it with SIGKILL
@@ -497,8 +498,10 @@ def worker_init(progress, parent: int) -> None:
     PROGRESS = progress
 
 
-def worker(job: Job) -> None:
-    """One job in a pool process, its output to its log; an error is raised in one line (the log has the trace)."""
+def worker(job: Job, progress, parent: int, outcome) -> None:
+    """One job in a worker process, its output to its log; its outcome (None, or the error in one line: the log has
+    the trace) goes back through the pipe `outcome`."""
+    worker_init(progress, parent)
     with open(job.log, "w") as log:
         os.dup2(log.fileno(), 1)
         os.dup2(log.fileno(), 2)
@@ -518,55 +521,70 @@ def worker(job: Job) -> None:
             module.tqdm = Bar
         try:
             job.call[0](*job.call[1:])
+            outcome.send(None)
         except BaseException as e:
             traceback.print_exc()  # into the log
-            raise RuntimeError(str(e).splitlines()[0] if str(e) else type(e).__name__) from None
+            outcome.send(str(e).splitlines()[0] if str(e) else type(e).__name__)
         finally:
             sys.stdout.flush()
             sys.stderr.flush()
 
 
 def run_jobs(jobs: list[Job], workers: int, on_done) -> None:
-    """Run the jobs in a pool of `workers` processes, each as soon as its inputs exist, with a progress bar per
-    running job (on a terminal); `on_done(job)` prints its line. A failed job stops all others (a plumbing.UserError,
-    exit 1); so does a signal (Interrupted, raised by the handler `cli` installs). Stopped jobs leave no .tmp file."""
+    """Run the jobs, at most `workers` at a time, each in a process of its own as soon as its inputs exist, with a
+    progress bar per running job (on a terminal); `on_done(job)` prints its line. A failed job stops all others (a
+    plumbing.UserError, exit 1); so does a signal (Interrupted, raised by the handler `cli` installs). Only then are
+    workers killed; stopped jobs leave no .tmp file. Every worker has ended when it returns."""
+    from multiprocessing.connection import wait
+
     from tqdm import tqdm
 
     context = multiprocessing.get_context("spawn")
-    progress, todo, active = context.Queue(), list(jobs), {}  # active: future -> (job, bar)
+    progress, todo, active = context.Queue(), list(jobs), {}  # active: process -> (job, bar, its outcome's pipe)
     for job in jobs:
         os.makedirs(os.path.dirname(job.log), exist_ok=True)
-    pool = ProcessPoolExecutor(workers, context, worker_init, (progress, os.getpid()), max_tasks_per_child=1)
     try:
         while todo or active:
             for job in [j for j in todo if all(map(os.path.isfile, j.needs))][: workers - len(active)]:
                 todo.remove(job)
                 bar = tqdm(total=job.total, desc=job.label, unit="epoch", leave=False, dynamic_ncols=True, disable=None)
-                signal.pthread_sigmask(signal.SIG_BLOCK, STOP)  # for the processes and the thread submit starts
-                active[pool.submit(worker, job)] = (job, bar)
-                signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP)
+                outcome, sent = context.Pipe(duplex=False)
+                process = context.Process(target=worker, args=(job, progress, os.getpid(), sent))
+                signal.pthread_sigmask(signal.SIG_BLOCK, STOP)  # the process starts with them blocked; a signal that
+                try:  # came meanwhile is handled once it is in `active`, so the finally below stops it
+                    process.start()
+                    active[process] = (job, bar, outcome)
+                finally:
+                    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP)
+                sent.close()  # the worker's end: the pipe reads EOF once the worker is gone
             if not active:
                 raise plumbing.UserError(f"{todo[0].label} needs {todo[0].needs}, which no job makes")
-            done, _ = wait(active, timeout=0.5, return_when=FIRST_COMPLETED)
-            bars = {job.label: bar for job, bar in active.values()}
+            wait([p.sentinel for p in active], timeout=0.5)
+            bars = {job.label: bar for job, bar, _ in active.values()}
             while not progress.empty():
                 label, n, total, postfix = progress.get()
                 if label in bars:
                     bars[label].total, bars[label].n = bars[label].total if total is None else total, n
                     bars[label].set_postfix_str(postfix or "", refresh=True)
-            for future in done:
-                job, bar = active.pop(future)
+            for process in [p for p in active if p.exitcode is not None]:
+                job, bar, outcome = active.pop(process)
                 bar.close()
-                if future.exception() is not None:
-                    raise plumbing.UserError(f"{job.label} failed ({future.exception()}); its log: {job.log}")
+                try:
+                    error = outcome.recv()
+                except EOFError:  # killed, or died before it could say
+                    error = f"its process ended with exit status {process.exitcode}"
+                outcome.close()
+                if error is not None:
+                    raise plumbing.UserError(f"{job.label} failed ({error}); its log: {job.log}")
                 on_done(job)
     finally:  # a failure or a signal: stop the running workers, remove what they were writing
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP)
-        for process in list(getattr(pool, "_processes", {}).values()):
+        for process in active:
             process.kill()
-        pool.shutdown(wait=True, cancel_futures=True)
-        for job, bar in active.values():
+        for process, (job, bar, outcome) in active.items():
+            process.join()  # none outlives the toy: a worker still starting once failed on the queue the exit removed
             bar.close()
+            outcome.close()
             for tmp in (t for path in job.outputs for t in glob.glob(glob.escape(path) + "*.tmp")):
                 os.remove(tmp)
 
@@ -708,7 +726,7 @@ def plot_phase(path: str, table: dict, setting: Setting, title: str):
 
 # ---------------------------------------------------------------------------------------------- the experiment
 def train(args: ToyArgs, setting: Setting, todo: list, fits: dict, rows: dict, paths: dict) -> None:
-    """Fit the missing ensembles and train the missing cells in the worker pool, each line printed as it finishes."""
+    """Fit the missing ensembles and train the missing cells in worker processes, each line printed as it finishes."""
     from tqdm import tqdm
 
     cells_dir, logs_dir, ens_paths, size = paths["cells"], paths["logs"], paths["ensembles"], cell_size(setting, args)
@@ -858,7 +876,8 @@ def print_summary(results: dict):
 
 
 def on_signal(signum, frame):
-    """SIGINT/SIGTERM: a second one is ignored while the workers are stopped and their files removed."""
+    """SIGINT/SIGTERM: a second one is ignored while the workers are stopped and their files removed, and until the
+    toy has exited (a default handler back in place made a second Ctrl-C end it by the signal: exit -2, not 130)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise Interrupted(signum)
@@ -888,7 +907,8 @@ def cli(argv=None) -> int:
         return toolbox.cli(main, ToyArgs, argv, said)
     finally:
         for s, handler in previous.items():
-            signal.signal(s, handler)
+            if signal.getsignal(s) is on_signal:  # no signal came; after one, on_signal's SIG_IGN stays
+                signal.signal(s, handler)
 
 
 if __name__ == "__main__":
