@@ -69,8 +69,9 @@ class Args:
     # SAC (halfcheetah-jump only)
     learning_rate: float = 1e-5
     """actor, critic and entropy-temperature learning rate (the paper's 1e-5)"""
-    learning_starts: int = 5000
-    """random-action warm-up steps before SAC acts and updates"""
+    learning_starts: int = 0
+    """random-action warm-up steps before SAC acts and updates (the authors' collect_halfcheetah-jump.py has none: d3rlpy's
+    SAC acts from the first step and updates once its buffer holds a batch; docs/data.md)"""
     batch_size: int = 256
     """SAC batch size"""
     gamma: float = 0.99
@@ -227,6 +228,7 @@ def main(args: Args) -> None:
     start = time.perf_counter()
     path = output_path(args)
     ckpt_path = path.with_name(path.name + ".ckpt.pt")
+    path.parent.mkdir(parents=True, exist_ok=True)  # the first checkpoint is written long before the dataset
     env = make_env(args)
     check_memory(args.steps, *check_box_env(env, ENV_ID), info_columns=1)
     env.close()
