@@ -51,8 +51,7 @@ from common import (
     run_cli,
     write_dataset,
 )
-from plumbing import atomic_save  # the algorithms' checkpoint writer (common put algorithms/ on the path)
-from toolbox import write_json, write_text  # the scripts' JSON and text writers
+from toolbox import atomic_save, write_json, write_text  # the scripts' checkpoint, JSON and text writers
 
 # ---------------------------------------------------------------------------- SAC
 

@@ -37,8 +37,8 @@ import tempfile
 import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from dataclasses import dataclass, field
-from typing import Literal, Optional
+from dataclasses import dataclass
+from typing import Annotated, Literal, Optional
 
 import gymnasium as gym
 import h5py
@@ -178,24 +178,24 @@ class ToyArgs:
     setting: Literal["demo", "reduced", "paper", "phase", "quick"] = "demo"
     """demo: λp = 100 both ways, 1 seed, reduced size; reduced: the same with 5 seeds; paper: the paper's setting, 5 seeds;
     phase: average return vs λp for both u, 3 seeds, reduced size; quick: a smoke test (docs/toy.md has the costs)"""
-    seeds: Optional[tuple[int, ...]] = field(default=None, metadata={"range": f"[0, {2**32 - 1}]"})  # numpy's, torch's
+    seeds: Optional[tuple[Annotated[int, f"[0, {2**32 - 1}]"], ...]] = None  # numpy's, torch's
     """override the setting's training seeds"""
-    lambda_ps: Optional[tuple[float, ...]] = field(default=None, metadata={"range": "[0, inf)"})
+    lambda_ps: Optional[tuple[Annotated[float, "[0, inf)"], ...]] = None
     """override the setting's λp values (the P-MDP penalty of both methods)"""
-    lambda_o: float = field(default=1.0, metadata={"range": "[0, inf)"})
+    lambda_o: Annotated[float, "[0, inf)"] = 1.0
     """λo, ORPO's O-MDP bonus (the paper: 1)"""
-    rollout_length: int = field(default=5, metadata={"range": "[1, 100]"})
+    rollout_length: Annotated[int, "[1, 100]"] = 5
     """h^p = h^o (the authors' toy commands and the paper's other tasks: 5)"""
-    dynamics_batch_size: int = field(default=32, metadata={"range": "[1, 4096]"})
+    dynamics_batch_size: Annotated[int, "[1, 4096]"] = 32
     """the fit rule for 10,000 rows: minibatches of 32 (281 steps per epoch instead of 35 at 256), so the algorithms'
     5-epoch patience waits ~1,400 steps before stopping; docs/toy.md has the measured holdout MSE and time"""
-    dynamics_patience: int = field(default=5, metadata={"range": "[1, 1000]"})
+    dynamics_patience: Annotated[int, "[1, 1000]"] = 5
     """epochs without a >1 % holdout improvement of any member before the fit stops (the algorithms' rule)"""
-    dynamics_max_epochs: Optional[int] = field(default=None, metadata={"range": "[1, 100000]"})
+    dynamics_max_epochs: Optional[Annotated[int, "[1, 100000]"]] = None
     """cap on the fit's epochs (None: until early stopping)"""
-    dataset_seed: int = field(default=0, metadata={"range": f"[0, {2**32 - 1}]"})
+    dataset_seed: Annotated[int, f"[0, {2**32 - 1}]"] = 0
     """seed of the offline dataset (one dataset for all training seeds)"""
-    workers: int = field(default=2, metadata={"range": "[1, 64]"})
+    workers: Annotated[int, "[1, 64]"] = 2
     """processes training cells in parallel (1 torch thread each)"""
     out_dir: Optional[str] = None
     """results, figures and per-cell files (default runs/toy/<setting>; --write-docs: results/toy_<setting>)"""
@@ -279,7 +279,7 @@ def algo_args(algo: str, setting: Setting, args: ToyArgs, u: str, lambda_p: floa
 
 def code_versions() -> dict[str, str]:
     """The git commit and the sha256 of the algorithm files the numbers came from (they may differ from the commit)."""
-    out = {"git_head": plumbing.git_revision(__file__) or "unknown"}
+    out = {"git_head": toolbox.git_revision(__file__) or "unknown"}
     for name in ("orpo", "mopo"):
         with open(os.path.join(ROOT, "algorithms", f"{name}.py"), "rb") as f:
             out[f"{name}.py_sha256"] = hashlib.sha256(f.read()).hexdigest()[:16]
@@ -320,7 +320,7 @@ def fit_ensemble(setting: Setting, args: ToyArgs, dataset_path: str, path: str, 
     metrics = {"seed": seed, **{k.split("/")[-1]: float(v) for k, v in metrics.items()},
                "fit_seconds": time.time() - t0, "fit_cpu_seconds": time.process_time() - c0}  # fmt: skip
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    plumbing.atomic_save({"model": model.state_dict(), "metrics": metrics}, path)
+    toolbox.atomic_save({"model": model.state_dict(), "metrics": metrics}, path)
     print(f"ensemble seed {seed}: holdout MSE {metrics['holdout_mse']:.2e} after {metrics['epochs']:.0f} epochs")
 
 
@@ -507,14 +507,16 @@ def worker(job: Job) -> None:
 
         torch.set_num_threads(1)  # 2 shared cores: a busy second core makes 2-thread OpenMP matmuls very slow
 
-        class Bar(plumbing.tqdm):  # the algorithms' bars (epochs, fits) report to the parent instead of the log
+        class Bar(
+            toolbox.algorithm("orpo").tqdm
+        ):  # the algorithms' bars (epochs, fits) report to the parent instead of the log
             def __init__(self, *a, **kw):
                 super().__init__(*a, **{**kw, "file": io.StringIO(), "disable": False, "mininterval": 0, "miniters": 1})
 
             def display(self, msg=None, pos=None):
                 PROGRESS.put((job.label, self.n, self.total, self.postfix))
 
-        for module in (plumbing, toolbox.algorithm("orpo"), toolbox.algorithm("mopo")):
+        for module in (toolbox.algorithm("orpo"), toolbox.algorithm("mopo")):
             module.tqdm = Bar
         try:
             job.call[0](*job.call[1:])
