@@ -20,9 +20,9 @@ assert sys.argv[2] == "--", "usage: profile_steps.py OUT_PREFIX -- ORPO_FLAGS...
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/, from any folder
 import toolbox  # noqa: E402  (the scripts' loader: plumbing.py beside the file, as `python algorithms/orpo.py` has it)
 import runinfo  # noqa: E402  (md_table)
+import plumbing  # noqa: E402  (put on the path by toolbox)
 
 orpo = toolbox.algorithm("orpo")
-import plumbing  # noqa: E402  (put on the path by toolbox)
 driver, graph_class = orpo.gradient_steps, torch.cuda.CUDAGraph
 work = tempfile.mkdtemp(prefix="profile_")
 
