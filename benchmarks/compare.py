@@ -821,8 +821,9 @@ def check(args: Args) -> None:
             raise UsageError(f"--rows {row} runs on --env {peers.JUMP_TASK} only ({why}): drop it or the other --env")
     plumbing.check_args(args)  # every number in its field's range, every tuple given
     for name, values in (("--rows", args.rows), ("--seeds", args.seeds), ("--env", args.env)):
-        if len(set(values)) < len(values):  # a task twice would run twice, in one folder
-            raise UsageError(f"{name} needs each value once, not {' '.join(map(str, values))}")
+        if not values or len(set(values)) < len(values):  # none runs nothing; a task twice runs twice, in one folder
+            given = f", not {' '.join(map(str, values))}" if values else ""
+            raise UsageError(f"{name} needs at least one value, each once{given}")
     if args.peer_ensemble == "shared" and any(ROWS[r][0] == "peer" and r in PEER_OF for r in args.rows):
         ours = [r for r in args.rows if model_based(args, Task("", r, 0))]
         if not (args.dynamics_cache and ours):

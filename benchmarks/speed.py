@@ -181,7 +181,10 @@ def write_dataset(path: str, n: int, seed: int) -> np.ndarray:
 
 
 def last_line(text: str) -> str:
-    return (text.strip().splitlines() or ["no output"])[-1]
+    """A run's reason: its last line, or the first line in tyro's error box (the flag and what is wrong with it)."""
+    lines = text.strip().splitlines() or ["no output"]
+    box = [line.strip("│ ") for line in lines if line.startswith("│")]
+    return f"error: {box[0]}" if lines[-1].startswith("╰") and box else lines[-1]
 
 
 def run_file(path: str, flags: set[str], settings: dict, a: Args, work: str) -> dict:
