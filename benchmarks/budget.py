@@ -19,7 +19,8 @@ import shutil
 import signal
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
 
@@ -44,9 +45,9 @@ class Args:
     """the dataset (--env of the algorithm files)"""
     data_dir: str | None = None
     """where the datasets live (default: $D4RL_DATASET_DIR or ~/.d4rl/datasets)"""
-    seed: int = field(default=1, metadata={"range": "[0, 4294967296)"})
+    seed: Annotated[int, "[0, 4294967296)"] = 1
     """the seed of every run (the baseline's run of this seed is the comparison)"""
-    epochs: int = field(default=50, metadata={"range": "[1, inf)"})
+    epochs: Annotated[int, "[1, inf)"] = 50
     """epochs per run, 1000 gradient steps each (the baseline's)"""
     only: tuple[str, ...] = ("mopo:starts50k", "mopo:uncapped", "orpo:starts50k", "orpo:uncapped")
     """the runs to make, as ROW:CUT (e.g. orpo:uncapped; one per core)"""
@@ -86,7 +87,7 @@ def run_one(args: Args, row: str, cut: str) -> None:
     if not (run and summary_of(run).get("status") == "finished"):
         script = os.path.join(ROOT, "algorithms", f"{row}.py")
         if run and os.path.isfile(os.path.join(run, "checkpoint.pt")):
-            cmd = [sys.executable, script, "--resume", run]
+            cmd = toolbox.launch_command(script, "--resume", run)
         else:
             if run:  # stopped before its first checkpoint: start it again, unless a live run holds it
                 with open(os.path.join(run, "run.lock"), "a+") as lock:
@@ -95,7 +96,9 @@ def run_one(args: Args, row: str, cut: str) -> None:
                     except BlockingIOError:
                         raise UserError(f"{run} is in use by another process; let it finish or stop it") from None
                 shutil.rmtree(run)
-            cmd = [sys.executable, script, "--env", args.env, "--seed", str(args.seed), "--epochs", str(args.epochs)]
+            cmd = toolbox.launch_command(
+                script, "--env", args.env, "--seed", str(args.seed), "--epochs", str(args.epochs)
+            )
             cmd += ["--eval-episodes", "5", "--no-cuda", "--runs-dir", folder, "--exp-name", f"{row}_{cut}"]
             cmd += CUTS[cut] + (["--data-dir", args.data_dir] if args.data_dir else [])
         print(f"budget: {row}:{cut}: {' '.join(cmd)}", flush=True)

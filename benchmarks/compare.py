@@ -38,8 +38,8 @@ import subprocess
 import sys
 import time
 import types
-from dataclasses import dataclass, field
-from typing import Literal, Optional
+from dataclasses import dataclass
+from typing import Annotated, Literal, Optional
 
 import numpy as np
 
@@ -116,24 +116,24 @@ class Args:
     rows: tuple[str, ...] = tuple(r for r in ROWS if r not in EXTRA_ROWS)
     """rows to run and report, from: orpo orpo_untrained mopo td3bc kit_mopo official_orpo official_orpo_units
     official_orpo_readme official_td3bc official_mopo official_td3bc_units (the last five only when named)"""
-    seeds: tuple[int, ...] = field(default=(1, 2, 3), metadata={"range": "[0, 4294967296)"})
+    seeds: tuple[Annotated[int, "[0, 4294967296)"], ...] = (1, 2, 3)
     """seeds; each row runs each seed"""
-    epochs: int = field(default=50, metadata={"range": "[1, inf)"})
+    epochs: Annotated[int, "[1, inf)"] = 50
     """epochs of every row"""
-    steps_per_epoch: int = field(default=1000, metadata={"range": "[1, inf)"})
+    steps_per_epoch: Annotated[int, "[1, inf)"] = 1000
     """gradient steps per epoch of every row"""
-    rollout_batch_size: int = field(default=5000, metadata={"range": "[1, inf)"})
+    rollout_batch_size: Annotated[int, "[1, inf)"] = 5000
     """model-rollout start states per epoch, every model-based row (the paper's 50000, cut for a CPU)"""
-    eval_episodes: int = field(default=5, metadata={"range": "[1, inf)"})
+    eval_episodes: Annotated[int, "[1, inf)"] = 5
     """evaluation episodes after every epoch, every row (the paper's 10, cut for a CPU)"""
-    dynamics_max_epochs: Optional[int] = field(default=None, metadata={"range": "[1, inf)"})
+    dynamics_max_epochs: Optional[Annotated[int, "[1, inf)"]] = None
     """cap every row's ensemble fit at this many epochs, ours and the peers' alike (default: early stopping)"""
     order: Literal["seed", "row"] = "seed"
     """the order runs start in: `seed` (every row of a seed, then the next) or `row` (every seed of a row, then the
     next: e.g. the pairs' rows before the long `orpo` ones)"""
-    jobs: int = field(default=2, metadata={"range": "[1, inf)"})
+    jobs: Annotated[int, "[1, inf)"] = 2
     """runs at once"""
-    threads: int = field(default=1, metadata={"range": "[1, inf)"})
+    threads: Annotated[int, "[1, inf)"] = 1
     """torch CPU threads per run (OMP_NUM_THREADS)"""
     cuda: bool = False
     """run on a CUDA GPU where present"""
@@ -142,9 +142,9 @@ class Args:
     ensembles' aleatoric = our max_aleatoric); `ours`, mopo.py's / orpo.py's presets for --task"""
     task: Optional[str] = None
     """the D4RL name whose settings the pairs take, e.g. halfcheetah-medium-v2 (default: from the dataset's name)"""
-    delta: float = field(default=5.0, metadata={"range": "(0, inf)"})
+    delta: Annotated[float, "(0, inf)"] = 5.0
     """δ, the equivalence margin in D4RL points: a pair agrees when the 95 % interval of ours − theirs is in ±δ"""
-    min_relative: float = field(default=0.1, metadata={"range": "[0, inf)"})
+    min_relative: Annotated[float, "[0, inf)"] = 0.1
     """a logged quantity separates a pair when its ranges are disjoint and its means differ by this share of the max"""
     algo_flags: str = ""
     """more flags for our rows' new runs, written with '=' (tests: --algo-flags='--hidden-dims 32 32'), but none of
@@ -357,11 +357,11 @@ def command(args: Args, t: Task, plan: tuple[str, dict]) -> list[str]:
     script = os.path.join(ROOT, "algorithms", f"{name}.py")
     run = run_dir_of(args, t)
     if run:  # ours resume in place (a run killed before its first checkpoint refits)
-        return [sys.executable, script, "--resume", run] + cuda
-    cmd = [sys.executable, script, "--dataset-path" if t.dataset.endswith(".hdf5") else "--env", t.dataset, "--seed",
-           str(t.seed), "--runs-dir", d, "--epochs", str(args.epochs), "--steps-per-epoch", str(args.steps_per_epoch),
-           "--eval-every", "1", "--eval-episodes", str(args.eval_episodes), "--eval-env", eval_env_of(t.dataset),
-           *cuda, *extra]  # fmt: skip
+        return toolbox.launch_command(script, "--resume", run, *cuda)
+    cmd = toolbox.launch_command(script, "--dataset-path" if t.dataset.endswith(".hdf5") else "--env", t.dataset,
+                                 "--seed", str(t.seed), "--runs-dir", d, "--epochs", str(args.epochs),
+                                 "--steps-per-epoch", str(args.steps_per_epoch), "--eval-every", "1", "--eval-episodes",
+                                 str(args.eval_episodes), "--eval-env", eval_env_of(t.dataset), *cuda, *extra)  # fmt: skip
     if args.data_dir:
         cmd += ["--data-dir", args.data_dir]
     cmd += own_flags(shlex.split(args.algo_flags), script_flags(name))
@@ -424,9 +424,7 @@ def record_dataset(args: Args, dataset: str, task: str) -> None:
         raise UsageError(
             f"{path} is not a D4RL-layout HDF5 file ({e}); make it with datasets/ (docs/data.md)"
         ) from None
-    from plumbing import file_fingerprint  # what our runs record in config.json (toolbox put algorithms/ on the path)
-
-    fingerprint = file_fingerprint(path)
+    fingerprint = toolbox.file_fingerprint(path)  # what our runs record in config.json (benchmarks/launch.py)
     recorded = [(dst, before.get("fingerprint"))]
     ours = glob.glob(os.path.join(dst, "*", "seed*", "config.json"))  # our runs record the file they ran on
     ours += glob.glob(os.path.join(args.runs_dir, slug(dataset), "*", "seed*", "*", "config.json"))
@@ -834,8 +832,9 @@ def check(args: Args) -> None:
             raise UsageError(f"--rows {row} runs on --env {peers.JUMP_TASK} only ({why}): drop it or the other --env")
     plumbing.check_args(args)  # every number in its field's range, every tuple given
     for name, values in (("--rows", args.rows), ("--seeds", args.seeds), ("--env", args.env)):
-        if len(set(values)) < len(values):  # a task twice would run twice, in one folder
-            raise UsageError(f"{name} needs each value once, not {' '.join(map(str, values))}")
+        if not values or len(set(values)) < len(values):  # none runs nothing; a task twice runs twice, in one folder
+            given = f", not {' '.join(map(str, values))}" if values else ""
+            raise UsageError(f"{name} needs at least one value, each once{given}")
     if args.peer_ensemble == "shared" and any(ROWS[r][0] == "peer" and r in PEER_OF for r in args.rows):
         ours = [r for r in args.rows if model_based(args, Task("", r, 0))]
         if not (args.dynamics_cache and ours):

@@ -21,8 +21,8 @@ metrics.csv (row 0: the dynamics fit), summary.json, peer_log/. Peers do not res
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, field
-from typing import Optional
+from dataclasses import dataclass
+from typing import Annotated, Optional
 import ast
 import contextlib
 import csv
@@ -47,7 +47,7 @@ import types
 
 import numpy as np
 
-from toolbox import UsageError, UserError, algorithm, replace_atomically, write_json  # noqa: E402
+from toolbox import UsageError, UserError, algorithm, file_fingerprint, git_revision, replace_atomically, write_json  # noqa: E402
 import plumbing  # noqa: E402  (algorithms/, put on the path by toolbox: the algorithm files' reward and metrics)
 
 ORPO_REPO = ("https://github.com/George-Chia/ORPO", "2f75a5009962175a517adc4a04c5c6459716630b")
@@ -153,21 +153,21 @@ class Args:
     passes one)"""
 
     # The run
-    seed: int = field(default=1, metadata={"range": "[0, 4294967296)"})
+    seed: Annotated[int, "[0, 4294967296)"] = 1
     """seed of the run (the peer's own seeding, and the evaluation envs')"""
-    epochs: Optional[int] = field(default=None, metadata={"range": "[1, inf)"})
+    epochs: Optional[Annotated[int, "[1, inf)"]] = None
     """policy epochs (default: the run script's own)"""
-    steps_per_epoch: int = field(default=1000, metadata={"range": "[1, inf)"})
+    steps_per_epoch: Annotated[int, "[1, inf)"] = 1000
     """gradient steps per epoch"""
-    rollout_batch_size: Optional[int] = field(default=None, metadata={"range": "[1, inf)"})
+    rollout_batch_size: Optional[Annotated[int, "[1, inf)"]] = None
     """model-rollout start states (default: 50000)"""
-    eval_episodes: Optional[int] = field(default=None, metadata={"range": "[1, inf)"})
+    eval_episodes: Optional[Annotated[int, "[1, inf)"]] = None
     """episodes per evaluation (default: the peer's 10)"""
     cuda: bool = True
     """use a GPU if there is one"""
-    threads: int = field(default=1, metadata={"range": "[1, inf)"})
+    threads: Annotated[int, "[1, inf)"] = 1
     """torch.set_num_threads"""
-    dynamics_max_epochs: Optional[int] = field(default=None, metadata={"range": "[1, inf)"})
+    dynamics_max_epochs: Optional[Annotated[int, "[1, inf)"]] = None
     """cap the ensemble fit (NOT the peer's setting: its run scripts fit until early stopping); for timing only"""
     load_dynamics: Optional[str] = None
     """an ensemble fitted by algorithms/*.py (a run's dynamics.pt or a --dynamics-cache entry) for the peer to roll out
@@ -502,7 +502,7 @@ def peer_dynamics(path: str, out_dir: str, peer_args: argparse.Namespace, obs_di
     import torch
 
     what = "ensemble (a run's dynamics.pt or a --dynamics-cache entry)"
-    saved = plumbing.safe_load(path, what)
+    saved = plumbing.load(path, what)
     state = saved.get("model") if isinstance(saved, dict) else None
     hidden, n_models = list(peer_args.dynamics_hidden_dims), peer_args.n_ensemble
     try:
@@ -537,7 +537,7 @@ def peer_dynamics(path: str, out_dir: str, peer_args: argparse.Namespace, obs_di
         replace_atomically(os.path.join(out_dir, name), lambda tmp, v=value: save_npy(tmp, v))
     metrics = {k: float(v) for k, v in saved.get("metrics", {}).items() if isinstance(v, (int, float))}
     origin = plumbing.read_json(os.path.join(os.path.dirname(path), "config.json")).get("_dynamics")  # a run's file
-    return {"path": path, "fingerprint": plumbing.file_fingerprint(path), "metrics": metrics, "format_dir": out_dir,
+    return {"path": path, "fingerprint": file_fingerprint(path), "metrics": metrics, "format_dir": out_dir,
             "fitted_by": saved.get("fitted_by"), "run_dynamics": origin, "action_scale": scale}  # fmt: skip
 
 
@@ -658,9 +658,13 @@ def export_policy(policy, task: str, obs: np.ndarray, path: str) -> str:
 
 
 def eval_metrics(returns: np.ndarray, ref: tuple[float, float] | None) -> dict[str, float]:
-    """plumbing's: the return, and D4RL's normalised score where there are reference returns (not on jump-hard)."""
-    lo, hi = ref or (None, None)
-    return plumbing.eval_metrics(plumbing.Task("", "", "", ref_min=lo, ref_max=hi), returns)
+    """plumbing.evaluate's: the return, and D4RL's normalised score per episode where there are reference returns (not
+    on jump-hard), 100·(R − R_random)/(R_expert − R_random)."""
+    metrics = {"eval/return": float(returns.mean()), "eval/return_std": float(returns.std())}
+    if ref:
+        score = 100.0 * (returns - ref[0]) / (ref[1] - ref[0])
+        metrics |= {"eval/normalized_score": float(score.mean()), "eval/normalized_score_std": float(score.std())}
+    return metrics
 
 
 class StandInEnv:
@@ -1073,7 +1077,7 @@ def main(argv=None) -> int:
         model}, device=device, device_name=plumbing.device_name(torch.device(device)),
         torch_threads=torch.get_num_threads(), torch=torch.__version__, python=platform.python_version(), cli=cli,
         _command=sys.argv,  # as our runs record them, so the results pages name the code that ran
-        _git_revision=plumbing.git_revision(os.path.abspath(__file__)),
+        _git_revision=git_revision(os.path.abspath(__file__)),
     )  # fmt: skip
     write_json(config, os.path.join(args.run_dir, "config.json"), default=str)
     print(f"{args.peer} @ {source['commit'][:12]} on {task} -> eval {eval_env_id}; {args.run_dir}")

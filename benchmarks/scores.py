@@ -553,9 +553,9 @@ class GridJob:
     def _command(self, run: Optional[dict]) -> list[str]:
         script = os.path.join(ROOT, "algorithms", f"{self.cell.script}.py")
         if run is not None:  # from its last checkpoint; one killed before its first (in the ensemble fit) refits
-            return [sys.executable, script, "--resume", run["run_dir"], *["--no-cuda"] * (run["config"].get("cuda") is False)]  # fmt: skip
+            return toolbox.launch_command(script, "--resume", run["run_dir"], *["--no-cuda"] * (run["config"].get("cuda") is False))  # fmt: skip
         cell = self.cell
-        return [sys.executable, script, "--env", cell.env, "--seed", str(cell.seed), "--runs-dir", self.runs_dir, *cell.flags]  # fmt: skip
+        return toolbox.launch_command(script, "--env", cell.env, "--seed", str(cell.seed), "--runs-dir", self.runs_dir, *cell.flags)  # fmt: skip
 
     def _run_child(self, cmd: list[str]) -> int:
         env = {k: str(v) for k, v in {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}.items() if v is not None}
@@ -1168,8 +1168,8 @@ def main(args: Args, argv: list[str]) -> int:
             print(f"\nwould submit {len(todo)} job(s) as one array, with this sbatch script:\n{sbatch_script(args, len(todo))}")  # fmt: skip
         print(f"dry run: {len(todo)} of {len(cells)} runs to do; nothing was started")
         return 0
-    here = [os.path.join(ROOT, "benchmarks"), os.path.join(ROOT, "algorithms"), os.environ.get("PYTHONPATH")]
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in here if p)  # a job unpickles GridJob: toolbox, plumbing
+    here = [os.path.join(ROOT, "benchmarks"), os.environ.get("PYTHONPATH")]
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in here if p)  # a job unpickles GridJob (its toolbox: plumbing)
     interrupted = None
     if args.launcher == "local":
         interrupted = run_local(args, [cell for cell, _ in todo]) if todo else None

@@ -181,14 +181,22 @@ def write_dataset(path: str, n: int, seed: int) -> np.ndarray:
 
 
 def last_line(text: str) -> str:
-    return (text.strip().splitlines() or ["no output"])[-1]
+    """A run's reason: its last line, or the first line in tyro's error box (the flag and what is wrong with it)."""
+    lines = text.strip().splitlines() or ["no output"]
+    box = [line.strip("│ ") for line in lines if line.startswith("│")]
+    return f"error: {box[0]}" if lines[-1].startswith("╰") and box else lines[-1]
 
 
 def run_file(path: str, flags: set[str], settings: dict, a: Args, work: str) -> dict:
     """One run of `path` in a fresh --runs-dir: its metrics.csv rows, the device summary.json names, its dynamics.pt.
     A setting whose flag the file lacks is left out (e.g. --rollout-length-o without π^o), unless it switches on."""
     runs_dir = tempfile.mkdtemp(dir=work, prefix="runs_")
-    cmd = [sys.executable, path, "--runs-dir", runs_dir]
+    # a file of this project's algorithms/ runs through the lab's launcher, as the lab's other runs; a copy from
+    # elsewhere (--compare a file from before a change) runs alone
+    own = os.path.dirname(os.path.abspath(path)) == os.path.join(ROOT, "algorithms")
+    cmd = (
+        toolbox.launch_command(path, "--runs-dir", runs_dir) if own else [sys.executable, path, "--runs-dir", runs_dir]
+    )
     for k, v in settings.items():
         flag = "--" + ("no-" if v is False else "") + k.replace("_", "-")
         if flag in flags:
@@ -205,7 +213,8 @@ def run_file(path: str, flags: set[str], settings: dict, a: Args, work: str) -> 
             f"{os.path.basename(path)} exited with {result.returncode}: {last_line(result.stderr)} ({shlex.join(cmd)})"
         )
     # progress on stderr, so a step cut by a timeout (benchmarks/gpu_check.sh) still says where its time went
-    print(f"speed.py: {os.path.basename(path)} {shlex.join(cmd[3:])}: {time.time() - t0:.1f} s", file=sys.stderr)
+    flags = cmd[cmd.index("--runs-dir") + 2 :]
+    print(f"speed.py: {os.path.basename(path)} {shlex.join(flags)}: {time.time() - t0:.1f} s", file=sys.stderr)
     run_dir = os.path.dirname(glob.glob(os.path.join(runs_dir, "*", "metrics.csv"))[0])
     with open(os.path.join(run_dir, "metrics.csv")) as f:
         out = {"rows": [{k: float(v) for k, v in r.items() if v != ""} for r in csv.DictReader(f)]}

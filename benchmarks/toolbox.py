@@ -1,6 +1,8 @@
 """What every script beside the algorithm files shares (benchmarks/, toy/, datasets/): plumbing's error types (a
 UserError exits 1, a UsageError 2, so an error of the algorithms' plumbing reads the same inside a script), flags
-parsed with one-line errors, the command-line wrapper, atomic files, and the launchers' ensemble cache.
+parsed with one-line errors, the command-line wrapper, atomic files, what a run records of its code and data (git
+revision, data fingerprint), the command that starts a method file's run (through benchmarks/launch.py) and the
+launchers' ensemble cache.
 
     from toolbox import UserError, UsageError, algorithm, cli, write_json, read_json, replace_atomically
 """
@@ -8,6 +10,7 @@ parsed with one-line errors, the command-line wrapper, atomic files, and the lau
 import contextlib
 import errno
 import functools
+import hashlib
 import importlib.util
 import itertools
 import json
@@ -26,7 +29,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # the one place benchmarks/ puts the repo's folders on the path (every script here imports toolbox first): plumbing.py,
 # as the algorithm files import it, and the dataset scripts (collect.py's load_policy, its neighbour common.py)
 sys.path[:0] = [os.path.join(ROOT, "algorithms"), os.path.join(ROOT, "datasets")]
-from plumbing import UsageError, UserError, parse_args, read_json  # noqa: E402
+from plumbing import UsageError, UserError, parse_args, read_json, resolve_task, save  # noqa: E402
+
+# what starts a method file's run in the lab: the launcher wraps its main with the lab's records (benchmarks/launch.py)
+LAUNCHER = os.path.join(ROOT, "benchmarks", "launch.py")
 
 _TMP_COUNT, _LOADING = itertools.count(), threading.RLock()
 
@@ -55,26 +61,50 @@ def write_json(obj, path: str, default: Optional[Callable] = None) -> None:
     replace_atomically(path, write)
 
 
-__all__ = ["UserError", "UsageError", "algorithm", "atomic_save", "cli", "git_revision", "help_flags", "read_json", "replace_atomically",
-           "unwritable_folder", "write_json", "write_text"]  # fmt: skip
+__all__ = ["UserError", "UsageError", "algorithm", "atomic_save", "cli", "file_fingerprint", "git_revision",
+           "help_flags", "launch_command", "read_json", "replace_atomically", "unwritable_folder", "write_json",
+           "write_text"]  # fmt: skip
+
+
+def launch_command(script: str, *flags: str) -> list[str]:
+    """The command that runs algorithms/SCRIPT.py (a path) with `flags` through the launcher, so the run records what
+    the lab reads (config.json's provenance, invocations.jsonl, run.lock)."""
+    return [sys.executable, LAUNCHER, script, *flags]
+
+
+def method_argv(cmd: list[str]) -> list[str]:
+    """[script, flags...] of a run's command, launched ([python, launch.py, script, ...]) or not ([python, script, ...]):
+    what the run records as config.json's `_command`."""
+    return cmd[2:] if os.path.basename(cmd[1]) == os.path.basename(LAUNCHER) else cmd[1:]
+
+
+def failed_write(e: BaseException) -> bool:
+    """torch.save's RuntimeError for a write that failed (a full disk): it wraps the OSError, or says so."""
+    return isinstance(e, RuntimeError) and (isinstance(e.__context__, OSError) or "write" in str(e))
 
 
 def atomic_save(obj, path: str) -> None:
-    """torch.save (a .json path: JSON) to path + .tmp, then os.replace: never half a file, nor a .tmp left; a full disk
-    is an OSError naming the file (torch wraps it in a RuntimeError), which the scripts' cli makes one line."""
+    """plumbing.save (a .tmp renamed when complete), a failed write always an OSError naming the file: torch.save wraps
+    the OSError of a full disk in a RuntimeError."""
     try:
-        with open(path + ".tmp", "wb") as f:  # our own file object: closed on error, its disk space freed
-            f.write(json.dumps(obj, indent=2).encode()) if path.endswith(".json") else __import__("torch").save(obj, f)
-        os.replace(path + ".tmp", path)
-    except BaseException as e:
-        with contextlib.suppress(OSError):
-            os.remove(path + ".tmp")
-        cause = e.__context__ if isinstance(e, RuntimeError) else None  # torch wraps the OSError of a full disk
-        if isinstance(cause, OSError) or isinstance(e, RuntimeError) and "write" in str(e):
-            why = getattr(cause, "strerror", None) or str(e).splitlines()[0]
-            raise OSError(getattr(cause, "errno", None) or errno.ENOSPC, f"could not write {path} ({why})") from None
-        raise
+        save(obj, path)
+    except RuntimeError as e:
+        if not failed_write(e):
+            raise
+        cause = e.__context__
+        why = getattr(cause, "strerror", None) or str(e).splitlines()[0]
+        raise OSError(getattr(cause, "errno", None) or errno.ENOSPC, f"could not write {path} ({why})") from None
 
+
+def file_fingerprint(path: str) -> str:
+    """Size and a hash of the first and last MiB: enough to notice a dataset file replaced under a run (a Minari id
+    stands for itself)."""
+    if path.startswith("minari:"):
+        return path
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        head, _, tail = f.read(1 << 20), f.seek(max(0, size - (1 << 20))), f.read(1 << 20)
+    return f"{size}:{hashlib.sha256(head + tail).hexdigest()[:16]}"
 
 
 def git_revision(script: str) -> Optional[str]:
@@ -85,7 +115,6 @@ def git_revision(script: str) -> Optional[str]:
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() or None if out.returncode == 0 else None
-
 
 
 def algorithm(script: str, folder: str = "algorithms"):
@@ -196,25 +225,24 @@ DYNAMICS_KEY = (
 
 
 def ensemble_entry(cache: str, cmd: list[str]) -> Optional[str]:
-    """The cache file of the ensemble that the run `cmd` ([python, algorithms/SCRIPT.py, FLAGS...]) fits, one per (data
-    file, DYNAMICS_KEY's flags); None for a run that fits none (td3bc.py, a --resume, a --load-dynamics-path)."""
+    """The cache file of the ensemble that the run `cmd` ([python, launch.py, algorithms/SCRIPT.py, FLAGS...], or
+    without the launcher) fits, one per (data file, DYNAMICS_KEY's flags); None for a run that fits none (td3bc.py, a
+    --resume, a --load-dynamics-path)."""
     import dataclasses
-    import hashlib
 
-    import plumbing
-
-    Args = algorithm(os.path.splitext(os.path.basename(cmd[1]))[0]).Args
+    script, *flags = method_argv(cmd)
+    Args = algorithm(os.path.splitext(os.path.basename(script))[0]).Args
     if not set(DYNAMICS_KEY) <= {f.name for f in dataclasses.fields(Args)}:
         return None
-    if any(w.split("=")[0] in ("--resume", "--load-dynamics-path") for w in cmd):
+    if any(w.split("=")[0] in ("--resume", "--load-dynamics-path") for w in flags):
         return None
     with _LOADING:  # tyro's caches are not thread-safe: a launcher's threads parse one at a time
-        args = parse_args(Args, cmd[2:])
+        args = parse_args(Args, flags)
     try:
-        path = plumbing.resolve_task(args.env, args.dataset_path, args.eval_env, args.data_dir)[1]
+        path = resolve_task(args.env, args.dataset_path, args.eval_env, args.data_dir)[1]
     except UserError:  # the run itself says what is wrong with its data
         return None
-    key = {"data": plumbing.file_fingerprint(path), **{k: vars(args)[k] for k in DYNAMICS_KEY}, "format": 1}
+    key = {"data": file_fingerprint(path), **{k: vars(args)[k] for k in DYNAMICS_KEY}, "format": 1}
     digest = hashlib.sha256(json.dumps(json.loads(json.dumps(key)), sort_keys=True).encode()).hexdigest()[:20]
     return os.path.join(os.path.abspath(cache), f"{digest}.pt")  # the digest the runs' own --dynamics-cache used
 
@@ -276,14 +304,15 @@ def cached_ensemble(cache: Optional[str], cmd: list[str]):
         lock.release()
         yield cmd + ["--load-dynamics-path", entry]
         return
+    script, *flags = method_argv(cmd)
     with _LOADING:
-        runs_dir, done = parse_args(algorithm(os.path.splitext(os.path.basename(cmd[1]))[0]).Args, cmd[2:]).runs_dir, []
+        runs_dir, done = parse_args(algorithm(os.path.splitext(os.path.basename(script))[0]).Args, flags).runs_dir, []
 
-    def watch():  # the run's directory is the one whose config.json records this command
+    def watch():  # the run's directory is the one whose config.json records this command (the launcher writes it)
         try:
             while not os.path.isfile(entry):
                 for config in glob.glob(os.path.join(glob.escape(runs_dir), "*", "config.json")):
-                    if read_json(config).get("_command") == cmd[1:]:
+                    if read_json(config).get("_command") == [script, *flags]:
                         share_ensemble(entry, os.path.dirname(config))
                 if done:
                     break

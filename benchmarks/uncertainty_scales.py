@@ -66,11 +66,11 @@ def measure(orpo, env: str, args: Args) -> dict:
         mean, logvar = model(torch.cat([obs, act], -1))
         std = (0.5 * logvar).exp()
         for kind in orpo.UNCERTAINTIES:
-            row[f"D/{kind}"] = float(orpo.uncertainty_fn(mean, std, kind).median())
+            row[f"D/{kind}"] = float(orpo.uncertainty(mean, std, kind).median())
         state, alive = obs, torch.ones(len(obs), dtype=torch.bool)
         for _ in range(args.steps):  # a uniform random policy, as far from D's actions as the box allows
             action = torch.rand(len(state), act.shape[1]) * 2 - 1
-            state = model.step(state, action, "max_aleatoric")[0]
+            state = model.step(state, action)[0]
             alive &= ~terminal(state)
             state = torch.nan_to_num(state)
         action = torch.rand(len(state), act.shape[1]) * 2 - 1
@@ -78,7 +78,7 @@ def measure(orpo, env: str, args: Args) -> dict:
         std = (0.5 * logvar).exp()
         row["alive_after_steps"] = float(alive.float().mean())
         for kind in orpo.UNCERTAINTIES:
-            row[f"far/{kind}"] = float(orpo.uncertainty_fn(mean, std, kind)[alive].median())
+            row[f"far/{kind}"] = float(orpo.uncertainty(mean, std, kind)[alive].median())
     return row
 
 

@@ -11,6 +11,8 @@ import torch
 
 from conftest import ROOT, load_module, run_script, write_random_dataset
 
+LAUNCHER, MOPO = (os.path.join(ROOT, *p) for p in (("benchmarks", "launch.py"), ("algorithms", "mopo.py")))
+
 
 MIRROR = os.environ.get("ORPO_PEERS_MIRROR")  # the peers' git snapshots (tests/test_peers.py); unset: those tests skip
 SOURCES = {
@@ -237,7 +239,7 @@ def test_both_sides_of_a_pair_get_the_same_settings_on_any_file(tmp_path):
     plan = compare.pair_settings(args, path)
     assert plan[0] == "halfcheetah-random-v2"
     cmd = {row: compare.command(args, compare.Task(path, row, 4), plan) for row in rows}
-    assert cmd["mopo"][2:4] == ["--dataset-path", path]  # any D4RL-layout file: ours read it by path
+    assert cmd["mopo"][1:5] == [LAUNCHER, MOPO, "--dataset-path", path]  # through the lab's launcher, by its path
     assert compare.slug(path) == "halfcheetah_random-v2"
     mopo = {"--lambda-p": "6.64", "--uncertainty": "ensemble_std", "--rollout-length": "5"}
     assert flag_values(cmd["mopo"], mopo) == mopo

@@ -1,7 +1,6 @@
-"""The ensemble fit around the runs: a fit stopped part-way (a signal, a kill) continues to the same ensemble; the
-launchers' cache (benchmarks/toolbox.py) fits once per (data, dynamics flags, seed) and a run that loads the entry
-continues as the run that fitted it; and the fixed horizon of SAC's actor-LR schedule (--sac-lr-horizon) makes a short
-run the beginning of the long one."""
+"""The ensemble fit around the runs: the launchers' cache (benchmarks/toolbox.py) fits once per (data, dynamics flags,
+seed) and a run that loads the entry continues as the run that fitted it; and the fixed horizon of SAC's actor-LR
+schedule (--sac-lr-horizon) makes a short run the beginning of the long one."""
 
 import csv
 import glob
@@ -14,7 +13,7 @@ import threading
 
 import pytest
 import torch
-from conftest import ROOT, TINY, fit_settings, load_module
+from conftest import ROOT, TINY, load_module
 
 import plumbing  # noqa: E402  (conftest puts algorithms/ on sys.path)
 
@@ -31,71 +30,6 @@ def only_run(runs_dir) -> str:
     return os.path.dirname(found)
 
 
-# ------------------------------------------------------------------------------------------- a fit stopped part-way
-class Stop(Exception):
-    pass
-
-
-def small_fit(orpo):
-    """A small data set, 8-epoch fit settings and a seeded ensemble maker."""
-    g = torch.Generator().manual_seed(0)
-    obs, act = torch.randn(600, 3, generator=g), torch.rand(600, 2, generator=g) * 2 - 1
-    data = {"obs": obs, "act": act, "next_obs": obs + 0.1 * act.sum(1, keepdim=True), "rew": obs[:, :1] ** 2}
-    settings = fit_settings(orpo.Args(dynamics_max_epochs=8, dynamics_patience=100, dynamics_batch_size=64))
-
-    def model():
-        torch.manual_seed(7)
-        return orpo.EnsembleDynamics(3, 2, (16, 16), 3, 2)
-
-    return data, settings, model
-
-
-def fitter(orpo, model, data, settings, on_epoch):
-    """The fit plumbing._checked_fit calls, with on_epoch(state, plumbing's progress) after every epoch."""
-    return lambda resume, progress: orpo.fit_dynamics(model, data, **settings, resume=resume,
-                                                      progress=lambda state: on_epoch(state, progress))  # fmt: skip
-
-
-@pytest.mark.parametrize("minutes, stop_in, error, saved", [(0, 4, Stop, 3), (60, 5, KeyboardInterrupt, 4)],
-                         ids=["killed", "signalled"])  # fmt: skip
-def test_a_fit_stopped_part_way_continues_to_the_same_ensemble(minutes, stop_in, error, saved, orpo, tmp_path):
-    """plumbing saves the fit's state every --checkpoint-minutes (0: every epoch), and at a SIGINT/SIGTERM
-    (KeyboardInterrupt) the state after the last finished epoch, not the weights the stopped one had half trained. A
-    fit killed (no handler runs) or signalled in epoch `stop_in` keeps epoch `saved`; started again from that file, it
-    ends with the ensemble, elites and metrics of the fit never stopped, and the file is removed."""
-    data, settings, model = small_fit(orpo)
-    whole = model()
-    expected = orpo.fit_dynamics(whole, data, **settings)
-    path, epochs = str(tmp_path / "fit.pt"), []
-
-    def stop(state, progress):
-        epochs.append(1)
-        if len(epochs) == stop_in:  # the epoch has trained: the stop lands before it is recorded
-            raise error
-        progress(state)
-
-    with pytest.raises(error):
-        plumbing._checked_fit(fitter(orpo, model(), data, settings, stop), path, minutes, lambda: False)
-    assert torch.load(path, weights_only=True)["state"]["epoch"] == saved
-    again = model()
-    metrics = plumbing._checked_fit(lambda **kw: orpo.fit_dynamics(again, data, **settings, **kw), path, minutes,
-                                    lambda: False)  # fmt: skip
-    assert not os.path.exists(path)  # removed once the fit is complete
-    assert all(torch.equal(v, again.state_dict()[k]) for k, v in whole.state_dict().items())
-    assert metrics["dynamics/holdout_mse"] == expected["dynamics/holdout_mse"] and metrics["dynamics/epochs"] == 8
-
-
-def test_a_signal_whose_raise_was_lost_still_stops_the_fit_after_the_epoch(orpo, tmp_path):
-    """The handler's KeyboardInterrupt is swallowed when it lands in a finalizer ("Exception ignored in ..."); the flag
-    the handler set stops the fit after that epoch, with that epoch's state saved."""
-    data, settings, model = small_fit(orpo)
-    path, epochs = str(tmp_path / "fit.pt"), []
-    count = fitter(orpo, model(), data, settings, lambda state, progress: (epochs.append(1), progress(state)))
-    with pytest.raises(KeyboardInterrupt):
-        plumbing._checked_fit(count, path, 60, signalled=lambda: len(epochs) >= 3)
-    assert len(epochs) == 3 and torch.load(path, weights_only=True)["state"]["epoch"] == 3
-
-
 # ------------------------------------------------------------------------------------------- the launchers' cache
 def test_the_launchers_cache_fits_once_and_a_run_loading_it_equals_its_fitter(hopper_data_dir, tmp_path, monkeypatch):
     """Two runs of one seed launched together: one fits, the other waits on the entry's lock, then loads it with the
@@ -103,8 +37,8 @@ def test_the_launchers_cache_fits_once_and_a_run_loading_it_equals_its_fitter(ho
     toolbox = load_module("benchmarks/toolbox.py", "toolbox")
     monkeypatch.setenv("D4RL_DATASET_DIR", hopper_data_dir[0])
     env, cache = dict(os.environ, OMP_NUM_THREADS="1"), str(tmp_path / "cache")
-    cmd = lambda runs, *more: [sys.executable, f"{ROOT}/algorithms/orpo.py", "--env", "hopper-random-v2", *TINY,  # noqa: E731
-                               "--runs-dir", str(tmp_path / runs), *more]  # fmt: skip
+    cmd = lambda runs, *more: toolbox.launch_command(f"{ROOT}/algorithms/orpo.py", "--env", "hopper-random-v2", *TINY,  # noqa: E731
+                                                     "--runs-dir", str(tmp_path / runs), *more)  # fmt: skip
     done = {}
 
     def launch(name):
@@ -124,10 +58,13 @@ def test_the_launchers_cache_fits_once_and_a_run_loading_it_equals_its_fitter(ho
     assert toolbox.ensemble_entry(cache, cmd("c")) == entry  # the same data, flags and seed: the same entry
     assert toolbox.ensemble_entry(cache, cmd("c", "--seed", "2")) != entry
     assert toolbox.ensemble_entry(cache, cmd("c", "--dynamics-lr", "3e-4")) != entry
-    td3bc = [sys.executable, f"{ROOT}/algorithms/td3bc.py", "--env", "hopper-random-v2"]
+    td3bc = toolbox.launch_command(f"{ROOT}/algorithms/td3bc.py", "--env", "hopper-random-v2")
     assert (
         toolbox.ensemble_entry(cache, td3bc) is None and toolbox.ensemble_entry(cache, cmd("c", "--resume", a)) is None
     )
+    # an entry is what the run that fitted saved (plumbing's format), and the command outside the launcher names it too
+    assert set(torch.load(entry, weights_only=True)) >= {"model", "metrics", "rng", "seed"}
+    assert toolbox.ensemble_entry(cache, [sys.executable, *cmd("c")[2:]]) == entry
 
 
 def test_an_entry_of_the_former_dynamics_cache_gets_its_seed(tmp_path):
@@ -197,5 +134,5 @@ def test_a_short_run_is_the_beginning_of_the_long_one(orpo, hopper_data_dir, tmp
     assert len(a) == 3 and a == b[:3]  # row 0 (the fit) and epochs 1-2
     lrs = [float(r["charts/lr_rollout_actor"]) for r in b[1:]]
     assert lrs == pytest.approx([1e-4 * 0.5 * (1 + math.cos(math.pi * e / 1000)) for e in range(1, 5)], rel=1e-6)
-    plumbing.cli(orpo.main, orpo.Args, ["--resume", only_run(tmp_path / "short"), "--epochs", "4"])
+    plumbing.cli(orpo.main, orpo.Args, [f"--resume={only_run(tmp_path / 'short')}", "--epochs=4"])
     assert rows(only_run(tmp_path / "short")) == b

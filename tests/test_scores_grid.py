@@ -387,7 +387,7 @@ def test_a_run_that_fails_is_recorded_skipped_then_retried(tmp_path):
     assert first.returncode == 1 and "$ " in first.stdout, first.stdout[-2000:] + first.stderr[-2000:]
     record = json.loads((runs / "_grid" / "local_five__td3bc__1.json").read_text())
     assert record["state"] == "failed" and record["error"].startswith("exit 1: error:") and "\n" not in record["error"]
-    assert "usable transitions; a run needs at least 10" in record["error"], record["error"]
+    assert "usable transitions (timeouts dropped); a run needs at least 10" in record["error"], record["error"]
     assert record["flags"] == COMMON  # the flags it was started with, for the next launch's check
     assert record["error"] in first.stderr
     status = run_script("benchmarks/scores.py", "--status", "--runs-dir", str(runs), cwd=str(tmp_path))

@@ -510,14 +510,16 @@ def worker(job: Job, progress, parent: int, outcome) -> None:
 
         torch.set_num_threads(1)  # 2 shared cores: a busy second core makes 2-thread OpenMP matmuls very slow
 
-        class Bar(plumbing.tqdm):  # the algorithms' bars (epochs, fits) report to the parent instead of the log
+        class Bar(
+            toolbox.algorithm("orpo").tqdm
+        ):  # the algorithms' bars (epochs, fits) report to the parent instead of the log
             def __init__(self, *a, **kw):
                 super().__init__(*a, **{**kw, "file": io.StringIO(), "disable": False, "mininterval": 0, "miniters": 1})
 
             def display(self, msg=None, pos=None):
                 PROGRESS.put((job.label, self.n, self.total, self.postfix))
 
-        for module in (plumbing, toolbox.algorithm("orpo"), toolbox.algorithm("mopo")):
+        for module in (toolbox.algorithm("orpo"), toolbox.algorithm("mopo")):
             module.tqdm = Bar
         try:
             job.call[0](*job.call[1:])

@@ -20,9 +20,9 @@ assert sys.argv[2] == "--", "usage: profile_steps.py OUT_PREFIX -- ORPO_FLAGS...
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/, from any folder
 import toolbox  # noqa: E402  (the scripts' loader: plumbing.py beside the file, as `python algorithms/orpo.py` has it)
 import runinfo  # noqa: E402  (md_table)
+import plumbing  # noqa: E402  (put on the path by toolbox)
 
 orpo = toolbox.algorithm("orpo")
-plumbing = sys.modules["plumbing"]
 driver, graph_class = orpo.gradient_steps, torch.cuda.CUDAGraph
 work = tempfile.mkdtemp(prefix="profile_")
 
@@ -65,17 +65,15 @@ def profiled_run(mode: str) -> dict:
         result["host_top"] = [{"name": e.key, "calls": e.count, "ms": e.self_cpu_time_total / 1e3} for e in host[:15]]
         result["host_ms"] = sum(e.self_cpu_time_total for e in host) / 1e3
 
-    def hooked_driver(step, n, run, policies, period=1):
+    def hooked_driver(step, first, n, period, graphs, policies):
         calls[0] += 1
         if calls[0] != 2:  # epoch 1 warms up (the allocator, cuBLAS, the first capture)
-            return driver(step, n, run, policies, period)
-        graphs = run.graphs
-        per = period if graphs else 1  # update steps per profiler step
-        need = (3 + period if graphs else 0) + per * (-(-4 // per) + STEPS // per)
+            return driver(step, first, n, period, graphs, policies)
+        need = (max(3, period) if graphs else 0) + 4 + STEPS  # the driver's eager warm-up, the profiler's, recorded
         if n < need:
             sys.exit(f"error: --steps-per-epoch {n}: the profile needs at least {need}")
         activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
-        schedule = torch.profiler.schedule(wait=0, warmup=-(-4 // per), active=STEPS // per, repeat=1)
+        schedule = torch.profiler.schedule(wait=0, warmup=4, active=STEPS, repeat=1)
         prof = torch.profiler.profile(activities=activities, schedule=schedule, on_trace_ready=on_ready)
         started = [False]
 
@@ -85,16 +83,16 @@ def profiled_run(mode: str) -> dict:
                 started[0] = True
             prof.step()
 
-        class Graph(graph_class):  # a replay ticks the profiler; the capture happens before the first replay
+        class Graph(graph_class):  # a replay (one update step) ticks the profiler; the captures come before it
             def replay(self):
                 if not started[0]:
-                    prof.start()  # only now: the eager warm-up and the capture stay out of the profile
+                    prof.start()  # only now: the eager warm-up and the captures stay out of the profile
                     started[0] = True
                 super().replay()
                 prof.step()
 
-        def eager_step():
-            out = step()
+        def eager_step(actor_step):
+            out = step(actor_step)
             tick()
             return out
 
@@ -103,12 +101,13 @@ def profiled_run(mode: str) -> dict:
             if not graphs:
                 prof.start()
                 started[0] = True
-            driver(eager_step if not graphs else step, n, run, policies, period)
+            metrics = driver(eager_step if not graphs else step, first, n, period, graphs, policies)
         finally:
             torch.cuda.CUDAGraph = graph_class
             if started[0]:
                 prof.stop()
-        result.update(graphs=bool(graphs), steps=per * (STEPS // per), period=period)
+        result.update(graphs=bool(graphs), steps=STEPS, period=period)
+        return metrics
 
     orpo.gradient_steps = hooked_driver
     try:

@@ -1,0 +1,349 @@
+"""A method file's run as the lab keeps it: the file's own `main`, flags and plumbing.cli, wrapped in what the lab's
+readers (compare.py, scores.py, budget.py, report.py) and its long runs need and a copier of the file does not.
+
+    python benchmarks/launch.py algorithms/orpo.py --env hopper-medium-v2    # then the file's own flags, as ever
+
+No method file is edited: the launcher loads it (toolbox.algorithm) and replaces names in its module (open_run, finish,
+save, resolve_task, apply_presets, check_finite, load_dynamics, fit_dynamics, ReplayBuffer) with wrappers that call
+the originals and add:
+- RUN_DIR/run.lock, an exclusive flock holding the holder's pid for the run's lifetime: a second process on the same
+  run directory (two --resume) is refused in one line;
+- provenance: config.json's _command, _typed, _filled, _git_revision, _dataset {path, fingerprint} and _dynamics
+  {source, path, holdout_mse}; invocations.jsonl, one line per start and resume; summary.json's invocations, dynamics
+  and wall_seconds_this_invocation; a run that turned non-finite or hit a fault of the machine gets a "failed" one;
+- --resume refused once the dataset file changed (its fingerprint);
+- a fault of the operating system (disk full, read-only, a name too long, the run directory deleted) in one line that
+  names the fix, exit 1, no traceback, the last checkpoint intact (plumbing's writes are atomic);
+- a buffer larger than the memory free refused before it is allocated.
+"""
+
+import contextlib
+import csv
+import errno
+import fcntl
+import json
+import os
+import shlex
+import shutil
+import sys
+import threading
+import time
+from dataclasses import asdict, fields
+from typing import Optional
+
+import torch
+
+import toolbox  # noqa: E402  (puts algorithms/ on the path: plumbing)
+from toolbox import ROOT, UserError, atomic_save, file_fingerprint, git_revision, read_json  # noqa: E402
+import plumbing  # noqa: E402
+from plumbing import Stop, cli, device_name, rng_state  # noqa: E402
+
+
+KEPT = ("checkpoint.pt", "dynamics.pt", "metrics.csv")  # what a resume uses: a failed start without them leaves no dir
+FIXES = {errno.ENOSPC: "free disk space", errno.EDQUOT: "free disk space (the disk quota is full)",
+         errno.ENAMETOOLONG: "a file name is too long: shorten --runs-dir, --exp-name or the dataset's file name",
+         errno.EROFS: "pass a writable --runs-dir (this file system is read-only)",
+         **dict.fromkeys((errno.EACCES, errno.EPERM, errno.ENOTDIR), "pass a writable --runs-dir")}  # fmt: skip
+METHODS = sorted(
+    f[:-3] for f in os.listdir(os.path.join(ROOT, "algorithms")) if f.endswith(".py") and f != "plumbing.py"
+)
+
+
+class Launch:
+    """What the wrappers note of the one run this process launches."""
+
+    def __init__(self, argv: list[str], module):
+        self.argv, self.module, self.t0 = argv, module, time.time()  # argv: [script as typed, flags...]
+        names = {w[2:].split("=")[0].replace("-", "_") for w in argv[1:] if w.startswith("--")}
+        self.typed = {f.name for f in fields(module.Args) if f.name in names or "no_" + f.name in names}
+        self.args, self.task, self.dataset, self.filled, self.dynamics = None, None, None, {}, None
+        self.run_dir, self.created, self.lock, self.nonfinite = None, False, None, False
+        self.revision = git_revision(module.__file__)
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.run_dir, name)
+
+    def resume_hint(self) -> str:
+        script = os.path.relpath(self.module.__file__)
+        return f"continue with: python {shlex.quote(os.path.relpath(__file__))} {shlex.quote(script)} --resume " + (
+            shlex.quote(self.run_dir)
+        )
+
+
+RUN: Optional[Launch] = None  # the run of this process; the wrappers pass through when there is none
+HOOKED: set[str] = set()
+
+
+# ------------------------------------------------------------------------------------------------------ the lock
+def lock(run_dir: str) -> None:
+    """RUN_DIR/run.lock, flocked for the run's lifetime, holding our pid (scores.py's lock_holder reads it)."""
+    path = os.path.join(run_dir, "run.lock")
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        what = "is a directory" if os.path.isdir(path) else f"cannot be opened for writing ({e.strerror})"
+        raise UserError(f"{path} {what}: a run holds this file while it writes {run_dir}; remove it, or make the "
+                        "folder writable") from None  # fmt: skip
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pid = os.read(fd, 32).decode(errors="replace").strip()
+        os.close(fd)
+        raise UserError(f"{run_dir} is in use by another process ({path} is held{f' by pid {pid}' * bool(pid)}); "
+                        "stop it first") from None  # fmt: skip
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    RUN.lock = (fd, path)
+
+
+def release() -> None:
+    """run.lock removed while held (a waiter then finds it gone), then let go."""
+    if RUN.lock is not None:
+        fd, path = RUN.lock
+        with contextlib.suppress(OSError):
+            os.remove(path)
+        os.close(fd)
+        RUN.lock = None
+
+
+# ---------------------------------------------------------------------------------------------------- the records
+def note_dynamics() -> None:
+    """config.json's _dynamics, once the run directory and the ensemble's source are both known."""
+    if RUN.run_dir is not None and RUN.dynamics is not None:
+        atomic_save(read_json(RUN.path("config.json")) | {"_dynamics": RUN.dynamics}, RUN.path("config.json"))
+        RUN.dynamics = None
+
+
+def summary_records() -> dict:
+    """What summary.json adds to plumbing's: every invocation, the ensemble's source, this invocation's wall time."""
+    with contextlib.suppress(OSError, ValueError), open(RUN.path("invocations.jsonl")) as f:
+        invocations = [json.loads(line) for line in f if line.strip()]
+    dynamics = read_json(RUN.path("config.json")).get("_dynamics")
+    return {"invocations": locals().get("invocations", []), "dynamics": dynamics,
+            "wall_seconds_this_invocation": time.time() - RUN.t0}  # fmt: skip
+
+
+def write_summary(extra: dict) -> dict:
+    summary = read_json(RUN.path("summary.json")) | summary_records() | extra
+    atomic_save(summary, RUN.path("summary.json"))
+    return summary
+
+
+def removed_new_dir() -> bool:
+    """A run that started here and failed before it made anything a resume uses (e.g. its ensemble fit diverged)
+    leaves no run directory."""
+    if not (RUN.created and os.path.isdir(RUN.run_dir)) or any(os.path.exists(RUN.path(f)) for f in KEPT):
+        return False
+    release()
+    shutil.rmtree(RUN.run_dir, ignore_errors=True)
+    return True
+
+
+def failed(error: str) -> None:
+    """A run that failed: its summary.json says "failed" and why (scores.py does not retry it unless told to)."""
+    if RUN.run_dir is None or not os.path.isdir(RUN.run_dir) or removed_new_dir():
+        return
+    with contextlib.suppress(OSError, ValueError), open(RUN.path("metrics.csv")) as f:
+        epochs = max((int(float(r["epoch"])) for r in csv.DictReader(f)), default=0)
+    args, task = RUN.args, RUN.task
+    known = {"env": task and task.name, "algorithm": os.path.splitext(os.path.basename(RUN.module.__file__))[0],
+             "exp_name": args.exp_name, "seed": args.seed, "run_dir": RUN.run_dir, "epochs": locals().get("epochs", 0)}  # fmt: skip
+    with contextlib.suppress(OSError):  # a full disk: the one line still says what happened
+        write_summary(known | {"status": "failed", "finished": False, "error": error})
+
+
+# ---------------------------------------------------------------------------------------------------- the wrappers
+def resolve_task(real, env, dataset_path, eval_env, data_dir):
+    """The dataset's path and fingerprint; a resume refused once the file changed since the run started."""
+    task, path = real(env, dataset_path, eval_env, data_dir)
+    RUN.task, fingerprint = task, file_fingerprint(path)
+    RUN.dataset = {"path": path if path.startswith("minari:") else os.path.abspath(path), "fingerprint": fingerprint}
+    saved = (read_json(os.path.join(RUN.run_dir, "config.json")).get("_dataset") or {}) if RUN.args.resume else {}
+    if saved.get("fingerprint", fingerprint) != fingerprint:
+        raise UserError(f"the dataset {path} changed since {RUN.run_dir} started (size:hash {saved['fingerprint']} "
+                        f"-> {fingerprint}); resume with the original file or start a new run")  # fmt: skip
+    return task, path
+
+
+def apply_presets(real, args, task):
+    """config.json's _filled: what the presets filled (the flags left unset)."""
+    unset = {k for k, v in asdict(args).items() if v is None}
+    args, preset = real(args, task)
+    RUN.filled = {k: v for k, v in asdict(args).items() if k in unset and v is not None and k != "threads"}
+    return args, preset
+
+
+def open_run(real, args, task, preset, n):
+    """A new run directory locked and its provenance added to config.json; every start and resume a line of
+    invocations.jsonl."""
+    run_dir, ckpt, writer = real(args, task, preset, n)
+    if args.resume is None:
+        RUN.run_dir, RUN.created = run_dir, True
+        lock(run_dir)
+        config = read_json(RUN.path("config.json")) | {"_dataset": RUN.dataset, "_typed": sorted(RUN.typed),
+                 "_filled": RUN.filled, "_command": RUN.argv, "_git_revision": RUN.revision}  # fmt: skip
+        atomic_save(config, RUN.path("config.json"))
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+    record = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "start_epoch": ckpt["epoch"],
+              "torch_threads": torch.get_num_threads(), "device_name": device_name(device), "command": RUN.argv,
+              "git_revision": RUN.revision}  # fmt: skip
+    with open(RUN.path("invocations.jsonl"), "a") as f:
+        f.write(json.dumps(record) + "\n")
+    note_dynamics()  # an ensemble loaded before the run directory was made
+    return run_dir, ckpt, writer
+
+
+def load_dynamics(real, model, path, seed):
+    metrics = real(model, path, seed)
+    if RUN.args.resume is None or path != os.path.join(RUN.args.resume, "dynamics.pt"):  # not the run's own copy
+        RUN.dynamics = {"source": "loaded", "path": os.path.abspath(path),
+                        "holdout_mse": metrics.get("dynamics/holdout_mse")}  # fmt: skip
+        note_dynamics()
+    return metrics
+
+
+def fit_dynamics(real, model, data, **settings):
+    metrics = real(model, data, **settings)
+    RUN.dynamics = {"source": "fitted", "holdout_mse": metrics.get("dynamics/holdout_mse")}
+    if RUN.run_dir is not None and not os.path.isfile(RUN.path("dynamics.pt")):
+        # what the method file saves right after its fit, in its format, with the RNG state as it is now (the files'
+        # `if source != own` skips a fresh fit, where both are None): the launchers' cache shares this file
+        ensemble = {"model": model.state_dict(), "metrics": metrics, "rng": rng_state(), "seed": RUN.args.seed}
+        atomic_save(ensemble, RUN.path("dynamics.pt"))
+    note_dynamics()
+    return metrics
+
+
+def check_finite(real, metrics, modules, epoch):
+    try:
+        return real(metrics, modules, epoch)
+    except UserError:
+        RUN.nonfinite = True  # a failed run, not one to resume
+        raise
+
+
+def finish(real, run_dir, args, task, rows, stop, seconds, preset, actor):
+    """summary.json with the launcher's records; after a signal, the command that continues the run through here."""
+    try:
+        summary = real(run_dir, args, task, rows, stop, seconds, preset, actor)
+    except Stop as e:
+        write_summary({})
+        raise Stop(e.signum, f"checkpoint saved; {RUN.resume_hint()}") from None
+    return summary | write_summary({})
+
+
+def replay_buffer(real):
+    class ReplayBuffer(real):
+        """The file's buffer, refused in one line before it is allocated when it needs more than the free memory."""
+
+        def __init__(self, capacity, fields, device):
+            check_memory(4 * capacity * sum(fields.values()), f"a buffer of {capacity:,} rows", device)
+            super().__init__(capacity, fields, device)
+
+    return ReplayBuffer
+
+
+def check_memory(nbytes: int, what: str, device) -> None:
+    """Refuse in one line, before any work, an allocation larger than the device's free memory."""
+    device, free = torch.device(device), float("inf")  # not Linux: nothing to measure against
+    if device.type == "cuda":
+        free = torch.cuda.mem_get_info(device)[0]
+    else:
+        with contextlib.suppress(OSError, ValueError), open("/proc/meminfo") as f:
+            free = next((int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:")), free)
+    if nbytes > free:
+        raise UserError(f"{what} needs {nbytes / 2**30:,.1f} GiB, more than the {free / 2**30:,.1f} GiB free on the "
+                        f"{device.type}; lower the flags that size it")  # fmt: skip
+
+
+def hook(module) -> None:
+    """Replace the module's names with the wrappers (once per module; with no run launched they pass through)."""
+    if module.__name__ in HOOKED:
+        return
+    HOOKED.add(module.__name__)
+    if hasattr(module, "save"):
+        module.save = atomic_save  # a failed checkpoint write is an OSError naming the file, not torch's RuntimeError
+    if hasattr(module, "ReplayBuffer"):
+        module.ReplayBuffer = replay_buffer(module.ReplayBuffer)
+    wrappers = (resolve_task, apply_presets, open_run, load_dynamics, fit_dynamics, check_finite, finish)
+    for wrapper in (w for w in wrappers if hasattr(module, w.__name__)):
+        real = getattr(module, wrapper.__name__)
+
+        def wrapped(*a, real=real, wrapper=wrapper, **kw):
+            return wrapper(real, *a, **kw) if RUN is not None else real(*a, **kw)
+
+        setattr(module, wrapper.__name__, wrapped)
+
+
+# ------------------------------------------------------------------------------------------------------- the run
+def fault(e: BaseException) -> str:
+    """A fault of the operating system as one line naming the fix."""
+    if RUN.run_dir is not None and not os.path.isdir(RUN.run_dir):
+        return f"the run directory {RUN.run_dir} was deleted while the run was writing it ({e}); start the run again"
+    said = e.strerror if isinstance(e, OSError) and e.filename is None and e.strerror else str(e).splitlines()[0]
+    code = e.errno if isinstance(e, OSError) else errno.ENOSPC  # torch.save's RuntimeError: a write that failed
+    why = f"{said}; {FIXES.get(code, 'free disk space or pass a writable --runs-dir')}"
+    return why + (f"; {RUN.resume_hint()}" if RUN.run_dir is not None else "")
+
+
+def launched(main):
+    """`main` with the lock of a resumed run taken first, and its failures recorded and said in one line."""
+
+    def run(args):
+        RUN.args, RUN.t0, folder = args, time.time(), args.resume or args.runs_dir
+        if why := toolbox.unwritable_folder(folder):  # before the data loads
+            raise UserError(f"cannot write in {folder}: {why}; pass a writable --runs-dir")
+        try:
+            if args.resume is not None:
+                RUN.run_dir = args.resume
+                lock(args.resume)
+            return main(args)
+        except Stop as e:  # a signal before the epochs (in the fit): how to continue
+            if e.message or RUN.run_dir is None or not os.path.isdir(RUN.run_dir):
+                raise
+            raise Stop(e.signum, RUN.resume_hint()) from None
+        except (OSError, RuntimeError) as e:
+            if isinstance(e, RuntimeError) and not toolbox.failed_write(e):
+                raise  # plumbing.cli's: out of memory one line, else a bug's traceback
+            failed(why := fault(e))
+            raise UserError(why) from None
+        except UserError as e:
+            failed(str(e)) if RUN.nonfinite else removed_new_dir()
+            raise
+        finally:
+            release()
+
+    return run
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    usage = f"usage: python benchmarks/launch.py algorithms/METHOD.py [its flags] (METHOD: {', '.join(METHODS)})"
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage)
+        sys.exit(0 if argv else 2)
+    name = os.path.splitext(os.path.basename(argv[0]))[0]
+    own = os.path.join(ROOT, "algorithms", f"{name}.py")
+    if name not in METHODS or not os.path.isfile(argv[0]) or not os.path.samefile(argv[0], own):
+        print(f"error: {argv[0]}: not a method file of this project's algorithms/; {usage[7:]}", file=sys.stderr)
+        sys.exit(2)
+    global RUN
+    module = toolbox.algorithm(name)
+    hook(module)
+    RUN, previous = Launch(argv, module), threading.excepthook
+    # TensorBoard's writer thread: its OSError (a full disk) is raised again in the main thread at its next write,
+    # which says it in one line; the thread's own traceback is not printed
+    threading.excepthook = lambda hook: None if issubclass(hook.exc_type, OSError) else previous(hook)
+    sys.argv = argv  # as `python algorithms/METHOD.py FLAGS` has it: tyro's usage line names the method file
+    # plumbing.cli hands `resumed` every word of the command line as a typed flag, values too (a KeyError on
+    # `--resume DIR --epochs 4`): until it keeps only the flags, the launcher keeps only the Args' fields
+    resumed = plumbing.resumed
+    plumbing.resumed = lambda args, typed: resumed(args, typed & {f.name for f in fields(args)})
+    try:
+        cli(launched(module.main), module.Args, argv[1:])
+    finally:
+        RUN, threading.excepthook, plumbing.resumed = None, previous, resumed
+
+
+if __name__ == "__main__":
+    main()
