@@ -35,8 +35,7 @@ import torch
 
 import toolbox  # noqa: E402  (puts algorithms/ on the path: plumbing)
 from toolbox import ROOT, UserError, atomic_save, file_fingerprint, git_revision, read_json  # noqa: E402
-import plumbing  # noqa: E402
-from plumbing import Stop, cli, device_name, rng_state  # noqa: E402
+from plumbing import Stop, cli, device_name  # noqa: E402
 
 
 KEPT = ("checkpoint.pt", "dynamics.pt", "metrics.csv")  # what a resume uses: a failed start without them leaves no dir
@@ -205,11 +204,6 @@ def load_dynamics(real, model, path, seed):
 def fit_dynamics(real, model, data, **settings):
     metrics = real(model, data, **settings)
     RUN.dynamics = {"source": "fitted", "holdout_mse": metrics.get("dynamics/holdout_mse")}
-    if RUN.run_dir is not None and not os.path.isfile(RUN.path("dynamics.pt")):
-        # what the method file saves right after its fit, in its format, with the RNG state as it is now (the files'
-        # `if source != own` skips a fresh fit, where both are None): the launchers' cache shares this file
-        ensemble = {"model": model.state_dict(), "metrics": metrics, "rng": rng_state(), "seed": RUN.args.seed}
-        atomic_save(ensemble, RUN.path("dynamics.pt"))
     note_dynamics()
     return metrics
 
@@ -335,14 +329,10 @@ def main(argv: Optional[list[str]] = None) -> None:
     # which says it in one line; the thread's own traceback is not printed
     threading.excepthook = lambda hook: None if issubclass(hook.exc_type, OSError) else previous(hook)
     sys.argv = argv  # as `python algorithms/METHOD.py FLAGS` has it: tyro's usage line names the method file
-    # plumbing.cli hands `resumed` every word of the command line as a typed flag, values too (a KeyError on
-    # `--resume DIR --epochs 4`): until it keeps only the flags, the launcher keeps only the Args' fields
-    resumed = plumbing.resumed
-    plumbing.resumed = lambda args, typed: resumed(args, typed & {f.name for f in fields(args)})
     try:
         cli(launched(module.main), module.Args, argv[1:])
     finally:
-        RUN, threading.excepthook, plumbing.resumed = None, previous, resumed
+        RUN, threading.excepthook = None, previous
 
 
 if __name__ == "__main__":
