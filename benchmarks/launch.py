@@ -314,7 +314,10 @@ def main(argv: Optional[list[str]] = None) -> None:
     argv = sys.argv[1:] if argv is None else list(argv)
     usage = f"usage: python benchmarks/launch.py algorithms/METHOD.py [its flags] (METHOD: {', '.join(METHODS)})"
     if not argv or argv[0] in ("-h", "--help"):
-        print(usage)
+        print(f"{usage}\n\nRuns a method file's main as `python algorithms/METHOD.py` does, with what a lab adds: run.lock,"
+              " config.json's\nprovenance, invocations.jsonl, the dataset's fingerprint, one line for a fault of the "
+              "machine (docs/runs.md).\n\n  -h, --help   this help; `python algorithms/METHOD.py --help` lists a "
+              "method's flags", file=sys.stdout if argv else sys.stderr)  # fmt: skip
         sys.exit(0 if argv else 2)
     name = os.path.splitext(os.path.basename(argv[0]))[0]
     own = os.path.join(ROOT, "algorithms", f"{name}.py")
