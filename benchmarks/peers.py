@@ -1069,7 +1069,7 @@ def main(argv=None) -> int:
         peer_settings=dict(vars(peer_args)), task=task, eval_env=eval_env_id,
         reference_returns=list(ref) if ref else None, score_kind="d4rl_normalized" if ref else "raw_return",
         dataset_path=os.path.abspath(args.dataset_path),
-        dataset_fingerprint=plumbing.file_fingerprint(args.dataset_path),  # as our runs' _dataset records it
+        dataset_fingerprint=file_fingerprint(args.dataset_path),  # as our runs' _dataset records it
         dataset_rows=len(raw["observations"]), transitions_kept_by_qlearning_dataset=kept,
         action_scale=scale,  # the file's actions times this are what the peer gets; its policy's ÷ it, the env's
         actions_handed=[float(handed["actions"].min()), float(handed["actions"].max())], stubs=stubs, replaced=replaced,

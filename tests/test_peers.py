@@ -667,7 +667,7 @@ def test_official_td3bc_runs_its_jump_branch_as_written(peers, jump_file, tmp_pa
         summary["last10_score"] == pytest.approx(np.mean(returns)) and summary["dynamics_source"] == "none (no model)"
     )
     assert config["run_script"] == "run_example/run_td3bc.py" and config["action_scale"] == 3.0
-    assert config["dataset_fingerprint"] == plumbing.file_fingerprint(jump_file)  # the data, not only its path
+    assert config["dataset_fingerprint"] == toolbox.file_fingerprint(jump_file)  # the data, not only its path
     command = config["run_script_command"]
     assert command[:4] == ["--task", "halfcheetahvelSafejump-hard", "--dataset", os.path.abspath(jump_file)]
     assert config["peer_settings"]["alpha"] == 2.5 and "--rollout-batch-size" not in command
