@@ -661,7 +661,8 @@ def main(args: Args) -> dict:
     task, path = resolve_task(args.env, args.dataset_path, args.eval_env, args.data_dir)
     args, preset = apply_presets(args, task)
     args.exp_name = args.exp_name or "mbpo"
-    check_args(args) if not args.resume else None  # the preset's values with the user's
+    if not args.resume:  # a resumed run's flags passed when it started
+        check_args(args)  # the preset's values with the user's
     device = seed_everything(args)
     envs = make_eval_envs(task, args.eval_episodes)
     data, max_action = load_data(task, path, envs, device)

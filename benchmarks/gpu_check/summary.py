@@ -94,7 +94,7 @@ if timed:
 log = os.path.join(work, "logs", "resume.log")
 text = open(log).read() if os.path.isfile(log) else ""
 after = rows(main)
-start = re.search(r"resumed .* at epoch (\d+)", text)
+start = re.search(r"resumed.*? at epoch (\d+)", text)  # "...; resumed at epoch N" (plumbing.open_run)
 out["resume"] = dict(from_epoch=int(start.group(1)) if start else None,
                      to_epoch=int(after[-1]["epoch"]) if after else None,
                      summary_status=load(main, "summary.json").get("status"))  # fmt: skip
