@@ -978,7 +978,7 @@ def main(args: Args) -> dict:
     stop = catch_signals(defer=True)  # a signal: the loop ends after its epoch, with a checkpoint
     t_start, t_save = time.time(), time.time() + 60 * args.checkpoint_minutes
 
-    for epoch in tqdm(range(done + 1, last + 1), f"{args.exp_name} {task.name}", args.epochs, initial=done):
+    for epoch in (bar := tqdm(range(done + 1, last + 1), f"{args.exp_name} {task.name}", args.epochs, initial=done)):
         t0 = time.time()
         # Algorithm 2, lines 5-22: rollouts of π^o (stochastic SAC) and π^p (TD3 noise) from the same b states of D
         start = real.sample(args.rollout_batch_size)
@@ -999,6 +999,7 @@ def main(args: Args) -> dict:
         if epoch % args.eval_every == 0 or epoch == args.epochs:  # π^p in the real env (D4RL score) and in the model
             m, first_obs = evaluate(output_eval, envs, task, args.seed + 1000 * epoch, device, rows)
             metrics |= m | model_eval(dynamics, terminal, u_of, args.gamma, output_eval, first_obs, envs)
+            bar.set_postfix(score=f"{m.get('eval/normalized_score', m['eval/return']):.1f}")
         metrics["charts/rollout_seconds"] = t_rollout
         log(writer, rows, run_dir, epoch, metrics, t0, args.steps_per_epoch)  # metrics.csv, TensorBoard
         if epoch % args.checkpoint_every == 0 or epoch == last or stop or time.time() > t_save:
@@ -1008,6 +1009,7 @@ def main(args: Args) -> dict:
             t_start, t_save = time.time(), time.time() + 60 * args.checkpoint_minutes
         if stop:
             break
+    bar.close()  # the lines after the loop start their own
     envs.close()
     writer.close()
     return finish(run_dir, args, task, rows, stop, ckpt["seconds"] + time.time() - t_start, preset, output_policy.actor)

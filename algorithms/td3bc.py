@@ -330,13 +330,14 @@ def main(args: Args) -> dict:
     stop = catch_signals(defer=True)  # a signal: the loop ends after its epoch, with a checkpoint
     t_start, t_save = time.time(), time.time() + 60 * args.checkpoint_minutes
 
-    for epoch in tqdm(range(done + 1, last + 1), f"{args.exp_name} {task.name}", args.epochs, initial=done):
+    for epoch in (bar := tqdm(range(done + 1, last + 1), f"{args.exp_name} {task.name}", args.epochs, initial=done)):
         t0 = time.time()
         first = (epoch - 1) * args.steps_per_epoch
         metrics = gradient_steps(gradient_step, first, args.steps_per_epoch, args.policy_freq, graphs, [policy])
         check_finite(metrics, {"policy": policy}, epoch)
         if epoch % args.eval_every == 0 or epoch == args.epochs:  # the policy in the real env (D4RL score)
-            metrics |= evaluate(policy.actor, envs, task, args.seed + 1000 * epoch, device, rows)[0]
+            metrics |= (m := evaluate(policy.actor, envs, task, args.seed + 1000 * epoch, device, rows)[0])
+            bar.set_postfix(score=f"{m.get('eval/normalized_score', m['eval/return']):.1f}")
         log(writer, rows, run_dir, epoch, metrics, t0, args.steps_per_epoch)  # metrics.csv, TensorBoard
         if epoch % args.checkpoint_every == 0 or epoch == last or stop or time.time() > t_save:
             seconds = ckpt["seconds"] + time.time() - t_start
@@ -345,6 +346,7 @@ def main(args: Args) -> dict:
             t_start, t_save = time.time(), time.time() + 60 * args.checkpoint_minutes
         if stop:
             break
+    bar.close()  # the lines after the loop start their own
     envs.close()
     writer.close()
     return finish(run_dir, args, task, rows, stop, ckpt["seconds"] + time.time() - t_start, "none", policy.actor)

@@ -461,7 +461,7 @@ def test_a_job_at_its_time_limit_checkpoints_is_requeued_and_resumes_to_the_same
     assert out.count("Starting with JobEnvironment") == 2, out[-3000:]
     log = (runs / "_grid" / "logs" / f"{ENV}__orpo__1.log").read_text()
     assert log.count("=== ") == 2 and "--resume" in log.split("=== ")[2], log[-3000:]
-    resumed = re.search(r"resumed \S+ at epoch (\d)", log)
+    resumed = re.search(r"resumed (?:\S+ )?at epoch (\d)", log)  # "RUN_DIR: ...; resumed at epoch N"
     assert resumed and 1 <= int(resumed.group(1)) <= 3, log[-3000:]  # continued from a checkpoint, not restarted
     assert metrics_without_timings(run_dir(runs, "orpo", 1)) == metrics_without_timings(uninterrupted)
 
