@@ -926,7 +926,7 @@ def test_the_jump_page_says_what_the_paper_states_and_what_it_does_not():
     what its ± is; the rollout start states are the official scripts' default (run_orpo.py L66, run_mopo.py L47), not
     the paper's. The page says no more."""
     page = " ".join(jump_page(os.path.join(ROOT, "results")).split())
-    if os.environ.get("ORPO_PAPER_TEX"):  # the paper's source where the machine has it (.ci/run sets it): the lines cited
+    if os.environ.get("ORPO_PAPER_TEX"):  # the paper's source, where .ci/run finds it: the lines the page cites
         tex = open(os.environ["ORPO_PAPER_TEX"], encoding="utf-8").read().splitlines()
         assert "Average returns over 5 random seeds on tasks that require OOD policy." in tex[495]
         assert "last 10 iterations of evaluation" in tex[1260]
