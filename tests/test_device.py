@@ -187,16 +187,12 @@ def probed_epochs(module, device: torch.device, monkeypatch):
         module.EnsembleDynamics.step,
     )
 
-    def probed_tqdm(iterable=None, *a, **k):  # main's epoch loop iterates a range; the fit's bar is a context
-        if not isinstance(iterable, range):
-            return tqdm(iterable, *a, **k)
-
-        def epochs():
-            for epoch in tqdm(iterable, *a, **k):
-                enter("the rollouts")
+    class probed_tqdm(tqdm):  # main's epoch loop iterates a range (its bar shows the score); the fit's bar is a context
+        def __iter__(self):
+            for epoch in super().__iter__():
+                if isinstance(self.iterable, range):
+                    enter("the rollouts")
                 yield epoch
-
-        return epochs()
 
     def probed_gradient_steps(*a, **k):
         leave()
