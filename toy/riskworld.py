@@ -35,11 +35,13 @@ import signal
 import sys
 import tempfile
 import time
+import threading
 import traceback
 from dataclasses import dataclass
 from typing import Annotated, Literal, Optional
 
 import gymnasium as gym
+import tqdm.std as tqdm_std
 import h5py
 import numpy as np
 from gymnasium import spaces
@@ -357,7 +359,8 @@ def uncertainty_grid(model, u: str, n: int = 61, k: int = 5) -> tuple[np.ndarray
     ax, ay = np.meshgrid(acts, acts)
     obs = torch.as_tensor(np.stack([gx.ravel(), gy.ravel()], 1), dtype=torch.float32).repeat_interleave(k * k, 0)
     act = torch.as_tensor(np.tile(np.stack([ax.ravel(), ay.ravel()], 1), (n * n, 1)), dtype=torch.float32)
-    values = model.step(obs, act, u)[2]
+    mean, std = model.step(obs, act)[2:]  # every member's Gaussian; u is the method's own function of them
+    values = toolbox.algorithm("orpo").uncertainty(mean, std, u)
     return xs, values.reshape(n * n, k * k).mean(1).reshape(n, n).numpy()
 
 
@@ -509,10 +512,11 @@ def worker(job: Job, progress, parent: int, outcome) -> None:
         import torch
 
         torch.set_num_threads(1)  # 2 shared cores: a busy second core makes 2-thread OpenMP matmuls very slow
+        # tqdm's default lock is a multiprocessing lock, a semaphore the resource tracker counts: a worker killed at a
+        # signal would leave it "leaked" (a warning on the toy's stderr); one process needs a thread lock only
+        tqdm_std.tqdm.set_lock(threading.RLock())
 
-        class Bar(
-            toolbox.algorithm("orpo").tqdm
-        ):  # the algorithms' bars (epochs, fits) report to the parent instead of the log
+        class Bar(toolbox.algorithm("orpo").tqdm):  # the algorithms' bars (epochs, fits) report to the parent
             def __init__(self, *a, **kw):
                 super().__init__(*a, **{**kw, "file": io.StringIO(), "disable": False, "mininterval": 0, "miniters": 1})
 
@@ -541,6 +545,9 @@ def run_jobs(jobs: list[Job], workers: int, on_done) -> None:
 
     from tqdm import tqdm
 
+    # no monitor thread: the signal mask around a worker's start must hold for the whole process (a signal taken by
+    # another thread still ran the handler in the main thread, mid-start, and the half-fed worker printed a traceback)
+    tqdm.monitor_interval = 0
     context = multiprocessing.get_context("spawn")
     progress, todo, active = context.Queue(), list(jobs), {}  # active: process -> (job, bar, its outcome's pipe)
     for job in jobs:
