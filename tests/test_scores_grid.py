@@ -43,7 +43,9 @@ COMMON = [
     "--eval-every",
     "3",
 ]
-MODEL = [
+MODEL = [  # orpo's epochs long enough (300 steps, ~1 s) for the local grid's kill to land mid-run after a checkpoint
+    "--steps-per-epoch",
+    "300",
     "--rollout-batch-size",
     "64",
     "--dynamics-max-epochs",
