@@ -461,13 +461,6 @@ def open_run(args, task, preset, n):
     ):
         raise UserError(f"{path} does not fit this run (its epoch {ckpt['epoch']!r} or its rows); pass another run")
     try:
-        import wandb
-
-        wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, config=asdict(args), dir=run_dir,
-                   name=name, sync_tensorboard=True, save_code=True) if args.track else None  # fmt: skip
-    except Exception as e:  # no login, no network, not installed
-        raise UserError(f"--track: wandb did not start ({e}); run `wandb login` or set WANDB_MODE=offline") from None
-    try:
         os.makedirs(args.runs_dir, exist_ok=True)
         for k in [] if run_dir else range(1, 999):
             with contextlib.suppress(FileExistsError):  # atomic: two runs started in the same second get two folders
@@ -477,6 +470,9 @@ def open_run(args, task, preset, n):
                 break
     except OSError as e:
         raise UserError(f"cannot write in {args.runs_dir} ({e.strerror}); pass a writable --runs-dir") from None
+    if args.track:  # started by cli; now it knows the run's name and its effective flags
+        sys.modules["wandb"].run.name = os.path.basename(run_dir)
+        sys.modules["wandb"].config.update(asdict(args), allow_val_change=True)
     writer = SummaryWriter(run_dir, purge_step=ckpt["epoch"] + 1 if ckpt["epoch"] else None)
     writer.add_text(
         "hyperparameters", "|param|value|\n|-|-|\n" + "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
@@ -604,6 +600,8 @@ def finish(run_dir, args, task, rows, stop, seconds, preset, actor):
                "device": str(device), "device_name": device_name(device), "torch_threads": torch.get_num_threads(),
                "wall_seconds": seconds}  # fmt: skip
     save(summary, os.path.join(run_dir, "summary.json"))
+    if args.track:
+        sys.modules["wandb"].finish()
     label = "D4RL score" if score == "normalized_score" else "return"
     scores = f"{label} {summary[score]:.1f}, last-10 {summary['last10_score']:.1f}" if last else "no evaluation"
     print(f"{status}: {summary['epochs']} epochs in {seconds / 60:.1f} min, {scores}; {run_dir}/summary.json")
@@ -643,6 +641,16 @@ def cli(main, args_class, argv=None):
             args = resumed(
                 args, {w[2:].split("=")[0].replace("-", "_").removeprefix("no_") for w in argv if w[:2] == "--"}
             )
+        if args.track:  # before any work: a missing login is one line, not one after an hours-long ensemble fit
+            try:
+                import wandb
+
+                wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, config=asdict(args),
+                           sync_tensorboard=True, save_code=True)  # fmt: skip
+            except Exception as e:  # no login, no network, not installed
+                raise UserError(
+                    f"--track: wandb did not start ({e}); run `wandb login` or set WANDB_MODE=offline"
+                ) from None
         main(args)
     except (UserError, KeyboardInterrupt, MemoryError, RuntimeError) as e:
         stop = e

@@ -19,7 +19,7 @@ import h5py
 import numpy as np
 import pytest
 import torch
-from conftest import ALGORITHMS, TINY, load_module, run_file, write_random_dataset
+from conftest import ALGORITHMS, TINY, load_module, run_file, run_script, write_random_dataset
 
 import plumbing  # noqa: E402  (conftest puts algorithms/ on sys.path)
 
@@ -404,13 +404,46 @@ def test_an_unwritable_runs_dir_is_one_line_and_leaves_nothing(cli, tmp_path):
     assert code == 1 and "cannot write in a_file/runs (Not a directory); pass a writable --runs-dir" in err
 
 
-def test_track_without_a_wandb_login_is_one_line_before_a_run_dir_is_made(cli, monkeypatch, tmp_path):
+def test_track_without_a_wandb_login_is_one_line_before_any_work(cli, monkeypatch, tmp_path):
+    """Before the data loads and the ensemble is fitted (not hours later), and no run directory."""
     monkeypatch.setenv("WANDB_MODE", "online")
     monkeypatch.setenv("WANDB_API_KEY", "")
     monkeypatch.setenv("HOME", str(tmp_path))
-    code, out, err = cli("td3bc", "--env", "hopper-random-v2", "--track")
-    assert code == 1 and "--track: wandb did not start" in err and "WANDB_MODE=offline" in err and "preset" not in out
+    code, out, err = cli("mopo", "--env", "hopper-random-v2", *TINY, "--track")
+    assert code == 1 and "--track: wandb did not start" in err and "WANDB_MODE=offline" in err, err
+    assert "preset" not in out and "dynamics" not in out + err
     assert_nothing_written(tmp_path)
+
+
+def test_track_names_the_wandb_run_after_the_run_and_gives_it_the_effective_flags(cli, monkeypatch, tmp_path):
+    """A stand-in for wandb: started before any work, named after the run directory once there is one, updated with
+    the flags the preset filled (λp of hopper-random), finished with the run."""
+    calls = []
+    fake = type(sys)("wandb")
+    fake.run = type("Run", (), {})()
+    fake.config = type("Config", (), {"update": lambda self, c, **k: calls.append(("config", c))})()
+    fake.init = lambda **k: calls.append(("init", k))
+    fake.finish = lambda: calls.append(("finish",))
+    monkeypatch.setitem(sys.modules, "wandb", fake)
+    code, out, err = cli("mopo", "--env", "hopper-random-v2", *TINY, "--epochs", "1", "--track")
+    assert code == 0, err
+    assert [c[0] for c in calls] == ["init", "config", "finish"] and calls[0][1]["sync_tensorboard"]
+    assert fake.run.name == os.path.basename(only_run(tmp_path / "runs")) and calls[1][1]["lambda_p"] == 5.9
+
+
+def test_track_logs_the_run_to_wandb_offline(hopper_data_dir, tmp_path):
+    """--track with WANDB_MODE=offline (its own process: wandb keeps its settings for the life of one): the wandb run
+    is named after the run directory, holds the effective flags and is finished with the run."""
+    env = {"WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path)}
+    done = run_script("algorithms/td3bc.py", "--env", "hopper-random-v2", *TD3BC, "--track", cwd=str(tmp_path),
+                      data_dir=hopper_data_dir[0], extra_env=env, fresh=True)  # fmt: skip
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    run = os.path.basename(only_run(tmp_path / "runs"))
+    (offline,) = [d for d in os.listdir(tmp_path / "wandb") if d.startswith("offline-run-")]
+    assert os.listdir(tmp_path / "wandb" / offline / "files" / "runs" / run)  # TensorBoard's events, synced
+    (record,) = [f for f in os.listdir(tmp_path / "wandb" / offline) if f.endswith(".wandb")]
+    record = (tmp_path / "wandb" / offline / record).read_bytes()  # what `wandb sync` uploads
+    assert run.encode() in record and b"normalize_obs" in record and b"eval/return" in record
 
 
 def test_nonfinite_weights_stop_the_run_before_evaluating_and_keep_the_last_good_checkpoint(files, cli, monkeypatch,
