@@ -471,12 +471,12 @@ def open_run(args, task, preset, n):
     except OSError as e:
         raise UserError(f"cannot write in {args.runs_dir} ({e.strerror}); pass a writable --runs-dir") from None
     if args.track:  # started by cli; now it knows the run's name and its effective flags
-        sys.modules["wandb"].run.name = os.path.basename(run_dir)
-        sys.modules["wandb"].config.update(asdict(args), allow_val_change=True)
+        import wandb
+
+        wandb.run.name = os.path.basename(run_dir)
+        wandb.config.update(asdict(args), allow_val_change=True)
     writer = SummaryWriter(run_dir, purge_step=ckpt["epoch"] + 1 if ckpt["epoch"] else None)
-    writer.add_text(
-        "hyperparameters", "|param|value|\n|-|-|\n" + "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
-    )
+    writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items()))  # fmt: skip
     print(f"{run_dir}: {task.name} ({n} transitions) -> {task.gym_id} ({task.reward_fn} reward), seed {args.seed}, "
           f"preset {preset}" + f"; resumed at epoch {ckpt['epoch']}" * bool(ckpt["epoch"]))  # fmt: skip
     return run_dir, ckpt, writer
@@ -537,9 +537,9 @@ def load(path, what, keys=()):
             raise ValueError(f"not a dict with {', '.join(keys)}")
         return obj
     except Exception as e:  # torch raises many types for missing, truncated, corrupt or foreign files
-        reason = "it holds objects beyond tensors and plain values" if "Weights only" in str(e) else str(e).splitlines()
-        raise UserError(f"{path} is not a usable {what} ({reason if isinstance(reason, str) else reason[0] if reason else type(e).__name__}); "
-                        "pass another file") from None  # fmt: skip
+        reason = (str(e).splitlines() or [type(e).__name__])[0]
+        reason = "it holds objects beyond tensors and plain values" if "Weights only" in reason else reason
+        raise UserError(f"{path} is not a usable {what} ({reason}); pass another file") from None
 
 
 def restore(parts, saved, path):
@@ -581,9 +581,10 @@ def device_name(device):
     """The GPU's or the CPU's model, with its cores and torch threads: every result says what it ran on."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
-        cpu = next((line.split(":")[1].strip() for line in f if line.startswith("model name")), "CPU")
-    return f"{locals().get('cpu', 'CPU')} ({os.cpu_count()} cores, {torch.get_num_threads()} torch threads)"
+    cpu = "CPU"
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:  # not Linux: no model name
+        cpu = next((line.split(":")[1].strip() for line in f if line.startswith("model name")), cpu)
+    return f"{cpu} ({os.cpu_count()} cores, {torch.get_num_threads()} torch threads)"
 
 
 def finish(run_dir, args, task, rows, stop, seconds, preset, actor):
@@ -601,7 +602,9 @@ def finish(run_dir, args, task, rows, stop, seconds, preset, actor):
                "wall_seconds": seconds}  # fmt: skip
     save(summary, os.path.join(run_dir, "summary.json"))
     if args.track:
-        sys.modules["wandb"].finish()
+        import wandb
+
+        wandb.finish()
     label = "D4RL score" if score == "normalized_score" else "return"
     scores = f"{label} {summary[score]:.1f}, last-10 {summary['last10_score']:.1f}" if last else "no evaluation"
     print(f"{status}: {summary['epochs']} epochs in {seconds / 60:.1f} min, {scores}; {run_dir}/summary.json")
