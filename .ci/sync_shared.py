@@ -1,7 +1,8 @@
 """The blocks marked `# --- shared: NAME ---` ... `# --- end ---` are byte-identical in every algorithm file that carries
-them; algorithms/orpo.py carries every block and is the reference.
+them; algorithms/orpo.py is the reference for every block it carries, algorithms/cql.py for the one it lacks (cql,
+which combo.py carries too).
 
-Fix a bug once, in algorithms/orpo.py, then copy it to the other files:
+Fix a bug once, in the reference file, then copy it to the other files:
     python .ci/sync_shared.py            # rewrite the other files' copies of orpo.py's blocks
     python .ci/sync_shared.py --check    # only report differences (exit 1); tests/test_shared_blocks.py runs this check
 """
@@ -11,7 +12,7 @@ import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FILES = ("orpo", "mopo", "oroo", "mbpo", "td3bc")
+FILES = ("orpo", "mopo", "oroo", "mbpo", "td3bc", "cql", "combo")
 BLOCK = re.compile(r"^# --- shared: (\w+) ---\n(.*?)^# --- end ---\n", re.S | re.M)
 
 
@@ -32,22 +33,29 @@ def present(root: str = ROOT) -> list[str]:
     return [f for f in FILES if os.path.isfile(os.path.join(root, "algorithms", f + ".py"))]
 
 
+def reference_blocks(root: str = ROOT) -> dict[str, str]:
+    """orpo.py's blocks, and cql.py's that orpo.py lacks (where cql.py exists)."""
+    cql = os.path.join(root, "algorithms", "cql.py")
+    return (blocks(cql) if os.path.isfile(cql) else {}) | blocks(os.path.join(root, "algorithms", "orpo.py"))
+
+
 def differences(root: str = ROOT) -> list[str]:
-    """One line per block that differs from orpo.py's or that orpo.py lacks."""
-    reference = blocks(os.path.join(root, "algorithms", "orpo.py"))
+    """One line per block that differs from the reference's or that no reference carries."""
+    reference = reference_blocks(root)
     problems = []
     for name in present(root):
         for block, body in blocks(os.path.join(root, "algorithms", name + ".py")).items():
             if block not in reference:
-                problems.append(f"{name}.py has a shared block '{block}' that orpo.py lacks")
+                problems.append(f"{name}.py has a shared block '{block}' that neither orpo.py nor cql.py carries")
             elif body != reference[block]:
-                problems.append(f"shared block '{block}' differs between orpo.py and {name}.py")
+                source = "orpo.py" if block in blocks(os.path.join(root, "algorithms", "orpo.py")) else "cql.py"
+                problems.append(f"shared block '{block}' differs between {source} and {name}.py")
     return problems
 
 
 def sync(root: str = ROOT) -> None:
-    """Copy every shared block of orpo.py into the other algorithm files that carry it."""
-    reference = blocks(os.path.join(root, "algorithms", "orpo.py"))
+    """Copy every reference block into the other algorithm files that carry it."""
+    reference = reference_blocks(root)
     for name in present(root):
         path = os.path.join(root, "algorithms", name + ".py")
         with open(path) as f:

@@ -419,10 +419,10 @@ def model_eval(dynamics, terminal, u_of, gamma, actor, first_obs, envs):
 
 def ensemble_problems(a):
     """The ensemble's flags that act only together (every model-based file's Args.problems checks them)."""
+    u = getattr(a, "uncertainty", None)  # combo.py has none to choose
     rules = [(a.num_elites > a.num_ensemble, f"--num-elites {a.num_elites} exceeds --num-ensemble {a.num_ensemble}"),
-             (a.num_ensemble == 1 and a.uncertainty in ("ensemble_var", "ensemble_std"), f"--uncertainty {a.uncertainty}"
-              " is the members' disagreement, 0 with --num-ensemble 1 (λ would do nothing): use 2+ members or "
-              "max_aleatoric")]  # fmt: skip
+             (a.num_ensemble == 1 and u in ("ensemble_var", "ensemble_std"), f"--uncertainty {u} is the members' "
+              "disagreement, 0 with --num-ensemble 1 (λ would do nothing): use 2+ members or max_aleatoric")]  # fmt: skip
     return [why for broken, why in rules if broken]
 
 
@@ -520,7 +520,7 @@ class SAC(nn.Module):
         return self.actor(obs, deterministic)[0]
 
     def get_extra_state(self):  # optimisers travel with the state dict (checkpoints)
-        return {k: getattr(self, k).state_dict() for k in ("actor_optim", "critic_optim", "alpha_optim")}
+        return {k: v.state_dict() for k, v in vars(self).items() if isinstance(v, torch.optim.Optimizer)}
 
     def set_extra_state(self, state):
         for k, v in state.items():
@@ -553,6 +553,10 @@ class SAC(nn.Module):
                 "alpha_loss": alpha_loss.detach(), "q": q.detach().mean(), "entropy": -log_prob.detach().mean()}  # fmt: skip
 
 
+# --- end ---
+
+
+# --- shared: schedule ---
 class CosineLR(torch.optim.lr_scheduler.CosineAnnealingLR):
     """OfflineRL-Kit's cosine annealing of SAC's actor LR over T_max epochs, held at 0 after T_max instead of rising
     again (a run extended past its horizon must not see its learning rate climb back)."""

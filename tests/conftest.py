@@ -57,7 +57,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # dataset scripts `common`, the benchmarks scripts `toolbox`, test_minimal the fixtures' maker
 sys.path[:0] = [os.path.join(ROOT, d) for d in ("algorithms", "datasets", "benchmarks", os.path.join("tests",
          "fixtures"))]  # fmt: skip
-ALGORITHMS = ("orpo", "mopo", "oroo", "mbpo", "td3bc")
+ALGORITHMS = ("orpo", "mopo", "oroo", "mbpo", "td3bc", "cql", "combo")
 # The device of the tests that take one (tests/test_device.py): the CPU unless ORPO_TEST_DEVICE=cuda
 # (benchmarks/gpu_check.sh sets it on a GPU machine; CI never does).
 TEST_DEVICE = os.environ.get("ORPO_TEST_DEVICE", "cpu")

@@ -20,8 +20,10 @@ from test_shared_blocks import MODEL_BASED, blocks
 TD3BC_TINY = ["--epochs", "2", "--steps-per-epoch", "20", "--batch-size", "32", "--hidden-dims", "32", "32",
               "--eval-episodes", "2", "--no-cuda"]  # fmt: skip
 # name: (script, flags); every run uses seed 7 and 2 epochs, so the resume test can compare against it
+MODEL_FREE = ("td3bc", "cql")  # no ensemble, no rollouts, no row 0
 RUNS = {"mopo": ("mopo", TINY), "mopo_td3bc": ("mopo", [*TINY, "--policy", "td3bc", "--exp-name", "mopo_td3bc"]),
-                 "oroo": ("oroo", TINY), "mbpo": ("mbpo", TINY), "td3bc": ("td3bc", TD3BC_TINY)}  # fmt: skip
+                 "oroo": ("oroo", TINY), "mbpo": ("mbpo", TINY), "td3bc": ("td3bc", TD3BC_TINY),
+        "cql": ("cql", [*TD3BC_TINY, "--num-repeat", "4"]), "combo": ("combo", [*TINY, "--num-repeat", "4"])}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -44,23 +46,23 @@ def test_end_to_end_run_writes_a_finite_score(runs, name):
     assert os.path.basename(run_dir).startswith(f"hopper-random-v2__{name}__7__")
     summary = json.load(open(os.path.join(run_dir, "summary.json")))
     assert summary["finished"] and summary["exp_name"] == name and summary["algorithm"] == name.split("_")[0]
-    assert summary["preset"] == (
-        "none" if name == "td3bc" else "hopper-random-v2"
-    )  # mopo_td3bc: mopo.py --policy td3bc
+    presets = {"td3bc": "none", "cql": "none", "combo": "fallback (run_combo.py's defaults)"}
+    assert summary["preset"] == presets.get(name, "hopper-random-v2")  # mopo_td3bc: mopo.py --policy td3bc
     assert np.isfinite(summary["normalized_score"]) and np.isfinite(summary["last10_score"])
-    files = {"config.json", "metrics.csv", "checkpoint.pt", "policy.pt", *(["dynamics.pt"] if name != "td3bc" else [])}
+    files = {"config.json", "metrics.csv", "checkpoint.pt", "policy.pt", *(["dynamics.pt"] if name not in MODEL_FREE else [])}
     assert files <= set(os.listdir(run_dir)) and not glob.glob(os.path.join(run_dir, "*.tmp"))
-    sac = name in ("mopo", "oroo", "mbpo")
+    sac = name in ("mopo", "oroo", "mbpo", "cql", "combo")
     assert torch.load(os.path.join(run_dir,
                       "policy.pt"))["kind"] == ("tanh_gaussian_mlp" if sac else "deterministic_mlp")  # fmt: skip
 
     rows = read_metrics(run_dir)
-    assert [r["epoch"] for r in rows] == (["1", "2"] if name == "td3bc" else ["0", "1", "2"])  # row 0: the fit
+    assert [r["epoch"] for r in rows] == (["1", "2"] if name in MODEL_FREE else ["0", "1", "2"])  # row 0: the fit
     last = rows[-1]
     keys = ["eval/normalized_score", "eval/last10_score", "losses/critic_loss", "losses/actor_loss", "losses/q",
             "charts/epoch_seconds"]  # fmt: skip
     keys += ["losses/alpha", "losses/entropy"] if sac else ["losses/bc_loss"]
-    if name != "td3bc":
+    keys += ["losses/cql_gap", "losses/td_loss"] if name in ("cql", "combo") else []
+    if name not in MODEL_FREE:
         keys += ["rollout/u", "rollout/reward", "rollout/length", "rollout/action_distance", "eval/model_return",
                  "eval/model_uncertainty", "charts/lr_actor"]  # fmt: skip
         # SAC's actor LR follows the cosine of the default 1000-epoch horizon, not the run's 2 epochs (a short run is
@@ -85,7 +87,9 @@ def test_end_to_end_run_writes_a_finite_score(runs, name):
                              "oroo": dict(lambda_o=0.015, uncertainty="max_aleatoric", rollout_length=5,
                              normalize_obs=False), "mbpo": dict(uncertainty="max_aleatoric", rollout_length=5,
                              normalize_obs=False), "td3bc": dict(normalize_obs=True, hidden_dims=[32, 32],
-                             alpha=2.5)}[name]  # fmt: skip
+                             alpha=2.5), "cql": dict(cql_weight=5.0, temperature=1.0, num_repeat=4,
+                             normalize_obs=False, deterministic_backup=True, lagrange_threshold=None),
+                "combo": dict(cql_weight=0.5, rollout_length=5, real_ratio=0.5, num_repeat=4, paper_literal=False)}[name]  # fmt: skip
     assert {k: config[k] for k in expected} == expected
 
 
@@ -219,7 +223,9 @@ def test_help_lists_every_field_with_its_docstring(script, capsys, monkeypatch):
 DIFFERENT = {"mopo": {"rollout_length", "real_ratio", "exploration_noise", "hidden_dims", "normalize_obs",
              "paper_literal"}, "oroo": {"rollout_length", "real_ratio", "hidden_dims", "normalize_obs"},
              "mbpo": {"uncertainty", "rollout_length", "real_ratio", "hidden_dims", "normalize_obs"},
-             "td3bc": {"steps_per_epoch", "hidden_dims", "normalize_obs"}}  # fmt: skip
+             "td3bc": {"steps_per_epoch", "hidden_dims", "normalize_obs"},
+             "cql": {"steps_per_epoch", "hidden_dims", "normalize_obs", "actor_lr", "critic_lr", "paper_literal"},
+             "combo": {"rollout_length", "real_ratio", "hidden_dims", "normalize_obs", "paper_literal"}}  # fmt: skip
 
 
 @pytest.mark.parametrize("name", DIFFERENT)
@@ -248,3 +254,24 @@ def test_td3bc_references_nothing_from_the_model_based_blocks():
     used |= {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value,
                                        str) and n.value.isidentifier()}  # fmt: skip
     assert not used & defined  # and it carries no model block: test_shared_blocks' tutorial-order test
+
+
+def test_combo_batches_take_half_from_D_first_and_half_from_the_model(files, hopper_data_dir, tmp_path, monkeypatch):
+    """combo.py's update gets half its rows from D (first, as `n_real` says) and half from the model buffer."""
+    module, calls = files["combo"], []
+    update = module.CQL.update
+
+    def recording_update(self, b, n_real=None):
+        calls.append(({k: v.clone() for k, v in b.items()}, n_real))
+        return update(self, b, n_real)
+
+    monkeypatch.setattr(module.CQL, "update", recording_update)
+    args = tyro.cli(module.Args, args=[*TINY, "--epochs", "1", "--steps-per-epoch", "3", "--env", "hopper-random-v2",
+                    "--data-dir", hopper_data_dir[0], "--runs-dir", str(tmp_path), "--num-repeat", "2"])  # fmt: skip
+    module.main(args)
+    batch, n_real = calls[-1]
+    assert len(calls) == 3 and n_real == 16 and len(batch["obs"]) == 32  # real ratio 0.5 of 32
+    data = torch.as_tensor(hopper_data_dir[1]["next_observations"])
+    in_d = (batch["next_obs"][:, None, :] == data[None]).all(-1).any(-1)
+    assert in_d[:16].all() and not in_d[16:].any()  # the model rows' next states are the model's, not D's
+    assert batch["done"].dim() == batch["rew"].dim() == 1

@@ -19,10 +19,11 @@ blocks = sync_shared.blocks  # tests/test_baselines.py reads them
 MODEL = ["layers", "model"]
 MODEL_BASED = MODEL[1:]  # not in td3bc.py
 # the blocks each file carries, in order, before `main`; everything else a run needs is in algorithms/plumbing.py
-CARRIES = {"orpo": [*MODEL, "agents", "sac", "td3bc", "buffers", "mixing", "steps"], "mopo": [*MODEL, "agents", "sac",
-           "td3bc", "buffers", "mixing", "steps"], "oroo": [*MODEL, "agents", "sac", "buffers", "mixing", "steps"],
-           "mbpo": [*MODEL, "agents", "sac", "buffers", "mixing", "steps"], "td3bc": ["layers", "agents", "td3bc",
-           "buffers", "steps"]}  # fmt: skip
+CARRIES = {"orpo": [*MODEL, "agents", "sac", "schedule", "td3bc", "buffers", "mixing", "steps"], "mopo": [*MODEL,
+           "agents", "sac", "schedule", "td3bc", "buffers", "mixing", "steps"], "oroo": [*MODEL, "agents", "sac",
+           "schedule", "buffers", "mixing", "steps"], "mbpo": [*MODEL, "agents", "sac", "schedule", "buffers", "mixing",
+           "steps"], "td3bc": ["layers", "agents", "td3bc", "buffers", "steps"], "cql": ["layers", "agents", "sac",
+           "cql", "buffers", "steps"]}  # fmt: skip
 
 
 def test_shared_blocks_are_identical():
