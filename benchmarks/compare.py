@@ -3,9 +3,10 @@
     python benchmarks/compare.py --env local/hopper-medium --seeds 1 2 3 --epochs 50     # run (resumes), then report
     python benchmarks/compare.py --report-only                      # redraw runs/compare_results/compare.md from there
 
-Rows (--rows picks some; the last five only when named):
+Rows (--rows picks some; cql, combo and the last five only when named):
   orpo, orpo_untrained  algorithms/orpo.py, π^o trained (the paper's method) / --rollout-policy untrained (the
                   official code's: π^o never updated); mopo, td3bc: algorithms/mopo.py, td3bc.py
+  cql, combo      algorithms/cql.py, combo.py (the paper's two other columns; combo rolls out in the seed's ensemble)
   kit_mopo        OfflineRL-Kit's MOPO, its run_mopo.py settings (benchmarks/peers.py)
   official_orpo   the official ORPO code, its settings for the dataset (benchmarks/peers.py)
   official_orpo_units  the same with its TD3+BC update's actions in one unit (halfcheetah-jump-hard only: a diagnostic
@@ -62,6 +63,8 @@ ROWS = {
                        "ORPO, π^o untrained (ours)"),
     "mopo": ("ours", "mopo", [], "MOPO (ours)"),
     "td3bc": ("ours", "td3bc", [], "TD3+BC (ours)"),
+    "cql": ("ours", "cql", [], "CQL (ours)"),
+    "combo": ("ours", "combo", [], "COMBO (ours)"),
     "kit_mopo": ("peer", "kit-mopo", [], "MOPO (OfflineRL-Kit)"),
     "official_orpo": ("peer", "official-orpo", [], "ORPO (official code)"),
     UNITS_ROW: ("peer", "official-orpo", ["--one-action-unit"], "ORPO (official code, one action unit)"),
@@ -71,7 +74,8 @@ ROWS = {
     "official_td3bc_units": ("peer", "official-td3bc", ["--one-action-unit"], "TD3+BC (official code, one action unit)"),
 }  # fmt: skip
 # the rows a comparison runs only when --rows names them: the diagnostic and the official repository's other columns
-EXTRA_ROWS = (UNITS_ROW, "official_orpo_readme", "official_td3bc", "official_mopo", "official_td3bc_units")
+EXTRA_ROWS = ("cql", "combo", UNITS_ROW, "official_orpo_readme", "official_td3bc", "official_mopo",
+              "official_td3bc_units")  # fmt: skip
 # rows whose code runs on halfcheetah-jump-hard only (peers.py: their run scripts' branches for it)
 JUMP_ROWS = (UNITS_ROW, "official_td3bc", "official_mopo", "official_td3bc_units")
 # official_orpo_readme: the README's own batch shares for the task, whatever --settings gives official_orpo
@@ -114,8 +118,9 @@ class Args:
     data_dir: Optional[str] = None
     """where the datasets live (the algorithm files' --data-dir) (default: $D4RL_DATASET_DIR or ~/.d4rl/datasets)"""
     rows: tuple[str, ...] = tuple(r for r in ROWS if r not in EXTRA_ROWS)
-    """rows to run and report, from: orpo orpo_untrained mopo td3bc kit_mopo official_orpo official_orpo_units
-    official_orpo_readme official_td3bc official_mopo official_td3bc_units (the last five only when named)"""
+    """rows to run and report, from: orpo orpo_untrained mopo td3bc cql combo kit_mopo official_orpo
+    official_orpo_units official_orpo_readme official_td3bc official_mopo official_td3bc_units (cql, combo and the
+    last five only when named)"""
     seeds: tuple[Annotated[int, "[0, 4294967296)"], ...] = (1, 2, 3)
     """seeds; each row runs each seed"""
     epochs: Annotated[int, "[1, inf)"] = 50
