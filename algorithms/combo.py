@@ -58,9 +58,8 @@ class Args(RunArgs):  # the data and run flags (--env, --seed, --runs-dir, ...) 
     cql_alpha_lr: Positive = 3e-4
     """learning rate of α' (with --lagrange-threshold)"""
     paper_literal: bool = False
-    """the papers' estimator: the log-sum-exp over all 3R sampled actions of a state with the action box's uniform
-    density (CQL's), Q pushed up on D's rows only (COMBO's Eq. 2); default OfflineRL-Kit's, which the authors ran
-    (docs/combo.md)"""
+    """the papers' estimator: one log-sum-exp over all 3R sampled actions of a state (CQL's), Q pushed up on D's rows
+    only (COMBO's Eq. 2); default OfflineRL-Kit's, which the authors ran (docs/combo.md)"""
 
     # The policy: SAC's actor and critics (OfflineRL-Kit's run_combo.py)
     hidden_dims: tuple[Count, ...] = (256, 256, 256)
@@ -593,7 +592,7 @@ class CQL(SAC):
             s, next_s = obs.repeat_interleave(R, 0), b["next_obs"].repeat_interleave(R, 0)
             (a_pi, logp_pi), (a_next, logp_next) = self.actor(s), self.actor(next_s)
             a_unif = (2 * torch.rand_like(a_pi) - 1) * self.actor.max_action
-            logp_unif = -a_pi.shape[1] * np.log(2 * self.actor.max_action if self.paper_literal else 2)
+            logp_unif = -a_pi.shape[1] * np.log(2 * self.actor.max_action)  # the box's density, as π's is in its units
         q = self.critic(obs, b["act"])
         td_loss = (q - target_q).pow(2).mean(1).sum()
         # Q(s, a) − log p(a) of the 3R sampled actions at each state s (a' ~ π(·|s') too is scored at s)

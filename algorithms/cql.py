@@ -51,9 +51,8 @@ class Args(RunArgs):  # the data and run flags (--env, --seed, --runs-dir, ...) 
     cql_alpha_lr: Positive = 3e-4
     """learning rate of α' (with --lagrange-threshold)"""
     paper_literal: bool = False
-    """the CQL paper's estimator (CORL's): the log-sum-exp over all 3R sampled actions of a state, the uniform density
-    of the actual action box; default OfflineRL-Kit's, which the authors ran (over the 3 values of each of the R
-    rows, density 0.5^|A| whatever the box: docs/cql.md)"""
+    """the CQL paper's estimator (CORL's): one log-sum-exp over all 3R sampled actions of a state; default
+    OfflineRL-Kit's, which the authors ran: over the 3 values of each of the R rows (docs/cql.md)"""
 
     # SAC (OfflineRL-Kit's run_cql.py)
     hidden_dims: tuple[Count, ...] = (256, 256, 256)
@@ -282,7 +281,7 @@ class CQL(SAC):
             s, next_s = obs.repeat_interleave(R, 0), b["next_obs"].repeat_interleave(R, 0)
             (a_pi, logp_pi), (a_next, logp_next) = self.actor(s), self.actor(next_s)
             a_unif = (2 * torch.rand_like(a_pi) - 1) * self.actor.max_action
-            logp_unif = -a_pi.shape[1] * np.log(2 * self.actor.max_action if self.paper_literal else 2)
+            logp_unif = -a_pi.shape[1] * np.log(2 * self.actor.max_action)  # the box's density, as π's is in its units
         q = self.critic(obs, b["act"])
         td_loss = (q - target_q).pow(2).mean(1).sum()
         # Q(s, a) − log p(a) of the 3R sampled actions at each state s (a' ~ π(·|s') too is scored at s)

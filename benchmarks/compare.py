@@ -403,7 +403,18 @@ def behaviour_returns(f) -> dict:
     if not len(ends):
         return {}
     returns = np.add.reduceat(rewards[: ends[-1] + 1], np.r_[0, ends[:-1] + 1])
-    return {"episodes": len(returns), "episode_return_mean": returns.mean(), "episode_return_std": returns.std()}
+    out = {"episodes": len(returns), "episode_return_mean": returns.mean(), "episode_return_std": returns.std(),
+           "episode_return_min": returns.min(), "episode_return_max": returns.max()}  # fmt: skip
+    reward_fn = f.attrs.get("reward_fn", "")
+    if str(reward_fn.decode() if isinstance(reward_fn, bytes) else reward_fn).startswith("halfcheetah-jump"):
+        nxt = f["next_observations"]  # a jump task's file (datasets/halfcheetah_jump.py): how the cheetah moved
+        z, pitch = np.asarray(nxt[:, 0], dtype=np.float64), np.asarray(nxt[:, 1], dtype=np.float64)
+        act = np.asarray(f["actions"][:], dtype=np.float64)
+        out |= {"z_mean": z.mean(), "z_max": z.max(), "z_above_start_share": (z > 0).mean(),
+                "z_above_0.2_share": (z > 0.2).mean(), "flip_share": (pitch > 1).mean(),
+                "control_cost_mean": 0.1 * (act**2).sum(-1).mean(), "action_abs_max": np.abs(act).max()}  # fmt: skip
+        out |= {"speed_mean": float(np.mean(f["x_velocity"][:]))} if "x_velocity" in f else {}
+    return out
 
 
 def record_dataset(args: Args, dataset: str, task: str) -> None:

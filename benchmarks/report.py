@@ -5,6 +5,7 @@ and the relations each sentence states (holds()) live in benchmarks/templates/. 
 
 import csv
 import filecmp
+import glob
 import os
 import re
 import sys
@@ -28,9 +29,10 @@ MED, REP = "local_hopper-medium", "local_hopper-medium-replay"
 D4RL_SIZES = {MED: ("hopper-medium-v2", 1_000_000), REP: ("hopper-medium-replay-v2", 402_000)}
 GPU_CHECK = os.path.join("gpu", "2026-11-26-h100", "call2", "gpu_check.json")
 GPU_CONCURRENT = os.path.join("gpu", "2026-11-27-h100", "gpu_check.json")
-BLOCKS = (("README.md", "results", "readme.md.j2"), ("docs/toy.md", "toy results", "toy.md.j2"))
+BLOCKS = (("README.md", "results", "readme.md.j2"), ("docs/toy.md", "toy results", "toy.md.j2"),
+          ("docs/data.md", "jump data", "data.md.j2"))  # fmt: skip
 PAGES = ["README.md", "docs/results.md", "docs/claim.md", "docs/compare.md", "docs/compare_shares.md",
-         "docs/budget.md", "docs/toy.md", "docs/jump.md", "docs/jump_curves.md"]  # fmt: skip
+         "docs/budget.md", "docs/toy.md", "docs/jump.md", "docs/jump_curves.md", "docs/data.md"]  # fmt: skip
 FIGURES = ["docs/compare.png", "docs/compare_shares.png", "docs/budget.png", "docs/jump_curves.png"]
 JUMP = "halfcheetah-jump-hard"
 JUMP_DELTA = 500.0  # the equivalence margin of the jump contrasts, in raw return (the data's episodes: sd 440)
@@ -84,6 +86,12 @@ def paper_scores(table: str = "1") -> dict:
 def uniform(values, what: str):
     holds(len(values := set(values)) == 1, f"every run has the same {what}")
     return values.pop()
+
+
+def jump_files(results: str) -> list[dict]:
+    """The jump datasets as compare.py recorded them beside their runs (results/jump/<task>/dataset.json)."""
+    paths = sorted(glob.glob(os.path.join(results, "jump", "*", "dataset.json")))
+    return [dict(runinfo.read_json(p), task=os.path.basename(os.path.dirname(p))) for p in paths]
 
 
 def numbers(results: str) -> dict:
@@ -530,7 +538,7 @@ def generate(args: Args, out_root: str) -> list[str]:
     n = numbers(results)
     pages = {"docs/claim.md": render("claim.md.j2", **n), "docs/results.md": render("results.md.j2", **n),
              "docs/jump.md": render("jump.md.j2", **n["J"])}  # fmt: skip
-    sections = {"readme.md.j2": n, "toy.md.j2": n["toy_page"]}
+    sections = {"readme.md.j2": n, "toy.md.j2": n["toy_page"], "data.md.j2": {"data": jump_files(results)}}
     for page, words, template in BLOCKS:  # a generated block between a hand-written page's markers
         with open(os.path.join(ROOT, page), encoding="utf-8") as f:
             text = f.read()

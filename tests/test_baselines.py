@@ -49,7 +49,8 @@ def test_end_to_end_run_writes_a_finite_score(runs, name):
     presets = {"td3bc": "none", "cql": "none", "combo": "fallback (run_combo.py's defaults)"}
     assert summary["preset"] == presets.get(name, "hopper-random-v2")  # mopo_td3bc: mopo.py --policy td3bc
     assert np.isfinite(summary["normalized_score"]) and np.isfinite(summary["last10_score"])
-    files = {"config.json", "metrics.csv", "checkpoint.pt", "policy.pt", *(["dynamics.pt"] if name not in MODEL_FREE else [])}
+    files = {"config.json", "metrics.csv", "checkpoint.pt", "policy.pt"}
+    files |= set() if name in MODEL_FREE else {"dynamics.pt"}
     assert files <= set(os.listdir(run_dir)) and not glob.glob(os.path.join(run_dir, "*.tmp"))
     sac = name in ("mopo", "oroo", "mbpo", "cql", "combo")
     assert torch.load(os.path.join(run_dir,

@@ -25,8 +25,10 @@ def make(paper_literal=False, lagrange_threshold=None, max_action=1.0, seed=0):
     return policy, batch
 
 
-def by_hand(p, b, paper_literal, n_real=None):
-    """The critic loss of one update, in OfflineRL-Kit's steps (the random draws in cql.py's order)."""
+def by_hand(p, b, paper_literal, n_real=None, kit_units=False):
+    """The critic loss of one update, in OfflineRL-Kit's steps (the random draws in cql.py's order). kit_units: the
+    Kit's densities on a box wider than [-1, 1]: log π without the log-determinant of the ×max_action scaling (its
+    actforward scales after log_prob) and the uniform density 0.5^|A| whatever the box (its calc_random_values)."""
     obs, act, next_obs = b["obs"], b["act"], b["next_obs"]
     a, log_prob = p.actor(obs)  # actor and α first
     actor_loss = (p.log_alpha.exp().detach() * log_prob - torch.min(*p.critic(obs, a))).mean()
@@ -46,7 +48,9 @@ def by_hand(p, b, paper_literal, n_real=None):
         pi_a, pi_logp = p.actor(tmp_obs)
         nx_a, nx_logp = p.actor(tmp_next)
         rand_a = (2 * torch.rand_like(pi_a) - 1) * p.actor.max_action
-    width = 2 * p.actor.max_action if paper_literal else 2.0  # the Kit: log(0.5^|A|) whatever the box
+    width = 2.0 if kit_units else 2 * p.actor.max_action
+    if kit_units:
+        pi_logp, nx_logp = pi_logp + ACT * np.log(p.actor.max_action), nx_logp + ACT * np.log(p.actor.max_action)
     loss = 0
     for i in range(2):  # critic1, critic2
         q = p.critic(obs, act)[i]
@@ -131,3 +135,22 @@ def test_combo_rows_down_at_every_state_up_on_Ds_rows_with_paper_literal(paper_l
     torch.manual_seed(1)
     all_rows = pristine.update(batch)["critic_loss"]  # CQL: every row is D's
     assert (abs(float(all_rows) - float(stats["critic_loss"])) > 1e-4) == paper_literal
+
+
+def test_the_kits_densities_on_the_jump_box_are_a_constant_apart():
+    """On [-3, 3] the Kit's log π and uniform density are both in [-1, 1] units; ours are in the box's. Every sampled
+    value moves by |A|·log 3, so the loss moves by w·|A|·log 3 per critic and the critics' gradients are the same."""
+    policy, batch = make(max_action=3.0)
+    ours, kits = copy.deepcopy(policy), copy.deepcopy(policy)
+    torch.manual_seed(1)
+    loss_ours = by_hand(ours, batch, False)
+    torch.manual_seed(1)
+    loss_kit = by_hand(kits, batch, False, kit_units=True)
+    shift = 2 * policy.cql_weight * ACT * np.log(3.0)
+    torch.testing.assert_close(loss_ours.detach(), loss_kit.detach() + shift, rtol=1e-5, atol=1e-4)
+    for p in (ours, kits):
+        p.critic_optim.zero_grad()
+    loss_ours.backward()
+    loss_kit.backward()
+    for a, b in zip(ours.critic.parameters(), kits.critic.parameters()):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-6)
