@@ -5,6 +5,9 @@
                   its optimistic rollout policy is never trained (its update is dead code upstream), and runs that way
   official-td3bc  the same repository's run_td3bc.py, halfcheetah-jump-hard only (its branch for the task, as written)
   official-mopo   the same repository's run_mopo.py, halfcheetah-jump-hard only (its branch, the appendix's λp 1, h 5)
+  official-cql    the same repository's run_cql.py (the Kit's CQL), halfcheetah-jump-hard only (its branch, its defaults)
+  official-combo  the same repository's run_combo.py (the Kit's COMBO), halfcheetah-jump-hard only (its branch, its
+                  defaults); halfcheetah-jump is refused: run_combo.py's branch for it can never be taken
 
     python benchmarks/peers.py --peer kit-mopo --dataset-path hopper-medium-v2.hdf5 --eval-env Hopper-v4 --seed 1 \\
         --epochs 1000 --rollout-batch-size 50000 --eval-episodes 10 --run-dir runs/peers/kit-mopo__hopper-medium__1
@@ -64,6 +67,11 @@ PEERS = {  # settings: the run-script flags a dataset's settings set; uncertaint
                        "settings": (), "uncertainty_modes": ()},  # no model
     "official-mopo": {"source": ORPO_REPO[0], "commit": ORPO_REPO[1], "script": "run_example/run_mopo.py",
                       "settings": ("--penalty-coef", "--rollout-length"), "uncertainty_modes": MODES},
+    "official-cql": {"source": ORPO_REPO[0], "commit": ORPO_REPO[1], "script": "run_example/run_cql.py",
+                     "settings": (), "uncertainty_modes": ()},  # no model
+    # COMBO's rewards carry no penalty (run_combo.py L182-187 passes no penalty_coef: 0): its u is only recorded
+    "official-combo": {"source": ORPO_REPO[0], "commit": ORPO_REPO[1], "script": "run_example/run_combo.py",
+                       "settings": (), "uncertainty_modes": MODES},
 }  # fmt: skip
 # what each peer's run script trains with: the trainer class and the policy classes whose rollout (tag) / learn we record
 TRAINERS = {
@@ -72,6 +80,8 @@ TRAINERS = {
                                               "OptimisticRolloutPolicy": "_optimistic"}),
     "official-td3bc": ("MFPolicyTrainer", {"TD3BCPolicy": None}),  # no model, no rollouts
     "official-mopo": ("MBPolicyTrainer", {"MOPOPolicy": ""}),
+    "official-cql": ("MFPolicyTrainer", {"CQLPolicy": None}),  # no model, no rollouts
+    "official-combo": ("MBPolicyTrainer", {"COMBOPolicy": ""}),
 }  # fmt: skip
 # the peers whose TD3+BC update --one-action-unit hands the actor's units: the file of that update (offlinerlkit/policy/)
 TD3BC_LEARN = {"official-orpo": "model_based/oomi_td3bc.py", "official-td3bc": "model_free/td3bc.py"}
@@ -90,20 +100,32 @@ ORPO_TABLE = {
 }
 ORPO_SHARES = "--real-ratio-rollout 0.05 --real-ratio-final 0.05 --final-policy-rollout-ratio-final 0.45".split()
 # The paper's generalisation task that the official repository's run scripts have a branch for (docs/peers.md,
-# "halfcheetah-jump-hard"). Each branch (run_orpo.py L102-113, run_td3bc.py L69-83, run_mopo.py L80-91) wraps D4RL's env
-# in RescaleAction(env, -3, 3) and sets args.action_scale = 3.0: their dataset holds the actions their collection script
-# fed that wrapper (in [-3, 3]) and their policies output actor·3 (td3bc.py L83, sac.py L80). Our file holds
-# HalfCheetah-v4's actions in [-1, 1]. OfflineRL-Kit's run_mopo.py has no such branch.
+# "halfcheetah-jump-hard"). Each branch (run_orpo.py L102-113, run_td3bc.py L69-83, run_mopo.py L80-91, run_cql.py
+# L89-103, run_combo.py L89-103) wraps D4RL's env in RescaleAction(env, -3, 3) and sets args.action_scale = 3.0: their
+# dataset holds the actions their collection script fed that wrapper (in [-3, 3]) and their policies output actor·3
+# (td3bc.py L83, sac.py L80). Our file holds HalfCheetah-v4's actions in [-1, 1]. OfflineRL-Kit's run_mopo.py has no
+# such branch.
 JUMP_TASK = "halfcheetah-jump-hard"
 JUMP_HARD = plumbing.Task(JUMP_TASK, "HalfCheetah-v4", "halfcheetah", reward_fn=JUMP_TASK)  # its reward: plumbing's
 # the --task each run script takes the branch on: run_orpo.py tests `args.task == "halfcheetah-jump-hard"` (L102);
-# run_td3bc.py (L69) and run_mopo.py (L80) test `args.task.split('-')[0] == "halfcheetahvelSafejump"`, so any suffix
-# takes it (the name is used elsewhere only for log folders and get_termination_fn, whose 'halfcheetah' case it meets
-# as run_orpo.py's name does); "-hard" is ours
+# run_td3bc.py (L69), run_mopo.py (L80), run_cql.py (L89) and run_combo.py (L89) test `args.task.split('-')[0] ==
+# "halfcheetahvelSafejump"`, so any suffix takes it (the name is used elsewhere only for log folders and
+# get_termination_fn, whose 'halfcheetah' case it meets as run_orpo.py's name does); "-hard" is ours
 JUMP_SCRIPT_TASK = {"official-orpo": JUMP_TASK, "official-td3bc": "halfcheetahvelSafejump-hard",
-                    "official-mopo": "halfcheetahvelSafejump-hard"}  # fmt: skip
+                    "official-mopo": "halfcheetahvelSafejump-hard", "official-cql": "halfcheetahvelSafejump-hard",
+                    "official-combo": "halfcheetahvelSafejump-hard"}  # fmt: skip
 JUMP_PEERS = tuple(JUMP_SCRIPT_TASK)
-JUMP_ONLY = ("official-td3bc", "official-mopo")  # run here on halfcheetah-jump-hard only
+JUMP_ONLY = ("official-td3bc", "official-mopo", "official-cql", "official-combo")  # halfcheetah-jump-hard only here
+# run_combo.py's branch for the easier task tests `args.task.split('-')[0] == "halfcheetah-jump"` (L75): no piece of a
+# split on '-' holds a '-', so no --task takes it and every halfcheetah-jump name falls into its D4RL branch (L115-116,
+# gym.make(args.task)). Reaching it would take patching their test; peers.py refuses instead (and runs halfcheetah-jump
+# for no peer: only jump-hard is served)
+COMBO_JUMP_REFUSAL = (
+    "--peer official-combo cannot run halfcheetah-jump: run_combo.py's branch for it (L75) tests "
+    "args.task.split('-')[0] == \"halfcheetah-jump\", which no task name satisfies (no piece of a split on '-' holds a "
+    "'-'), so the task would fall into its D4RL branch (L115-116, gym.make(args.task)); it runs halfcheetah-jump-hard "
+    "(its halfcheetahvelSafejump branch, L89)"
+)
 JUMP_ACTIONS = (-3.0, 3.0)  # RescaleAction(env, -3, 3): their action range; the env's own is [-1, 1]
 # the README's command for the task, less --task/--dataset: λp 1, λo 0.1, h 5, h^o 5, shares 0.05 / 0.05 / 0 (u: none
 # passed, so the ensemble's default aleatoric)
@@ -114,9 +136,12 @@ JUMP_FLAGS = (
 # official-mopo: the appendix's MOPO settings for the jump tasks ("we adopt the hyper-parameters used in MOPO, setting
 # λp = 1 and h^p = 5"); run_mopo.py's defaults are 2.5 and 5, and its other defaults stay (u aleatoric, real ratio 0.05,
 # SAC 256×256). official-td3bc: none (run_td3bc.py's defaults, α 2.5, "for all D4RL-Gym tasks"); the README gives no
-# command for either script.
+# command for either script. official-cql and official-combo: none either (the paper states no CQL or COMBO setting for
+# the jump tasks): run_cql.py's defaults (cql-weight 5, its "suggested hypers ... for all D4RL-Gym tasks"), run_combo.py's
+# (cql-weight 0.5, h 5, real ratio 0.5, rho_s mix)
 JUMP_SCRIPT_FLAGS = {"official-orpo": JUMP_FLAGS, "official-td3bc": [],
-                     "official-mopo": ["--penalty-coef", "1", "--rollout-length", "5"]}  # fmt: skip
+                     "official-mopo": ["--penalty-coef", "1", "--rollout-length", "5"], "official-cql": [],
+                     "official-combo": []}  # fmt: skip
 # what a fresh start removes
 OUTPUTS = ("config.json", "metrics.csv", "summary.json", "error.txt", "peer_log", "peer_dynamics")
 
@@ -130,7 +155,8 @@ def cache_root() -> str:
 class Args:
     # The peer and the data
     peer: str
-    """kit-mopo | official-orpo | official-td3bc | official-mopo (the last two: halfcheetah-jump-hard only)"""
+    """kit-mopo | official-orpo | official-td3bc | official-mopo | official-cql | official-combo (the last four:
+    halfcheetah-jump-hard only)"""
     dataset_path: str
     """D4RL-layout HDF5 file"""
     run_dir: str
@@ -369,6 +395,8 @@ def infer_task(args: argparse.Namespace, attrs: dict) -> tuple[str, str, tuple |
     if domain is None:
         raise UsageError(f"--eval-env {eval_env}: the peers run MuJoCo Hopper, HalfCheetah or Walker2d only")
     reward_fn = attrs.get("reward_fn")
+    if args.peer == "official-combo" and "halfcheetah-jump" in (args.task, None if args.task else reward_fn):
+        raise UsageError(COMBO_JUMP_REFUSAL)
     if args.task == JUMP_TASK or (not args.task and reward_fn == JUMP_TASK):
         if args.peer not in JUMP_PEERS:
             raise UsageError(
@@ -1023,7 +1051,8 @@ def main(argv=None) -> int:
 
     def get_dataset(h5path, next_observation_path=None):
         """The official scripts' jump branches read their file with load_dataset.get_dataset(args.dataset) (run_orpo.py
-        L109, run_td3bc.py L76, run_mopo.py L87): served here, the file read above (its six D4RL keys), actions ×3."""
+        L109, run_td3bc.py L76, run_mopo.py L87, run_cql.py L96, run_combo.py L96): served here, the file read above
+        (its six D4RL keys), actions ×3."""
         if os.path.realpath(h5path) != os.path.realpath(args.dataset_path) or next_observation_path is not None:
             raise RuntimeError(f"peers.py serves {args.dataset_path} only, not get_dataset({h5path!r})")
         return dict(handed)

@@ -392,11 +392,16 @@ def jump_variant(tmp_path, jump_file, name, **changes):
 
 
 @pytest.mark.slow  # the slow tier: peers.py's command line end to end
-@pytest.mark.parametrize("case", ["kit-mopo", "actions outside [-1, 1]", "hopper env", "other reward_fn", "jump"])
+@pytest.mark.parametrize(
+    "case", ["kit-mopo", "actions outside [-1, 1]", "hopper env", "other reward_fn", "jump", "official-combo on jump"]
+)
 def test_jump_bad_input_is_one_line_and_exit_2(tmp_path, jump_file, hopper_file, case):
     args = {"--peer": "official-orpo", "--dataset-path": jump_file, "--source": "file:///nonexistent/ORPO"}
     if case == "kit-mopo":  # the task is inferred from the file's reward_fn attr
-        args["--peer"], expect = "kit-mopo", "--peer official-orpo, official-td3bc, official-mopo only"
+        args["--peer"], expect = (
+            "kit-mopo",
+            "--peer official-orpo, official-td3bc, official-mopo, official-cql, official-combo only",
+        )
     elif case == "actions outside [-1, 1]":  # e.g. the official collection's file, its actions in [-3, 3]
         args["--dataset-path"] = jump_variant(tmp_path, jump_file, "x3.hdf5", actions=lambda a: 3 * a)
         expect = "outside HalfCheetah-v4's [-1, 1]"
@@ -408,6 +413,10 @@ def test_jump_bad_input_is_one_line_and_exit_2(tmp_path, jump_file, hopper_file,
     elif case == "jump":  # the easier jump task: not run by peers.py
         args["--dataset-path"] = jump_variant(tmp_path, jump_file, "j.hdf5", attr_reward_fn="halfcheetah-jump")
         expect = "holds the rewards of 'halfcheetah-jump'"
+    elif case == "official-combo on jump":  # run_combo.py's branch for it can never be taken: said, not run
+        args["--peer"] = "official-combo"
+        args["--dataset-path"] = jump_variant(tmp_path, jump_file, "j.hdf5", attr_reward_fn="halfcheetah-jump")
+        expect = "run_combo.py's branch for it (L75)"
     flat = [x for kv in args.items() for x in kv]
     result = run_script("benchmarks/peers.py", *flat, "--run-dir", str(tmp_path / "run"), timeout=120)
     lines = result.stderr.strip().splitlines()
@@ -441,7 +450,10 @@ def test_jump_settings_are_the_readmes_and_peer_flags_override_them(peers, jump_
     parsed = vars(peers.script_args(root, script, peers.peer_command("official-orpo", root, JUMP, args, "cpu")))
     assert parsed["final_policy_rollout_ratio_final"] == 0.05 and parsed["penalty_coef"] == 2.0
     assert parsed["bonus_coef"] == 0.1 and parsed["dataset"] == os.path.abspath(jump_file)
-    with pytest.raises(peers.UsageError, match="runs with --peer official-orpo, official-td3bc, official-mopo only"):
+    with pytest.raises(
+        peers.UsageError,
+        match="runs with --peer official-orpo, official-td3bc, official-mopo, official-cql, official-combo only",
+    ):
         peers.dataset_flags("kit-mopo", root, JUMP)
 
 
@@ -507,7 +519,7 @@ sys.path.insert(0, sys.argv[1])
 import peers
 
 out, argv = sys.argv[2], sys.argv[3:]
-seen = {"loaded": [], "peer": [], "env": [], "learned": [], "actor": [], "units": []}
+seen = {"loaded": [], "peer": [], "env": [], "learned": [], "actor": [], "units": [], "space": [], "wrapper": []}
 instrument, deterministic_actions, evaluate = peers.instrument, peers.deterministic_actions, peers.evaluate
 peer = argv[argv.index("--peer") + 1]
 
@@ -530,9 +542,22 @@ def spying_instrument(*a, **kw):  # also record what the peer's real buffer is l
             seen["actor"].append(np.abs(out).max(0, keepdims=True))
         units = getattr(self, "_max_action", np.nan), getattr(self.actor, "_max", np.nan), self.action_scale
         seen["units"].append(np.array([units], dtype=np.float64))  # (max_action, the actor's max, action_scale)
+        space = getattr(self, "action_space", None)  # CQL's and COMBO's: their uniform actions are drawn from it
+        if space is not None:
+            seen["space"].append(np.array([[space.low.min(), space.high.max()]], dtype=np.float64))
         return learn(self, batch)
 
     cls.learn = learn_spied
+    from offlinerlkit import policy_trainer
+
+    trainer = getattr(policy_trainer, peers.TRAINERS[peer][0])
+    init_trainer = trainer.__init__
+
+    def init_spied(self, *a, **kw):  # the env the run script's branch built: its reward wrapper names the branch
+        init_trainer(self, *a, **kw)
+        seen["wrapper"].append(np.array([type(self.eval_env).__name__]))
+
+    trainer.__init__ = init_spied
     instrument(*a, **kw)
     from offlinerlkit.buffer import ReplayBuffer
 
@@ -573,7 +598,7 @@ def spied_jump_run(jump_file, tmp_path, epochs: int, eval_episodes: int, *extra:
     argv = ["--peer", peer, "--source", SOURCES["official-orpo"], "--dataset-path", jump_file]
     argv += ["--seed", str(SEED), "--epochs", str(epochs), "--steps-per-epoch", "5"]
     argv += ["--eval-episodes", str(eval_episodes), "--run-dir", str(tmp_path / "run")]
-    if peer != "official-td3bc":  # it has no model
+    if peer not in ("official-td3bc", "official-cql"):  # they have no model
         argv += ["--rollout-batch-size", "20"] + ([] if "--load-dynamics" in extra else ["--dynamics-max-epochs", "1"])
     argv += ["--no-cuda", "--threads", "1", *extra]
     env = dict(os.environ, OMP_NUM_THREADS="1", TMPDIR=str(tmp_path))
@@ -720,10 +745,119 @@ def test_official_mopo_runs_its_jump_branch_on_our_ensemble(peers, orpo, jump_fi
     assert "no policy.pt" in result.stdout  # its actor is SAC's Gaussian one
 
 
+def test_official_cql_runs_its_jump_branch_in_one_action_unit(peers, jump_file, tmp_path):
+    """official-cql: run_cql.py's halfcheetahvelSafejump branch (L89-103, not its halfcheetahveljump one), its defaults.
+    Its buffer gets the file's actions ×3 and its CQL update trains on them; its SAC actor acts squashed·3
+    (action_scale 3) and the uniform actions of its conservative term are drawn from RescaleAction's [-3, 3]: one unit
+    throughout, unlike their TD3+BC. Our eval envs get its deterministic actions ÷3; the score is the raw return."""
+    result, seen = spied_jump_run(jump_file, tmp_path, 2, EVAL_EPISODES, peer="official-cql")
+    assert seen["wrapper"].tolist() == ["HalfcheetahSafejumpRewardWrapper"]  # the jump-hard branch's env
+    with h5py.File(jump_file, "r") as f:
+        actions, timeouts = f["actions"][()], f["timeouts"][()]
+    keep = ~timeouts & (np.arange(len(actions)) < len(actions) - 1)  # their qlearning_dataset's rows
+    np.testing.assert_array_equal(seen["loaded"], actions[keep] * np.float32(3))
+    assert len(seen["learned"]) == 2 * 5 and seen["learned"].max() > 2  # the update's batches: actions in [-3, 3]
+    np.testing.assert_array_equal(seen["units"][:, 2], [3.0] * 10)  # sac.py L80: squashed_action·3
+    np.testing.assert_array_equal(seen["space"], [[-3.0, 3.0]] * 10)  # cql.py L140-142: uniform in [-3, 3]
+    assert len(seen["env"]) == 2 * 1000 * EVAL_EPISODES
+    np.testing.assert_allclose(seen["env"], seen["peer"][: len(seen["env"])] / 3, rtol=1e-6, atol=1e-7)
+    assert np.abs(seen["env"]).max() <= 1 and np.abs(seen["env"]).max() > 0.01
+
+    rows, config, summary = jump_run_files(tmp_path / "run")
+    assert [int(r["epoch"]) for r in rows] == [1, 2]  # no model: no row 0
+    returns = [float(r["eval/return"]) for r in rows]
+    assert all(math.isfinite(x) for x in returns) and not any("normalized" in k for k in rows[0])
+    keys = ("losses/critic_loss", "losses/actor_loss", "losses/alpha", "losses/alpha_loss")
+    assert all(math.isfinite(float(r[k])) for r in rows for k in keys)
+    assert [int(r["eval/reset_seed"]) for r in rows] == [SEED + 1000, SEED + 2000]
+    assert summary["status"] == "finished" and summary["score_kind"] == "raw_return" and summary["epochs"] == 2
+    assert summary["last10_score"] == pytest.approx(np.mean(returns))
+    assert summary["dynamics_source"] == "none (no model)"
+    assert config["run_script"] == "run_example/run_cql.py" and config["action_scale"] == 3.0
+    command, settings = config["run_script_command"], config["peer_settings"]
+    assert command[:4] == ["--task", "halfcheetahvelSafejump-hard", "--dataset", os.path.abspath(jump_file)]
+    assert "--rollout-batch-size" not in command and "--cql-weight" not in command  # its defaults:
+    assert (settings["cql_weight"], settings["temperature"], settings["with_lagrange"]) == (5.0, 1.0, False)
+    assert (settings["num_repeat_actions"], settings["hidden_dims"]) == (10, [256, 256, 256])
+    assert "no policy.pt" in result.stdout  # its actor is SAC's Gaussian one
+
+
+def test_official_combo_runs_its_jump_branch_on_our_ensemble(peers, orpo, jump_file, tmp_path):
+    """official-combo: run_combo.py's halfcheetahvelSafejump branch (L89-103), its defaults, rolling out in an ensemble
+    of ours (--load-dynamics, as official-mopo): no fit; its buffer gets the file's actions ×3, its COMBO update trains
+    on [-3, 3] actions (real and model rows), SAC acts squashed·3 and its uniform actions come from [-3, 3]; no
+    observation standardisation, so no fold; no penalty (r̂ unchanged); our envs get its actions ÷3."""
+    an_ensemble_of_ours(orpo, tmp_path / "dynamics.pt", obs_dim=17, act_dim=6)
+    sizes = "--n-ensemble 4 --n-elites 3 --dynamics-hidden-dims 16 16 --dynamics-weight-decay 0 0 0"
+    extra = ["--load-dynamics", str(tmp_path / "dynamics.pt"), "--peer-flags", sizes]
+    result, seen = spied_jump_run(jump_file, tmp_path, 2, EVAL_EPISODES, *extra, peer="official-combo")
+    assert seen["wrapper"].tolist() == ["HalfcheetahSafejumpRewardWrapper"]  # the jump-hard branch's env
+    with h5py.File(jump_file, "r") as f:
+        actions, timeouts = f["actions"][()], f["timeouts"][()]
+    keep = ~timeouts & (np.arange(len(actions)) < len(actions) - 1)
+    np.testing.assert_array_equal(seen["loaded"], actions[keep] * np.float32(3))
+    assert len(seen["learned"]) == 2 * 5 and seen["learned"].max() > 2  # real and model rows: [-3, 3]
+    np.testing.assert_array_equal(seen["units"][:, 2], [3.0] * 10)  # sac.py L80: squashed_action·3
+    np.testing.assert_array_equal(seen["space"], [[-3.0, 3.0]] * 10)  # combo.py L175-177: uniform in [-3, 3]
+    assert len(seen["env"]) == 2 * 1000 * EVAL_EPISODES
+    np.testing.assert_allclose(seen["env"], seen["peer"][: len(seen["env"])] / 3, rtol=1e-6, atol=1e-7)
+    assert np.abs(seen["env"]).max() <= 1 and np.abs(seen["env"]).max() > 0.01
+
+    rows, config, summary = jump_run_files(tmp_path / "run")
+    assert [int(r["epoch"]) for r in rows] == [0, 1, 2] and float(rows[0]["dynamics/holdout_mse"]) == 0.25
+    u, r, rp = (float(rows[1][f"rollout/{k}"]) for k in ("u", "reward", "reward_p"))
+    assert rp == pytest.approx(r, rel=1e-6, abs=1e-6) and u > 0  # u computed, never subtracted (penalty_coef 0)
+    assert 1 < float(rows[1]["rollout/length"]) <= 5  # h = 5, less the rows termination_fn_halfcheetah ends
+    returns = [float(r["eval/return"]) for r in rows[1:]]
+    assert all(math.isfinite(float(r[k])) for r in rows[1:] for k in ("losses/critic_loss", "losses/actor_loss"))
+    assert summary["status"] == "finished" and summary["score_kind"] == "raw_return"
+    assert summary["last10_score"] == pytest.approx(np.mean(returns)) and summary["dynamics_source"] == "loaded"
+    assert summary["dynamics_observations"].startswith("as the ensemble was fitted")  # not folded: raw observations
+    settings = config["peer_settings"]
+    assert config["run_script"] == "run_example/run_combo.py" and config["action_scale"] == 3.0
+    assert (settings["task"], settings["cql_weight"], settings["rollout_length"]) == (
+        "halfcheetahvelSafejump-hard",
+        0.5,
+        5,
+    )
+    assert (settings["real_ratio"], settings["rho_s"], settings["load_dynamics_path"]) == (
+        0.5,
+        "mix",
+        str(tmp_path / "run" / "peer_dynamics"),
+    )
+    progress = [os.path.join(d, f) for d, _, fs in os.walk(tmp_path / "run" / "peer_log") for f in fs]
+    progress = [p for p in progress if p.endswith("dynamics_training_progress.csv")]
+    assert len(progress) == 1 and os.path.getsize(progress[0]) == 0  # their fit never ran
+    assert "no policy.pt" in result.stdout
+
+
+def test_official_cql_and_combo_take_their_jump_hard_branch_and_combo_refuses_jump(peers, tmp_path):
+    """Both run scripts' jump-hard branch tests `args.task.split('-')[0] == "halfcheetahvelSafejump"` (L89 in each):
+    their command names it, with their defaults. run_combo.py's halfcheetah-jump branch (L75) tests
+    `split('-')[0] == "halfcheetah-jump"`, which no name satisfies: official-combo on halfcheetah-jump is refused in one
+    line saying so, by --task or by the file's reward_fn (no snapshot needed)."""
+    for peer in ("official-cql", "official-combo"):
+        flags = peers.dataset_flags(peer, "unused", JUMP, "/d.hdf5")
+        assert flags == ["--task", "halfcheetahvelSafejump-hard", "--dataset", "/d.hdf5"]
+        assert flags[1].split("-")[0] == "halfcheetahvelSafejump"
+    assert all(name.split("-")[0] != "halfcheetah-jump" for name in ("halfcheetah-jump", "halfcheetah-jump-hard"))
+    base = ["--peer", "official-combo", "--dataset-path", "unused.hdf5", "--run-dir", str(tmp_path)]
+    for argv, reward_fn in ((["--task", "halfcheetah-jump"], JUMP), ([], "halfcheetah-jump")):
+        args = peers.parse_args([*base, *argv])
+        with pytest.raises(peers.UsageError, match=r"run_combo.py's branch for it \(L75\) tests") as e:
+            peers.infer_task(args, {"env_id": "HalfCheetah-v4", "reward_fn": reward_fn})
+        assert "\n" not in str(e.value) and "D4RL branch (L115-116" in str(e.value)
+    # official-cql on halfcheetah-jump: refused as every peer is there (peers.py serves jump-hard only)
+    args = peers.parse_args(["--peer", "official-cql", "--dataset-path", "u.hdf5", "--run-dir", str(tmp_path)])
+    with pytest.raises(peers.UsageError, match="runs halfcheetah-jump-hard only"):
+        peers.infer_task(args, {"env_id": "HalfCheetah-v4", "reward_fn": "halfcheetah-jump"})
+
+
+@pytest.mark.parametrize("peer", ["official-td3bc", "official-cql"])
 @pytest.mark.parametrize("flags", [["--rollout-batch-size", "20"], ["--uncertainty-mode", "aleatoric"]])
-def test_official_td3bc_refuses_the_models_flags(peers, jump_file, flags):
-    with pytest.raises(peers.UsageError, match=f"{flags[0]}: official-td3bc .* has no model"):
-        peers.parse_args(["--peer", "official-td3bc", "--dataset-path", jump_file, "--run-dir", "x", *flags])
+def test_official_td3bc_refuses_the_models_flags(peers, jump_file, flags, peer):
+    with pytest.raises(peers.UsageError, match=f"{flags[0]}: {peer} .* has no model"):
+        peers.parse_args(["--peer", peer, "--dataset-path", jump_file, "--run-dir", "x", *flags])
 
 
 def test_the_official_baselines_run_the_jump_task_only(peers, hopper_file, tmp_path):
@@ -747,7 +881,7 @@ def test_one_action_unit_hands_their_td3bc_update_the_actors_units(peers, jump_f
 
 
 def test_one_action_unit_is_refused_where_there_is_no_td3bc_update(peers, jump_file):
-    for peer in ("official-mopo", "kit-mopo"):
+    for peer in ("official-mopo", "kit-mopo", "official-cql", "official-combo"):  # the last two: SAC, one unit
         with pytest.raises(peers.UsageError, match=f"--one-action-unit changes a TD3\\+BC update .*; {peer} has none"):
             peers.parse_args(["--peer", peer, "--dataset-path", jump_file, "--run-dir", "x", "--one-action-unit"])
 
