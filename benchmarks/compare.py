@@ -3,7 +3,7 @@
     python benchmarks/compare.py --env local/hopper-medium --seeds 1 2 3 --epochs 50     # run (resumes), then report
     python benchmarks/compare.py --report-only                      # redraw runs/compare_results/compare.md from there
 
-Rows (--rows picks some; cql, combo and the last five only when named):
+Rows (--rows picks some; cql, combo and the last seven only when named):
   orpo, orpo_untrained  algorithms/orpo.py, π^o trained (the paper's method) / --rollout-policy untrained (the
                   official code's: π^o never updated); mopo, td3bc: algorithms/mopo.py, td3bc.py
   cql, combo      algorithms/cql.py, combo.py (the paper's two other columns; combo rolls out in the seed's ensemble)
@@ -15,6 +15,9 @@ Rows (--rows picks some; cql, combo and the last five only when named):
   official_td3bc, official_mopo  the official repository's run_td3bc.py / run_mopo.py, their halfcheetah-jump-hard
                   branches (run_mopo.py with the appendix's λp = 1, h = 5; its pair settings are mopo's)
   official_td3bc_units  run_td3bc.py with its TD3+BC update's actions in one unit (the same diagnostic)
+  official_cql, official_combo  the official repository's run_cql.py / run_combo.py, their halfcheetah-jump-hard
+                  branches with their own defaults (run_combo.py's h 5, w 0.5: combo.py's fallback preset), COMBO in
+                  the seed's shared ensemble with --peer-ensemble shared
 
 Every row gets the same data file, seed, gradient steps, start states, evaluation episodes (same env, same start
 states) and reference returns; both sides of a pair get the same dataset settings (λp, u, h; ORPO's λo, h^o and batch
@@ -72,12 +75,16 @@ ROWS = {
     "official_td3bc": ("peer", "official-td3bc", [], "TD3+BC (official code)"),
     "official_mopo": ("peer", "official-mopo", [], "MOPO (official code)"),
     "official_td3bc_units": ("peer", "official-td3bc", ["--one-action-unit"], "TD3+BC (official code, one action unit)"),
+    "official_cql": ("peer", "official-cql", [], "CQL (official code)"),
+    "official_combo": ("peer", "official-combo", [], "COMBO (official code)"),
 }  # fmt: skip
 # the rows a comparison runs only when --rows names them: the diagnostic and the official repository's other columns
 EXTRA_ROWS = ("cql", "combo", UNITS_ROW, "official_orpo_readme", "official_td3bc", "official_mopo",
-              "official_td3bc_units")  # fmt: skip
+              "official_td3bc_units", "official_cql", "official_combo")  # fmt: skip
 # rows whose code runs on halfcheetah-jump-hard only (peers.py: their run scripts' branches for it)
-JUMP_ROWS = (UNITS_ROW, "official_td3bc", "official_mopo", "official_td3bc_units")
+JUMP_ROWS = (UNITS_ROW, "official_td3bc", "official_mopo", "official_td3bc_units", "official_cql", "official_combo")
+# model-based peers without pair settings: their script's defaults, our start-state count and (shared) ensemble
+OWN_SETTINGS = ("official_combo",)
 # official_orpo_readme: the README's own batch shares for the task, whatever --settings gives official_orpo
 README_SHARES = ("real_ratio", "output_rollout_ratio", "real_ratio_o")
 PAIRS = [("mopo", "kit_mopo"), ("orpo_untrained", "official_orpo")]  # ours vs theirs: should agree
@@ -119,8 +126,8 @@ class Args:
     """where the datasets live (the algorithm files' --data-dir) (default: $D4RL_DATASET_DIR or ~/.d4rl/datasets)"""
     rows: tuple[str, ...] = tuple(r for r in ROWS if r not in EXTRA_ROWS)
     """rows to run and report, from: orpo orpo_untrained mopo td3bc cql combo kit_mopo official_orpo
-    official_orpo_units official_orpo_readme official_td3bc official_mopo official_td3bc_units (cql, combo and the
-    last five only when named)"""
+    official_orpo_units official_orpo_readme official_td3bc official_mopo official_td3bc_units official_cql
+    official_combo (cql, combo and the last seven only when named)"""
     seeds: tuple[Annotated[int, "[0, 4294967296)"], ...] = (1, 2, 3)
     """seeds; each row runs each seed"""
     epochs: Annotated[int, "[1, inf)"] = 50
@@ -326,7 +333,8 @@ def waits(args: Args, t: Task, running: list[Task]) -> bool:
     """The task must not start yet: its seed's ensemble is being fitted by another of our rows, or it is a peer row
     that loads that ensemble (--peer-ensemble shared) and it does not exist yet."""
     if ROWS[t.row][0] == "peer":  # official_td3bc has no model: it never waits
-        return args.peer_ensemble == "shared" and t.row in PEER_OF and shared_ensemble(args, t) is None
+        model = t.row in PEER_OF or t.row in OWN_SETTINGS
+        return args.peer_ensemble == "shared" and model and shared_ensemble(args, t) is None
     return fitting(args, t, running)
 
 
@@ -352,7 +360,11 @@ def command(args: Args, t: Task, plan: tuple[str, dict]) -> list[str]:
             same += ["--rollout-batch-size", str(args.rollout_batch_size)]
             if args.peer_ensemble == "shared":  # no fit of its own, so no cap either
                 cap = ["--load-dynamics", os.path.abspath(shared_ensemble(args, t))]
-        else:  # official_td3bc: no model, so no rollouts, ensemble or cap
+        elif t.row in OWN_SETTINGS:  # official_combo: its script's own h and w, our start states and ensemble
+            same += ["--rollout-batch-size", str(args.rollout_batch_size)]
+            if args.peer_ensemble == "shared":
+                cap = ["--load-dynamics", os.path.abspath(shared_ensemble(args, t))]
+        else:  # official_td3bc, official_cql: no model, so no rollouts, ensemble or cap
             cap = []
         return [sys.executable, os.path.join(ROOT, "benchmarks", "peers.py"), "--peer", name, "--source", source,
                 "--dataset-path", dataset_file(args, t.dataset), "--eval-env", eval_env_of(t.dataset), "--seed",
@@ -851,11 +863,12 @@ def check(args: Args) -> None:
         if not values or len(set(values)) < len(values):  # none runs nothing; a task twice runs twice, in one folder
             given = f", not {' '.join(map(str, values))}" if values else ""
             raise UsageError(f"{name} needs at least one value, each once{given}")
-    if args.peer_ensemble == "shared" and any(ROWS[r][0] == "peer" and r in PEER_OF for r in args.rows):
+    model_peers = [r for r in args.rows if ROWS[r][0] == "peer" and (r in PEER_OF or r in OWN_SETTINGS)]
+    if args.peer_ensemble == "shared" and model_peers:
         ours = [r for r in args.rows if model_based(args, Task("", r, 0))]
         if not (args.dynamics_cache and ours):
             raise UsageError("--peer-ensemble shared: the peer rows load the ensemble our model-based rows (orpo, "
-                             "orpo_untrained, mopo) fit into --dynamics-cache: add one to --rows and keep a cache")  # fmt: skip
+                             "orpo_untrained, mopo, combo) fit into --dynamics-cache: add one to --rows and keep a cache")  # fmt: skip
     try:
         tokens = shlex.split(args.algo_flags)
     except ValueError as e:

@@ -685,6 +685,31 @@ def test_the_official_mopo_row_takes_mopos_settings_and_the_seeds_ensemble(tmp_p
         compare.check(compare.Args(env=("local/hopper-medium",), rows=("mopo", "official_mopo")))
 
 
+def test_the_official_cql_and_combo_rows_run_their_scripts_defaults_in_the_seeds_ensemble(tmp_path):
+    """official_cql (no model: never waits, no model flags) and official_combo (its script's own h and w: no pair
+    settings, but the rows' start states and, with --peer-ensemble shared, the seed's ensemble, for which it waits);
+    both named only, jump-hard only."""
+    compare = load_compare()
+    args = jump_args(compare, tmp_path, ("combo", "official_cql", "official_combo"), rollout_batch_size=5000)
+    compare.check(args)
+    plan = compare.pair_settings(args, "halfcheetah-jump-hard")
+    cql, combo = (compare.Task("halfcheetah-jump-hard", r, 2) for r in ("official_cql", "official_combo"))
+    assert not compare.waits(args, cql, []) and compare.waits(args, combo, [])
+    ensemble = a_shared_ensemble(tmp_path, "combo")
+    assert not compare.waits(args, combo, [])
+    peers = load_module("benchmarks/peers.py", "peers_for_cql_combo")
+    theirs_cql, theirs_combo = (peers.parse_args(compare.command(args, t, plan)[2:]) for t in (cql, combo))
+    assert (theirs_cql.peer, theirs_cql.load_dynamics, theirs_cql.rollout_batch_size) == ("official-cql", None, None)
+    assert (theirs_combo.peer, theirs_combo.peer_flags, theirs_combo.uncertainty_mode) == ("official-combo", [], None)
+    assert (theirs_combo.rollout_batch_size, theirs_combo.load_dynamics, theirs_combo.epochs) == (5000, ensemble, 100)
+    assert not {"cql", "combo", "official_cql", "official_combo"} & set(compare.Args().rows)
+    for row in ("official_cql", "official_combo"):
+        with pytest.raises(compare.UsageError, match=f"--rows {row} runs on --env halfcheetah-jump-hard only"):
+            compare.check(compare.Args(env=("local/hopper-medium",), rows=("combo", row)))
+    with pytest.raises(compare.UsageError, match="--peer-ensemble shared: the peer rows load the ensemble"):
+        compare.check(jump_args(compare, tmp_path, ("official_combo",)))
+
+
 def test_the_readme_row_is_the_official_row_with_the_readmes_batch_shares(tmp_path):
     """official_orpo_readme: official_orpo's command (its pair's settings, the shared ensemble) with the README
     command's batch shares for the task, on halfcheetah-jump-hard 0.05 / 0.05 / 0 (π^p's own share 0, where
