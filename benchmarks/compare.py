@@ -815,7 +815,8 @@ def page_numbers(ds: str, entry: dict, min_relative: float) -> dict:
         pairs[(ours, theirs)] = p
     behaviour = a.get("behavior_normalized_score")
     return dict(file=a.get("file", ds), transitions=a.get("transitions", "?"), rows=entry["rows"], notes=notes,
-                behaviour_return=a.get("behavior_mean_return", float("nan")), code=code, pairs=pairs,
+                behaviour_return=a.get("behavior_mean_return", a.get("episode_return_mean", float("nan"))), code=code,
+                pairs=pairs,
                 behaviour=behaviour if behaviour is None else round(behaviour, 1), contrasts=entry["contrasts"],
                 table="\n".join(runinfo.md_table(ROW_HEAD, table)))  # fmt: skip
 
