@@ -248,7 +248,7 @@ def test_the_check_lets_device_side_work_pass(device):
 
 # ---------------------------------------------------------------- the epoch loop of every model-based file
 FILES = [("orpo", []), ("orpo", ["--output-algo", "sac"]), ("mopo", []), ("mopo", ["--policy", "td3bc"]), ("oroo",
-          []), ("mbpo", [])]  # fmt: skip
+          []), ("mbpo", []), ("combo", ["--num-repeat", "2"])]  # fmt: skip
 
 
 @pytest.mark.parametrize("name, flags", FILES, ids=[" ".join([n, *f]) for n, f in FILES])
@@ -354,8 +354,8 @@ def test_resume_on_the_device_continues_exactly(files, hopper_data_dir, tmp_path
 
 # ---------------------------------------------------------------- --cuda-graphs
 # every file's driver: ORPO with both π^p (TD3+BC: its delayed actor; SAC: every step), MOPO with both policies, OROO,
-# MBPO and TD3+BC
-GRAPH_FILES = [*FILES, ("td3bc", [])]
+# MBPO, COMBO, TD3+BC and CQL
+GRAPH_FILES = [*FILES, ("td3bc", []), ("cql", ["--num-repeat", "2"])]
 
 
 @pytest.mark.parametrize("name, flags", GRAPH_FILES, ids=[" ".join([n, *f]) for n, f in GRAPH_FILES])
@@ -382,7 +382,7 @@ def test_cuda_graphs_keep_the_eager_numbers(files, hopper_data_dir, tmp_path, mo
         assert len(captured) - before == ((2 if td3 else 1) * 2 if mode == "graphs" else 0)  # per epoch; none eagerly
         with open(os.path.join(summary["run_dir"], "metrics.csv")) as f:
             rows[mode] = list(csv.DictReader(f))
-    assert len(rows["eager"]) == len(rows["graphs"]) == (2 if name == "td3bc" else 3)  # + the fit's row 0
+    assert len(rows["eager"]) == len(rows["graphs"]) == (2 if name in ("td3bc", "cql") else 3)  # + the fit's row 0
     for eager, graphs in zip(rows["eager"], rows["graphs"]):
         assert eager.keys() == graphs.keys(), eager["epoch"]
         for key, value in eager.items():
