@@ -61,13 +61,15 @@ VARIANTS = {
     "oroo": ("oroo", []),
     "mbpo": ("mbpo", []),
     "td3bc": ("td3bc", []),
+    "cql": ("cql", []),
+    "combo": ("combo", []),
 }
 D4RL_12 = [f"{d}-{k}-v2" for k in ("random", "medium", "medium-replay", "medium-expert") for d in ("halfcheetah", "hopper", "walker2d")]  # fmt: skip
 # what each paper table needs from this repo (its other columns are other papers' methods)
 PRESETS = {
-    "1": (["td3bc", "mopo", "orpo"], D4RL_12),
-    "4": (["td3bc", "mbpo", "mopo", "orpo", "orpo_sac", "oroo", "mopo_td3bc"], D4RL_12),
-    "jump": (["td3bc", "mopo", "orpo"], ["halfcheetah-jump", "halfcheetah-jump-hard"]),
+    "1": (["cql", "td3bc", "mopo", "combo", "orpo"], D4RL_12),
+    "4": (["cql", "td3bc", "mbpo", "mopo", "orpo", "orpo_sac", "oroo", "mopo_td3bc"], D4RL_12),
+    "jump": (["cql", "td3bc", "mopo", "combo", "orpo"], ["halfcheetah-jump", "halfcheetah-jump-hard"]),
 }
 INTERRUPTED = {130, 143, -signal.SIGINT, -signal.SIGTERM}
 # config.json keys that say where and how a run ran, not what it computes: runs that differ only in these are one

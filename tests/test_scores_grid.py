@@ -583,6 +583,8 @@ def test_the_lambda_o_table_counts_only_for_a_run_with_its_lambdas(scores):
 # The paper's LaTeX, parsed: only to check benchmarks/paper_scores.csv, which is what scores.py reads.
 LABELS = {"1": "d4rl-part", "4": "table:all-results", "jump": "fig:generalize", "lambda": "table:lambda"}
 COLUMNS = {
+    "CQL": "cql",
+    "COMBO": "combo",
     "TD3+BC": "td3bc",
     "MBPO": "mbpo",
     "MOPO": "mopo",
@@ -842,7 +844,7 @@ def test_slurm_dry_run_prints_the_array_and_starts_nothing(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     for line in (
-        "#SBATCH --array=0-179%64",
+        "#SBATCH --array=0-299%64",
         "#SBATCH --partition=gpu",
         "#SBATCH --time=600",
         "#SBATCH --gpus-per-node=1",
@@ -852,7 +854,7 @@ def test_slurm_dry_run_prints_the_array_and_starts_nothing(tmp_path):
     ):
         assert line in result.stdout, line
     assert (
-        result.stdout.count(": start: ") == 3 * 12 * 5
+        result.stdout.count(": start: ") == 5 * 12 * 5  # Table 1's CQL, TD3+BC, MOPO, COMBO, ORPO
         and "mopo walker2d-medium-expert-v2 seed 5: start:" in result.stdout
     )
     assert not (tmp_path / "runs").exists()
