@@ -9,15 +9,17 @@ Rows (--rows picks some; cql, combo and the last seven only when named):
   cql, combo      algorithms/cql.py, combo.py (the paper's two other columns; combo rolls out in the seed's ensemble)
   kit_mopo        OfflineRL-Kit's MOPO, its run_mopo.py settings (benchmarks/peers.py)
   official_orpo   the official ORPO code, its settings for the dataset (benchmarks/peers.py)
-  official_orpo_units  the same with its TD3+BC update's actions in one unit (halfcheetah-jump-hard only: a diagnostic
-                  of a finding in docs/peers.md, not the official code as written)
-  official_orpo_readme  the official code with its README command's batch shares (on the jump task 0.05 / 0.05 / 0)
-  official_td3bc, official_mopo  the official repository's run_td3bc.py / run_mopo.py, their halfcheetah-jump-hard
-                  branches (run_mopo.py with the appendix's λp = 1, h = 5; its pair settings are mopo's)
+  official_orpo_units  the same with its TD3+BC update's actions in one unit (the jump tasks only: a diagnostic of a
+                  finding in docs/peers.md, not the official code as written)
+  official_orpo_readme  the official code with its README command's batch shares (on the jump tasks 0.05 / 0.05 / 0)
+  official_td3bc, official_mopo  the official repository's run_td3bc.py / run_mopo.py, their branches for
+                  halfcheetah-jump and halfcheetah-jump-hard (run_mopo.py with the appendix's λp = 1, h = 5; its pair
+                  settings are mopo's)
   official_td3bc_units  run_td3bc.py with its TD3+BC update's actions in one unit (the same diagnostic)
-  official_cql, official_combo  the official repository's run_cql.py / run_combo.py, their halfcheetah-jump-hard
-                  branches with their own defaults (run_combo.py's h 5, w 0.5: combo.py's fallback preset), COMBO in
-                  the seed's shared ensemble with --peer-ensemble shared
+  official_cql, official_combo  the official repository's run_cql.py / run_combo.py, their jump branches with their own
+                  defaults (run_combo.py's h 5, w 0.5: combo.py's fallback preset), COMBO in the seed's shared
+                  ensemble with --peer-ensemble shared; official_combo halfcheetah-jump-hard only (run_combo.py's
+                  halfcheetah-jump branch, L75, can never be taken)
 
 Every row gets the same data file, seed, gradient steps, start states, evaluation episodes (same env, same start
 states) and reference returns; both sides of a pair get the same dataset settings (λp, u, h; ORPO's λo, h^o and batch
@@ -57,8 +59,8 @@ import stats  # noqa: E402  (every interval and verdict, on scipy)
 import pages  # noqa: E402  (the page's Jinja2 template)
 
 # row: (kind, script or peer name, extra flags, label)
-# a diagnostic on halfcheetah-jump-hard, not a row of the comparison: the official code with its TD3+BC update's action
-# units made one (peers.py --one-action-unit)
+# a diagnostic on the jump tasks, not a row of the comparison: the official code with its TD3+BC update's action units
+# made one (peers.py --one-action-unit)
 UNITS_ROW = "official_orpo_units"
 ROWS = {
     "orpo": ("ours", "orpo", [], "ORPO, π^o trained (ours)"),
@@ -81,8 +83,10 @@ ROWS = {
 # the rows a comparison runs only when --rows names them: the diagnostic and the official repository's other columns
 EXTRA_ROWS = ("cql", "combo", UNITS_ROW, "official_orpo_readme", "official_td3bc", "official_mopo",
               "official_td3bc_units", "official_cql", "official_combo")  # fmt: skip
-# rows whose code runs on halfcheetah-jump-hard only (peers.py: their run scripts' branches for it)
-JUMP_ROWS = (UNITS_ROW, "official_td3bc", "official_mopo", "official_td3bc_units", "official_cql", "official_combo")
+# rows whose code runs on the jump tasks only, and which (peers.py: their run scripts' branches for them; run_combo.py's
+# for halfcheetah-jump can never be taken, so official_combo runs halfcheetah-jump-hard only)
+JUMP_ROWS = {row: tuple(t for t in peers.JUMP_TASKS if ROWS[row][1] in peers.JUMP_PEERS[t]) for row in (
+    UNITS_ROW, "official_td3bc", "official_mopo", "official_td3bc_units", "official_cql", "official_combo")}  # fmt: skip
 # model-based peers without pair settings: their script's defaults, our start-state count and (shared) ensemble
 OWN_SETTINGS = ("official_combo",)
 # official_orpo_readme: the README's own batch shares for the task, whatever --settings gives official_orpo
@@ -348,7 +352,7 @@ def command(args: Args, t: Task, plan: tuple[str, dict]) -> list[str]:
     if kind == "peer":
         source = args.kit_source if name == "kit-mopo" else args.orpo_source
         if t.row == "official_orpo_readme":  # the README command's shares for the task, the rest official_orpo's
-            readme = peers.JUMP_FLAGS if task == peers.JUMP_TASK else peers.ORPO_SHARES
+            readme = peers.README_JUMP_FLAGS.get(task, peers.ORPO_SHARES)
             given = dict(zip(readme[::2], readme[1::2]))
             settings = settings | {k: float(given[PAIR_SETTINGS["official_orpo"][k]]) for k in README_SHARES}
         same = ["--task", task]
@@ -855,10 +859,16 @@ def check(args: Args) -> None:
     if bad := [r for r in args.rows if r not in ROWS]:
         raise UsageError(f"unknown row {bad[0]!r}: choose from {' '.join(ROWS)}")
     for row in [r for r in JUMP_ROWS if r in args.rows]:
-        if {task_of(args, d) for d in args.env} != {peers.JUMP_TASK}:  # the name, or a file named so
-            why = ("elsewhere the official code's actions are the env's" if "--one-action-unit" in ROWS[row][2]
-                   else "its run script's branch for that task is what it runs")  # fmt: skip
-            raise UsageError(f"--rows {row} runs on --env {peers.JUMP_TASK} only ({why}): drop it or the other --env")
+        tasks = {task_of(args, d) for d in args.env}  # the name, or a file named so
+        if not tasks <= set(JUMP_ROWS[row]):
+            if row == "official_combo" and peers.JUMP_EASY in tasks:
+                why = "run_combo.py's branch for halfcheetah-jump, L75, tests a name no task has"
+            elif "--one-action-unit" in ROWS[row][2]:
+                why = "elsewhere the official code's actions are the env's"
+            else:
+                why = "its run script's branch for that task is what it runs"
+            where = " or ".join(JUMP_ROWS[row])
+            raise UsageError(f"--rows {row} runs on --env {where} only ({why}): drop it or the other --env")
     plumbing.check_args(args)  # every number in its field's range, every tuple given
     for name, values in (("--rows", args.rows), ("--seeds", args.seeds), ("--env", args.env)):
         if not values or len(set(values)) < len(values):  # none runs nothing; a task twice runs twice, in one folder

@@ -3,9 +3,9 @@
   kit-mopo        OfflineRL-Kit's MOPO (run_example/run_mopo.py), its "suggested hypers" for the dataset
   official-orpo   the official ORPO fork (run_example/run_orpo.py), its README's command and the paper's tuned values;
                   its optimistic rollout policy is never trained (its update is dead code upstream), and runs that way
-  official-td3bc  the same repository's run_td3bc.py, halfcheetah-jump-hard only (its branch for the task, as written)
-  official-mopo   the same repository's run_mopo.py, halfcheetah-jump-hard only (its branch, the appendix's λp 1, h 5)
-  official-cql    the same repository's run_cql.py (the Kit's CQL), halfcheetah-jump-hard only (its branch, its defaults)
+  official-td3bc  the same repository's run_td3bc.py, the jump tasks only (its branch for each, as written)
+  official-mopo   the same repository's run_mopo.py, the jump tasks only (its branches, the appendix's λp 1, h 5)
+  official-cql    the same repository's run_cql.py (the Kit's CQL), the jump tasks only (its branches, its defaults)
   official-combo  the same repository's run_combo.py (the Kit's COMBO), halfcheetah-jump-hard only (its branch, its
                   defaults); halfcheetah-jump is refused: run_combo.py's branch for it can never be taken
 
@@ -16,8 +16,8 @@ The peer's tree at --commit (pinned) is extracted from --source (a git URL or di
 imported from there; `gym.make` answers with a stand-in serving the HDF5 file through `get_dataset()`, so the run
 script's own data, buffers, fit, policies and trainer run unchanged. Only the evaluation is ours (algorithms/*.py's:
 the deterministic policy, one episode per env reset with seed + 1000·epoch, D4RL's reference returns). On
-halfcheetah-jump-hard the actions are handed over ×3 (their RescaleAction(-3, 3)) and mapped back ÷3 in our
-evaluation, which sums the jump-hard reward (raw returns). Output in --run-dir, written atomically: config.json,
+halfcheetah-jump and halfcheetah-jump-hard the actions are handed over ×3 (their RescaleAction(-3, 3)) and mapped back
+÷3 in our evaluation, which sums the task's reward (raw returns). Output in --run-dir, written atomically: config.json,
 metrics.csv (row 0: the dynamics fit), summary.json, peer_log/. Peers do not resume: an unfinished run starts over.
 """
 
@@ -62,7 +62,7 @@ PEERS = {  # settings: the run-script flags a dataset's settings set; uncertaint
     "official-orpo": {"source": ORPO_REPO[0], "commit": ORPO_REPO[1], "script": "run_example/run_orpo.py",
                       "settings": ("--penalty-coef", "--bonus-coef", "--rollout-length",
                                    "--rollout-length-rollout-policy"), "uncertainty_modes": MODES},
-    # the same repository's baselines, on halfcheetah-jump-hard only (their branches for it: JUMP_SCRIPT_TASK)
+    # the same repository's baselines, on the jump tasks only (their branches for them: JUMP_SCRIPT_TASK)
     "official-td3bc": {"source": ORPO_REPO[0], "commit": ORPO_REPO[1], "script": "run_example/run_td3bc.py",
                        "settings": (), "uncertainty_modes": ()},  # no model
     "official-mopo": {"source": ORPO_REPO[0], "commit": ORPO_REPO[1], "script": "run_example/run_mopo.py",
@@ -99,27 +99,39 @@ ORPO_TABLE = {
     if task.endswith("-v2")
 }
 ORPO_SHARES = "--real-ratio-rollout 0.05 --real-ratio-final 0.05 --final-policy-rollout-ratio-final 0.45".split()
-# The paper's generalisation task that the official repository's run scripts have a branch for (docs/peers.md,
-# "halfcheetah-jump-hard"). Each branch (run_orpo.py L102-113, run_td3bc.py L69-83, run_mopo.py L80-91, run_cql.py
-# L89-103, run_combo.py L89-103) wraps D4RL's env in RescaleAction(env, -3, 3) and sets args.action_scale = 3.0: their
-# dataset holds the actions their collection script fed that wrapper (in [-3, 3]) and their policies output actor·3
-# (td3bc.py L83, sac.py L80). Our file holds HalfCheetah-v4's actions in [-1, 1]. OfflineRL-Kit's run_mopo.py has no
-# such branch.
+# The paper's generalisation tasks that the official repository's run scripts have branches for (docs/peers.md,
+# "halfcheetah-jump-hard" and "halfcheetah-jump"). Each branch (jump-hard: run_orpo.py L102-113, run_td3bc.py L69-83,
+# run_mopo.py L80-91, run_cql.py L89-103, run_combo.py L89-103; jump: run_orpo.py L90-101, run_td3bc.py L54-68,
+# run_mopo.py L68-79, run_cql.py L63-77) wraps D4RL's env in RescaleAction(env, -3, 3) and sets args.action_scale =
+# 3.0: their datasets hold the actions their collection scripts fed that wrapper (in [-3, 3]) and their policies
+# output actor·3 (td3bc.py L83, sac.py L80). Our files hold HalfCheetah-v4's actions in [-1, 1]. OfflineRL-Kit's
+# run_mopo.py has no such branch.
 JUMP_TASK = "halfcheetah-jump-hard"
-JUMP_HARD = plumbing.Task(JUMP_TASK, "HalfCheetah-v4", "halfcheetah", reward_fn=JUMP_TASK)  # its reward: plumbing's
-# the --task each run script takes the branch on: run_orpo.py tests `args.task == "halfcheetah-jump-hard"` (L102);
-# run_td3bc.py (L69), run_mopo.py (L80), run_cql.py (L89) and run_combo.py (L89) test `args.task.split('-')[0] ==
-# "halfcheetahvelSafejump"`, so any suffix takes it (the name is used elsewhere only for log folders and
-# get_termination_fn, whose 'halfcheetah' case it meets as run_orpo.py's name does); "-hard" is ours
-JUMP_SCRIPT_TASK = {"official-orpo": JUMP_TASK, "official-td3bc": "halfcheetahvelSafejump-hard",
-                    "official-mopo": "halfcheetahvelSafejump-hard", "official-cql": "halfcheetahvelSafejump-hard",
-                    "official-combo": "halfcheetahvelSafejump-hard"}  # fmt: skip
-JUMP_PEERS = tuple(JUMP_SCRIPT_TASK)
-JUMP_ONLY = ("official-td3bc", "official-mopo", "official-cql", "official-combo")  # halfcheetah-jump-hard only here
+JUMP_EASY = "halfcheetah-jump"  # the whole replay buffer of an online SAC, the jump reward (no −3 term)
+JUMP_TASKS = (JUMP_EASY, JUMP_TASK)
+assert set(JUMP_TASKS) == set(plumbing.JUMP_TASKS)
+# each task's reward: plumbing's task_reward for it
+JUMP_REWARD_TASKS = {t: plumbing.Task(t, "HalfCheetah-v4", "halfcheetah", reward_fn=t) for t in JUMP_TASKS}
+JUMP_HARD = JUMP_REWARD_TASKS[JUMP_TASK]
+# the --task each run script takes its branch on. run_orpo.py tests `args.task == "halfcheetah-jump-hard"` (L102) and
+# `args.task == "halfcheetah-jump"` (L90). run_td3bc.py (L69), run_mopo.py (L80), run_cql.py (L89) and run_combo.py
+# (L89) test `args.task.split('-')[0] == "halfcheetahvelSafejump"` for jump-hard, and run_td3bc.py (L54), run_mopo.py
+# (L68) and run_cql.py (L63) `args.task.split('-')[0] == "halfcheetahveljump"` for jump, so any suffix takes them (the
+# name is used elsewhere only for log folders and get_termination_fn: run_mopo.py L157 meets termination_fns.py L132's
+# 'halfcheetahveljump' case on jump, its 'halfcheetah' case on jump-hard); jump-hard's "-hard" is ours. run_combo.py has
+# no branch a name can reach for jump (COMBO_JUMP_REFUSAL)
+JUMP_SCRIPT_TASK = {
+    JUMP_TASK: {"official-orpo": JUMP_TASK, "official-td3bc": "halfcheetahvelSafejump-hard",
+                "official-mopo": "halfcheetahvelSafejump-hard", "official-cql": "halfcheetahvelSafejump-hard",
+                "official-combo": "halfcheetahvelSafejump-hard"},
+    JUMP_EASY: {"official-orpo": JUMP_EASY, "official-td3bc": "halfcheetahveljump",
+                "official-mopo": "halfcheetahveljump", "official-cql": "halfcheetahveljump"},
+}  # fmt: skip
+JUMP_PEERS = {task: tuple(names) for task, names in JUMP_SCRIPT_TASK.items()}  # the peers each jump task runs with
+JUMP_ONLY = ("official-td3bc", "official-mopo", "official-cql", "official-combo")  # the jump tasks only here
 # run_combo.py's branch for the easier task tests `args.task.split('-')[0] == "halfcheetah-jump"` (L75): no piece of a
 # split on '-' holds a '-', so no --task takes it and every halfcheetah-jump name falls into its D4RL branch (L115-116,
-# gym.make(args.task)). Reaching it would take patching their test; peers.py refuses instead (and runs halfcheetah-jump
-# for no peer: only jump-hard is served)
+# gym.make(args.task)). Reaching it would take patching their test; peers.py refuses instead
 COMBO_JUMP_REFUSAL = (
     "--peer official-combo cannot run halfcheetah-jump: run_combo.py's branch for it (L75) tests "
     "args.task.split('-')[0] == \"halfcheetah-jump\", which no task name satisfies (no piece of a split on '-' holds a "
@@ -127,21 +139,31 @@ COMBO_JUMP_REFUSAL = (
     "(its halfcheetahvelSafejump branch, L89)"
 )
 JUMP_ACTIONS = (-3.0, 3.0)  # RescaleAction(env, -3, 3): their action range; the env's own is [-1, 1]
-# the README's command for the task, less --task/--dataset: λp 1, λo 0.1, h 5, h^o 5, shares 0.05 / 0.05 / 0 (u: none
-# passed, so the ensemble's default aleatoric)
-JUMP_FLAGS = (
-    "--penalty-coef 1 --bonus-coef 0.1 --rollout-length 5 --rollout-length-rollout-policy 5 "
-    "--real-ratio-rollout 0.05 --real-ratio-final 0.05 --final-policy-rollout-ratio-final 0"
-).split()
-# official-mopo: the appendix's MOPO settings for the jump tasks ("we adopt the hyper-parameters used in MOPO, setting
-# λp = 1 and h^p = 5"); run_mopo.py's defaults are 2.5 and 5, and its other defaults stay (u aleatoric, real ratio 0.05,
-# SAC 256×256). official-td3bc: none (run_td3bc.py's defaults, α 2.5, "for all D4RL-Gym tasks"); the README gives no
-# command for either script. official-cql and official-combo: none either (the paper states no CQL or COMBO setting for
-# the jump tasks): run_cql.py's defaults (cql-weight 5, its "suggested hypers ... for all D4RL-Gym tasks"), run_combo.py's
-# (cql-weight 0.5, h 5, real ratio 0.5, rho_s mix)
-JUMP_SCRIPT_FLAGS = {"official-orpo": JUMP_FLAGS, "official-td3bc": [],
-                     "official-mopo": ["--penalty-coef", "1", "--rollout-length", "5"], "official-cql": [],
-                     "official-combo": []}  # fmt: skip
+# the README's command for each task, less --task/--dataset (README L70 for halfcheetah-jump, L76 for jump-hard: the same
+# flags): λp 1, λo 0.1, h 5, h^o 5, shares 0.05 / 0.05 / 0 (u: none passed, so the ensemble's default aleatoric)
+README_JUMP_FLAGS = {
+    task: (
+        "--penalty-coef 1 --bonus-coef 0.1 --rollout-length 5 --rollout-length-rollout-policy 5 "
+        "--real-ratio-rollout 0.05 --real-ratio-final 0.05 --final-policy-rollout-ratio-final 0"
+    ).split()
+    for task in JUMP_TASKS
+}
+JUMP_FLAGS = README_JUMP_FLAGS[JUMP_TASK]
+# official-mopo: the appendix's MOPO settings for the jump tasks ("For Halfcheetah-jump and Halfcheetah-jump-hard
+# datasets, we adopt the hyper-parameters used in MOPO, setting λp = 1 and h^p = 5"); run_mopo.py's defaults are 2.5 and
+# 5, and its other defaults stay (u aleatoric, real ratio 0.05, SAC 256×256). official-td3bc: none (run_td3bc.py's
+# defaults, α 2.5, "for all D4RL-Gym tasks"); the README gives no command for either script. official-cql and
+# official-combo: none either (the paper states no CQL or COMBO setting for the jump tasks): run_cql.py's defaults
+# (cql-weight 5, its "suggested hypers ... for all D4RL-Gym tasks"), run_combo.py's (cql-weight 0.5, h 5, real ratio
+# 0.5, rho_s mix)
+JUMP_SCRIPT_FLAGS = {
+    task: {peer: flags for peer, flags in (
+        ("official-orpo", README_JUMP_FLAGS[task]), ("official-td3bc", []),
+        ("official-mopo", ["--penalty-coef", "1", "--rollout-length", "5"]), ("official-cql", []),
+        ("official-combo", []),
+    ) if peer in JUMP_PEERS[task]}
+    for task in JUMP_TASKS
+}  # fmt: skip
 # what a fresh start removes
 OUTPUTS = ("config.json", "metrics.csv", "summary.json", "error.txt", "peer_log", "peer_dynamics")
 
@@ -155,8 +177,8 @@ def cache_root() -> str:
 class Args:
     # The peer and the data
     peer: str
-    """kit-mopo | official-orpo | official-td3bc | official-mopo | official-cql | official-combo (the last four:
-    halfcheetah-jump-hard only)"""
+    """kit-mopo | official-orpo | official-td3bc | official-mopo | official-cql | official-combo (the last four: the
+    jump tasks only; official-combo halfcheetah-jump-hard only)"""
     dataset_path: str
     """D4RL-layout HDF5 file"""
     run_dir: str
@@ -168,9 +190,9 @@ class Args:
     eval_env: Optional[str] = None
     """Gymnasium id of the evaluation env (default: the file's env_id)"""
     task: Optional[str] = None
-    """the D4RL name whose settings the peer takes, e.g. hopper-medium-v2, or halfcheetah-jump-hard (the official-*)
-    (default: the file's reward_fn attr if it names halfcheetah-jump-hard, else the eval env's domain and the kind
-    (medium, medium-replay, ...) in the file's name)"""
+    """the D4RL name whose settings the peer takes, e.g. hopper-medium-v2, or halfcheetah-jump / halfcheetah-jump-hard
+    (the official-*) (default: the file's reward_fn attr if it names a jump task, else the eval env's domain and the
+    kind (medium, medium-replay, ...) in the file's name)"""
     peer_flags: Optional[str] = None
     """run-script flags that override the dataset's settings, e.g. '--penalty-coef 0.5 --rollout-length 5'; naming every
     flag a dataset sets (PEERS' settings) lets --task be one the peer has no settings for"""
@@ -200,7 +222,7 @@ class Args:
     in instead of fitting its own: written in its format to <run-dir>/peer_dynamics and given to its run script as
     --load-dynamics-path, which skips its fit (the sizes must be its ensemble's: 7 models, 5 elites, 4×200)"""
     one_action_unit: bool = False
-    """official-orpo or official-td3bc on halfcheetah-jump-hard, a diagnostic and NOT the peer's code as written: its
+    """official-orpo or official-td3bc on a jump task, a diagnostic and NOT the peer's code as written: its
     TD3+BC update gets the batch's actions ÷3, so that its critic, target actions, actor and BC term all work in the
     actor's [-1, 1] (docs/peers.md, "their TD3+BC mixes action units")"""
 
@@ -326,7 +348,7 @@ def install_stubs(make_env) -> list[str]:
             return getattr(self.env, name)
 
     class RescaleAction(Wrapper):
-        """gym's RescaleAction (run_orpo.py's jump branch wraps the stand-in in it): action_space [low, high]; never
+        """gym's RescaleAction (the run scripts' jump branches wrap the stand-in in it): action_space [low, high]; never
         stepped, but `action()` is gym's map, the one our evaluation applies (to_env_action)."""
 
         def __init__(self, env, min_action, max_action):
@@ -357,7 +379,7 @@ def install_stubs(make_env) -> list[str]:
     installed.append(
         "gym: a module whose make(task) returns the stand-in env (the HDF5 file through get_dataset(), the Gymnasium "
         "env's spaces, D4RL's reference returns, no stepping); Env, Wrapper (forwarding attributes to the wrapped env, "
-        "as gym's), wrappers.RescaleAction (its action_space only: run_orpo.py's halfcheetah-jump-hard branch), "
+        "as gym's), wrappers.RescaleAction (its action_space only: the run scripts' jump branches), "
         "spaces.Space and envs.mujoco.mujoco_env.MujocoEnv exist only for the peer's type hints and base classes"
     )
     sys.modules["d4rl"] = types.ModuleType("d4rl")
@@ -387,7 +409,8 @@ def read_dataset(path: str) -> tuple[dict, dict]:
 
 def infer_task(args: argparse.Namespace, attrs: dict) -> tuple[str, str, tuple | None]:
     """(task name, Gymnasium eval env id, reference returns) from --task / --eval-env / the file: a D4RL name with D4RL's
-    reference returns, or halfcheetah-jump-hard with none (its score is the raw return)."""
+    reference returns, or a jump task (halfcheetah-jump, halfcheetah-jump-hard) with none (its score is the raw
+    return)."""
     eval_env = args.eval_env or attrs.get("env_id")
     if not eval_env:
         raise UsageError(f"{args.dataset_path} names no evaluation env (attr env_id); pass --eval-env, e.g. Hopper-v4")
@@ -395,34 +418,41 @@ def infer_task(args: argparse.Namespace, attrs: dict) -> tuple[str, str, tuple |
     if domain is None:
         raise UsageError(f"--eval-env {eval_env}: the peers run MuJoCo Hopper, HalfCheetah or Walker2d only")
     reward_fn = attrs.get("reward_fn")
-    if args.peer == "official-combo" and "halfcheetah-jump" in (args.task, None if args.task else reward_fn):
+    if args.peer == "official-combo" and JUMP_EASY in (args.task, None if args.task else reward_fn):
         raise UsageError(COMBO_JUMP_REFUSAL)
-    if args.task == JUMP_TASK or (not args.task and reward_fn == JUMP_TASK):
-        if args.peer not in JUMP_PEERS:
+    named = args.task or reward_fn  # --task, else the file's rewards
+    jump = named if named in JUMP_TASKS else None
+    if jump:
+        if args.peer not in JUMP_PEERS[jump]:
             raise UsageError(
-                f"{JUMP_TASK} runs with --peer {', '.join(JUMP_PEERS)} only (the official run scripts have a branch "
+                f"{jump} runs with --peer {', '.join(JUMP_PEERS[jump])} only (the official run scripts have a branch "
                 f"for it); {args.peer}'s run script has none"
             )
         if domain != "halfcheetah":
-            raise UsageError(f"--task {JUMP_TASK} is a HalfCheetah task, but --eval-env is {eval_env}")
-        if reward_fn not in (None, JUMP_TASK):
+            raise UsageError(f"--task {jump} is a HalfCheetah task, but --eval-env is {eval_env}")
+        if reward_fn not in (None, jump):
             raise UsageError(
-                f"{args.dataset_path} holds the rewards of '{reward_fn}' (attr reward_fn), not {JUMP_TASK}'s; make the "
-                f"file with: python datasets/halfcheetah_jump.py --task {JUMP_TASK}"
+                f"{args.dataset_path} holds the rewards of '{reward_fn}' (attr reward_fn), not {jump}'s; make the "
+                f"file with: python datasets/halfcheetah_jump.py --task {jump}"
             )
-        return JUMP_TASK, eval_env, None
+        return jump, eval_env, None
     if args.peer in JUMP_ONLY:  # their branches for the D4RL names are not the paper's rows here: not run
         raise UsageError(
-            f"--peer {args.peer} runs {JUMP_TASK} only (a file made by datasets/halfcheetah_jump.py --task {JUMP_TASK}, "
-            f"or --task {JUMP_TASK}); for D4RL datasets use kit-mopo or official-orpo"
+            f"--peer {args.peer} runs {' and '.join(jump_tasks_of(args.peer))} only (a file made by "
+            f"datasets/halfcheetah_jump.py --task TASK, or --task TASK); for D4RL datasets use kit-mopo or official-orpo"
         )
     if reward_fn not in (None, "env"):  # another task's rewards: scored with the env's reward they would mislead
         raise UsageError(
             f"{args.dataset_path} holds the rewards of '{reward_fn}' (attr reward_fn); peers.py runs the env's own "
-            f"reward (D4RL names) or --task {JUMP_TASK}"
+            f"reward (D4RL names) or --task {' / '.join(JUMP_TASKS)}"
         )
     task = d4rl_task(args.task, domain, args.dataset_path, f"but --eval-env is {eval_env}")
     return task, eval_env, DOMAINS[domain][1:]
+
+
+def jump_tasks_of(peer: str) -> list[str]:
+    """The jump tasks a peer's run script has a reachable branch for."""
+    return [task for task in JUMP_TASKS if peer in JUMP_PEERS[task]]
 
 
 def d4rl_task(task: str | None, domain: str, path: str, why: str) -> str:
@@ -460,15 +490,17 @@ def script_args(root: str, script: str, argv: list[str]) -> argparse.Namespace:
 
 
 def dataset_flags(peer: str, root: str, task: str, dataset_path: str | None = None) -> list[str]:
-    """The run script's flags for `task`: the peer's own settings for the dataset (halfcheetah-jump-hard: the README's
-    command, with --dataset dataset_path when given)."""
-    if task == JUMP_TASK:
-        if peer not in JUMP_PEERS:
-            raise UsageError(f"{JUMP_TASK} runs with --peer {', '.join(JUMP_PEERS)} only; not with {peer}")
+    """The run script's flags for `task`: the peer's own settings for the dataset (a jump task: the name its run
+    script's branch takes and official-orpo's README command for the task, with --dataset dataset_path when given)."""
+    if task in JUMP_TASKS:
+        if peer == "official-combo" and task == JUMP_EASY:
+            raise UsageError(COMBO_JUMP_REFUSAL)
+        if peer not in JUMP_PEERS[task]:
+            raise UsageError(f"{task} runs with --peer {', '.join(JUMP_PEERS[task])} only; not with {peer}")
         dataset = ["--dataset", dataset_path] if dataset_path else []
-        return ["--task", JUMP_SCRIPT_TASK[peer], *dataset, *JUMP_SCRIPT_FLAGS[peer]]
+        return ["--task", JUMP_SCRIPT_TASK[task][peer], *dataset, *JUMP_SCRIPT_FLAGS[task][peer]]
     if peer in JUMP_ONLY:
-        raise UsageError(f"{peer} runs {JUMP_TASK} only here; not {task}")
+        raise UsageError(f"{peer} runs {' and '.join(jump_tasks_of(peer))} only here; not {task}")
     if peer == "kit-mopo":
         with open(os.path.join(root, PEERS[peer]["script"])) as f:
             text = f.read()
@@ -481,7 +513,8 @@ def dataset_flags(peer: str, root: str, task: str, dataset_path: str | None = No
         return ["--task", task, "--rollout-length", h, "--penalty-coef", penalty]
     if task not in ORPO_TABLE:
         raise UsageError(
-            f"official-orpo has the paper's settings for {', '.join(ORPO_TABLE)} and {JUMP_TASK}; not for {task}"
+            f"official-orpo has the paper's settings for {', '.join(ORPO_TABLE)}, {JUMP_EASY} and {JUMP_TASK}; not "
+            f"for {task}"
         )
     penalty, u, h, bonus, h_o = ORPO_TABLE[task]
     command = ["--task", task, "--penalty-coef", str(penalty), "--bonus-coef", str(bonus)]
@@ -626,6 +659,15 @@ def jump_hard_reward(next_obs: np.ndarray, action: np.ndarray, info: dict) -> np
     return plumbing.task_reward(JUMP_HARD, next_obs, action, None, info)
 
 
+def jump_reward(next_obs: np.ndarray, action: np.ndarray, info: dict) -> np.ndarray:
+    """halfcheetah-jump's: plumbing's task_reward, a in the env's [-1, 1], no −3 term; the jump branches'
+    HalfcheetahjumpRewardWrapper (wrappedEnv.py L5-14) in D4RL's env after RescaleAction."""
+    return plumbing.task_reward(JUMP_REWARD_TASKS[JUMP_EASY], next_obs, action, None, info)
+
+
+JUMP_REWARDS = {JUMP_EASY: jump_reward, JUMP_TASK: jump_hard_reward}  # the reward our evaluation sums, by task
+
+
 def to_env_action(action: np.ndarray, peer_range: tuple, env_range: tuple) -> np.ndarray:
     """gym 0.22's RescaleAction.action: low + (high − low)·(a − min)/(max − min), clipped; on HalfCheetah a / 3."""
     (lo, hi), (low, high) = peer_range, env_range
@@ -638,16 +680,16 @@ def deterministic_actions(policy):  # the peer's evaluation action, on a batch o
 
 def eval_policy(policy, task: str):
     """(act, reward_fn) for evaluate(): the peer's deterministic action in the env's units, the task's reward (None: the
-    env's). On halfcheetah-jump-hard select_action returns actor·3 in [-3, 3] (td3bc.py L83, run_orpo.py L112), which
+    env's). On the jump tasks select_action returns actor·3 in [-3, 3] (td3bc.py L83, run_orpo.py L100 / L112), which
     their eval env's RescaleAction(-3, 3) maps to the env's [-1, 1]: so does ours."""
     act = deterministic_actions(policy)
-    if task != JUMP_TASK:
+    if task not in JUMP_TASKS:
         return act, None
     scale = getattr(policy, "action_scale", None)
     if scale != JUMP_ACTIONS[1]:  # what the conversions in both directions assume
         raise RuntimeError(f"the peer's policy has action_scale {scale}; peers.py assumes {JUMP_ACTIONS[1]} on {task}")
     env_range = (-1.0, 1.0)  # HalfCheetah-v4's (and D4RL's) action space
-    return (lambda obs: to_env_action(act(obs), JUMP_ACTIONS, env_range).astype(np.float32)), jump_hard_reward
+    return (lambda obs: to_env_action(act(obs), JUMP_ACTIONS, env_range).astype(np.float32)), JUMP_REWARDS[task]
 
 
 def export_policy(policy, task: str, obs: np.ndarray, path: str) -> str:
@@ -687,7 +729,7 @@ def export_policy(policy, task: str, obs: np.ndarray, path: str) -> str:
 
 def eval_metrics(returns: np.ndarray, ref: tuple[float, float] | None) -> dict[str, float]:
     """plumbing.evaluate's: the return, and D4RL's normalised score per episode where there are reference returns (not
-    on jump-hard), 100·(R − R_random)/(R_expert − R_random)."""
+    on the jump tasks), 100·(R − R_random)/(R_expert − R_random)."""
     metrics = {"eval/return": float(returns.mean()), "eval/return_std": float(returns.std())}
     if ref:
         score = 100.0 * (returns - ref[0]) / (ref[1] - ref[0])
@@ -713,7 +755,7 @@ class StandInEnv:
         self.seeded = seed  # the script seeds its eval env; ours are seeded per evaluation
 
     def get_normalized_score(self, score):
-        if self.ref is None:  # run_orpo.py's trainer never asks on halfcheetah-jump-hard (is_generalization_env)
+        if self.ref is None:  # run_orpo.py's trainer never asks on the jump tasks (is_generalization_env)
             raise RuntimeError(f"{self.task} has no reference returns")
         return (score - self.ref[0]) / (self.ref[1] - self.ref[0])
 
@@ -998,14 +1040,14 @@ def main(argv=None) -> int:
     cli = {k: v for k, v in vars(args).items() if k != "typed"}  # the flags, not what plumbing noted of them
     raw, attrs = read_dataset(args.dataset_path)
     task, eval_env_id, ref = infer_task(args, attrs)
-    scale = JUMP_ACTIONS[1] if task == JUMP_TASK else 1.0  # the peer's actions = the env's (in [-1, 1]) × scale
+    scale = JUMP_ACTIONS[1] if task in JUMP_TASKS else 1.0  # the peer's actions = the env's (in [-1, 1]) × scale
     if args.one_action_unit and scale == 1.0:
         raise UsageError(f"--one-action-unit: on {task} the peer's actions are the env's (×1), so it changes nothing; "
                          "drop it")  # fmt: skip
-    if task == JUMP_TASK and np.abs(raw["actions"]).max() > 1.0:
+    if task in JUMP_TASKS and np.abs(raw["actions"]).max() > 1.0:
         lo, hi = raw["actions"].min(), raw["actions"].max()
         raise UsageError(f"{args.dataset_path}: actions span [{lo:.4g}, {hi:.4g}], outside HalfCheetah-v4's [-1, 1]; "
-                         f"peers.py hands the official code {JUMP_TASK} data ×{scale:g}, so the file must hold the "
+                         f"peers.py hands the official code {task} data ×{scale:g}, so the file must hold the "
                          "env's actions (as datasets/halfcheetah_jump.py writes them), not the official collection's "
                          "[-3, 3]")  # fmt: skip
     # what the run script is handed: on the jump task the actions ×3, the convention of its data and policies
@@ -1030,10 +1072,10 @@ def main(argv=None) -> int:
     converted = os.path.join(os.path.abspath(args.run_dir), "peer_dynamics")
     command += ["--load-dynamics-path", converted] if args.load_dynamics else []
     peer_args = script_args(source["root"], PEERS[args.peer]["script"], command)
-    if peer_args.task != (JUMP_SCRIPT_TASK[args.peer] if task == JUMP_TASK else task):
+    if peer_args.task != (JUMP_SCRIPT_TASK[task][args.peer] if task in JUMP_TASKS else task):
         raise UsageError(f"--peer-flags sets --task {peer_args.task}; pass it as peers.py's --task instead")
-    dataset_arg = getattr(peer_args, "dataset", None)  # the official scripts' --dataset: read (by us) on the jump task
-    if task == JUMP_TASK and os.path.realpath(dataset_arg or "") != os.path.realpath(args.dataset_path):
+    dataset_arg = getattr(peer_args, "dataset", None)  # the official scripts' --dataset: read (by us) on a jump task
+    if task in JUMP_TASKS and os.path.realpath(dataset_arg or "") != os.path.realpath(args.dataset_path):
         raise UsageError(f"--peer-flags sets --dataset {dataset_arg}; the data is --dataset-path's")
     loaded = args.load_dynamics and peer_dynamics(args.load_dynamics, converted, peer_args, obs_dim, scale)
     stand_in = StandInEnv(task, handed, envs.single_observation_space, envs.single_action_space, ref)
@@ -1050,14 +1092,15 @@ def main(argv=None) -> int:
         sys.argv = saved_argv
 
     def get_dataset(h5path, next_observation_path=None):
-        """The official scripts' jump branches read their file with load_dataset.get_dataset(args.dataset) (run_orpo.py
-        L109, run_td3bc.py L76, run_mopo.py L87, run_cql.py L96, run_combo.py L96): served here, the file read above
-        (its six D4RL keys), actions ×3."""
+        """The official scripts' jump branches read their file with load_dataset.get_dataset(args.dataset) (jump-hard:
+        run_orpo.py L109, run_td3bc.py L76, run_mopo.py L87, run_cql.py L96, run_combo.py L96; jump: run_orpo.py L97,
+        run_td3bc.py L61, run_mopo.py L75, run_cql.py L70): served here, the file read above (its six D4RL keys),
+        actions ×3."""
         if os.path.realpath(h5path) != os.path.realpath(args.dataset_path) or next_observation_path is not None:
             raise RuntimeError(f"peers.py serves {args.dataset_path} only, not get_dataset({h5path!r})")
         return dict(handed)
 
-    if task == JUMP_TASK:
+    if task in JUMP_TASKS:
         script.get_dataset = get_dataset  # the name the script imported (`from ...load_dataset import get_dataset`)
     import offlinerlkit
     import offlinerlkit.utils.logger as peer_logger
@@ -1080,7 +1123,7 @@ def main(argv=None) -> int:
     ] + [text for when, text in (
         (args.peer == "official-orpo", "official-orpo's _evaluate_Dynamics (its policy's return in the learned model) "
          "is not run"),
-        (task == JUMP_TASK, f"{os.path.basename(PEERS[args.peer]['script'])}'s get_dataset(args.dataset) returns the "
+        (task in JUMP_TASKS, f"{os.path.basename(PEERS[args.peer]['script'])}'s get_dataset(args.dataset) returns the "
          f"file's arrays read here, the actions ×{scale:g} (their {task} data's convention)"),
         (args.one_action_unit, f"a diagnostic (--one-action-unit): its TD3+BC update ({TD3BC_LEARN.get(args.peer)} "
          f"learn) gets the batch's actions ÷{scale:g}"),

@@ -169,7 +169,8 @@ def test_bad_input_is_one_line(tmp_path):
         (["--env", str(cheetah), "--settings", "ours", "--rows", "mopo", "kit_mopo"], "use --settings theirs"),
         (other + ["--rows", "td3bc"], "holds runs made with --settings ours --task hopper-medium-v2"),
         (["--rows", "td3bc", "official_orpo", "--peer-ensemble", "shared"], "add one to --rows"),
-        (["--rows", "official_orpo_units"], "runs on --env halfcheetah-jump-hard only"),
+        (["--rows", "official_orpo_units"], "runs on --env halfcheetah-jump or halfcheetah-jump-hard only"),
+        (["--env", "halfcheetah-jump", "--rows", "official_combo"], "run_combo.py's branch for halfcheetah-jump, L75"),
         (["--rows", "orpo", "kit_mopo", "--peer-ensemble", "shared", "--dynamics-cache", ""], "keep a cache"),
     ):
         r = run_script("benchmarks/compare.py", *argv, "--runs-dir", str(tmp_path / "runs"))
@@ -604,7 +605,9 @@ def test_the_action_unit_diagnostic_is_the_official_row_plus_one_flag(tmp_path):
     d = units.index("--run-dir") + 1
     assert units[:d] + units[d + 1 :] == official[:d] + official[d + 1 :] + ["--one-action-unit"]
     assert "official_td3bc_units" not in compare.Args().rows
-    with pytest.raises(compare.UsageError, match="official_td3bc_units runs on --env halfcheetah-jump-hard only"):
+    with pytest.raises(
+        compare.UsageError, match="official_td3bc_units runs on --env halfcheetah-jump or halfcheetah-jump-hard only"
+    ):
         compare.check(compare.Args(env=(path,), rows=("td3bc", "official_td3bc_units")))
 
 
@@ -644,7 +647,9 @@ def test_the_official_td3bc_row_runs_its_script_alone_with_our_protocol(tmp_path
     assert parsed.task == "halfcheetah-jump-hard" and parsed.peer_flags == [] and parsed.load_dynamics is None
     assert parsed.rollout_batch_size is parsed.dynamics_max_epochs is parsed.uncertainty_mode is None
     assert "official_td3bc" not in compare.Args().rows
-    with pytest.raises(compare.UsageError, match="--rows official_td3bc runs on --env halfcheetah-jump-hard only"):
+    with pytest.raises(
+        compare.UsageError, match="--rows official_td3bc runs on --env halfcheetah-jump or halfcheetah-jump-hard only"
+    ):
         compare.check(compare.Args(env=("local/hopper-medium",), rows=("td3bc", "official_td3bc")))
 
 
@@ -681,7 +686,9 @@ def test_the_official_mopo_row_takes_mopos_settings_and_the_seeds_ensemble(tmp_p
     assert (parsed.peer, parsed.seed, parsed.epochs, parsed.steps_per_epoch) == ("official-mopo", 2, 100, 1000)
     assert parsed.peer_flags == ["--penalty-coef", "1.0", "--rollout-length", "5"]
     assert (parsed.uncertainty_mode, parsed.rollout_batch_size, parsed.load_dynamics) == ("aleatoric", 5000, ensemble)
-    with pytest.raises(compare.UsageError, match="--rows official_mopo runs on --env halfcheetah-jump-hard only"):
+    with pytest.raises(
+        compare.UsageError, match="--rows official_mopo runs on --env halfcheetah-jump or halfcheetah-jump-hard only"
+    ):
         compare.check(compare.Args(env=("local/hopper-medium",), rows=("mopo", "official_mopo")))
 
 
@@ -703,8 +710,11 @@ def test_the_official_cql_and_combo_rows_run_their_scripts_defaults_in_the_seeds
     assert (theirs_combo.peer, theirs_combo.peer_flags, theirs_combo.uncertainty_mode) == ("official-combo", [], None)
     assert (theirs_combo.rollout_batch_size, theirs_combo.load_dynamics, theirs_combo.epochs) == (5000, ensemble, 100)
     assert not {"cql", "combo", "official_cql", "official_combo"} & set(compare.Args().rows)
-    for row in ("official_cql", "official_combo"):
-        with pytest.raises(compare.UsageError, match=f"--rows {row} runs on --env halfcheetah-jump-hard only"):
+    for row, where in (
+        ("official_cql", "halfcheetah-jump or halfcheetah-jump-hard"),
+        ("official_combo", "halfcheetah-jump-hard"),
+    ):
+        with pytest.raises(compare.UsageError, match=f"--rows {row} runs on --env {where} only"):
             compare.check(compare.Args(env=("local/hopper-medium",), rows=("combo", row)))
     with pytest.raises(compare.UsageError, match="--peer-ensemble shared: the peer rows load the ensemble"):
         compare.check(jump_args(compare, tmp_path, ("official_combo",)))
@@ -748,3 +758,106 @@ def test_the_readme_row_is_the_official_row_with_the_readmes_batch_shares(tmp_pa
             "real_ratio_final", "final_policy_rollout_ratio_final", "task", "dataset")  # fmt: skip
     assert {k: parsed[k] for k in keys} == {k: readme_command[k] for k in keys}
     assert parsed["final_policy_rollout_ratio_final"] == 0.0
+
+
+def easy_args(compare, tmp_path, rows, **kw):
+    """halfcheetah-jump (the easier jump task: an online SAC's whole replay buffer, the jump reward)."""
+    os.makedirs(tmp_path / "data", exist_ok=True)
+    return compare.Args(env=("halfcheetah-jump",), data_dir=str(tmp_path / "data"), settings="ours", rows=rows,
+                        runs_dir=str(tmp_path / "runs"), epochs=100, peer_ensemble="shared", **kw)  # fmt: skip
+
+
+def test_the_official_rows_run_halfcheetah_jump_and_combo_is_refused_there(tmp_path):
+    """official_td3bc, official_mopo, official_cql, official_orpo and its units variant take --env halfcheetah-jump:
+    peers.py gets the task's file and --task halfcheetah-jump, official_mopo mopo.py's settings for the task (λp 1,
+    max_aleatoric, h 5) and the seed's ensemble, the model-free rows nothing of a model. official_combo is refused there
+    in one line naming run_combo.py L75; a D4RL --env stays refused for every one of them."""
+    compare = load_compare()
+    rows = ("mopo", "official_td3bc", "official_mopo", "official_cql", "official_orpo", "official_orpo_units",
+            "official_td3bc_units")  # fmt: skip
+    args = easy_args(compare, tmp_path, rows, rollout_batch_size=5000, seeds=(2,))
+    compare.check(args)
+    plan = compare.pair_settings(args, "halfcheetah-jump")
+    assert plan[0] == "halfcheetah-jump"
+    assert plan[1]["official_mopo"] == {"lambda_p": 1.0, "uncertainty": "max_aleatoric", "rollout_length": 5}
+    ensemble = a_shared_ensemble_of(tmp_path, "halfcheetah-jump")
+    peers = load_module("benchmarks/peers.py", "peers_for_easy")
+    parsed = {
+        r: peers.parse_args(compare.command(args, compare.Task("halfcheetah-jump", r, 2), plan)[2:]) for r in rows[1:]
+    }
+    path = str(tmp_path / "data" / "halfcheetah-jump.hdf5")
+    for row, theirs in parsed.items():
+        assert (theirs.peer, theirs.task, theirs.dataset_path) == (compare.ROWS[row][1], "halfcheetah-jump", path), row
+        assert (theirs.seed, theirs.epochs, theirs.eval_env) == (2, 100, "HalfCheetah-v4")
+        assert theirs.one_action_unit == row.endswith("_units")
+    assert parsed["official_mopo"].peer_flags == ["--penalty-coef", "1.0", "--rollout-length", "5"]
+    assert (parsed["official_mopo"].rollout_batch_size, parsed["official_mopo"].load_dynamics) == (5000, ensemble)
+    for row in ("official_td3bc", "official_cql", "official_td3bc_units"):
+        assert parsed[row].peer_flags == [] and parsed[row].load_dynamics is parsed[row].rollout_batch_size is None
+    with pytest.raises(compare.UsageError, match="official_combo runs on --env halfcheetah-jump-hard only .*L75") as e:
+        compare.check(easy_args(compare, tmp_path, ("combo", "official_combo"), rollout_batch_size=5000))
+    assert "\n" not in str(e.value)
+    for row in compare.JUMP_ROWS:  # D4RL names: their run scripts' D4RL branches are not the paper's rows here
+        with pytest.raises(compare.UsageError, match=f"--rows {row} runs on --env halfcheetah-jump"):
+            compare.check(compare.Args(env=("local/hopper-medium",), rows=("mopo", row)))
+    # both jump files at once: official_combo is refused for the one it cannot run, the others take both
+    both = ("halfcheetah-jump", "halfcheetah-jump-hard")
+    compare.check(compare.Args(env=both, rows=("official_td3bc", "official_cql")))
+    with pytest.raises(compare.UsageError, match="--rows official_combo runs on --env halfcheetah-jump-hard only"):
+        compare.check(compare.Args(env=both, rows=("combo", "official_combo"), rollout_batch_size=5000))
+
+
+def a_shared_ensemble_of(tmp_path, dataset, row="mopo", seed=2):
+    run = tmp_path / "runs" / dataset / row / f"seed{seed}" / "run"
+    os.makedirs(run)
+    (run / "config.json").write_text("{}")
+    (run / "dynamics.pt").write_bytes(b"")
+    return str(run / "dynamics.pt")
+
+
+def test_the_readme_row_on_halfcheetah_jump_takes_the_readmes_command_for_it(tmp_path):
+    """official_orpo_readme on halfcheetah-jump: official_orpo's command with the README command's shares for the task
+    (README L70: 0.05 / 0 / 0.05); with the snapshot, what run_orpo.py parses from it is that command, task and
+    dataset included, and --settings theirs gives official_mopo run_mopo.py's own parse of λp 1, h 5."""
+    compare = load_compare()
+    args = easy_args(compare, tmp_path, ("orpo", "official_orpo", "official_orpo_readme"))
+    ensemble = a_shared_ensemble_of(tmp_path, "halfcheetah-jump", "orpo")
+    plan = compare.pair_settings(args, "halfcheetah-jump")
+    official, readme = (compare.command(args, compare.Task("halfcheetah-jump", r, 2), plan) for r in args.rows[1:])
+    peers = load_module("benchmarks/peers.py", "peers_for_easy_readme")
+    theirs, ours = peers.parse_args(official[2:]), peers.parse_args(readme[2:])
+    shares = ("--real-ratio-final", "--final-policy-rollout-ratio-final", "--real-ratio-rollout")
+
+    def flags(parsed):
+        return dict(zip(parsed.peer_flags[::2], parsed.peer_flags[1::2]))
+
+    assert [flags(theirs)[f] for f in shares] == ["0.05", "0.05", "0.05"]  # orpo.py's appendix shares for the task
+    assert [flags(ours)[f] for f in shares] == ["0.05", "0.0", "0.05"]  # README L70's
+    assert {k: v for k, v in flags(ours).items() if k not in shares} == {
+        k: v for k, v in flags(theirs).items() if k not in shares
+    }
+    assert ours.task == theirs.task == "halfcheetah-jump" and ours.load_dynamics == theirs.load_dynamics == ensemble
+    if not os.path.isdir(SOURCES["official-orpo"]):
+        return  # the rest reads the run scripts' parsers
+    root = peers.extract("official-orpo", SOURCES["official-orpo"], peers.PEERS["official-orpo"]["commit"])["root"]
+    script = peers.PEERS["official-orpo"]["script"]
+    parsed, readme_command = (
+        vars(peers.script_args(root, script, c))
+        for c in (
+            peers.peer_command("official-orpo", root, "halfcheetah-jump", ours, "cpu"),
+            peers.dataset_flags("official-orpo", root, "halfcheetah-jump", ours.dataset_path),
+        )
+    )
+    keys = ("penalty_coef", "bonus_coef", "rollout_length", "rollout_length_rollout_policy", "real_ratio_rollout",
+            "real_ratio_final", "final_policy_rollout_ratio_final", "task", "dataset")  # fmt: skip
+    assert {k: parsed[k] for k in keys} == {k: readme_command[k] for k in keys}
+    assert (parsed["task"], parsed["final_policy_rollout_ratio_final"], parsed["penalty_coef"]) == (
+        "halfcheetah-jump",
+        0.0,
+        1.0,
+    )
+    theirs_args = easy_args(compare, tmp_path, ("official_mopo", "orpo_untrained", "official_orpo"))
+    theirs_args.settings, theirs_args.orpo_source = "theirs", SOURCES["official-orpo"]
+    plan = compare.pair_settings(theirs_args, "halfcheetah-jump")[1]
+    assert plan["official_mopo"] == {"lambda_p": 1.0, "uncertainty": "max_aleatoric", "rollout_length": 5}
+    assert plan["official_orpo"]["output_rollout_ratio"] == 0.0 and plan["official_orpo"]["lambda_o"] == 0.1

@@ -307,6 +307,7 @@ def test_interrupted_peer_says_so_and_a_rerun_starts_over(hopper_file, tmp_path)
 # halfcheetah-jump-hard: official-orpo's run_orpo.py branch for the paper's generalisation task (docs/peers.md)
 # ----------------------------------------------------------------------------------------------------------------------
 JUMP = "halfcheetah-jump-hard"
+EASY = "halfcheetah-jump"  # the paper's other jump task: an online SAC's whole replay buffer, no −3 term
 
 
 @pytest.fixture(scope="module")
@@ -319,8 +320,27 @@ def jump_file(tmp_path_factory):
     return path
 
 
-def test_jump_hard_reward_is_plumbings(peers):
-    """peers.py's copy of the jump-hard reward agrees with algorithms/plumbing.py's task_reward on random inputs."""
+@pytest.fixture(scope="module")
+def jump_easy_file(tmp_path_factory):
+    """A small halfcheetah-jump file written by datasets/halfcheetah_jump.py's own parts: its random collection (HalfCheetah-v4,
+    1000-step episodes, actions in [-1, 1], info's x_velocity), the jump reward (hard=False: no −3 term) and its writer
+    (attrs env_id HalfCheetah-v4, reward_fn halfcheetah-jump). The behaviour is a uniform random policy, not the task's
+    online SAC (minutes to collect here): the peers' code never asks which policy acted."""
+    path = str(tmp_path_factory.mktemp("jump_easy") / f"{EASY}.hdf5")
+    maker = load_module("datasets/halfcheetah_jump.py", "halfcheetah_jump_for_peers")
+    data = maker.collect_random(maker.Args(task=EASY, steps=3000, out=path))
+    data["rewards"] = maker.halfcheetah_jump_reward(data["next_observations"], data["actions"], data["x_velocity"])
+    hard = maker.halfcheetah_jump_reward(data["next_observations"], data["actions"], data["x_velocity"], hard=True)
+    assert (hard != data["rewards"]).any()  # the fixture's cheetah tips over: jump-hard's −3 rows differ
+    maker.write_dataset(path, data, env_id=maker.ENV_ID, reward_fn=EASY, policy="random", seed=0,
+                        created_by="tests/test_peers.py", extra_attrs={"max_episode_steps": 1000})  # fmt: skip
+    return path
+
+
+@pytest.mark.parametrize("task", [EASY, JUMP])
+def test_jump_rewards_are_plumbings(peers, task):
+    """peers.py's reward for each jump task is algorithms/plumbing.py's task_reward for it on random inputs (the root
+    angle and the speed on both sides of their clips), and not the other task's."""
     rng = np.random.default_rng(0)
     n = 4000
     next_obs = rng.normal(size=(n, 17)) * 0.8
@@ -328,11 +348,15 @@ def test_jump_hard_reward_is_plumbings(peers):
     action = rng.uniform(-1, 1, size=(n, 6)).astype(np.float32)
     info = {"x_velocity": rng.uniform(-6, 6, size=n)}  # on both sides of the ±3 clip
     env_reward = rng.normal(size=n)
-    task = plumbing.Task(JUMP, "HalfCheetah-v4", "halfcheetah", JUMP)
-    expected = plumbing.task_reward(task, next_obs, action, env_reward, info)
-    got = peers.jump_hard_reward(next_obs, action, info)
+    expected, other = (
+        plumbing.task_reward(plumbing.Task(t, "HalfCheetah-v4", "halfcheetah", t), next_obs, action, env_reward, info)
+        for t in (task, EASY if task == JUMP else JUMP)
+    )
+    got = peers.JUMP_REWARDS[task](next_obs, action, info)
     assert (next_obs[:, 1] > 1).any() and (next_obs[:, 1] <= 1).any() and (np.abs(info["x_velocity"]) > 3).any()
     np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+    assert not np.allclose(got, other)
+    assert peers.JUMP_REWARDS == {EASY: peers.jump_reward, JUMP: peers.jump_hard_reward}
 
 
 class ScaledPolicy:
@@ -348,18 +372,19 @@ class ScaledPolicy:
         return self.actor(torch.as_tensor(obs, dtype=torch.float32)).numpy() * self.action_scale
 
 
-def test_jump_evaluation_maps_actions_and_scores_as_ours(peers):
-    """On halfcheetah-jump-hard our evaluation of their policy (actions in [-3, 3], mapped ÷3) gives exactly the returns
-    of plumbing.evaluate for the same policy in the env's units, with the jump-hard reward; no normalised score."""
+@pytest.mark.parametrize("task", [JUMP, EASY])
+def test_jump_evaluation_maps_actions_and_scores_as_ours(peers, task):
+    """On either jump task our evaluation of their policy (actions in [-3, 3], mapped ÷3) gives exactly the returns of
+    plumbing.evaluate for the same policy in the env's units, with the task's reward; no normalised score."""
     weights = torch.as_tensor(np.random.default_rng(1).normal(size=(17, 6)), dtype=torch.float32)
 
     def ours(obs: torch.Tensor) -> torch.Tensor:  # multiples of 1/8: ×3 and ÷3 are exact, so the episodes are identical
         return torch.round(torch.tanh(obs @ weights) * 8) / 8
 
     policy = ScaledPolicy(ours)
-    act, reward_fn = peers.eval_policy(policy, JUMP)
-    assert reward_fn is peers.jump_hard_reward
-    task = plumbing.Task(JUMP, "HalfCheetah-v4", "halfcheetah", JUMP)
+    act, reward_fn = peers.eval_policy(policy, task)
+    assert reward_fn is {JUMP: peers.jump_hard_reward, EASY: peers.jump_reward}[task]
+    name, task = task, plumbing.Task(task, "HalfCheetah-v4", "halfcheetah", task)
     seed = SEED + 1000
     expected, our_first = plumbing.evaluate(ours, plumbing.make_eval_envs(task, 2), task, seed, torch.device("cpu"), [])
     returns, lengths, first = peers.evaluate(act, peers.make_eval_envs("HalfCheetah-v4", 2), seed, reward_fn)
@@ -372,10 +397,13 @@ def test_jump_evaluation_maps_actions_and_scores_as_ours(peers):
     # the env's reward differs from the task's: the test would not notice a missing reward_fn otherwise
     plain, _, _ = peers.evaluate(act, peers.make_eval_envs("HalfCheetah-v4", 2), seed)
     assert not np.allclose(plain, returns)
+    # ... and so does the other jump task's: a swapped reward would show
+    other = peers.jump_reward if name == JUMP else peers.jump_hard_reward
+    assert not np.allclose(peers.evaluate(act, peers.make_eval_envs("HalfCheetah-v4", 2), seed, other)[0], returns)
     # a policy of another action scale is refused, not silently mis-scaled
     policy.action_scale = 1.0
     with pytest.raises(RuntimeError, match="action_scale"):
-        peers.eval_policy(policy, JUMP)
+        peers.eval_policy(policy, name)
     # on the D4RL tasks the action is the policy's own and the reward the env's
     act, reward_fn = peers.eval_policy(ScaledPolicy(ours), "halfcheetah-random-v2")
     assert reward_fn is None and np.allclose(act(np.ones((1, 17))), 3 * ours(torch.ones(1, 17)).numpy())
@@ -393,7 +421,18 @@ def jump_variant(tmp_path, jump_file, name, **changes):
 
 @pytest.mark.slow  # the slow tier: peers.py's command line end to end
 @pytest.mark.parametrize(
-    "case", ["kit-mopo", "actions outside [-1, 1]", "hopper env", "other reward_fn", "jump", "official-combo on jump"]
+    "case",
+    [
+        "kit-mopo",
+        "actions outside [-1, 1]",
+        "hopper env",
+        "other reward_fn",
+        "jump file as jump-hard",
+        "jump-hard file as jump",
+        "kit-mopo on jump",
+        "jump actions outside [-1, 1]",
+        "official-combo on jump",
+    ],
 )
 def test_jump_bad_input_is_one_line_and_exit_2(tmp_path, jump_file, hopper_file, case):
     args = {"--peer": "official-orpo", "--dataset-path": jump_file, "--source": "file:///nonexistent/ORPO"}
@@ -410,9 +449,23 @@ def test_jump_bad_input_is_one_line_and_exit_2(tmp_path, jump_file, hopper_file,
         expect = "is a HalfCheetah task"
     elif case == "other reward_fn":  # the jump-hard rewards scored as a D4RL dataset
         args["--task"], expect = "halfcheetah-random-v2", "holds the rewards of 'halfcheetah-jump-hard'"
-    elif case == "jump":  # the easier jump task: not run by peers.py
+    elif case == "jump file as jump-hard":  # the easier task's rewards scored as jump-hard's
         args["--dataset-path"] = jump_variant(tmp_path, jump_file, "j.hdf5", attr_reward_fn="halfcheetah-jump")
-        expect = "holds the rewards of 'halfcheetah-jump'"
+        args["--task"], expect = JUMP, "holds the rewards of 'halfcheetah-jump' (attr reward_fn), not halfcheetah-jump-"
+    elif case == "jump-hard file as jump":
+        args["--task"], expect = (
+            "halfcheetah-jump",
+            "holds the rewards of 'halfcheetah-jump-hard' (attr reward_fn), not",
+        )
+    elif case == "kit-mopo on jump":  # OfflineRL-Kit's run_mopo.py has no branch for either jump task
+        args["--peer"] = "kit-mopo"
+        args["--dataset-path"] = jump_variant(tmp_path, jump_file, "j.hdf5", attr_reward_fn="halfcheetah-jump")
+        expect = "halfcheetah-jump runs with --peer official-orpo, official-td3bc, official-mopo, official-cql only"
+    elif case == "jump actions outside [-1, 1]":  # the authors' collect_halfcheetah-jump.py stores them ×3
+        changes = {"actions": lambda a: 3 * a, "attr_reward_fn": "halfcheetah-jump"}
+        args["--dataset-path"] = jump_variant(tmp_path, jump_file, "x3.hdf5", **changes)
+        args["--peer"], expect = "official-td3bc", "outside HalfCheetah-v4's [-1, 1]; peers.py hands the official code "
+        expect += "halfcheetah-jump data ×3"
     elif case == "official-combo on jump":  # run_combo.py's branch for it can never be taken: said, not run
         args["--peer"] = "official-combo"
         args["--dataset-path"] = jump_variant(tmp_path, jump_file, "j.hdf5", attr_reward_fn="halfcheetah-jump")
@@ -470,8 +523,8 @@ def test_official_orpo_runs_the_papers_table_in_its_own_names(peers):
             "--rollout-length", h, "--rollout-length-rollout-policy", h_o,
         ]  # fmt: skip
     assert len(peers.ORPO_TABLE) == 12  # the table's twelve datasets, not the jump tasks (their own flags)
-    with pytest.raises(peers.UsageError, match="and halfcheetah-jump-hard; not for halfcheetah-jump$"):
-        peers.dataset_flags("official-orpo", "unused", "halfcheetah-jump")
+    with pytest.raises(peers.UsageError, match="halfcheetah-jump and halfcheetah-jump-hard; not for hopper-expert-v2$"):
+        peers.dataset_flags("official-orpo", "unused", "hopper-expert-v2")
 
 
 class TD3BCStandIn:
@@ -519,7 +572,8 @@ sys.path.insert(0, sys.argv[1])
 import peers
 
 out, argv = sys.argv[2], sys.argv[3:]
-seen = {"loaded": [], "peer": [], "env": [], "learned": [], "actor": [], "units": [], "space": [], "wrapper": []}
+seen = {"loaded": [], "peer": [], "env": [], "learned": [], "actor": [], "units": [], "space": [], "wrapper": [],
+        "reward": []}
 instrument, deterministic_actions, evaluate = peers.instrument, peers.deterministic_actions, peers.evaluate
 peer = argv[argv.index("--peer") + 1]
 
@@ -575,7 +629,8 @@ def spying_actions(policy):  # the peer's own deterministic actions
     return lambda obs: seen["peer"].append(act(obs)) or seen["peer"][-1]
 
 
-def spying_evaluate(act, envs, seed, reward_fn=None):  # the actions the eval envs are stepped with
+def spying_evaluate(act, envs, seed, reward_fn=None):  # the actions the eval envs are stepped with, the reward summed
+    seen["reward"].append(np.array([getattr(reward_fn, "__name__", str(reward_fn))]))
     return evaluate(lambda obs: seen["env"].append(act(obs)) or seen["env"][-1], envs, seed, reward_fn)
 
 
@@ -589,7 +644,7 @@ sys.exit(code)
 
 
 def spied_jump_run(jump_file, tmp_path, epochs: int, eval_episodes: int, *extra: str, peer="official-orpo"):
-    """The official code's tiny run on the jump-hard file into tmp_path/run, under SPY: (its process, what SPY saw).
+    """The official code's tiny run on a jump file into tmp_path/run, under SPY: (its process, what SPY saw).
     A model-based peer fits one ensemble epoch unless `extra` loads one."""
     if not os.path.isdir(SOURCES["official-orpo"]):
         pytest.skip(f"needs the peer's git snapshot at {SOURCES['official-orpo']}: set ORPO_PEERS_MIRROR")
@@ -835,7 +890,7 @@ def test_official_cql_and_combo_take_their_jump_hard_branch_and_combo_refuses_ju
     """Both run scripts' jump-hard branch tests `args.task.split('-')[0] == "halfcheetahvelSafejump"` (L89 in each):
     their command names it, with their defaults. run_combo.py's halfcheetah-jump branch (L75) tests
     `split('-')[0] == "halfcheetah-jump"`, which no name satisfies: official-combo on halfcheetah-jump is refused in one
-    line saying so, by --task or by the file's reward_fn (no snapshot needed)."""
+    line saying so, by --task, by the file's reward_fn or by compare.py's dataset_flags (no snapshot needed)."""
     for peer in ("official-cql", "official-combo"):
         flags = peers.dataset_flags(peer, "unused", JUMP, "/d.hdf5")
         assert flags == ["--task", "halfcheetahvelSafejump-hard", "--dataset", "/d.hdf5"]
@@ -847,10 +902,104 @@ def test_official_cql_and_combo_take_their_jump_hard_branch_and_combo_refuses_ju
         with pytest.raises(peers.UsageError, match=r"run_combo.py's branch for it \(L75\) tests") as e:
             peers.infer_task(args, {"env_id": "HalfCheetah-v4", "reward_fn": reward_fn})
         assert "\n" not in str(e.value) and "D4RL branch (L115-116" in str(e.value)
-    # official-cql on halfcheetah-jump: refused as every peer is there (peers.py serves jump-hard only)
+    with pytest.raises(peers.UsageError, match=r"run_combo.py's branch for it \(L75\) tests"):
+        peers.dataset_flags("official-combo", "unused", "halfcheetah-jump")  # compare.py's route
+    # official-cql on halfcheetah-jump: its halfcheetahveljump branch (L63), which a name can reach
     args = peers.parse_args(["--peer", "official-cql", "--dataset-path", "u.hdf5", "--run-dir", str(tmp_path)])
-    with pytest.raises(peers.UsageError, match="runs halfcheetah-jump-hard only"):
-        peers.infer_task(args, {"env_id": "HalfCheetah-v4", "reward_fn": "halfcheetah-jump"})
+    assert (
+        peers.infer_task(args, {"env_id": "HalfCheetah-v4", "reward_fn": "halfcheetah-jump"})[0] == "halfcheetah-jump"
+    )
+
+
+# halfcheetah-jump: the run scripts' halfcheetahveljump branches (run_td3bc.py L54, run_mopo.py L68, run_cql.py L63) and
+# run_orpo.py's `args.task == "halfcheetah-jump"` (L90), with the README's command for the task (L70)
+JUMP_README = (
+    "--penalty-coef 1 --bonus-coef 0.1 --rollout-length 5 --rollout-length-rollout-policy 5 --real-ratio-rollout 0.05 "
+    "--real-ratio-final 0.05 --final-policy-rollout-ratio-final 0"
+).split()
+EASY_PEERS = ("official-orpo", "official-td3bc", "official-mopo", "official-cql")
+
+
+def test_halfcheetah_jump_takes_each_scripts_branch_for_it(peers, tmp_path):
+    """On halfcheetah-jump (the file's reward_fn or --task) each run script gets a name its branch for the task takes:
+    run_orpo.py's exact "halfcheetah-jump" with the README's command for it, the others one whose first '-' part is
+    "halfcheetahveljump" (not jump-hard's "halfcheetahvelSafejump"), official-mopo with the appendix's λp 1, h 5;
+    official-combo is refused (no snapshot needed)."""
+    expected = {
+        "official-orpo": ["--task", EASY, "--dataset", "/d.hdf5", *JUMP_README],
+        "official-td3bc": ["--task", "halfcheetahveljump", "--dataset", "/d.hdf5"],
+        "official-mopo": ["--task", "halfcheetahveljump", "--dataset", "/d.hdf5", "--penalty-coef", "1",
+                          "--rollout-length", "5"],
+        "official-cql": ["--task", "halfcheetahveljump", "--dataset", "/d.hdf5"],
+    }  # fmt: skip
+    for peer, flags in expected.items():
+        assert peers.dataset_flags(peer, "unused", EASY, "/d.hdf5") == flags, peer
+        if peer != "official-orpo":
+            assert flags[1].split("-")[0] == "halfcheetahveljump" != "halfcheetahvelSafejump"
+        base = ["--peer", peer, "--dataset-path", "u.hdf5", "--run-dir", str(tmp_path)]
+        for argv, attrs in (([], {"reward_fn": EASY}), (["--task", EASY], {})):
+            args = peers.parse_args([*base, *argv])
+            assert peers.infer_task(args, {"env_id": "HalfCheetah-v4", **attrs}) == (EASY, "HalfCheetah-v4", None)
+    assert peers.README_JUMP_FLAGS == {EASY: JUMP_README, JUMP: JUMP_README}  # README L70 and L76: the same flags
+    with pytest.raises(peers.UsageError, match="halfcheetah-jump runs with --peer official-orpo, official-td3bc"):
+        peers.dataset_flags("kit-mopo", "unused", EASY)
+
+
+@pytest.mark.parametrize("peer", EASY_PEERS)
+def test_the_official_code_runs_its_halfcheetah_jump_branch(peers, orpo, jump_easy_file, tmp_path, peer):
+    """A tiny run of each peer on a halfcheetah-jump file (task and eval env from its attrs): the branch's env is
+    HalfcheetahjumpRewardWrapper's (jump-hard's is HalfcheetahSafejumpRewardWrapper), their buffer gets the file's
+    actions ×3 and their update is handed them, their policy's action_scale is 3, our eval envs step with their actions
+    ÷3 and sum the jump reward (no −3 term); raw returns. official-mopo on an ensemble of ours: r̂ − 1·u and, as
+    run_mopo.py L157 meets termination_fns.py L132's halfcheetahveljump case (it never ends a row), every rollout
+    runs its h = 5 steps; official-orpo: the README's command for the task, r̂ − 1·u for π^p."""
+    extra = []
+    if peer == "official-mopo":
+        an_ensemble_of_ours(orpo, tmp_path / "dynamics.pt", obs_dim=17, act_dim=6)
+        sizes = "--n-ensemble 4 --n-elites 3 --dynamics-hidden-dims 16 16 --dynamics-weight-decay 0 0 0"
+        extra = ["--load-dynamics", str(tmp_path / "dynamics.pt"), "--peer-flags", sizes]
+    result, seen = spied_jump_run(jump_easy_file, tmp_path, 1, EVAL_EPISODES, *extra, peer=peer)
+    assert seen["wrapper"].tolist() == ["HalfcheetahjumpRewardWrapper"]  # the halfcheetah-jump branch's env
+    with h5py.File(jump_easy_file, "r") as f:
+        actions, timeouts = f["actions"][()], f["timeouts"][()]
+    keep = ~timeouts & (np.arange(len(actions)) < len(actions) - 1)  # their qlearning_dataset's rows
+    np.testing.assert_array_equal(seen["loaded"], actions[keep] * np.float32(3))
+    assert len(seen["learned"]) == 5 and seen["learned"].max() > 2  # their update's batches: the ×3 actions
+    np.testing.assert_array_equal(seen["units"][:, 2], [3.0] * 5)  # action_scale (run scripts' L67/L78/L76/L100)
+    assert len(seen["env"]) == 1000 * EVAL_EPISODES
+    np.testing.assert_allclose(seen["env"], seen["peer"][: len(seen["env"])] / 3, rtol=1e-6, atol=1e-7)
+    assert np.abs(seen["env"]).max() <= 1 and np.abs(seen["env"]).max() > 0.01
+    assert set(seen["reward"].tolist()) == {"jump_reward"}  # the task's reward, not jump-hard's
+
+    rows, config, summary = jump_run_files(tmp_path / "run")
+    returns = [float(r["eval/return"]) for r in rows if r.get("eval/return")]
+    assert len(returns) == 1 and math.isfinite(returns[0]) and not any("normalized" in k for r in rows for k in r)
+    assert summary["status"] == "finished" and summary["task"] == EASY and summary["score_kind"] == "raw_return"
+    assert summary["last10_score"] == pytest.approx(returns[0]) and summary["normalized_score"] is None
+    assert (config["task"], config["eval_env"], config["reference_returns"], config["action_scale"]) == (
+        EASY,
+        "HalfCheetah-v4",
+        None,
+        3.0,
+    )
+    name = EASY if peer == "official-orpo" else "halfcheetahveljump"
+    assert config["run_script_command"][:4] == ["--task", name, "--dataset", os.path.abspath(jump_easy_file)]
+    settings = config["peer_settings"]
+    if peer == "official-orpo":
+        readme = dict(zip(JUMP_README[::2], JUMP_README[1::2]))
+        assert config["run_script_command"][4 : 4 + len(JUMP_README)] == JUMP_README
+        assert {f: settings[f[2:].replace("-", "_")] for f in readme} == {f: float(v) for f, v in readme.items()}
+        u, r, rp = (float(rows[1][f"rollout/{k}_pessimistic"]) for k in ("u", "reward", "reward_p"))
+        assert rp == pytest.approx(r - 1.0 * u, rel=1e-4, abs=1e-4)
+    if peer == "official-mopo":
+        assert (settings["penalty_coef"], settings["rollout_length"]) == (1.0, 5)
+        u, r, rp = (float(rows[1][f"rollout/{k}"]) for k in ("u", "reward", "reward_p"))
+        assert rp == pytest.approx(r - 1.0 * u, rel=1e-4, abs=1e-4) and u > 0
+        assert float(rows[1]["rollout/length"]) == 5.0  # termination_fn_halfcheetahveljump: no row ends
+    if peer == "official-td3bc":
+        assert settings["alpha"] == 2.5 and seen["actor"].max() <= 1  # its units mismatch, as on jump-hard
+    written = peer in ("official-orpo", "official-td3bc")  # TD3+BC's Actor; the others' are SAC's Gaussian ones
+    assert (tmp_path / "run" / "policy.pt").is_file() == written and ("policy.pt written" in result.stdout) == written
 
 
 @pytest.mark.parametrize("peer", ["official-td3bc", "official-cql"])
@@ -861,12 +1010,14 @@ def test_official_td3bc_refuses_the_models_flags(peers, jump_file, flags, peer):
 
 
 def test_the_official_baselines_run_the_jump_task_only(peers, hopper_file, tmp_path):
-    """official-td3bc and official-mopo are the paper's jump-hard columns here: a D4RL file is refused in one line."""
+    """official-td3bc, official-mopo, official-cql and official-combo are the paper's jump columns here: a D4RL file is
+    refused in one line, which names the jump tasks each runs (official-combo: jump-hard only)."""
     for peer in peers.JUMP_ONLY:
+        tasks = "halfcheetah-jump-hard" if peer == "official-combo" else "halfcheetah-jump and halfcheetah-jump-hard"
         args = peers.parse_args(["--peer", peer, "--dataset-path", hopper_file, "--run-dir", str(tmp_path)])
-        with pytest.raises(peers.UsageError, match=f"--peer {peer} runs halfcheetah-jump-hard only"):
+        with pytest.raises(peers.UsageError, match=f"--peer {peer} runs {tasks} only"):
             peers.infer_task(args, {"env_id": "Hopper-v4"})
-        with pytest.raises(peers.UsageError, match="runs halfcheetah-jump-hard only here"):
+        with pytest.raises(peers.UsageError, match=f"runs {tasks} only here"):
             peers.dataset_flags(peer, "unused", "hopper-medium-v2")
 
 
