@@ -429,7 +429,7 @@ def behaviour_returns(f) -> dict:
         out |= {"z_mean": z.mean(), "z_max": z.max(), "z_above_start_share": (z > 0).mean(),
                 "z_above_0.2_share": (z > 0.2).mean(), "flip_share": (pitch > 1).mean(),
                 "control_cost_mean": 0.1 * (act**2).sum(-1).mean(), "action_abs_max": np.abs(act).max()}  # fmt: skip
-        out |= {"speed_mean": float(np.mean(f["x_velocity"][:]))} if "x_velocity" in f else {}
+        out["speed_mean"] = float(np.mean(nxt[:, 8]))  # HalfCheetah's qvel[0], the root's forward velocity
     return out
 
 
