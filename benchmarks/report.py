@@ -46,6 +46,10 @@ JUMP_ROWS = (
     ("orpo_untrained", "ORPO, π^o untrained (ours: run_orpo.py's rollout policy)", "ORPO"),
     ("official_orpo", "ORPO, the official code (run_orpo.py)", "ORPO"),
     ("official_orpo_readme", "ORPO, the official code with the README's shares (run_orpo.py)", "ORPO"),
+    ("cql", "CQL (ours)", "CQL"),
+    ("official_cql", "CQL, the authors' code (run_cql.py's jump-hard branch, its defaults)", "CQL"),
+    ("combo", "COMBO (ours)", "COMBO"),
+    ("official_combo", "COMBO, the authors' code (run_combo.py's jump-hard branch, its defaults)", "COMBO"),
 )
 JUMP_CORE = ("td3bc", "mopo", "orpo", "orpo_untrained", "official_orpo")
 # the official scripts' defaults: --epoch (run_orpo.py L31, run_mopo.py L57, run_td3bc.py L43), --rollout-batch-size
@@ -56,7 +60,9 @@ README_SHARE = float(dict(zip(compare.peers.JUMP_FLAGS[::2], compare.peers.JUMP_
     "--final-policy-rollout-ratio-final"])  # fmt: skip
 # the method's contrasts, then each of our files beside the authors' script for the same column of the paper
 JUMP_CONTRASTS = (("orpo", "mopo"), ("orpo_untrained", "mopo"), ("orpo", "orpo_untrained"),
-                  ("orpo_untrained", "official_orpo"), ("mopo", "official_mopo"), ("td3bc", "official_td3bc"))  # fmt: skip
+                  ("orpo_untrained", "official_orpo"), ("mopo", "official_mopo"), ("td3bc", "official_td3bc"),
+                  ("orpo", "combo"), ("orpo_untrained", "combo"), ("cql", "official_cql"),
+                  ("combo", "official_combo"))  # fmt: skip
 
 
 @dataclass
