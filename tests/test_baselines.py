@@ -276,3 +276,20 @@ def test_combo_batches_take_half_from_D_first_and_half_from_the_model(files, hop
     in_d = (batch["next_obs"][:, None, :] == data[None]).all(-1).any(-1)
     assert in_d[:16].all() and not in_d[16:].any()  # the model rows' next states are the model's, not D's
     assert batch["done"].dim() == batch["rew"].dim() == 1
+
+
+def test_combo_presets_are_the_kits_suggested_table_and_the_authors_defaults(files):
+    """OfflineRL-Kit's run_combo.py docstring ("suggested hypers": h, w per dataset, copied here by hand); everything
+    else, the jump tasks included, takes the authors' run_combo.py defaults h 5, w 0.5; a user's value wins."""
+    combo = files["combo"]
+    kit = {"halfcheetah-medium-v2": (5, 0.5), "hopper-medium-v2": (5, 5.0), "walker2d-medium-v2": (1, 5.0),
+           "halfcheetah-medium-replay-v2": (5, 0.5), "hopper-medium-replay-v2": (5, 0.5),
+           "walker2d-medium-replay-v2": (1, 0.5), "halfcheetah-medium-expert-v2": (5, 5.0),
+           "hopper-medium-expert-v2": (5, 5.0), "walker2d-medium-expert-v2": (1, 5.0)}  # fmt: skip
+    assert combo.PRESETS == kit and combo.FALLBACK_PRESET == (5, 0.5)
+    for name, domain in (("halfcheetah-jump-hard", "halfcheetah"), ("hopper-random-v2", "hopper")):
+        args, source = combo.apply_presets(combo.Args(), Task(name, "HalfCheetah-v4", domain))
+        assert (args.rollout_length, args.cql_weight, source.split()[0]) == (5, 0.5, "fallback")
+    args, source = combo.apply_presets(combo.Args(cql_weight=1.0), Task("local/walker2d-medium", "Walker2d-v4",
+                                       "walker2d"))  # fmt: skip
+    assert (args.rollout_length, args.cql_weight, source) == (1, 1.0, "walker2d-medium-v2")
