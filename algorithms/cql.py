@@ -1,6 +1,7 @@
 # CQL: Conservative Q-Learning for Offline Reinforcement Learning (Kumar et al., NeurIPS 2020), CQL(H) on SAC, a
 # baseline of ORPO (Zhai et al., AAAI 2024), model-free, as the authors ran it (OfflineRL-Kit's CQLPolicy through their
-# run_cql.py), in CORL's cql.py reading order:
+# run_cql.py), laid out as CORL's single-file cql.py; the update runs in the Kit's order (CORL computes every loss
+# with the actor before its step, the Kit samples the critics' actions from the actor after it):
 #   1. sample a batch from the offline dataset D; update the SAC actor and its temperature α first;
 #   2. update the twin critics on the TD error (deterministic backup: no entropy term in the target) plus the
 #      conservative term w·(T·log Σ_a exp(Q(s, a)/T) − Q(s, a_D)): push Q down on actions the policy and a uniform

@@ -22,6 +22,7 @@ def make(paper_literal=False, lagrange_threshold=None, max_action=1.0, seed=0):
     policy = cql.CQL(cql.ObsNorm.of(obs, False), ACT, max_action, cql_weight=2.0, temperature=0.7, num_repeat=R,
                      deterministic_backup=True, lagrange_threshold=lagrange_threshold, cql_alpha_lr=1e-2,
                      paper_literal=paper_literal, **sac)  # fmt: skip
+    policy.log_alpha.data.fill_(0.5)  # α = 1.65: the Kit's CQL uses it unclamped (its SAC would clamp it to 1)
     return policy, batch
 
 
