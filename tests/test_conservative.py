@@ -52,7 +52,7 @@ def by_hand(p, b, paper_literal, n_real=None, kit_units=False):
     width = 2.0 if kit_units else 2 * p.actor.max_action
     if kit_units:
         pi_logp, nx_logp = pi_logp + ACT * np.log(p.actor.max_action), nx_logp + ACT * np.log(p.actor.max_action)
-    loss = 0
+    td, conservative = [], []
     for i in range(2):  # critic1, critic2
         q = p.critic(obs, act)[i]
         values = [p.critic(tmp_obs, pi_a)[i] - pi_logp, p.critic(tmp_obs, nx_a)[i] - nx_logp,
@@ -63,8 +63,16 @@ def by_hand(p, b, paper_literal, n_real=None, kit_units=False):
             cat = torch.cat([v.view(B * R, 1) for v in values], 1)
         up = q[:n_real] if paper_literal and n_real else q
         lse = torch.logsumexp(cat / p.temperature, dim=1).mean() * p.temperature
-        loss = loss + ((q - target) ** 2).mean() + p.cql_weight * (lse - up.mean())
-    return loss
+        td.append(((q - target) ** 2).mean())
+        conservative.append(p.cql_weight * (lse - up.mean()))
+    if p.threshold is not None:  # the Kit's Lagrange form: α' = clamp(exp), the term α'·(term − τ), α' steps first
+        cql_alpha = torch.clamp(p.cql_log_alpha.exp(), 0.0, 1e6)
+        conservative = [cql_alpha * (c - p.threshold) for c in conservative]
+        cql_alpha_loss = -(conservative[0] + conservative[1]) * 0.5
+        p.cql_alpha_optim.zero_grad()
+        cql_alpha_loss.backward(retain_graph=True)
+        p.cql_alpha_optim.step()
+    return sum(td) + sum(conservative)
 
 
 @pytest.mark.parametrize("paper_literal", [False, True])
@@ -155,3 +163,17 @@ def test_the_kits_densities_on_the_jump_box_are_a_constant_apart():
     loss_kit.backward()
     for a, b in zip(ours.critic.parameters(), kits.critic.parameters()):
         torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("threshold", [-5.0, 5.0])
+def test_the_lagrange_form_equals_the_kits(threshold):
+    policy, batch = make(lagrange_threshold=threshold)
+    policy.cql_log_alpha.data.fill_(0.3)
+    reference = copy.deepcopy(policy)
+    torch.manual_seed(1)
+    stats = policy.update(batch)
+    torch.manual_seed(1)
+    expected = by_hand(reference, batch, False)
+    torch.testing.assert_close(stats["critic_loss"], expected.detach().reshape(()), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(policy.cql_log_alpha.detach(), reference.cql_log_alpha.detach())
+    assert float(policy.cql_log_alpha.detach()) != 0.3  # it moved
