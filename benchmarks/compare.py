@@ -426,6 +426,10 @@ def behaviour_returns(f) -> dict:
         nxt = f["next_observations"]  # a jump task's file (datasets/halfcheetah_jump.py): how the cheetah moved
         z, pitch = np.asarray(nxt[:, 0], dtype=np.float64), np.asarray(nxt[:, 1], dtype=np.float64)
         act = np.asarray(f["actions"][:], dtype=np.float64)
+        deciles = np.array_split(returns, 10)  # the collection's course, first episodes first
+        out["episode_return_by_decile"] = " ".join(f"{d.mean():.1f}" for d in deciles if len(d))
+        tipped = np.array_split(pitch > 1, 10)
+        out["flip_share_by_decile"] = " ".join(f"{d.mean():.3f}" for d in tipped if len(d))
         out |= {"z_mean": z.mean(), "z_max": z.max(), "z_above_start_share": (z > 0).mean(),
                 "z_above_0.2_share": (z > 0.2).mean(), "flip_share": (pitch > 1).mean(),
                 "control_cost_mean": 0.1 * (act**2).sum(-1).mean(), "action_abs_max": np.abs(act).max()}  # fmt: skip
