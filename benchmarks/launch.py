@@ -14,14 +14,19 @@ the originals and add:
 - --resume refused once the dataset file changed (its fingerprint);
 - a fault of the operating system (disk full, read-only, a name too long, the run directory deleted) in one line that
   names the fix, exit 1, no traceback, the last checkpoint intact (plumbing's writes are atomic);
-- a buffer larger than the memory free refused before it is allocated.
+- a buffer larger than the memory free refused before it is allocated;
+- the ensemble fit resumable: its state saved after every epoch (RUNS_DIR/.fit-DIGEST.pt), so a fit stopped part-way
+  (a signal, a kill, a session's end) goes on from its last epoch when the same command runs again, and ends as the
+  uninterrupted fit would have (the file's own fit keeps no part-way state: hours on a CPU, none on a GPU).
 """
 
 import contextlib
 import csv
 import errno
 import fcntl
+import hashlib
 import json
+import math
 import os
 import shlex
 import shutil
@@ -32,10 +37,11 @@ from dataclasses import asdict, fields
 from typing import Optional
 
 import torch
+from tqdm.auto import tqdm
 
 import toolbox  # noqa: E402  (puts algorithms/ on the path: plumbing)
 from toolbox import ROOT, UserError, atomic_save, file_fingerprint, git_revision, read_json  # noqa: E402
-from plumbing import Stop, cli, device_name  # noqa: E402
+from plumbing import Stop, cli, device_name, load, rng_state, set_rng_state  # noqa: E402
 
 
 KEPT = ("checkpoint.pt", "dynamics.pt", "metrics.csv")  # what a resume uses: a failed start without them leaves no dir
@@ -56,7 +62,7 @@ class Launch:
         names = {w[2:].split("=")[0].replace("-", "_") for w in argv[1:] if w.startswith("--")}
         self.typed = {f.name for f in fields(module.Args) if f.name in names or "no_" + f.name in names}
         self.args, self.task, self.dataset, self.filled, self.dynamics = None, None, None, {}, None
-        self.run_dir, self.created, self.lock, self.nonfinite = None, False, None, False
+        self.run_dir, self.created, self.lock, self.nonfinite, self.part = None, False, None, False, None
         self.revision = git_revision(module.__file__)
 
     def path(self, name: str) -> str:
@@ -202,10 +208,20 @@ def load_dynamics(real, model, path, seed):
 
 
 def fit_dynamics(real, model, data, **settings):
-    metrics = real(model, data, **settings)
+    RUN.part = fit_path()
+    metrics = resumable_fit(RUN.module, RUN.part, model, data, **settings)
     RUN.dynamics = {"source": "fitted", "holdout_mse": metrics.get("dynamics/holdout_mse")}
     note_dynamics()
     return metrics
+
+
+def save(real, obj, path):
+    """Every file the run writes, atomically; once its dynamics.pt is written, the fit's part-way state goes."""
+    atomic_save(obj, path)
+    if RUN.part is not None and os.path.basename(path) == "dynamics.pt":
+        with contextlib.suppress(OSError):
+            os.remove(RUN.part)
+        RUN.part = None
 
 
 def check_finite(real, metrics, modules, epoch):
@@ -255,11 +271,9 @@ def hook(module) -> None:
     if module.__name__ in HOOKED:
         return
     HOOKED.add(module.__name__)
-    if hasattr(module, "save"):
-        module.save = atomic_save  # a failed checkpoint write is an OSError naming the file, not torch's RuntimeError
     if hasattr(module, "ReplayBuffer"):
         module.ReplayBuffer = replay_buffer(module.ReplayBuffer)
-    wrappers = (resolve_task, apply_presets, open_run, load_dynamics, fit_dynamics, check_finite, finish)
+    wrappers = (resolve_task, apply_presets, open_run, load_dynamics, fit_dynamics, check_finite, finish, save)
     for wrapper in (w for w in wrappers if hasattr(module, w.__name__)):
         real = getattr(module, wrapper.__name__)
 
@@ -267,6 +281,87 @@ def hook(module) -> None:
             return wrapper(real, *a, **kw) if RUN is not None else real(*a, **kw)
 
         setattr(module, wrapper.__name__, wrapped)
+
+
+# -------------------------------------------------------------------------------------------- the fit, resumable
+def fit_path() -> str:
+    """Where the fit keeps its part-way state: in --runs-dir, named by what decides the fit (the data's fingerprint, the
+    method file, the ensemble's flags and the seed), so only the same command's fit goes on from it."""
+    key = {"data": RUN.dataset["fingerprint"], "script": os.path.basename(RUN.module.__file__),
+           **{k: vars(RUN.args)[k] for k in toolbox.DYNAMICS_KEY}}  # fmt: skip
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
+    os.makedirs(RUN.args.runs_dir, exist_ok=True)
+    return os.path.join(RUN.args.runs_dir, f".fit-{digest}.pt")
+
+
+def resumable_fit(m, part, model, data, lr, batch_size, max_epochs, patience, holdout_ratio, max_holdout):
+    """The method file `m`'s fit_dynamics step for step (its random draws in the same order: the same ensemble, metrics and
+    RNG state after it; tests/test_launch.py), with every epoch's end saved: the permutation, the bootstrap, the
+    model, its optimiser, each member's best weights and error, the counters and the RNG states. An epoch cut short is
+    done again from the saved state, as it would have run."""
+    if model.bf16 and data["obs"].is_cuda and not torch.cuda.is_bf16_supported():
+        raise UserError("--dynamics-bf16: this GPU has no bfloat16 support (compute capability 8.0+); drop the flag")
+    inputs = torch.cat([data["obs"], data["act"]], dim=-1)
+    targets = torch.cat([data["next_obs"] - data["obs"], data["rew"]], dim=-1)
+    n, E, dev = len(inputs), model.num_ensemble, inputs.device
+    n_hold = min(int(n * holdout_ratio), max_holdout)
+    if n_hold < 1 or n_hold >= n:
+        raise UserError(f"--dynamics-holdout-ratio {holdout_ratio} holds out {n_hold} of {n} transitions")
+    saved = load(part, "part-way ensemble fit", ("perm", "bootstrap", "epoch")) if os.path.isfile(part) else {}
+    perm = saved["perm"].to(dev) if saved else torch.randperm(n, device=dev)
+    hold_x, hold_y = inputs[perm[:n_hold]], targets[perm[:n_hold]]
+    train_x, train_y = inputs[perm[n_hold:]], targets[perm[n_hold:]]
+    n_train = len(train_x)
+    model.in_mean.copy_(train_x.mean(0))
+    model.in_std.copy_(torch.where(train_x.std(0) < 1e-12, torch.ones_like(train_x[0]), train_x.std(0)))
+    bootstrap = saved["bootstrap"].to(dev) if saved else torch.randint(n_train, (E, n_train), device=dev)
+    optimizer = m.adam(model.param_groups(), lr)
+    members = [p for layer in model.layers for p in (layer.weight, layer.bias)]
+    best_params = [p.detach().clone() for p in members]
+    best = torch.full((E,), float("inf"), device=dev)
+    epoch, since_improved, nll, seconds = 0, 0, torch.full((), float("nan")), 0.0
+    if saved:
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        for p, s in zip(best_params, saved["best_params"]):
+            p.copy_(s)
+        best, nll = saved["best"].to(dev), saved["nll"].to(dev)
+        epoch, since_improved, seconds = saved["epoch"], saved["since_improved"], saved["seconds"]
+        set_rng_state(saved["rng"])
+        print(f"dynamics: the fit goes on after its epoch {epoch} ({part})", flush=True)
+    t0 = time.time()
+    with tqdm(desc="dynamics", unit="epoch", total=max_epochs, initial=epoch, leave=False) as bar:
+        while since_improved < patience and epoch < (max_epochs or float("inf")):
+            order = bootstrap.gather(1, torch.argsort(torch.rand(E, n_train, device=dev), dim=1))
+            for start in range(0, n_train, batch_size):
+                idx = order[:, start : start + batch_size]
+                nll = m.dynamics_step(model, optimizer, train_x[idx], train_y[idx])
+            with torch.no_grad():
+                mse = ((model(hold_x)[0] - hold_y) ** 2).mean(dim=(1, 2))
+                improved = torch.isinf(best) | ((best - mse) / best > 0.01)
+                best = torch.where(improved, mse, best)
+                for s, p in zip(best_params, members):
+                    s.copy_(torch.where(improved.view(-1, 1, 1), p, s))
+            since_improved = 0 if bool(improved.any()) else since_improved + 1
+            epoch += 1
+            state = {"perm": perm, "bootstrap": bootstrap, "model": model.state_dict(), "best_params": best_params,
+                     "optimizer": optimizer.state_dict(), "best": best, "nll": nll, "epoch": epoch,
+                     "since_improved": since_improved, "seconds": seconds + time.time() - t0, "rng": rng_state()}  # fmt: skip
+            atomic_save(state, part)
+            bar.update(1)
+            bar.set_postfix(best_member_holdout_mse=f"{best.min().item():.4f}")
+    with torch.no_grad():
+        for s, p in zip(best_params, members):
+            p.copy_(s)
+        model.elites.copy_(torch.argsort(best)[: len(model.elites)])
+    mse = best[model.elites].mean().item()
+    if not math.isfinite(mse):  # the same command would diverge again: no part-way state to go on from
+        os.remove(part)
+        raise UserError(f"the ensemble fit diverged (holdout MSE {mse}); lower --dynamics-lr or check the dataset for "
+                        "huge values")  # fmt: skip
+    print(f"dynamics: elites' mean holdout MSE {mse:.4g} after {epoch} epochs")
+    return {"dynamics/holdout_mse": mse, "dynamics/epochs": epoch, "dynamics/train_nll": nll.item(),
+            "dynamics/fit_seconds": seconds + time.time() - t0}  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------------------- the run
@@ -293,6 +388,9 @@ def launched(main):
                 lock(args.resume)
             return main(args)
         except Stop as e:  # a signal before the epochs (in the fit): how to continue
+            if not e.message and RUN.run_dir is None and RUN.part and os.path.isfile(RUN.part):
+                raise Stop(e.signum, f"the ensemble fit's last epoch is kept in {RUN.part}; the same command goes on "
+                           "from it") from None  # fmt: skip
             if e.message or RUN.run_dir is None or not os.path.isdir(RUN.run_dir):
                 raise
             raise Stop(e.signum, RUN.resume_hint()) from None

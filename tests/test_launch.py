@@ -272,6 +272,72 @@ def test_a_run_that_fails_before_anything_a_resume_uses_leaves_no_run_directory(
     assert not (tmp_path / "runs").exists() or os.listdir(tmp_path / "runs") == []
 
 
+def test_the_resumable_fit_is_the_files_fit_and_goes_on_from_any_epoch(hopper_data_dir, tmp_path, monkeypatch):
+    """The launcher's fit is the method file's, step for step: with early stopping at work, the same ensemble (every
+    tensor), metrics and RNG state after it; and stopped after any of its epochs, then run again, it ends the same."""
+    orpo = toolbox.algorithm("orpo")
+    path = os.path.join(hopper_data_dir[0], "hopper_random-v2.hdf5")
+    data = {k: torch.as_tensor(v) for k, v in plumbing.load_transitions(path).items()}
+    settings = dict(lr=1e-2, batch_size=256, max_epochs=None, patience=2, holdout_ratio=0.2, max_holdout=500)
+
+    def fit(fitter, *part):
+        torch.manual_seed(5)
+        model = orpo.EnsembleDynamics(11, 3, (16, 16), 3, 2)
+        metrics = fitter(*part, model, data, **settings)
+        state = {k: v.clone() for k, v in model.state_dict().items() if k != "_extra_state"}
+        return {k: v for k, v in metrics.items() if k != "dynamics/fit_seconds"}, state, torch.get_rng_state()
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        metrics, state, rng = fit(orpo.fit_dynamics)
+        epochs = int(metrics["dynamics/epochs"])
+        assert 5 < epochs < 60  # early stopping ended it
+        part, real = str(tmp_path / "part.pt"), orpo.dynamics_step
+        for cut in (1, 2, epochs // 2, epochs - 2, epochs - 1):
+
+            def signal_after(*a, cut=cut):
+                if os.path.isfile(part) and torch.load(part, weights_only=True)["epoch"] == cut:
+                    raise plumbing.Stop(signal.SIGTERM)
+                return real(*a)
+
+            monkeypatch.setattr(orpo, "dynamics_step", signal_after)
+            with pytest.raises(plumbing.Stop):
+                fit(launch.resumable_fit, orpo, part)
+            monkeypatch.setattr(orpo, "dynamics_step", real)
+            again = fit(launch.resumable_fit, orpo, part)
+            assert again[0] == metrics and torch.equal(again[2], rng), cut
+            assert all(torch.equal(again[1][k], v) for k, v in state.items()), cut
+            os.remove(part)
+        whole = fit(launch.resumable_fit, orpo, part)
+    assert whole[0] == metrics and torch.equal(whole[2], rng)
+    assert all(torch.equal(whole[1][k], v) for k, v in state.items())
+
+
+def test_a_fit_stopped_part_way_goes_on_from_its_last_epoch_and_ends_as_the_whole_fit(run, tmp_path, monkeypatch):
+    """A signal in the fit's 4th epoch keeps the first 3 epochs' state (no run directory yet) and says so; the same
+    command goes on from it, and the run logs every number of an uninterrupted one (the fit's row 0 included), so the
+    ensemble, its metrics and the RNG state after the fit are the whole fit's; the part-way state then goes."""
+    orpo = toolbox.algorithm("orpo")
+    flags = ["--env", "hopper-random-v2", *TINY, "--dynamics-max-epochs", "6", "--dynamics-patience", "6"]
+    assert run("orpo", *flags, "--runs-dir", "whole")[0] == 0
+    real, parts = orpo.dynamics_step, lambda: [f for f in os.listdir(tmp_path / "cut") if f.startswith(".fit-")]
+
+    def signal_in_epoch_4(*a):
+        if parts() and torch.load(tmp_path / "cut" / parts()[0], weights_only=True)["epoch"] == 3:
+            raise plumbing.Stop(signal.SIGTERM)
+        return real(*a)
+
+    monkeypatch.setattr(orpo, "dynamics_step", signal_in_epoch_4)
+    code, _, err = run("orpo", *flags, "--runs-dir", "cut")
+    assert code == 143 and "the ensemble fit's last epoch is kept in" in last_line(err), err[-500:]
+    assert "the same command goes on from it" in last_line(err) and len(parts()) == 1
+    assert os.listdir(tmp_path / "cut") == parts()  # no run directory: the run starts after its fit
+    monkeypatch.setattr(orpo, "dynamics_step", real)
+    code, out, err = run("orpo", *flags, "--runs-dir", "cut")
+    assert code == 0 and "the fit goes on after its epoch 3" in out, err[-500:]
+    assert parts() == [] and rows(only_run(tmp_path / "cut")) == rows(only_run(tmp_path / "whole"))
+    assert rows(only_run(tmp_path / "cut"))[0]["dynamics/epochs"] == "6.0"
+
+
 def test_a_buffer_larger_than_the_free_memory_is_one_line_before_the_fit(run, tmp_path):
     code, out, err = run("mopo", "--env", "hopper-random-v2", *TINY, "--rollout-batch-size", str(10**11))
     assert code == 1 and "a buffer of " in last_line(err) and ",000,000 rows needs" in last_line(err)

@@ -91,7 +91,7 @@ def test_sigint_and_sigkill_resume_to_the_uninterrupted_metrics(straight, hopper
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_in_the_fit_stops_at_once_and_leaves_nothing_to_resume(signum, hopper_data_dir, tmp_path):
     """The fit is the run's first step and writes its dynamics.pt when done: stopped part-way, there is no run
-    directory, and the same command starts it again (the lab's launcher may keep a long fit's part-way state)."""
+    directory, and the same command starts it again (the lab's launcher keeps a long fit's part-way state)."""
     proc = start(tmp_path, hopper_data_dir[0], *SMALL)
     seen = ""
     while seen.count("best_member_holdout_mse") < 2:  # the fit's second epoch ends
