@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 
 sys.path[:0] = [os.path.dirname(os.path.abspath(__file__))] if __package__ else []  # python -m algorithms.orpo
 try:
-    from plumbing import (Count, Natural, NonNegative, Path, Positive, RunArgs, Share, UserError, catch_signals,
+    from plumbing import (Count, NonNegative, Path, Positive, RunArgs, Share, UserError, catch_signals,
                           check_args, check_finite, cli, evaluate, finish, load, load_data, log, make_eval_envs,
                           open_run, resolve_task, restore, rng_state, save, seed_everything,
                           unused)  # fmt: skip
@@ -64,15 +64,10 @@ class Args(RunArgs):  # the data and run flags (--env, --seed, --runs-dir, ...) 
     with the appendix's mixture formula (not max_aleatoric), and the appendix's shares are read as D : D^p_πo : D^p_πp
     (docs/orpo.md)"""
 
-    # ORPO: ablations of the paper (Table 4 and RQ2) and the official code's π^o
-    rollout_policy: Literal["optimistic", "untrained", "random", "cvae", "fixed"] = "optimistic"
+    # ORPO: ablations of the paper (Table 4) and the official code's π^o (RQ2's: benchmarks/rollout_policies.py)
+    rollout_policy: Literal["optimistic", "untrained"] = "optimistic"
     """π^o: trained optimistic SAC (ORPO as written); `untrained`: the same SAC actor at its random initialisation,
-    sampled, never updated (what the official code ran); RQ2's uniform random actions, a CVAE of D's actions, or a
-    fixed SAC"""
-    rollout_policy_path: Optional[Path] = None
-    """for `--rollout-policy fixed`: an earlier ORPO run directory (or its checkpoint.pt) whose π^o is used"""
-    cvae_steps: Natural = 20000
-    """for `--rollout-policy cvae`: gradient steps of the conditional VAE, trained on D at the start"""
+    sampled, never updated (what the official code ran)"""
     output_algo: Literal["td3bc", "sac"] = "td3bc"
     """optimiser of the output policy π^p; `sac` is the paper's "ORPO (SAC)" baseline"""
     pessimism: bool = True
@@ -150,8 +145,6 @@ class Args(RunArgs):  # the data and run flags (--env, --seed, --runs-dir, ...) 
 
     def problems(self):  # ORPO's flags that act only together, checked with all flags (plumbing)
         rules = [
-            ((self.rollout_policy == "fixed") == (self.rollout_policy_path is None), "--rollout-policy fixed and "
-             "--rollout-policy-path RUN_DIR (an earlier ORPO run) go together"),
             (not self.pessimism and self.lambda_p not in (None, 0), "--no-pessimism labels π^p's data with λp = 0: "
              f"drop --lambda-p {self.lambda_p} or --no-pessimism"),
             ((self.real_ratio or 0) + (self.output_rollout_ratio or 0) > 1 + 1e-9, f"--real-ratio {self.real_ratio} + "
@@ -167,9 +160,7 @@ class Args(RunArgs):  # the data and run flags (--env, --seed, --runs-dir, ...) 
             )
         if self.rollout_policy != "optimistic" and self.output_algo != "sac":
             rules += unused(self, "sac_actor_lr sac_critic_lr sac_alpha_lr target_entropy", "no SAC is trained")
-        return rules + unused(self, "cvae_steps", "only --rollout-policy cvae fits a CVAE") * (
-            self.rollout_policy != "cvae"
-        )
+        return rules
 
 
 # Per-dataset presets, the paper's "Tuned hyper-parameters" table (MOPO columns give λp, the
@@ -258,55 +249,9 @@ def relabel(rew, mean, std, args):
     return {"u": u, "rew_o": rew + args.lambda_o * u, "rew_p": rew - args.lambda_p * u}
 
 
-class CVAE(nn.Module):
-    """A conditional VAE of D's actions (BCQ / CABI): a rollout policy that stays within the data's support (RQ2)."""
-
-    def __init__(self, obs_norm, act_dim, hidden_dims, max_action):
-        super().__init__()
-        obs_dim = len(obs_norm.mean)
-        self.obs_norm = copy.deepcopy(obs_norm)
-        self.latent_dim = 2 * act_dim
-        self.max_action = max_action
-        self.encoder = mlp(obs_dim + act_dim, hidden_dims, 2 * self.latent_dim)
-        self.decoder = mlp(obs_dim + self.latent_dim, hidden_dims, act_dim)
-
-    def decode(self, obs, z):
-        return torch.tanh(self.decoder(torch.cat([self.obs_norm(obs), z], dim=-1))) * self.max_action
-
-    def loss(self, obs, act):
-        mu, log_std = self.encoder(torch.cat([self.obs_norm(obs), act], dim=-1)).chunk(2, dim=-1)
-        log_std = log_std.clamp(-4, 15)
-        recon = self.decode(obs, mu + log_std.exp() * torch.randn_like(mu))
-        kl = -0.5 * (1 + 2 * log_std - mu.pow(2) - (2 * log_std).exp()).mean()
-        return F.mse_loss(recon, act) + 0.5 * kl  # BCQ's weighting
-
-    @torch.no_grad()
-    def act(self, obs):  # BCQ's clipped prior keeps samples near the data
-        return self.decode(obs, torch.randn(len(obs), self.latent_dim, device=obs.device).clamp(-0.5, 0.5))
-
-
-def make_rollout_policy(
-    kind, rollout_policy, real, act_dim, max_action, device, path, hidden_dims, cvae_steps, batch_size
-):
-    """π^o's action function for each --rollout-policy `kind` (only `optimistic` is trained during the run; `untrained`
-    samples the same SAC actor at its initialisation, as the official code's dead update leaves it; `fixed` loads
-    `path`'s, `cvae` fits a CVAE of cvae_steps batches)."""
-    if kind == "random":
-        return lambda obs: (torch.rand(len(obs), act_dim, device=device) * 2 - 1) * max_action
-    if kind == "cvae":
-        cvae = CVAE(rollout_policy.actor.obs_norm, act_dim, hidden_dims, max_action).to(device)
-        optimizer = torch.optim.Adam(cvae.parameters(), lr=1e-3)
-        for _ in tqdm(range(cvae_steps), desc="cvae", leave=False):
-            batch = real.sample(batch_size)
-            loss = cvae.loss(batch["obs"], batch["act"])
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-        return cvae.act
-    if kind == "fixed":  # an earlier ORPO run's π^o (its checkpoint's rollout_policy)
-        path = os.path.join(path, "checkpoint.pt") if os.path.isdir(path) else path
-        restore({"rollout_policy": rollout_policy}, {"rollout_policy": load(path, "ORPO checkpoint (--rollout-policy-path)",
-                ("rollout_policy",))["rollout_policy"]}, path)  # fmt: skip
+def make_rollout_policy(args, rollout_policy, real):
+    """π^o's action function: its SAC actor's samples, trained in the loop (`optimistic`) or never (`untrained`, as
+    the official code's dead update leaves it). benchmarks/rollout_policies.py puts RQ2's other kinds here."""
     return rollout_policy.act
 
 
@@ -903,7 +848,7 @@ def main(args: Args) -> dict:
     real = ReplayBuffer(len(data["obs"]), {k: v.shape[1] for k, v in data.items()}, device)
     real.add(data)
     obs_norm = ObsNorm.of(data["obs"], args.normalize_obs)
-    # each part's settings, named (the model's fit, π^o's SAC, π^p's TD3+BC, π^o's other kinds)
+    # each part's settings, named (the model's fit, π^o's SAC, π^p's TD3+BC)
     fit = dict(lr=args.dynamics_lr, batch_size=args.dynamics_batch_size, max_epochs=args.dynamics_max_epochs,
                patience=args.dynamics_patience, holdout_ratio=args.dynamics_holdout_ratio,
                max_holdout=args.dynamics_max_holdout)  # fmt: skip
@@ -911,19 +856,15 @@ def main(args: Args) -> dict:
                alpha_lr=args.sac_alpha_lr, gamma=args.gamma, tau=args.tau, target_entropy=args.target_entropy)  # fmt: skip
     td3 = dict(hidden_dims=args.hidden_dims, actor_lr=args.actor_lr, critic_lr=args.critic_lr, gamma=args.gamma,
                tau=args.tau, alpha=args.alpha, policy_noise=args.policy_noise, noise_clip=args.noise_clip)  # fmt: skip
-    pi_o = dict(path=args.rollout_policy_path, hidden_dims=args.hidden_dims, cvae_steps=args.cvae_steps,
-                batch_size=args.batch_size)  # fmt: skip
 
     # the model buffers, allocated before the fit: a size that cannot fit fails now, not hours later
     fields = {"obs": obs_dim, "act": act_dim, "rew": 1, "u": 1, "rew_o": 1, "rew_p": 1, "next_obs": obs_dim, "done": 1}
     # π^o's rollouts (D^o, and D^p_πo with their P-MDP rewards) and π^p's own (D^p_πp), each stored with both rewards
     buf_o = ReplayBuffer(args.rollout_batch_size * args.rollout_length_o * args.model_retain_epochs, fields, device)
     buf_p = ReplayBuffer(args.rollout_batch_size * args.rollout_length * args.model_retain_epochs, fields, device)
-    # throwaway agents, a batch and --rollout-policy-path's π^o on a forked RNG: sizes or a file that cannot fit fail now
+    # throwaway agents and a batch on a forked RNG: sizes that cannot fit fail now
     with torch.random.fork_rng():
-        pi = SAC(obs_norm, act_dim, max_action, **sac), TD3BC(obs_norm, act_dim, max_action, **td3), real.sample(args.batch_size)  # fmt: skip
-        if args.rollout_policy == "fixed":
-            make_rollout_policy("fixed", pi[0], real, act_dim, max_action, "cpu", **pi_o)
+        SAC(obs_norm, act_dim, max_action, **sac), TD3BC(obs_norm, act_dim, max_action, **td3), real.sample(args.batch_size)  # fmt: skip
 
     # Algorithm 2, line 1: the ensemble T̂, fitted on D, or loaded (--load-dynamics-path; a resumed run: its own)
     dims = (obs_dim, act_dim, args.dynamics_hidden_dims, args.num_ensemble, args.num_elites, args.dynamics_bf16)
@@ -941,7 +882,7 @@ def main(args: Args) -> dict:
 
     # the two policies
     rollout_policy = SAC(obs_norm, act_dim, max_action, **sac).to(device)
-    rollout_act = make_rollout_policy(args.rollout_policy, rollout_policy, real, act_dim, max_action, device, **pi_o)
+    rollout_act = make_rollout_policy(args, rollout_policy, real)
     if args.output_algo == "td3bc":
         output_policy = TD3BC(obs_norm, act_dim, max_action, **td3).to(device)
         output_act, output_eval = lambda s: output_policy.act(s, args.exploration_noise), output_policy.actor
@@ -958,7 +899,7 @@ def main(args: Args) -> dict:
         # Algorithm 2, lines 24-25: one SAC update of π^o on D ∪ D^o (O-MDP rewards) and one TD3+BC update of π^p on
         # D ∪ D^p_πp ∪ D^p_πo (P-MDP rewards)
         stats = {}
-        if args.rollout_policy == "optimistic":  # the other rollout policies stay fixed
+        if args.rollout_policy == "optimistic":  # the others are never updated
             batch_o = sample_mix([(real, n_o[0], "rew"), (buf_o, n_o[1], "rew_o")])
             stats |= {f"rollout_policy/{k}": v for k, v in rollout_policy.update(batch_o).items()}
         batch_p = sample_mix([(real, n_p[0], "rew"), (buf_p, n_p[1], "rew_p"), (buf_o, n_p[2], "rew_p")])

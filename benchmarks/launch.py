@@ -41,7 +41,7 @@ from tqdm.auto import tqdm
 
 import toolbox  # noqa: E402  (puts algorithms/ on the path: plumbing)
 from toolbox import ROOT, UserError, atomic_save, file_fingerprint, git_revision, read_json  # noqa: E402
-from plumbing import Stop, cli, device_name, load, rng_state, set_rng_state  # noqa: E402
+from plumbing import Stop, cli, device_name, load, rng_state, script_name, set_rng_state  # noqa: E402
 
 
 KEPT = ("checkpoint.pt", "dynamics.pt", "metrics.csv")  # what a resume uses: a failed start without them leaves no dir
@@ -57,10 +57,10 @@ METHODS = sorted(
 class Launch:
     """What the wrappers note of the one run this process launches."""
 
-    def __init__(self, argv: list[str], module):
-        self.argv, self.module, self.t0 = argv, module, time.time()  # argv: [script as typed, flags...]
+    def __init__(self, argv: list[str], module, args_class, hint: list[str]):
+        self.argv, self.module, self.t0, self.hint = argv, module, time.time(), hint  # argv: [script, flags...]
         names = {w[2:].split("=")[0].replace("-", "_") for w in argv[1:] if w.startswith("--")}
-        self.typed = {f.name for f in fields(module.Args) if f.name in names or "no_" + f.name in names}
+        self.typed = {f.name for f in fields(args_class) if f.name in names or "no_" + f.name in names}
         self.args, self.task, self.dataset, self.filled, self.dynamics = None, None, None, {}, None
         self.run_dir, self.created, self.lock, self.nonfinite, self.part = None, False, None, False, None
         self.revision = git_revision(module.__file__)
@@ -69,10 +69,7 @@ class Launch:
         return os.path.join(self.run_dir, name)
 
     def resume_hint(self) -> str:
-        script = os.path.relpath(self.module.__file__)
-        return f"continue with: python {shlex.quote(os.path.relpath(__file__))} {shlex.quote(script)} --resume " + (
-            shlex.quote(self.run_dir)
-        )
+        return f"continue with: python {shlex.join(self.hint)} --resume {shlex.quote(self.run_dir)}"
 
 
 RUN: Optional[Launch] = None  # the run of this process; the wrappers pass through when there is none
@@ -151,7 +148,7 @@ def failed(error: str) -> None:
     with contextlib.suppress(OSError, ValueError), open(RUN.path("metrics.csv")) as f:
         epochs = max((int(float(r["epoch"])) for r in csv.DictReader(f)), default=0)
     args, task = RUN.args, RUN.task
-    known = {"env": task and task.name, "algorithm": os.path.splitext(os.path.basename(RUN.module.__file__))[0],
+    known = {"env": task and task.name, "algorithm": script_name(type(args)),
              "exp_name": args.exp_name, "seed": args.seed, "run_dir": RUN.run_dir, "epochs": locals().get("epochs", 0)}  # fmt: skip
     with contextlib.suppress(OSError):  # a full disk: the one line still says what happened
         write_summary(known | {"status": "failed", "finished": False, "error": error})
@@ -422,16 +419,22 @@ def main(argv: Optional[list[str]] = None) -> None:
     if name not in METHODS or not os.path.isfile(argv[0]) or not os.path.samefile(argv[0], own):
         print(f"error: {argv[0]}: not a method file of this project's algorithms/; {usage[7:]}", file=sys.stderr)
         sys.exit(2)
-    global RUN
     module = toolbox.algorithm(name)
+    launch(module, module.main, module.Args, argv, [os.path.relpath(__file__), os.path.relpath(module.__file__)])
+
+
+def launch(module, main, args_class, argv: list[str], hint: list[str]) -> None:
+    """`main` (the module's, or a lab script's around it) parsed with `args_class` from argv[1:] and run as the lab
+    keeps it, the module's names hooked; a resume is `python HINT... --resume RUN_DIR`."""
+    global RUN
     hook(module)
-    RUN, previous = Launch(argv, module), threading.excepthook
+    RUN, previous = Launch(argv, module, args_class, hint), threading.excepthook
     # TensorBoard's writer thread: its OSError (a full disk) is raised again in the main thread at its next write,
     # which says it in one line; the thread's own traceback is not printed
     threading.excepthook = lambda hook: None if issubclass(hook.exc_type, OSError) else previous(hook)
     sys.argv = argv  # as `python algorithms/METHOD.py FLAGS` has it: tyro's usage line names the method file
     try:
-        cli(launched(module.main), module.Args, argv[1:])
+        cli(launched(main), args_class, argv[1:])
     finally:
         RUN, threading.excepthook = None, previous
 

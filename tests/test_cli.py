@@ -57,10 +57,7 @@ def test_an_optional_boolean_takes_the_spelling_of_every_boolean(files):
 
 # --------------------------------------------------------------------------------------------------------------- flags
 @pytest.mark.parametrize("script, flags, named, fix", [("orpo", ["--no-pessimism", "--lambda-p", "5"],
-                         "--lambda-p 5.0", "drop"), ("orpo", ["--rollout-policy", "fixed"], "--rollout-policy-path",
-                         "go together"), ("orpo", ["--rollout-policy-path", "."], "--rollout-policy fixed",
-                         "go together"), ("orpo", ["--rollout-policy", "fixed", "--rollout-policy-path", "nowhere"],
-                         "--rollout-policy-path", "no such file"), ("orpo", ["--real-ratio", "0.6",
+                         "--lambda-p 5.0", "drop"), ("orpo", ["--real-ratio", "0.6",
                          "--output-rollout-ratio", "0.6"], "--output-rollout-ratio 0.6", "exceed 1"), ("orpo",
                          ["--seed", "-1"], "--seed -1", "[0, 4294967296)"), ("orpo", ["--actor-lr", "0"],
                          "--actor-lr 0.0", "(0, inf)"), ("orpo", ["--gamma", "1.5"], "--gamma 1.5", "[0, 1]"),
@@ -86,8 +83,7 @@ def test_a_bad_flag_is_one_line_naming_it_and_the_fix_exit_2_before_any_work(scr
     ("mopo", ["--policy", "td3bc", "--sac-actor-lr", "0.001"], "--sac-actor-lr 0.001", "SAC's (--policy sac)"),
     ("orpo", ["--output-algo", "sac", "--policy-freq", "3"], "--policy-freq 3", "π^p is SAC"),
     ("orpo", ["--rollout-policy", "untrained", "--real-ratio-o", "0.1"], "--real-ratio-o 0.1", "π^o is not trained"),
-    ("orpo", ["--rollout-policy", "random", "--sac-critic-lr", "0.1"], "--sac-critic-lr 0.1", "no SAC is trained"),
-    ("orpo", ["--cvae-steps", "5"], "--cvae-steps 5", "only --rollout-policy cvae"),
+    ("orpo", ["--rollout-policy", "untrained", "--sac-critic-lr", "0.1"], "--sac-critic-lr 0.1", "no SAC is trained"),
 ])  # fmt: skip
 def test_a_flag_the_chosen_variant_ignores_is_refused_with_the_reason(script, flags, named, why, cli, tmp_path):
     code, out, err = cli(script, *flags)
@@ -98,8 +94,7 @@ def test_a_flag_the_chosen_variant_ignores_is_refused_with_the_reason(script, fl
 
 def test_a_variants_own_flags_and_the_others_defaults_are_accepted(files):
     for script, args in [("mopo", dict(policy="td3bc", alpha=5.0)), ("mopo", dict(policy="sac", sac_actor_lr=1e-3,
-                         alpha=2.5)), ("orpo", dict(output_algo="sac", sac_actor_lr=1e-3)), ("orpo",
-                         dict(rollout_policy="cvae", cvae_steps=5))]:  # fmt: skip
+                         alpha=2.5)), ("orpo", dict(output_algo="sac", sac_actor_lr=1e-3))]:  # fmt: skip
         plumbing.check_args(files[script].Args(**args))
 
 
@@ -476,13 +471,6 @@ def test_a_method_file_without_its_plumbing_says_so_in_one_line(tmp_path):
                           env=dict(os.environ, PYTHONPATH=""))  # fmt: skip
     assert done.returncode == 1 and "copy this project's algorithms/plumbing.py beside td3bc.py" in done.stderr
     assert "Traceback" not in done.stderr and stat.S_ISREG(os.stat(tmp_path / "td3bc.py").st_mode)
-
-
-def test_a_fixed_rollout_policy_from_a_td3bc_run_is_refused_before_the_fit(td3bc_run, cli, tmp_path):
-    code, out, err = cli("orpo", "--env", "hopper-random-v2", *TINY, "--rollout-policy", "fixed",
-                         "--rollout-policy-path", td3bc_run, "--dynamics-max-epochs", "100000")  # fmt: skip
-    assert code == 1 and "not a usable ORPO checkpoint" in last_line(err) and "best_member" not in err
-    assert_nothing_written(tmp_path)
 
 
 def test_run_file_is_the_scripts_own_command_line(cli, tmp_path):

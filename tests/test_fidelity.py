@@ -100,8 +100,7 @@ def sac(orpo):
 def test_untrained_rollout_policy_samples_the_initial_actor(orpo):
     torch.manual_seed(0)
     policy = sac(orpo)
-    settings = dict(path=None, hidden_dims=(256, 256), cvae_steps=20000, batch_size=256)  # unused by `untrained`
-    act = orpo.make_rollout_policy("untrained", policy, None, 2, 1.0, "cpu", **settings)
+    act = orpo.make_rollout_policy(orpo.Args(rollout_policy="untrained"), policy, None)
     obs = torch.zeros(256, 3)
     a, b = act(obs), act(obs)
     assert not torch.equal(a, b) and a.std(0).min() > 0.1  # a stochastic sample, not the deterministic mean

@@ -230,28 +230,16 @@ def test_end_to_end_run_writes_a_finite_score(cli, tmp_path):
     assert not list(run_dir.glob("*.tmp"))
 
 
-# ---------------------------------------------------------------- ablation switches (Table 4, RQ2)
-@pytest.fixture
-def source_run(cli, tmp_path):
-    """A finished tiny ORPO run, whose trained rollout policy the `fixed` variant reuses."""
-    result = cli("orpo", "--env", "hopper-random-v2", *TINY, "--seed", "3", "--runs-dir", "source")
-    assert result.returncode == 0, result.stderr[-2000:]
-    (run_dir,) = (tmp_path / "source").iterdir()
-    return run_dir
-
-
-@pytest.mark.parametrize("switch", [["--output-algo", "sac"], ["--no-pessimism"], ["--rollout-policy", "random"],
-                         ["--rollout-policy", "cvae", "--cvae-steps", "30"], ["--rollout-policy", "fixed"],
+# ---------------------------------------------------------------- ablation switches (Table 4; RQ2's: test_rollout_policies.py)
+@pytest.mark.parametrize("switch", [["--output-algo", "sac"], ["--no-pessimism"], ["--rollout-policy", "untrained"],
                          ["--dynamics-bf16"]])  # fmt: skip
-def test_ablation_switches_run(cli, tmp_path, switch, request):
-    extra = ["--rollout-policy-path", str(request.getfixturevalue("source_run"))] if "fixed" in switch else []
-    result = cli("orpo", "--env", "hopper-random-v2", *TINY, *switch, *extra)
+def test_ablation_switches_run(cli, tmp_path, switch):
+    result = cli("orpo", "--env", "hopper-random-v2", *TINY, *switch)
     assert result.returncode == 0, result.stderr[-2000:]
     (run_dir,) = (tmp_path / "runs").iterdir()
     assert np.isfinite(json.loads((run_dir / "summary.json").read_text())["normalized_score"])
     row = read_metrics(run_dir)[-1]
-    trained = "rollout_policy/critic_loss" in row
-    assert trained == (switch[-1] not in ("random", "cvae", "fixed") and "--rollout-policy" not in switch)
+    assert ("rollout_policy/critic_loss" in row) == ("untrained" not in switch)
     if switch == ["--output-algo", "sac"]:
         assert "losses/alpha" in row and "losses/bc_loss" not in row
     reward, reward_p = float(row["rollout/reward_optimistic"]), float(row["rollout/reward_p_optimistic"])
@@ -259,38 +247,6 @@ def test_ablation_switches_run(cli, tmp_path, switch, request):
         assert reward_p == pytest.approx(reward)  # the model MDP: r^p = r̂
     else:
         assert reward_p < reward  # the P-MDP penalty λp·u > 0
-
-
-def pi_o(**kw) -> dict:
-    """make_rollout_policy's settings for the other kinds of π^o, as main() passes them (orpo.py's defaults)"""
-    return dict(path=None, hidden_dims=(256, 256), cvae_steps=20000, batch_size=256) | kw
-
-
-def test_fixed_rollout_policy_loads_the_earlier_runs_weights(orpo, source_run):
-    norm = orpo.ObsNorm(torch.zeros(11), torch.ones(11))
-    sac = orpo.SAC(norm, 3, 1.0, **sac_settings(orpo.Args(hidden_dims=(32, 32))))
-    orpo.make_rollout_policy("fixed", sac, None, 3, 1.0, "cpu", **pi_o(path=str(source_run), hidden_dims=(32, 32)))
-    saved = torch.load(source_run / "checkpoint.pt", weights_only=True)["rollout_policy"]
-    for k, v in sac.state_dict().items():
-        if isinstance(v, torch.Tensor):
-            torch.testing.assert_close(v, saved[k])
-    # a file that is not an ORPO checkpoint (the run's exported policy.pt) is one line naming the flag (a missing
-    # --rollout-policy-path is Args.problems', tests/test_cli.py)
-    with pytest.raises(orpo.UserError, match=r"policy\.pt is not a usable ORPO checkpoint \(--rollout-policy-path\)"):
-        orpo.make_rollout_policy("fixed", sac, None, 3, 1.0, "cpu", **pi_o(path=str(source_run / "policy.pt")))
-
-
-def test_cvae_learns_the_datas_actions(orpo):
-    torch.manual_seed(0)
-    obs = torch.rand(2000, 2) * 2 - 1
-    act = torch.stack([0.8 * obs[:, 0], -0.5 * obs[:, 1]], 1)  # a deterministic behaviour policy
-    real = orpo.ReplayBuffer(2000, {"obs": 2, "act": 2}, "cpu")
-    real.add({"obs": obs, "act": act})
-    sac = orpo.SAC(orpo.ObsNorm(torch.zeros(2), torch.ones(2)), 2, 1.0, **sac_settings(orpo.Args(hidden_dims=(64, 64))))
-    policy = orpo.make_rollout_policy("cvae", sac, real, 2, 1.0, "cpu", **pi_o(cvae_steps=1500, hidden_dims=(64, 64)))
-    test_obs = torch.rand(500, 2) * 2 - 1
-    error = (policy(test_obs) - torch.stack([0.8 * test_obs[:, 0], -0.5 * test_obs[:, 1]], 1)).pow(2).mean()
-    assert error < 0.02  # uniform random actions would give ≈ 0.5
 
 
 # ---------------------------------------------------------------- bad input: one line, non-zero exit
