@@ -429,8 +429,8 @@ def main(args: Args) -> dict:
         metrics = gradient_steps(gradient_step, first, args.steps_per_epoch, 1, graphs, [policy])
         check_finite(metrics, {"policy": policy}, epoch)
         if epoch % args.eval_every == 0 or epoch == args.epochs:  # the real env, deterministic policy (D4RL score)
-            policy_eval = partial(policy.act, deterministic=True)
-            metrics |= (m := evaluate(policy_eval, envs, task, args.seed + 1000 * epoch, device, rows)[0])
+            m = evaluate(partial(policy.act, deterministic=True), envs, task, args.seed + 1000 * epoch, device, rows)[0]
+            metrics |= m
             bar.set_postfix(score=f"{m.get('eval/normalized_score', m['eval/return']):.1f}")
         log(writer, rows, run_dir, epoch, metrics, t0, args.steps_per_epoch)  # metrics.csv, TensorBoard
         if epoch % args.checkpoint_every == 0 or epoch == last or stop or time.time() > t_save:
