@@ -35,6 +35,7 @@ PAGES = ["README.md", "docs/results.md", "docs/claim.md", "docs/compare.md", "do
          "docs/budget.md", "docs/toy.md", "docs/jump.md", "docs/jump_curves.md", "docs/data.md"]  # fmt: skip
 FIGURES = ["docs/compare.png", "docs/compare_shares.png", "docs/budget.png", "docs/jump_curves.png"]
 JUMP = "halfcheetah-jump-hard"
+JUMP_OTHER = "halfcheetah-jump"  # the generalisation table's other row: its own section of docs/jump.md
 JUMP_DELTA = 500.0  # the equivalence margin of the jump contrasts, in raw return (the data's episodes: sd 440)
 # the jump table's rows: (compare.py's row, its label, the paper's column); one without stored runs is left out
 JUMP_ROWS = (
@@ -223,9 +224,11 @@ def short(row: str) -> str:
     return {r: label.split(" (")[0] for r, label, _ in JUMP_ROWS}.get(row, row)
 
 
-def jump_runs(results: str) -> tuple[dict, dict, dict]:
-    """compare.py's runs of the jump task ({row: {seed: run}}), their last-10 returns, the dataset's attributes."""
-    data = compare.load_results(os.path.join(results, "jump")).get(JUMP, {"rows": {}, "dataset": {}})
+def jump_runs(results: str | dict, task: str = JUMP) -> tuple[dict, dict, dict]:
+    """compare.py's runs of a jump task ({row: {seed: run}}), their last-10 returns, the dataset's attributes; results:
+    the results folder, or compare.load_results of its jump/ folder (read once: a damaged run is named once)."""
+    loaded = compare.load_results(os.path.join(results, "jump")) if isinstance(results, str) else results
+    data = loaded.get(task, {"rows": {}, "dataset": {}})
     x = {r: {k: compare.last10(v["curve"]) for k, v in runs.items()} for r, runs in data["rows"].items()}
     return data["rows"], x, data["dataset"]
 
@@ -330,7 +333,8 @@ def jump_dips(rows: dict, attrs: dict, after: int = 10) -> dict:
 
 def jump_numbers(results: str) -> dict:
     """Everything docs/jump.md says, from results/jump/ (and benchmarks/paper_scores.csv's jump column)."""
-    rows, x, attrs = jump_runs(results)
+    loaded = compare.load_results(os.path.join(results, "jump"))
+    rows, x, attrs = jump_runs(loaded)
     paper = {col: v for (ds, col), v in paper_scores("jump").items() if ds == JUMP}
     made = runinfo.read_json(os.path.join(results, "jump", JUMP, "episodes.json"))
     policies = made.get("policies", [])
@@ -384,9 +388,34 @@ def jump_numbers(results: str) -> dict:
                      authors=[c for a, b in JUMP_CONTRASTS if b.startswith("official") and (c := contrast(x, a, b))["n"]],
                      paper=paper, mopo_lr=mopo_schedules(rows), x=x,
                      refit=any(len(jump_ensemble(rows, s)["fits"]) > 1 for s, _ in seeds)),
-        README_SHARE=README_SHARE, OFFICIAL_BUDGET=OFFICIAL_BUDGET, JUMP=JUMP, JUMP_ROWS=JUMP_ROWS, DELTA=JUMP_DELTA,
+        other=jump_other(loaded), README_SHARE=README_SHARE, OFFICIAL_BUDGET=OFFICIAL_BUDGET, JUMP=JUMP,
+        JUMP_ROWS=JUMP_ROWS, DELTA=JUMP_DELTA,
         MIN_SEEDS=compare.MIN_SEEDS,
     )  # fmt: skip
+
+
+def jump_other(results: str | dict, task: str = JUMP_OTHER) -> dict:
+    """The other jump task's rows so far: each row's last-10 returns beside the paper's cell, the contrasts of
+    JUMP_CONTRASTS whose two rows have common seeds, and each row of ≥ 3 seeds against the paper's (Welch, ±δ)."""
+    rows, x, attrs = jump_runs(results, task)
+    paper = {col: v for (ds, col), v in paper_scores("jump").items() if ds == task}
+    shown = [
+        (row, short(row) + " (ours)" * (not row.startswith("official")), col) for row, _, col in JUMP_ROWS if x.get(row)
+    ]
+    findings = []
+    for row, label, col in shown:
+        if len(v := np.array(list(x[row].values()))) >= 3 and col in paper:
+            welch = stats.welch(v, *paper[col], 5)
+            said = against_paper(v.mean() - paper[col][0], *welch)
+            findings.append(dict(label=label, mean=v.mean(), n=len(v), paper=paper[col], welch=welch, verdict=said,
+                                 note=short_of(said, v.mean() - paper[col][0], *welch)))  # fmt: skip
+    return dict(task=task, attrs=attrs, x=x, shown=shown, findings=findings, budget={r: jump_budget(rows[r]) for r, _, _ in shown},
+                paper_cell={r: minus("%.1f ± %.1f" % paper.get(col, (np.nan, np.nan))) for r, _, col in shown},
+                t_cell={r: rng(*stats.t_interval(v)) if len(v := list(x[r].values())) >= 2 else "one seed" for r, _, _ in shown},
+                hours={r: run_hours(rows[r]) for r, _, _ in shown},
+                contrasts=[dict(c, a=short(a) + " (ours)" * short(b).startswith(short(a)), b=short(b))
+                           for a, b in JUMP_CONTRASTS if (c := contrast(x, a, b))["n"]],
+                missing=[short(r) for r, _, _ in JUMP_ROWS if not x.get(r)])  # fmt: skip
 
 
 def jump_settings(rows: dict) -> dict:

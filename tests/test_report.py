@@ -347,7 +347,7 @@ def test_the_jump_page_shows_the_authors_code_rows_that_have_runs_beside_the_pap
     for row in ("official_td3bc", "official_mopo", "official_orpo_readme"):
         shutil.rmtree(jump / row, ignore_errors=True)  # only the dressed ones
     labels = {row: label for row, label, _ in report.JUMP_ROWS}
-    flat = " ".join(jump_page(results).split())
+    flat = " ".join(jump_page(results).split(f"## {report.JUMP_OTHER}: ")[0].split())  # jump-hard's part of the page
     short = flat.split("**Not complete.** ")[1].split(". ")[0]  # the rows short of 3 seeds: named there alone
     assert all(f"{labels[r]}: not run" in short for r in ("official_td3bc", "official_mopo", "official_orpo_readme"))
     rest = flat.replace(short, "")
@@ -405,6 +405,30 @@ def test_the_jump_page_shows_the_authors_code_rows_that_have_runs_beside_the_pap
         "ORPO, the official code with the README's shares (π^p's own batch share 0, the README command's) −3100.0"
         in bullet
     )
+
+
+def test_the_jump_page_holds_the_other_tasks_rows_contrasts_and_cells_from_its_own_runs(tmp_path):
+    """halfcheetah-jump's section: its rows (only those with runs), the paper's halfcheetah-jump cell beside each, the
+    contrasts paired by seed over the common seeds, each row of 3+ seeds against the paper's; jump-hard's runs never
+    enter it, and without runs of the task there is no section."""
+    results = copy_results(tmp_path)
+    other = results / "jump" / report.JUMP_OTHER
+    if not (other / "official_td3bc" / "seed3").is_dir():
+        pytest.skip("no stored halfcheetah-jump runs of both TD3+BC rows")
+    shutil.rmtree(other / "official_td3bc" / "seed3")  # the contrast pairs the common seeds only
+    section = " ".join(jump_page(results).split(f"## {report.JUMP_OTHER}: ")[1].split())
+    x = report.jump_runs(str(results), report.JUMP_OTHER)[1]
+    ours, theirs = x["td3bc"], x["official_td3bc"]
+    assert 3 not in theirs and len(ours) == 5
+    assert f"| TD3+BC (ours) | −4733.3 ± 746.7 | {len(ours)} |" in section
+    assert f"| TD3+BC, the authors' code | −4733.3 ± 746.7 | {len(theirs)} |" in section
+    _, mean, lo, hi = report.stats.paired([ours[k] for k in sorted(theirs)], [theirs[k] for k in sorted(theirs)])
+    line = f"TD3+BC (ours) − TD3+BC, the authors' code, last-10 return paired by seed: {report.runinfo.signed(mean)} "
+    assert line + f"[{report.runinfo.signed(lo)}, {report.runinfo.signed(hi)}] (95 % Student-t, 4 seeds)" in section
+    assert "| MOPO (ours) |" not in section and "ORPO, π^o trained (ours) |" not in section  # jump-hard's rows
+    assert f"**TD3+BC (ours) against the paper's {report.JUMP_OTHER} cell:" in section
+    shutil.rmtree(other)
+    assert f"## {report.JUMP_OTHER}: " not in jump_page(results)
 
 
 def test_the_jump_page_says_which_ensemble_the_official_codes_runs_rolled_out_in(tmp_path):
