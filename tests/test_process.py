@@ -104,6 +104,34 @@ def test_a_signal_in_the_fit_stops_at_once_and_leaves_nothing_to_resume(signum, 
     assert not os.path.exists(tmp_path) or os.listdir(tmp_path) == []
 
 
+def test_a_launched_run_killed_in_its_fit_goes_on_from_the_last_epoch_to_the_same_numbers(hopper_data_dir, tmp_path):
+    """SIGKILL in the lab launcher's ensemble fit (no handler runs): the state of the last finished epoch is whole on
+    disk (RUNS_DIR/.fit-*.pt), and the same command goes on from it to the numbers of a run never stopped."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", D4RL_DATASET_DIR=hopper_data_dir[0])
+    flags = [*TINY, "--dynamics-max-epochs", "8", "--dynamics-batch-size", "16"]
+
+    def launch(runs):
+        cmd = [sys.executable, f"{ROOT}/benchmarks/launch.py", f"{ROOT}/algorithms/orpo.py", "--env",
+               "hopper-random-v2", *flags, "--runs-dir", str(runs)]  # fmt: skip
+        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+    whole = launch(tmp_path / "whole")
+    proc, seen = launch(tmp_path / "cut"), ""
+    while seen.count("best_member_holdout_mse") < 3:  # the fit's third epoch ends (its state saved before)
+        seen += proc.stderr.read(1)
+        assert proc.poll() is None, seen[-2000:]
+    proc.kill()
+    proc.wait()
+    assert whole.wait(timeout=300) == 0, whole.stderr.read()[-2000:]
+    (part,) = os.listdir(tmp_path / "cut")  # no run directory yet: the run starts after its fit
+    assert part.startswith(".fit-") and torch.load(tmp_path / "cut" / part, weights_only=True)["epoch"] >= 2
+    again = launch(tmp_path / "cut")
+    out, err = again.communicate(timeout=300)
+    assert again.returncode == 0 and "the fit goes on after its epoch" in out, err[-2000:]
+    (run,) = os.listdir(tmp_path / "cut")  # the part-way state went with the run's dynamics.pt
+    assert rows(tmp_path / "cut" / run) == rows(tmp_path / "whole" / os.listdir(tmp_path / "whole")[0])
+
+
 def test_a_run_killed_right_after_the_fit_resumes_to_the_same_numbers(straight, hopper_data_dir, tmp_path):
     """A kill before the first checkpoint leaves config.json and dynamics.pt: --resume reuses the ensemble with the RNG
     state as it was after the fit (or, the ensemble gone too, fits it again) and ends with the uninterrupted run's
