@@ -32,7 +32,7 @@ import time
 import typing
 import warnings
 from dataclasses import asdict, dataclass
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 
 import gymnasium as gym
 import h5py
@@ -398,8 +398,16 @@ def resumed(args, typed):
     if config.get("_script") != script:
         raise UserError(f"--resume {args.resume} is not a run of {script} (its config.json: {config.get('_script')}); "
                         f"pass a run directory made by {script}")  # fmt: skip
-    defaults = asdict(type(args)())
+    defaults, hints = asdict(type(args)()), typing.get_type_hints(type(args))
     saved = {k: tuple(v) if isinstance(v, list) else v for k, v in config.items() if k in defaults}
+    for k, v in saved.items():  # a choice this file no longer offers (e.g. a run made by an older version)
+        kinds = [hints[k], *typing.get_args(hints[k])]
+        allowed = [a for t in kinds if typing.get_origin(t) is Literal for a in typing.get_args(t)] + [None] * (
+            type(None) in kinds
+        )
+        if len(allowed) > 1 and v not in allowed:
+            raise UserError(f"--resume {args.resume}: its --{k.replace('_', '-')} {v} is not one {script} takes; start "
+                            "a new run (or resume it with the code that made it)")  # fmt: skip
     for k in sorted(k for k in typed - set(RESUME_FLAGS) if vars(args)[k] != saved.get(k, defaults[k])):
         print(f"note: --resume ignores --{k.replace('_', '-')} {vars(args)[k]}; the run keeps its {saved.get(k)}")
     mine = {k: vars(args)[k] for k in RESUME_FLAGS if k in typed or k in INVOCATION_FLAGS}

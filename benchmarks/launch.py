@@ -62,7 +62,14 @@ class Launch:
         names = {w[2:].split("=")[0].replace("-", "_") for w in argv[1:] if w.startswith("--")}
         self.typed = {f.name for f in fields(args_class) if f.name in names or "no_" + f.name in names}
         self.args, self.task, self.dataset, self.filled, self.dynamics = None, None, None, {}, None
-        self.run_dir, self.created, self.lock, self.nonfinite, self.part = None, False, None, False, None
+        self.run_dir, self.created, self.lock, self.nonfinite, self.part, self.part_lock = (
+            None,
+            False,
+            None,
+            False,
+            None,
+            None,
+        )
         self.revision = git_revision(module.__file__)
 
     def path(self, name: str) -> str:
@@ -99,13 +106,17 @@ def lock(run_dir: str) -> None:
 
 
 def release() -> None:
-    """run.lock removed while held (a waiter then finds it gone), then let go."""
+    """run.lock removed while held (a waiter then finds it gone), then let go; the fit's part lock let go."""
     if RUN.lock is not None:
         fd, path = RUN.lock
         with contextlib.suppress(OSError):
             os.remove(path)
         os.close(fd)
         RUN.lock = None
+    if RUN.part_lock is not None:  # the fit's part-way state stays for the same command; its lock is let go
+        with contextlib.suppress(OSError):
+            os.close(RUN.part_lock)
+        RUN.part_lock = None
 
 
 # ---------------------------------------------------------------------------------------------------- the records
@@ -205,8 +216,15 @@ def load_dynamics(real, model, path, seed):
 
 
 def fit_dynamics(real, model, data, **settings):
-    RUN.part = fit_path()
-    metrics = resumable_fit(RUN.module, RUN.part, model, data, **settings)
+    RUN.part = part = fit_path(data["obs"].device)
+    try:  # one process at a time keeps a key's part-way state; another of the same key fits without one
+        RUN.part_lock = os.open(part + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(RUN.part_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        RUN.part = part = None
+        with contextlib.suppress(OSError, TypeError):
+            os.close(RUN.part_lock)
+    metrics = resumable_fit(RUN.module, part, model, data, **settings)
     RUN.dynamics = {"source": "fitted", "holdout_mse": metrics.get("dynamics/holdout_mse")}
     note_dynamics()
     return metrics
@@ -216,9 +234,17 @@ def save(real, obj, path):
     """Every file the run writes, atomically; once its dynamics.pt is written, the fit's part-way state goes."""
     atomic_save(obj, path)
     if RUN.part is not None and os.path.basename(path) == "dynamics.pt":
+        drop_part()
+
+
+def drop_part() -> None:
+    """The fit's part-way state and its lock, once the run's dynamics.pt holds the fit (or the fit diverged)."""
+    for path in (RUN.part, RUN.part + ".lock"):
         with contextlib.suppress(OSError):
-            os.remove(RUN.part)
-        RUN.part = None
+            os.remove(path)
+    with contextlib.suppress(OSError, TypeError):
+        os.close(RUN.part_lock)
+    RUN.part = RUN.part_lock = None
 
 
 def check_finite(real, metrics, modules, epoch):
@@ -281,21 +307,23 @@ def hook(module) -> None:
 
 
 # -------------------------------------------------------------------------------------------- the fit, resumable
-def fit_path() -> str:
-    """Where the fit keeps its part-way state: in --runs-dir, named by what decides the fit (the data's fingerprint, the
-    method file, the ensemble's flags and the seed), so only the same command's fit goes on from it."""
+def fit_path(device) -> str:
+    """Where the fit keeps its part-way state: in --runs-dir (a resumed run's: the folder holding it), named by what
+    decides the fit (the data's fingerprint, the method file, the ensemble's flags, the seed and the device type, whose
+    generators differ), so only the same command's fit goes on from it."""
     key = {"data": RUN.dataset["fingerprint"], "script": os.path.basename(RUN.module.__file__),
-           **{k: vars(RUN.args)[k] for k in toolbox.DYNAMICS_KEY}}  # fmt: skip
+           "device": torch.device(device).type, **{k: vars(RUN.args)[k] for k in toolbox.DYNAMICS_KEY}}  # fmt: skip
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
-    os.makedirs(RUN.args.runs_dir, exist_ok=True)
-    return os.path.join(RUN.args.runs_dir, f".fit-{digest}.pt")
+    folder = os.path.dirname(os.path.abspath(RUN.args.resume)) if RUN.args.resume else RUN.args.runs_dir
+    os.makedirs(folder, exist_ok=True)
+    return os.path.join(folder, f".fit-{digest}.pt")
 
 
 def resumable_fit(m, part, model, data, lr, batch_size, max_epochs, patience, holdout_ratio, max_holdout):
     """The method file `m`'s fit_dynamics step for step (its random draws in the same order: the same ensemble, metrics and
     RNG state after it; tests/test_launch.py), with every epoch's end saved: the permutation, the bootstrap, the
-    model, its optimiser, each member's best weights and error, the counters and the RNG states. An epoch cut short is
-    done again from the saved state, as it would have run."""
+    model, its optimiser, each member's best weights and error, the counters and the RNG states (part None: none). An
+    epoch cut short is done again from the saved state, as it would have run."""
     if model.bf16 and data["obs"].is_cuda and not torch.cuda.is_bf16_supported():
         raise UserError("--dynamics-bf16: this GPU has no bfloat16 support (compute capability 8.0+); drop the flag")
     inputs = torch.cat([data["obs"], data["act"]], dim=-1)
@@ -304,7 +332,12 @@ def resumable_fit(m, part, model, data, lr, batch_size, max_epochs, patience, ho
     n_hold = min(int(n * holdout_ratio), max_holdout)
     if n_hold < 1 or n_hold >= n:
         raise UserError(f"--dynamics-holdout-ratio {holdout_ratio} holds out {n_hold} of {n} transitions")
-    saved = load(part, "part-way ensemble fit", ("perm", "bootstrap", "epoch")) if os.path.isfile(part) else {}
+    try:  # a damaged part, or one of other sizes or code: one line, and the fix
+        saved = (
+            load(part, "part-way ensemble fit", ("perm", "bootstrap", "epoch")) if part and os.path.isfile(part) else {}
+        )
+    except UserError as e:
+        raise UserError(f"{str(e).split('; pass another file')[0]}; delete it (the fit then starts again)") from None
     perm = saved["perm"].to(dev) if saved else torch.randperm(n, device=dev)
     hold_x, hold_y = inputs[perm[:n_hold]], targets[perm[:n_hold]]
     train_x, train_y = inputs[perm[n_hold:]], targets[perm[n_hold:]]
@@ -318,10 +351,14 @@ def resumable_fit(m, part, model, data, lr, batch_size, max_epochs, patience, ho
     best = torch.full((E,), float("inf"), device=dev)
     epoch, since_improved, nll, seconds = 0, 0, torch.full((), float("nan")), 0.0
     if saved:
-        model.load_state_dict(saved["model"])
-        optimizer.load_state_dict(saved["optimizer"])
-        for p, s in zip(best_params, saved["best_params"]):
-            p.copy_(s)
+        try:
+            model.load_state_dict(saved["model"])
+            optimizer.load_state_dict(saved["optimizer"])
+            for p, s in zip(best_params, saved["best_params"], strict=True):
+                p.copy_(s)
+        except (KeyError, RuntimeError, ValueError, TypeError) as e:
+            raise UserError(f"{part} does not fit this ensemble ({type(e).__name__}: {str(e).splitlines()[0]}); delete "
+                            "it (the fit then starts again)") from None  # fmt: skip
         best, nll = saved["best"].to(dev), saved["nll"].to(dev)
         epoch, since_improved, seconds = saved["epoch"], saved["since_improved"], saved["seconds"]
         set_rng_state(saved["rng"])
@@ -344,7 +381,8 @@ def resumable_fit(m, part, model, data, lr, batch_size, max_epochs, patience, ho
             state = {"perm": perm, "bootstrap": bootstrap, "model": model.state_dict(), "best_params": best_params,
                      "optimizer": optimizer.state_dict(), "best": best, "nll": nll, "epoch": epoch,
                      "since_improved": since_improved, "seconds": seconds + time.time() - t0, "rng": rng_state()}  # fmt: skip
-            atomic_save(state, part)
+            if part:
+                atomic_save(state, part)
             bar.update(1)
             bar.set_postfix(best_member_holdout_mse=f"{best.min().item():.4f}")
     with torch.no_grad():
@@ -353,7 +391,8 @@ def resumable_fit(m, part, model, data, lr, batch_size, max_epochs, patience, ho
         model.elites.copy_(torch.argsort(best)[: len(model.elites)])
     mse = best[model.elites].mean().item()
     if not math.isfinite(mse):  # the same command would diverge again: no part-way state to go on from
-        os.remove(part)
+        if part:
+            drop_part()
         raise UserError(f"the ensemble fit diverged (holdout MSE {mse}); lower --dynamics-lr or check the dataset for "
                         "huge values")  # fmt: skip
     print(f"dynamics: elites' mean holdout MSE {mse:.4g} after {epoch} epochs")

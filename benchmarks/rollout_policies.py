@@ -16,6 +16,7 @@ import copy
 import os
 import sys
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal, Optional
 
 import torch
@@ -78,6 +79,14 @@ def checkpoint_of(path):
     return os.path.join(path, "checkpoint.pt") if os.path.isdir(path) else path
 
 
+def load_fixed(args, rollout_policy):
+    """--rollout-policy-path's π^o (an earlier ORPO run's checkpoint's rollout_policy) into `rollout_policy`; a file of
+    other sizes or another script is one line."""
+    path = checkpoint_of(args.rollout_policy_path)
+    saved = load(path, "ORPO checkpoint (--rollout-policy-path)", ("rollout_policy",))["rollout_policy"]
+    restore({"rollout_policy": rollout_policy}, {"rollout_policy": saved}, path)
+
+
 def make_rollout_policy(args, rollout_policy, real):
     """π^o's action function for --rollout-policy (orpo.py's hook, called once its SAC π^o exists): random actions in
     the action box, a CVAE fitted on D for --cvae-steps batches, or the SAC π^o loaded from --rollout-policy-path."""
@@ -94,21 +103,32 @@ def make_rollout_policy(args, rollout_policy, real):
             loss.backward()
             optimizer.step()
         return cvae.act
-    path = checkpoint_of(args.rollout_policy_path)  # an earlier ORPO run's π^o (its checkpoint's rollout_policy)
-    saved = load(path, "ORPO checkpoint (--rollout-policy-path)", ("rollout_policy",))["rollout_policy"]
-    restore({"rollout_policy": rollout_policy}, {"rollout_policy": saved}, path)
+    load_fixed(args, rollout_policy)
     return rollout_policy.act
 
 
 def main(args: Args) -> dict:
-    if args.rollout_policy == "fixed":  # a file that is not an ORPO checkpoint is refused before the fit
-        load(checkpoint_of(args.rollout_policy_path), "ORPO checkpoint (--rollout-policy-path)", ("rollout_policy",))
     args.exp_name = args.exp_name or f"orpo_{args.rollout_policy}"
-    hook, orpo.make_rollout_policy = orpo.make_rollout_policy, make_rollout_policy
+    hooks = {"make_rollout_policy": make_rollout_policy, "load_data": partial(checked_load_data, orpo.load_data, args)}
+    saved = {k: getattr(orpo, k) for k in hooks}
+    vars(orpo).update(hooks)
     try:
         return orpo.main(args)
     finally:
-        orpo.make_rollout_policy = hook
+        vars(orpo).update(saved)
+
+
+def checked_load_data(real, args, task, path, envs, device):
+    """orpo.py's data, then (--rollout-policy fixed) the earlier π^o loaded into a throwaway SAC of this data's sizes on a
+    forked RNG: a file that is not an ORPO checkpoint, or one of other sizes, is refused before the fit."""
+    data, max_action = real(task, path, envs, device)
+    if args.rollout_policy == "fixed":
+        sac = dict(hidden_dims=args.hidden_dims, actor_lr=args.sac_actor_lr, critic_lr=args.sac_critic_lr,
+                   alpha_lr=args.sac_alpha_lr, gamma=args.gamma, tau=args.tau, target_entropy=args.target_entropy)  # fmt: skip
+        with torch.random.fork_rng():
+            norm = orpo.ObsNorm.of(data["obs"], args.normalize_obs)
+            load_fixed(args, orpo.SAC(norm, data["act"].shape[1], max_action, **sac))
+    return data, max_action
 
 
 if __name__ == "__main__":

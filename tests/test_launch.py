@@ -6,6 +6,8 @@ number moves."""
 import contextlib
 import csv
 import errno
+import fcntl
+import glob
 import io
 import json
 import os
@@ -308,8 +310,28 @@ def test_the_resumable_fit_is_the_files_fit_and_goes_on_from_any_epoch(hopper_da
             assert all(torch.equal(again[1][k], v) for k, v in state.items()), cut
             os.remove(part)
         whole = fit(launch.resumable_fit, orpo, part)
-    assert whole[0] == metrics and torch.equal(whole[2], rng)
-    assert all(torch.equal(whole[1][k], v) for k, v in state.items())
+        after = fit(launch.resumable_fit, orpo, part)  # stopped after its last epoch, before the run saved dynamics.pt
+    for done in (whole, after):
+        assert done[0] == metrics and torch.equal(done[2], rng)
+        assert all(torch.equal(done[1][k], v) for k, v in state.items())
+
+
+def test_the_fits_part_is_named_by_the_data_the_file_the_ensembles_flags_the_seed_and_the_device(tmp_path, monkeypatch):
+    """A part-way fit goes on only under the same key: another data file, method file, ensemble flag, seed or device
+    type (CPU and CUDA draw from other generators) names another file; a resumed run keeps it beside its directory."""
+    orpo, mopo = toolbox.algorithm("orpo"), toolbox.algorithm("mopo")
+
+    def path(module=orpo, device="cpu", fingerprint="1:ab", **args):
+        monkeypatch.setattr(launch, "RUN", launch.Launch(["x"], module, module.Args, []))
+        launch.RUN.dataset, launch.RUN.args = {"fingerprint": fingerprint}, module.Args(runs_dir=str(tmp_path), **args)
+        return launch.fit_path(torch.device(device))
+
+    base = path()
+    assert base == path() and os.path.dirname(base) == str(tmp_path)
+    others = [path(device="cuda"), path(fingerprint="1:cd"), path(module=mopo), path(seed=2), path(dynamics_lr=3e-3),
+              path(num_ensemble=5)]  # fmt: skip
+    assert len({base, *others}) == 1 + len(others)
+    assert os.path.dirname(path(resume=str(tmp_path / "a" / "run"))) == str(tmp_path / "a")
 
 
 def test_a_fit_stopped_part_way_goes_on_from_its_last_epoch_and_ends_as_the_whole_fit(run, tmp_path, monkeypatch):
@@ -319,7 +341,7 @@ def test_a_fit_stopped_part_way_goes_on_from_its_last_epoch_and_ends_as_the_whol
     orpo = toolbox.algorithm("orpo")
     flags = ["--env", "hopper-random-v2", *TINY, "--dynamics-max-epochs", "6", "--dynamics-patience", "6"]
     assert run("orpo", *flags, "--runs-dir", "whole")[0] == 0
-    real, parts = orpo.dynamics_step, lambda: [f for f in os.listdir(tmp_path / "cut") if f.startswith(".fit-")]
+    real, parts = orpo.dynamics_step, lambda: [f for f in os.listdir(tmp_path / "cut") if f.endswith(".pt")]
 
     def signal_in_epoch_4(*a):
         if parts() and torch.load(tmp_path / "cut" / parts()[0], weights_only=True)["epoch"] == 3:
@@ -330,12 +352,25 @@ def test_a_fit_stopped_part_way_goes_on_from_its_last_epoch_and_ends_as_the_whol
     code, _, err = run("orpo", *flags, "--runs-dir", "cut")
     assert code == 143 and "the ensemble fit's last epoch is kept in" in last_line(err), err[-500:]
     assert "the same command goes on from it" in last_line(err) and len(parts()) == 1
-    assert os.listdir(tmp_path / "cut") == parts()  # no run directory: the run starts after its fit
+    assert sorted(os.listdir(tmp_path / "cut")) == sorted(parts() + [parts()[0] + ".lock"])  # no run directory yet
     monkeypatch.setattr(orpo, "dynamics_step", real)
+    (part,) = parts()
+    # another command's fit (other flags) in the same folder neither goes on from it nor touches it
+    code, out, err = run("orpo", *flags, "--dynamics-lr", "3e-3", "--runs-dir", "cut")
+    assert code == 0 and "goes on" not in out and parts() == [part], err[-500:]
+    # a process of the same command while another holds the part's lock fits without one, and leaves it as it was
+    fd = os.open(tmp_path / "cut" / (part + ".lock"), os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    code, out, err = run("orpo", *flags, "--runs-dir", "cut")
+    os.close(fd)
+    assert code == 0 and "goes on" not in out and torch.load(tmp_path / "cut" / part, weights_only=True)["epoch"] == 3
     code, out, err = run("orpo", *flags, "--runs-dir", "cut")
     assert code == 0 and "the fit goes on after its epoch 3" in out, err[-500:]
-    assert parts() == [] and rows(only_run(tmp_path / "cut")) == rows(only_run(tmp_path / "whole"))
-    assert rows(only_run(tmp_path / "cut"))[0]["dynamics/epochs"] == "6.0"
+    assert [f for f in os.listdir(tmp_path / "cut") if f.startswith(".")] == []  # the part and its lock went
+    runs = sorted(glob.glob(str(tmp_path / "cut" / "*" / "config.json")))
+    same = [os.path.dirname(c) for c in runs if "dynamics_lr" not in json.load(open(c))["_typed"]]
+    assert len(same) == 2 and all(rows(d) == rows(only_run(tmp_path / "whole")) for d in same)
+    assert rows(same[0])[0]["dynamics/epochs"] == "6.0"
 
 
 def test_a_buffer_larger_than_the_free_memory_is_one_line_before_the_fit(run, tmp_path):

@@ -123,8 +123,12 @@ def test_a_launched_run_killed_in_its_fit_goes_on_from_the_last_epoch_to_the_sam
     proc.kill()
     proc.wait()
     assert whole.wait(timeout=300) == 0, whole.stderr.read()[-2000:]
-    (part,) = os.listdir(tmp_path / "cut")  # no run directory yet: the run starts after its fit
-    assert part.startswith(".fit-") and torch.load(tmp_path / "cut" / part, weights_only=True)["epoch"] >= 2
+    part, lock = sorted(os.listdir(tmp_path / "cut"))  # no run directory yet: the run starts after its fit
+    assert (
+        part.startswith(".fit-")
+        and lock == part + ".lock"
+        and torch.load(tmp_path / "cut" / part, weights_only=True)["epoch"] >= 2
+    )
     again = launch(tmp_path / "cut")
     out, err = again.communicate(timeout=300)
     assert again.returncode == 0 and "the fit goes on after its epoch" in out, err[-2000:]

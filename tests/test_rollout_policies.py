@@ -142,6 +142,26 @@ def test_bad_flags_are_refused_before_any_work(flags, named, why, run, tmp_path)
     assert not (tmp_path / "runs").exists()
 
 
+def test_a_run_whose_kind_orpo_py_no_longer_takes_is_refused_on_resume(source_run, capsys):
+    """A run made by orpo.py before RQ2's kinds moved (config.json: rollout_policy cvae) once resumed there silently with
+    the SAC actor as π^o: refused in one line, naming the flag."""
+    config = json.load(open(os.path.join(source_run, "config.json")))
+    json.dump(config | {"rollout_policy": "cvae"}, open(os.path.join(source_run, "config.json"), "w"))
+    with pytest.raises(SystemExit) as e:
+        plumbing.cli(rp.orpo.main, rp.orpo.Args, ["--resume", source_run, "--epochs", "3"])
+    err = capsys.readouterr().err
+    assert e.value.code == 1 and "its --rollout-policy cvae is not one orpo takes" in err, err[-800:]
+
+
+def test_a_fixed_pi_o_of_other_sizes_is_refused_before_the_fit(run, tmp_path, source_run):
+    hooks = rp.orpo.load_data, rp.orpo.make_rollout_policy
+    code, out, err = run("--env", "hopper-random-v2", *TINY, "--hidden-dims", "16", "16", "--rollout-policy", "fixed",
+                         "--rollout-policy-path", source_run, "--dynamics-max-epochs", "100000")  # fmt: skip
+    last = err.strip().splitlines()[-1]
+    assert code == 1 and "does not fit this run" in last and "best_member" not in err + out, err[-1500:]
+    assert not (tmp_path / "runs").exists() and (rp.orpo.load_data, rp.orpo.make_rollout_policy) == hooks  # put back
+
+
 def test_a_fixed_pi_o_from_a_td3bc_run_is_refused_before_the_fit(run, tmp_path, hopper_data_dir):
     with mock.patch.dict(os.environ, {"D4RL_DATASET_DIR": hopper_data_dir[0]}):
         plumbing.cli(launch.toolbox.algorithm("td3bc").main, launch.toolbox.algorithm("td3bc").Args,
