@@ -401,11 +401,10 @@ def resumed(args, typed):
     defaults, hints = asdict(type(args)()), typing.get_type_hints(type(args))
     saved = {k: tuple(v) if isinstance(v, list) else v for k, v in config.items() if k in defaults}
     for k, v in saved.items():  # a choice this file no longer offers (e.g. a run made by an older version)
-        kinds = [hints[k], *typing.get_args(hints[k])]
-        allowed = [a for t in kinds if typing.get_origin(t) is Literal for a in typing.get_args(t)] + [None] * (
-            type(None) in kinds
-        )
-        if len(allowed) > 1 and v not in allowed:
+        choices = [
+            typing.get_args(t) for t in (hints[k], *typing.get_args(hints[k])) if typing.get_origin(t) is Literal
+        ]
+        if choices and v not in (*choices[0], None):
             raise UserError(f"--resume {args.resume}: its --{k.replace('_', '-')} {v} is not one {script} takes; start "
                             "a new run (or resume it with the code that made it)")  # fmt: skip
     for k in sorted(k for k in typed - set(RESUME_FLAGS) if vars(args)[k] != saved.get(k, defaults[k])):

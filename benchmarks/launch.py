@@ -62,14 +62,8 @@ class Launch:
         names = {w[2:].split("=")[0].replace("-", "_") for w in argv[1:] if w.startswith("--")}
         self.typed = {f.name for f in fields(args_class) if f.name in names or "no_" + f.name in names}
         self.args, self.task, self.dataset, self.filled, self.dynamics = None, None, None, {}, None
-        self.run_dir, self.created, self.lock, self.nonfinite, self.part, self.part_lock = (
-            None,
-            False,
-            None,
-            False,
-            None,
-            None,
-        )
+        self.run_dir, self.created, self.lock, self.nonfinite = None, False, None, False
+        self.part = self.part_lock = None  # the fit's part-way state and the fd of its lock
         self.revision = git_revision(module.__file__)
 
     def path(self, name: str) -> str:
@@ -221,9 +215,9 @@ def fit_dynamics(real, model, data, **settings):
         RUN.part_lock = os.open(part + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
         fcntl.flock(RUN.part_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
-        RUN.part = part = None
-        with contextlib.suppress(OSError, TypeError):
+        if RUN.part_lock is not None:
             os.close(RUN.part_lock)
+        RUN.part = part = RUN.part_lock = None
     metrics = resumable_fit(RUN.module, part, model, data, **settings)
     RUN.dynamics = {"source": "fitted", "holdout_mse": metrics.get("dynamics/holdout_mse")}
     note_dynamics()
@@ -242,7 +236,7 @@ def drop_part() -> None:
     for path in (RUN.part, RUN.part + ".lock"):
         with contextlib.suppress(OSError):
             os.remove(path)
-    with contextlib.suppress(OSError, TypeError):
+    if RUN.part_lock is not None:
         os.close(RUN.part_lock)
     RUN.part = RUN.part_lock = None
 

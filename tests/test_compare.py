@@ -653,14 +653,14 @@ def test_the_official_td3bc_row_runs_its_script_alone_with_our_protocol(tmp_path
         compare.check(compare.Args(env=("local/hopper-medium",), rows=("td3bc", "official_td3bc")))
 
 
-def jump_args(compare, tmp_path, rows, **kw):
+def jump_args(compare, tmp_path, rows, dataset="halfcheetah-jump-hard", **kw):
     os.makedirs(tmp_path / "data", exist_ok=True)
-    return compare.Args(env=("halfcheetah-jump-hard",), data_dir=str(tmp_path / "data"), settings="ours", rows=rows,
+    return compare.Args(env=(dataset,), data_dir=str(tmp_path / "data"), settings="ours", rows=rows,
                         runs_dir=str(tmp_path / "runs"), epochs=100, peer_ensemble="shared", **kw)  # fmt: skip
 
 
-def a_shared_ensemble(tmp_path, row="mopo", seed=2):
-    run = tmp_path / "runs" / "halfcheetah-jump-hard" / row / f"seed{seed}" / "run"
+def a_shared_ensemble(tmp_path, row="mopo", seed=2, dataset="halfcheetah-jump-hard"):
+    run = tmp_path / "runs" / dataset / row / f"seed{seed}" / "run"
     os.makedirs(run)
     (run / "config.json").write_text("{}")
     (run / "dynamics.pt").write_bytes(b"")
@@ -720,51 +720,55 @@ def test_the_official_cql_and_combo_rows_run_their_scripts_defaults_in_the_seeds
         compare.check(jump_args(compare, tmp_path, ("official_combo",)))
 
 
-def test_the_readme_row_is_the_official_row_with_the_readmes_batch_shares(tmp_path):
+@pytest.mark.parametrize("dataset", ["halfcheetah-jump-hard", "halfcheetah-jump"])
+def test_the_readme_row_is_the_official_row_with_the_readmes_batch_shares(dataset, tmp_path):
     """official_orpo_readme: official_orpo's command (its pair's settings, the shared ensemble) with the README
-    command's batch shares for the task, on halfcheetah-jump-hard 0.05 / 0.05 / 0 (π^p's own share 0, where
-    --settings ours gives official_orpo 0.05), in a folder of its own; never a default row. With the snapshot: what
-    run_orpo.py parses from it is the README's jump-hard command (λp, λo, h, h^o, shares)."""
+    command's batch shares for the task, 0.05 / 0 / 0.05 on both jump tasks (README L76 and L70; π^p's own share 0,
+    where --settings ours gives official_orpo 0.05), in a folder of its own; never a default row. With the snapshot:
+    what run_orpo.py parses from it is the README's command for the task (λp, λo, h, h^o, shares, task, dataset), and
+    on halfcheetah-jump --settings theirs gives official_mopo run_mopo.py's own parse of λp 1, h 5."""
     compare = load_compare()
-    args = jump_args(compare, tmp_path, ("orpo", "official_orpo", "official_orpo_readme"))
-    ensemble = a_shared_ensemble(tmp_path, "orpo")
-    plan = compare.pair_settings(args, "halfcheetah-jump-hard")
-    official, readme = (compare.command(args, compare.Task("halfcheetah-jump-hard", r, 2), plan) for r in args.rows[1:])
-    peers = load_module("benchmarks/peers.py", "peers_for_readme")
+    args = jump_args(compare, tmp_path, ("orpo", "official_orpo", "official_orpo_readme"), dataset)
+    ensemble = a_shared_ensemble(tmp_path, "orpo", dataset=dataset)
+    plan = compare.pair_settings(args, dataset)
+    official, readme = (compare.command(args, compare.Task(dataset, r, 2), plan) for r in args.rows[1:])
+    peers = load_module("benchmarks/peers.py", f"peers_for_readme_{dataset}")
     theirs, ours = peers.parse_args(official[2:]), peers.parse_args(readme[2:])
     shares = ("--real-ratio-final", "--final-policy-rollout-ratio-final", "--real-ratio-rollout")
 
     def flags(parsed):
         return dict(zip(parsed.peer_flags[::2], parsed.peer_flags[1::2]))
 
-    assert [flags(theirs)[f] for f in shares] == ["0.05", "0.05", "0.05"]
-    assert [flags(ours)[f] for f in shares] == ["0.05", "0.0", "0.05"]  # the README's: 0.05 / 0 / 0.05
+    assert [flags(theirs)[f] for f in shares] == ["0.05", "0.05", "0.05"]  # orpo.py's appendix shares for the task
+    assert [flags(ours)[f] for f in shares] == ["0.05", "0.0", "0.05"]  # the README's
     assert {k: v for k, v in flags(ours).items() if k not in shares} == {
         k: v for k, v in flags(theirs).items() if k not in shares
     }
     assert ours.run_dir == theirs.run_dir.replace("official_orpo", "official_orpo_readme") != theirs.run_dir
-    assert ours.load_dynamics == theirs.load_dynamics == ensemble and not ours.one_action_unit
-    assert "official_orpo_readme" not in compare.Args().rows
+    assert ours.task == theirs.task == dataset and ours.load_dynamics == theirs.load_dynamics == ensemble
+    assert not ours.one_action_unit and "official_orpo_readme" not in compare.Args().rows
     if not os.path.isdir(SOURCES["official-orpo"]):
-        return  # the rest reads run_orpo.py's parser
+        return  # the rest reads the run scripts' parsers
     root = peers.extract("official-orpo", SOURCES["official-orpo"], peers.PEERS["official-orpo"]["commit"])["root"]
     script = peers.PEERS["official-orpo"]["script"]
-    command = peers.peer_command("official-orpo", root, peers.JUMP_TASK, ours, "cpu")
     parsed, readme_command = (
         vars(peers.script_args(root, script, c))
-        for c in (command, peers.dataset_flags("official-orpo", root, peers.JUMP_TASK, ours.dataset_path))
+        for c in (
+            peers.peer_command("official-orpo", root, dataset, ours, "cpu"),
+            peers.dataset_flags("official-orpo", root, dataset, ours.dataset_path),
+        )
     )
     keys = ("penalty_coef", "bonus_coef", "rollout_length", "rollout_length_rollout_policy", "real_ratio_rollout",
             "real_ratio_final", "final_policy_rollout_ratio_final", "task", "dataset")  # fmt: skip
     assert {k: parsed[k] for k in keys} == {k: readme_command[k] for k in keys}
     assert parsed["final_policy_rollout_ratio_final"] == 0.0
-
-
-def easy_args(compare, tmp_path, rows, **kw):
-    """halfcheetah-jump (the easier jump task: an online SAC's whole replay buffer, the jump reward)."""
-    os.makedirs(tmp_path / "data", exist_ok=True)
-    return compare.Args(env=("halfcheetah-jump",), data_dir=str(tmp_path / "data"), settings="ours", rows=rows,
-                        runs_dir=str(tmp_path / "runs"), epochs=100, peer_ensemble="shared", **kw)  # fmt: skip
+    if dataset == "halfcheetah-jump":
+        assert (parsed["task"], parsed["penalty_coef"]) == ("halfcheetah-jump", 1.0)
+        theirs_args = jump_args(compare, tmp_path, ("official_mopo", "orpo_untrained", "official_orpo"), dataset)
+        theirs_args.settings, theirs_args.orpo_source = "theirs", SOURCES["official-orpo"]
+        plan = compare.pair_settings(theirs_args, dataset)[1]
+        assert plan["official_mopo"] == {"lambda_p": 1.0, "uncertainty": "max_aleatoric", "rollout_length": 5}
+        assert plan["official_orpo"]["output_rollout_ratio"] == 0.0 and plan["official_orpo"]["lambda_o"] == 0.1
 
 
 def test_the_official_rows_run_halfcheetah_jump_and_combo_is_refused_there(tmp_path):
@@ -775,12 +779,12 @@ def test_the_official_rows_run_halfcheetah_jump_and_combo_is_refused_there(tmp_p
     compare = load_compare()
     rows = ("mopo", "official_td3bc", "official_mopo", "official_cql", "official_orpo", "official_orpo_units",
             "official_td3bc_units")  # fmt: skip
-    args = easy_args(compare, tmp_path, rows, rollout_batch_size=5000, seeds=(2,))
+    args = jump_args(compare, tmp_path, rows, "halfcheetah-jump", rollout_batch_size=5000, seeds=(2,))
     compare.check(args)
     plan = compare.pair_settings(args, "halfcheetah-jump")
     assert plan[0] == "halfcheetah-jump"
     assert plan[1]["official_mopo"] == {"lambda_p": 1.0, "uncertainty": "max_aleatoric", "rollout_length": 5}
-    ensemble = a_shared_ensemble_of(tmp_path, "halfcheetah-jump")
+    ensemble = a_shared_ensemble(tmp_path, dataset="halfcheetah-jump")
     peers = load_module("benchmarks/peers.py", "peers_for_easy")
     parsed = {
         r: peers.parse_args(compare.command(args, compare.Task("halfcheetah-jump", r, 2), plan)[2:]) for r in rows[1:]
@@ -795,7 +799,9 @@ def test_the_official_rows_run_halfcheetah_jump_and_combo_is_refused_there(tmp_p
     for row in ("official_td3bc", "official_cql", "official_td3bc_units"):
         assert parsed[row].peer_flags == [] and parsed[row].load_dynamics is parsed[row].rollout_batch_size is None
     with pytest.raises(compare.UsageError, match="official_combo runs on --env halfcheetah-jump-hard only .*L75") as e:
-        compare.check(easy_args(compare, tmp_path, ("combo", "official_combo"), rollout_batch_size=5000))
+        compare.check(
+            jump_args(compare, tmp_path, ("combo", "official_combo"), "halfcheetah-jump", rollout_batch_size=5000)
+        )
     assert "\n" not in str(e.value)
     for row in compare.JUMP_ROWS:  # D4RL names: their run scripts' D4RL branches are not the paper's rows here
         with pytest.raises(compare.UsageError, match=f"--rows {row} runs on --env halfcheetah-jump"):
@@ -805,59 +811,3 @@ def test_the_official_rows_run_halfcheetah_jump_and_combo_is_refused_there(tmp_p
     compare.check(compare.Args(env=both, rows=("official_td3bc", "official_cql")))
     with pytest.raises(compare.UsageError, match="--rows official_combo runs on --env halfcheetah-jump-hard only"):
         compare.check(compare.Args(env=both, rows=("combo", "official_combo"), rollout_batch_size=5000))
-
-
-def a_shared_ensemble_of(tmp_path, dataset, row="mopo", seed=2):
-    run = tmp_path / "runs" / dataset / row / f"seed{seed}" / "run"
-    os.makedirs(run)
-    (run / "config.json").write_text("{}")
-    (run / "dynamics.pt").write_bytes(b"")
-    return str(run / "dynamics.pt")
-
-
-def test_the_readme_row_on_halfcheetah_jump_takes_the_readmes_command_for_it(tmp_path):
-    """official_orpo_readme on halfcheetah-jump: official_orpo's command with the README command's shares for the task
-    (README L70: 0.05 / 0 / 0.05); with the snapshot, what run_orpo.py parses from it is that command, task and
-    dataset included, and --settings theirs gives official_mopo run_mopo.py's own parse of λp 1, h 5."""
-    compare = load_compare()
-    args = easy_args(compare, tmp_path, ("orpo", "official_orpo", "official_orpo_readme"))
-    ensemble = a_shared_ensemble_of(tmp_path, "halfcheetah-jump", "orpo")
-    plan = compare.pair_settings(args, "halfcheetah-jump")
-    official, readme = (compare.command(args, compare.Task("halfcheetah-jump", r, 2), plan) for r in args.rows[1:])
-    peers = load_module("benchmarks/peers.py", "peers_for_easy_readme")
-    theirs, ours = peers.parse_args(official[2:]), peers.parse_args(readme[2:])
-    shares = ("--real-ratio-final", "--final-policy-rollout-ratio-final", "--real-ratio-rollout")
-
-    def flags(parsed):
-        return dict(zip(parsed.peer_flags[::2], parsed.peer_flags[1::2]))
-
-    assert [flags(theirs)[f] for f in shares] == ["0.05", "0.05", "0.05"]  # orpo.py's appendix shares for the task
-    assert [flags(ours)[f] for f in shares] == ["0.05", "0.0", "0.05"]  # README L70's
-    assert {k: v for k, v in flags(ours).items() if k not in shares} == {
-        k: v for k, v in flags(theirs).items() if k not in shares
-    }
-    assert ours.task == theirs.task == "halfcheetah-jump" and ours.load_dynamics == theirs.load_dynamics == ensemble
-    if not os.path.isdir(SOURCES["official-orpo"]):
-        return  # the rest reads the run scripts' parsers
-    root = peers.extract("official-orpo", SOURCES["official-orpo"], peers.PEERS["official-orpo"]["commit"])["root"]
-    script = peers.PEERS["official-orpo"]["script"]
-    parsed, readme_command = (
-        vars(peers.script_args(root, script, c))
-        for c in (
-            peers.peer_command("official-orpo", root, "halfcheetah-jump", ours, "cpu"),
-            peers.dataset_flags("official-orpo", root, "halfcheetah-jump", ours.dataset_path),
-        )
-    )
-    keys = ("penalty_coef", "bonus_coef", "rollout_length", "rollout_length_rollout_policy", "real_ratio_rollout",
-            "real_ratio_final", "final_policy_rollout_ratio_final", "task", "dataset")  # fmt: skip
-    assert {k: parsed[k] for k in keys} == {k: readme_command[k] for k in keys}
-    assert (parsed["task"], parsed["final_policy_rollout_ratio_final"], parsed["penalty_coef"]) == (
-        "halfcheetah-jump",
-        0.0,
-        1.0,
-    )
-    theirs_args = easy_args(compare, tmp_path, ("official_mopo", "orpo_untrained", "official_orpo"))
-    theirs_args.settings, theirs_args.orpo_source = "theirs", SOURCES["official-orpo"]
-    plan = compare.pair_settings(theirs_args, "halfcheetah-jump")[1]
-    assert plan["official_mopo"] == {"lambda_p": 1.0, "uncertainty": "max_aleatoric", "rollout_length": 5}
-    assert plan["official_orpo"]["output_rollout_ratio"] == 0.0 and plan["official_orpo"]["lambda_o"] == 0.1
