@@ -157,6 +157,17 @@ def soft_update(target, source, tau):
             t.lerp_(s, tau)  # t ← t + τ·(s − t)
 
 
+class Agent(nn.Module):
+    """An actor-critic whose optimisers (its attributes of that type) travel with its state dict: checkpoints."""
+
+    def get_extra_state(self):
+        return {k: v.state_dict() for k, v in vars(self).items() if isinstance(v, torch.optim.Optimizer)}
+
+    def set_extra_state(self, state):
+        for k, v in state.items():
+            getattr(self, k).load_state_dict(v)
+
+
 # --- end ---
 
 
@@ -182,7 +193,7 @@ class TanhGaussianActor(nn.Module):
         return action * self.max_action, log_prob
 
 
-class SAC(nn.Module):
+class SAC(Agent):
     """Soft actor-critic with twin critics and a learned temperature (OfflineRL-Kit's update order); target_entropy
     None is −|A|."""
 
@@ -204,13 +215,6 @@ class SAC(nn.Module):
     @torch.no_grad()
     def act(self, obs, deterministic=False):
         return self.actor(obs, deterministic)[0]
-
-    def get_extra_state(self):  # optimisers travel with the state dict (checkpoints)
-        return {k: v.state_dict() for k, v in vars(self).items() if isinstance(v, torch.optim.Optimizer)}
-
-    def set_extra_state(self, state):
-        for k, v in state.items():
-            getattr(self, k).load_state_dict(v)
 
     def update(self, b):
         alpha = self.log_alpha.exp().clamp(max=1.0).detach()  # OfflineRL-Kit keeps α ≤ 1

@@ -430,22 +430,18 @@ def load_dynamics(model, path, seed):
 
 
 def termination_fn(domain):
-    """done(s') on raw observations, as each Gymnasium env's own termination (v4 and v5 alike)."""
+    """done(s') on raw observations, as each Gymnasium env's own termination (v4 and v5 alike); halfcheetah never ends,
+    and in every domain a diverged model state ends the rollout."""
 
-    def hopper(next_obs):  # healthy: z > 0.7, |angle| < 0.2, every other state entry within ±100
-        z, angle = next_obs[:, 0], next_obs[:, 1]
-        healthy = (next_obs[:, 1:].abs() < 100).all(-1) & (z > 0.7) & (angle.abs() < 0.2)
-        return ~healthy | ~torch.isfinite(next_obs).all(-1)
+    def done(next_obs):
+        z, angle, bad = next_obs[:, 0], next_obs[:, 1], ~torch.isfinite(next_obs).all(-1)
+        if domain == "hopper":  # healthy: z > 0.7, |angle| < 0.2, every other state entry within ±100
+            return bad | ~((next_obs[:, 1:].abs() < 100).all(-1) & (z > 0.7) & (angle.abs() < 0.2))
+        if domain == "walker2d":  # healthy: 0.8 < z < 2, |angle| < 1
+            return bad | ~((z > 0.8) & (z < 2.0) & (angle.abs() < 1.0))
+        return bad
 
-    def walker2d(next_obs):  # healthy: 0.8 < z < 2, |angle| < 1
-        z, angle = next_obs[:, 0], next_obs[:, 1]
-        healthy = (z > 0.8) & (z < 2.0) & (angle.abs() < 1.0)
-        return ~healthy | ~torch.isfinite(next_obs).all(-1)
-
-    def never(next_obs):  # halfcheetah never terminates; a diverged model state ends the rollout
-        return ~torch.isfinite(next_obs).all(-1)
-
-    return {"hopper": hopper, "walker2d": walker2d}.get(domain, never)
+    return done
 
 
 @torch.no_grad()
@@ -455,8 +451,7 @@ def rollout(dynamics, policy, start_obs, horizon, terminal, relabel):
 
     A row with a value that is not finite is dropped, not stored: with done = 1 its target r + γ·0·Q(NaN) is still
     NaN and one such row turns a critic's weights to NaN. `nonfinite` counts the dropped rows."""
-    steps, first_act = [], []
-    nonfinite = torch.zeros((), device=start_obs.device)
+    steps, first_act, nonfinite = [], [], 0
     # on a CPU, 1024-row chunks keep the ensemble's activations in cache
     for obs in start_obs.split(1024 if start_obs.device.type == "cpu" else len(start_obs)):
         for t in range(horizon):
@@ -481,15 +476,12 @@ def rollout(dynamics, policy, start_obs, horizon, terminal, relabel):
 def model_eval(dynamics, terminal, u_of, gamma, actor, first_obs, envs):
     """η_M̂(π) and ε_u(π) (Fig. 6): the deterministic policy's discounted return and mean u (`u_of(mean, std)`) in the
     model MDP, from the real evaluation episodes' first states."""
-    obs, device, horizon = first_obs, first_obs.device, envs.envs[0].spec.max_episode_steps or 1000
-    alive = torch.ones(len(obs), dtype=torch.bool, device=device)
-    ret = torch.zeros(len(obs), device=device)
-    u_sum, steps = torch.zeros((), device=device), torch.zeros((), device=device)
+    obs, horizon = first_obs, envs.envs[0].spec.max_episode_steps or 1000
+    alive, ret, u_sum, steps = torch.ones(len(obs), dtype=torch.bool, device=obs.device), 0.0, 0.0, 0
     for t in range(horizon):
         obs, rew, mean, std = dynamics.step(obs, actor(obs))
-        u = u_of(mean, std)
-        ret += torch.where(alive, gamma**t * rew, 0.0)
-        u_sum, steps = u_sum + torch.where(alive, u, 0.0).sum(), steps + alive.sum()
+        ret = ret + torch.where(alive, gamma**t * rew, 0.0)
+        u_sum, steps = u_sum + torch.where(alive, u_of(mean, std), 0.0).sum(), steps + alive.sum()
         alive &= ~terminal(obs)
         obs = torch.nan_to_num(obs)  # an ended, diverged row must not poison the batch
     return {"eval/model_return": ret.mean().item(), "eval/model_uncertainty": (u_sum / steps.clamp(min=1)).item()}
@@ -549,6 +541,17 @@ def soft_update(target, source, tau):
             t.lerp_(s, tau)  # t ← t + τ·(s − t)
 
 
+class Agent(nn.Module):
+    """An actor-critic whose optimisers (its attributes of that type) travel with its state dict: checkpoints."""
+
+    def get_extra_state(self):
+        return {k: v.state_dict() for k, v in vars(self).items() if isinstance(v, torch.optim.Optimizer)}
+
+    def set_extra_state(self, state):
+        for k, v in state.items():
+            getattr(self, k).load_state_dict(v)
+
+
 # --- end ---
 
 
@@ -574,7 +577,7 @@ class TanhGaussianActor(nn.Module):
         return action * self.max_action, log_prob
 
 
-class SAC(nn.Module):
+class SAC(Agent):
     """Soft actor-critic with twin critics and a learned temperature (OfflineRL-Kit's update order); target_entropy
     None is −|A|."""
 
@@ -596,13 +599,6 @@ class SAC(nn.Module):
     @torch.no_grad()
     def act(self, obs, deterministic=False):
         return self.actor(obs, deterministic)[0]
-
-    def get_extra_state(self):  # optimisers travel with the state dict (checkpoints)
-        return {k: v.state_dict() for k, v in vars(self).items() if isinstance(v, torch.optim.Optimizer)}
-
-    def set_extra_state(self, state):
-        for k, v in state.items():
-            getattr(self, k).load_state_dict(v)
 
     def update(self, b):
         alpha = self.log_alpha.exp().clamp(max=1.0).detach()  # OfflineRL-Kit keeps α ≤ 1
@@ -662,7 +658,7 @@ class DeterministicActor(nn.Module):
         return torch.tanh(self.net(self.obs_norm(obs))) * self.max_action
 
 
-class TD3BC(nn.Module):
+class TD3BC(Agent):
     """TD3 with a behaviour-cloning term (Fujimoto & Gu 2021): actor loss −λ·Q(s, π(s)) + (π(s) − a)², λ = α/mean|Q|."""
 
     def __init__(
@@ -726,13 +722,6 @@ class TD3BC(nn.Module):
             soft_update(self.actor_target, self.actor, self.tau)
             stats.update(actor_loss=actor_loss.detach(), bc_loss=bc_loss.detach())
         return stats
-
-    def get_extra_state(self):  # optimisers travel with the state dict (checkpoints)
-        return {"actor_optim": self.actor_optim.state_dict(), "critic_optim": self.critic_optim.state_dict()}
-
-    def set_extra_state(self, state):
-        self.actor_optim.load_state_dict(state["actor_optim"])
-        self.critic_optim.load_state_dict(state["critic_optim"])
 
 
 # --- end ---

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import dataclasses
 import json
 import math
 import os
@@ -120,10 +119,10 @@ def read_attrs(path):
     except OSError as e:
         raise UserError(f"{path} is not a readable HDF5 file ({e}); delete it and download or make it again") from None
     a = {k: v.decode() if isinstance(v, bytes) else v for k, v in a.items()}
-    if not all(isinstance(a[k], (str, type(None))) for k in ("env_id", "reward_fn")):
-        raise UserError(f"{path}: attrs env_id and reward_fn must be strings; fix the file's attrs")
-    if a["reward_fn"] not in (None, *REWARD_FNS):
-        raise UserError(f"{path}: attr 'reward_fn' is {a['reward_fn']!r}; use one of {', '.join(REWARD_FNS)}")
+    strings = all(isinstance(a[k], (str, type(None))) for k in ("env_id", "reward_fn"))
+    if not strings or a["reward_fn"] not in (None, *REWARD_FNS):
+        raise UserError(f"{path}: attrs env_id {a['env_id']!r}, reward_fn {a['reward_fn']!r}: env_id must be a string, "
+                        f"reward_fn one of {', '.join(REWARD_FNS)}; fix the file's attrs")  # fmt: skip
     refs = [a["ref_min_score"], a["ref_max_score"]]
     ok = all(isinstance(r, (int, float, np.number)) and not isinstance(r, bool) for r in refs) and refs[0] < refs[1]
     if refs != [None, None] and not (ok and math.isfinite(refs[1] - refs[0])):
@@ -197,26 +196,17 @@ def load_transitions(path):
         except OSError as e:
             raise UserError(f"{path} is not a readable HDF5 file ({e}); delete it and download or make it again") from None  # fmt: skip
     n = len(data["observations"]) if data["observations"].ndim else 0
-    for k in keys:  # a 2-D (n, 1) reward or flag column is read as 1-D
-        ndim = 2 if k in ("observations", "actions", "next_observations") else 1
-        v = data[k] = data[k].reshape(n) if ndim == 1 and data[k].shape == (n, 1) else data[k]
-        shape = (
-            v.ndim == ndim and len(v) == n > 0 and (k != "next_observations" or v.shape == data["observations"].shape)
-        )
-        if not shape or v.dtype.kind not in "fiub":
-            raise UserError(f"{path}: '{k}' has shape {v.shape} and dtype {v.dtype}; expected {ndim}-D numbers, {n} > 0 "
-                            "rows (next_observations: as observations)")  # fmt: skip
-        bad = ~np.isfinite(v.reshape(n, -1)).all(1) if k in keys[:4] else ~np.isin(v, (0, 1))
-        if bad.any():
-            why = (
-                "has NaN or infinite rows; drop them from the file"
-                if k in keys[:4]
-                else "must hold only 0/1; fix the file"
-            )
+    for i, k in enumerate(keys):  # a 1-D reward or flag column is read as (n, 1)
+        v = data[k] = data[k].reshape(n, 1) if data[k].shape == (n,) else data[k]
+        width = data["observations"].shape[1:] if i == 3 else (1,) if i > 1 else v.shape[1:]
+        if v.ndim != 2 or len(v) != n or not n or v.shape[1:] != width or v.dtype.kind not in "fiub":
+            raise UserError(f"{path}: '{k}' has shape {v.shape} and dtype {v.dtype}; expected 2-D numbers, {n} > 0 rows "
+                            "(rewards, terminals, timeouts: one column; next_observations: as observations)")  # fmt: skip
+        if (bad := ~(np.isfinite(v) if i < 4 else np.isin(v, (0, 1))).all(1)).any():
+            why = "has NaN or infinite rows; drop them from the file" if i < 4 else "must hold only 0/1; fix the file"
             raise UserError(f"{path}: '{k}' {why} ({bad.sum()} row(s), first: row {bad.argmax()})")
-    keep = ~data["timeouts"].astype(bool)
+    keep = data["timeouts"][:, 0] == 0
     out = {k: data[v][keep].astype(np.float32) for k, v in zip(("obs", "act", "rew", "next_obs", "done"), keys)}
-    out["rew"], out["done"] = out["rew"][:, None], out["done"][:, None]
     return out
 
 
@@ -354,24 +344,18 @@ def declared(args_class):
 
 
 def check_args(args):
-    """Every flag finite and in its declared interval, every path there, every class's problems(): exit 2."""
+    """Every flag in its declared interval (NaN lies in none), every path there, every class's problems(): exit 2."""
     problems = []
     for name, interval in declared(type(args)).items():
         value, flag = vars(args)[name], "--" + name.replace("_", "-")
-        numbers = [v for v in (value if isinstance(value, tuple) else [value]) if isinstance(v, (int, float))]
+        values = [v for v in (value if isinstance(value, tuple) else [value]) if v is not None]
         if interval == "path":
-            why = "not a regular file or folder" if os.path.exists(value or "") else "no such file or folder"
-            problems += [f"{flag} {value}: {why}"] * (
-                value is not None and not os.path.isfile(value) and not os.path.isdir(value)
-            )
-        elif value == ():
-            problems.append(f"{flag}: give at least one value")
-        elif not all(map(math.isfinite, numbers)):
-            problems.append(f"{flag} {value}: must be a finite number")
+            bad = any(not os.path.isfile(v) and not os.path.isdir(v) for v in values)
+            problems += [f"{flag} {value}: not an existing file or folder"] * bad
         else:  # "[" includes the bound, "(" does not
             low, high = (float(b) for b in interval[1:-1].split(","))
             inside = [(low <= v if interval[0] == "[" else low < v) and (v <= high if interval[-1] == "]" else v < high)
-                      for v in numbers]  # fmt: skip
+                      for v in values]  # fmt: skip
             problems += [f"{flag} {value}: must lie in {interval}"] * (not all(inside))
     for cls in type(args).__mro__:  # each class's own rules, beside its flags
         problems += vars(cls)["problems"](args) if "problems" in vars(cls) else []
@@ -381,7 +365,7 @@ def check_args(args):
 
 def unused(args, names, why):
     """A refusal for each flag of `names` (space-separated) set away from its default: the chosen variant ignores it."""
-    defaults = {f.name: f.default for f in dataclasses.fields(args)}
+    defaults = asdict(type(args)())
     return [f"--{k.replace('_', '-')} {vars(args)[k]}: {why}; drop it" for k in names.split()
             if vars(args)[k] != defaults[k]]  # fmt: skip
 
@@ -423,8 +407,7 @@ def parse_args(args_class, argv):
     """tyro parses the flags (its --help, its error box and exit 2); paths are made absolute (a resume from another
     folder finds them)."""
     try:
-        args = tyro.cli(args_class, args=argv, prog=os.path.basename(sys.argv[0] or "") or None,
-                        config=(tyro.conf.DisallowNone,))  # fmt: skip
+        args = tyro.cli(args_class, args=argv, config=(tyro.conf.DisallowNone,))
     except BrokenPipeError:  # `--help | head`: the reader has gone, so has the output
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)
@@ -460,11 +443,7 @@ def open_run(args, task, preset, n):
     path = os.path.join(run_dir or "", "checkpoint.pt")
     ckpt = load(path, "checkpoint", ("epoch", "rows", "seconds")) if os.path.isfile(path) else None
     ckpt = ckpt or {"epoch": 0, "rows": [], "seconds": 0.0}
-    if (
-        not isinstance(ckpt["epoch"], int)
-        or not 0 <= ckpt["epoch"] <= args.epochs
-        or not isinstance(ckpt["rows"], list)
-    ):
+    if not isinstance(ckpt["rows"], list) or type(ckpt["epoch"]) is not int or not 0 <= ckpt["epoch"] <= args.epochs:
         raise UserError(f"{path} does not fit this run (its epoch {ckpt['epoch']!r} or its rows); pass another run")
     try:
         os.makedirs(args.runs_dir, exist_ok=True)
@@ -583,16 +562,6 @@ def export_policy(actor, path):
     save(policy, path)
 
 
-def device_name(device):
-    """The GPU's or the CPU's model, with its cores and torch threads: every result says what it ran on."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    cpu = "CPU"
-    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:  # not Linux: no model name
-        cpu = next((line.split(":")[1].strip() for line in f if line.startswith("model name")), cpu)
-    return f"{cpu} ({os.cpu_count()} cores, {torch.get_num_threads()} torch threads)"
-
-
 def finish(run_dir, args, task, rows, stop, seconds, preset, actor):
     """After the loop: summary.json (the last evaluation, the last 10's mean: the paper's protocol) and one line of it;
     after a signal, Stop with the command that continues the run; else policy.pt, the policy alone."""
@@ -604,8 +573,7 @@ def finish(run_dir, args, task, rows, stop, seconds, preset, actor):
                "epochs": rows[-1]["epoch"], "status": status, "finished": status == "finished",
                "score_kind": "d4rl_normalized" if score == "normalized_score" else "raw_return", "preset": preset,
                **{k: last.get(f"eval/{k}") for k in ("normalized_score", "return", "last10_score")}, "run_dir": run_dir,
-               "device": str(device), "device_name": device_name(device), "torch_threads": torch.get_num_threads(),
-               "wall_seconds": seconds}  # fmt: skip
+               "device": str(device), "torch_threads": torch.get_num_threads(), "wall_seconds": seconds}  # fmt: skip
     save(summary, os.path.join(run_dir, "summary.json"))
     if args.track:
         import wandb
@@ -662,20 +630,19 @@ def cli(main, args_class, argv=None):
                 ) from None
         main(args)
     except (UserError, KeyboardInterrupt, MemoryError, RuntimeError) as e:
-        stop = e
+        stop = e  # a signal, also one that a library turned into an error of its own
         while stop is not None and not isinstance(stop, KeyboardInterrupt):
             stop = stop.__context__
-        if stop is not None:  # a signal, also one that a library turned into an error of its own
+        if stop is not None:
             signum, message = getattr(stop, "signum", signal.SIGINT), getattr(stop, "message", "")
             if signum:
                 message = f"interrupted by {signal.Signals(signum).name}" + f"; {message}" * bool(message)
             print(message, file=sys.stderr if signum else sys.stdout)
             sys.exit(128 + signum if signum else 0)
-        if isinstance(e, RuntimeError) and "alloc" not in str(e):  # torch's out-of-memory errors say "allocate"
-            raise
-        why = str(e) if isinstance(e, UserError) else f"out of memory ({str(e).splitlines()[0] if str(e) else e!r})"
-        why += (
-            "" if isinstance(e, UserError) else "; lower the flags that size the networks, the ensemble or the buffers"
-        )
-        print("\n".join(f"error: {line}" for line in why.splitlines()), file=sys.stderr)
-        sys.exit(getattr(e, "code", 1))
+        if not isinstance(e, UserError):  # torch's out-of-memory errors say "allocate"; any other is a bug's traceback
+            if isinstance(e, RuntimeError) and "alloc" not in str(e):
+                raise
+            e = UserError(f"out of memory ({(str(e).splitlines() or [repr(e)])[0]}); lower the flags that size the "
+                          "networks, the ensemble or the buffers")  # fmt: skip
+        print("\n".join(f"error: {line}" for line in str(e).splitlines()), file=sys.stderr)
+        sys.exit(e.code)

@@ -134,6 +134,17 @@ def soft_update(target, source, tau):
             t.lerp_(s, tau)  # t ← t + τ·(s − t)
 
 
+class Agent(nn.Module):
+    """An actor-critic whose optimisers (its attributes of that type) travel with its state dict: checkpoints."""
+
+    def get_extra_state(self):
+        return {k: v.state_dict() for k, v in vars(self).items() if isinstance(v, torch.optim.Optimizer)}
+
+    def set_extra_state(self, state):
+        for k, v in state.items():
+            getattr(self, k).load_state_dict(v)
+
+
 # --- end ---
 
 
@@ -151,7 +162,7 @@ class DeterministicActor(nn.Module):
         return torch.tanh(self.net(self.obs_norm(obs))) * self.max_action
 
 
-class TD3BC(nn.Module):
+class TD3BC(Agent):
     """TD3 with a behaviour-cloning term (Fujimoto & Gu 2021): actor loss −λ·Q(s, π(s)) + (π(s) − a)², λ = α/mean|Q|."""
 
     def __init__(
@@ -215,13 +226,6 @@ class TD3BC(nn.Module):
             soft_update(self.actor_target, self.actor, self.tau)
             stats.update(actor_loss=actor_loss.detach(), bc_loss=bc_loss.detach())
         return stats
-
-    def get_extra_state(self):  # optimisers travel with the state dict (checkpoints)
-        return {"actor_optim": self.actor_optim.state_dict(), "critic_optim": self.critic_optim.state_dict()}
-
-    def set_extra_state(self, state):
-        self.actor_optim.load_state_dict(state["actor_optim"])
-        self.critic_optim.load_state_dict(state["critic_optim"])
 
 
 # --- end ---

@@ -21,8 +21,8 @@ import numpy as np
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-from toolbox import UsageError, UserError, cli, read_json, replace_atomically, write_json  # noqa: E402
-import plumbing  # noqa: E402  (algorithms/, put on the path by toolbox: the tasks' rewards and the device's name)
+from toolbox import UsageError, UserError, cli, device_name, read_json, replace_atomically, write_json  # noqa: E402
+import plumbing  # noqa: E402  (algorithms/, put on the path by toolbox: the tasks' rewards)
 import runinfo  # noqa: E402  (a run checked against its own record)
 
 JUMP = plumbing.Task("halfcheetah-jump", "HalfCheetah-v4", "halfcheetah", "halfcheetah-jump")  # no flip penalty
@@ -183,7 +183,7 @@ def main(args: Args) -> int:
         print(f"{label}: return {means['return']:.1f}, z mean {means['z_mean']:.2f} max {means['z_max']:.2f}, flip "
               f"share {means['flip_share']:.3f}, speed {means['speed_mean']:.2f}")  # fmt: skip
     made = {"command": "python benchmarks/episodes.py " + " ".join(sys.argv[1:]), "time": time.strftime("%Y-%m-%d"),
-            "device": plumbing.device_name(torch.device("cpu")), "task": args.task, "eval_env": args.eval_env,
+            "device": device_name(torch.device("cpu")), "task": args.task, "eval_env": args.eval_env,
             "seeds": [args.seed + e for e in range(args.episodes)]}  # fmt: skip
     made["figure"] = args.figure or None
     stored = read_json(args.out) if args.add and os.path.isfile(args.out) else {}

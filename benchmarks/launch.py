@@ -41,7 +41,7 @@ from tqdm.auto import tqdm
 
 import toolbox  # noqa: E402  (puts algorithms/ on the path: plumbing)
 from toolbox import ROOT, UserError, atomic_save, file_fingerprint, git_revision, read_json  # noqa: E402
-from plumbing import Stop, cli, device_name, load, rng_state, script_name, set_rng_state  # noqa: E402
+from plumbing import Stop, cli, load, rng_state, script_name, set_rng_state  # noqa: E402
 
 
 KEPT = ("checkpoint.pt", "dynamics.pt", "metrics.csv")  # what a resume uses: a failed start without them leaves no dir
@@ -122,11 +122,13 @@ def note_dynamics() -> None:
 
 
 def summary_records() -> dict:
-    """What summary.json adds to plumbing's: every invocation, the ensemble's source, this invocation's wall time."""
+    """What summary.json adds to plumbing's: every invocation, the ensemble's source, the machine's name (the CPU's
+    model with its cores and threads, or the GPU's), this invocation's wall time."""
     with contextlib.suppress(OSError, ValueError), open(RUN.path("invocations.jsonl")) as f:
         invocations = [json.loads(line) for line in f if line.strip()]
     dynamics = read_json(RUN.path("config.json")).get("_dynamics")
-    return {"invocations": locals().get("invocations", []), "dynamics": dynamics,
+    device = torch.device("cuda" if torch.cuda.is_available() and RUN.args.cuda else "cpu")
+    return {"invocations": locals().get("invocations", []), "dynamics": dynamics, "device_name": toolbox.device_name(device),
             "wall_seconds_this_invocation": time.time() - RUN.t0}  # fmt: skip
 
 
@@ -192,7 +194,7 @@ def open_run(real, args, task, preset, n):
         atomic_save(config, RUN.path("config.json"))
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
     record = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "start_epoch": ckpt["epoch"],
-              "torch_threads": torch.get_num_threads(), "device_name": device_name(device), "command": RUN.argv,
+              "torch_threads": torch.get_num_threads(), "device_name": toolbox.device_name(device), "command": RUN.argv,
               "git_revision": RUN.revision}  # fmt: skip
     with open(RUN.path("invocations.jsonl"), "a") as f:
         f.write(json.dumps(record) + "\n")

@@ -50,7 +50,8 @@ import types
 
 import numpy as np
 
-from toolbox import UsageError, UserError, algorithm, file_fingerprint, git_revision, replace_atomically, write_json  # noqa: E402
+from toolbox import (UsageError, UserError, algorithm, device_name, file_fingerprint, git_revision, replace_atomically,
+                     write_json)  # noqa: E402  # fmt: skip
 import plumbing  # noqa: E402  (algorithms/, put on the path by toolbox: the algorithm files' reward and metrics)
 
 ORPO_REPO = ("https://github.com/George-Chia/ORPO", "2f75a5009962175a517adc4a04c5c6459716630b")
@@ -1146,7 +1147,7 @@ def main(argv=None) -> int:
         action_scale=scale,  # the file's actions times this are what the peer gets; its policy's ÷ it, the env's
         actions_handed=[float(handed["actions"].min()), float(handed["actions"].max())], stubs=stubs, replaced=replaced,
         dynamics_max_epochs=args.dynamics_max_epochs, dynamics={"source": "loaded", **loaded} if loaded else {"source":
-        model}, device=device, device_name=plumbing.device_name(torch.device(device)),
+        model}, device=device, device_name=device_name(torch.device(device)),
         torch_threads=torch.get_num_threads(), torch=torch.__version__, python=platform.python_version(), cli=cli,
         _command=sys.argv,  # as our runs record them, so the results pages name the code that ran
         _git_revision=git_revision(os.path.abspath(__file__)),

@@ -38,7 +38,6 @@ from torch.utils.flop_counter import FlopCounterMode
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 import toolbox  # noqa: E402  (the scripts' one-line parse errors and atomic writes)
-import plumbing  # noqa: E402  (on sys.path through toolbox: the device's name)
 import runinfo  # noqa: E402  (md_table)
 from toolbox import UsageError, UserError, unwritable_folder  # noqa: E402
 
@@ -489,7 +488,7 @@ def main(a: Args) -> dict:
         shutil.rmtree(work, ignore_errors=True)
     seen = next((r["device_name"] for r in runs.values() if r.get("device_name")), None)
     load = {"start": loads[0], "min": min(loads), "max": max(loads), "end": os.getloadavg()[0]}
-    name = plumbing.device_name(device)  # a CPU's with its cores and threads, which the next line gives
+    name = toolbox.device_name(device)  # a CPU's with its cores and threads, which the next line gives
     meta = {"device": name.rsplit(" (", 1)[0] if device.type == "cpu" else name, "runs_device": seen}
     meta |= {"threads": torch.get_num_threads(), "torch": torch.__version__, "python": platform.python_version()}
     meta |= {"load_1min": load, "seconds": time.time() - t_start, "columns": files, "args": asdict(a)}

@@ -37,6 +37,18 @@ LAUNCHER = os.path.join(ROOT, "benchmarks", "launch.py")
 _TMP_COUNT, _LOADING = itertools.count(), threading.RLock()
 
 
+def device_name(device):
+    """The GPU's or the CPU's model, with its cores and torch threads: every result says what it ran on."""
+    import torch  # here: the scripts that never start a run need no torch
+
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    cpu = "CPU"
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:  # not Linux: no model name
+        cpu = next((line.split(":")[1].strip() for line in f if line.startswith("model name")), cpu)
+    return f"{cpu} ({os.cpu_count()} cores, {torch.get_num_threads()} torch threads)"
+
+
 def _tmp_name(path: str, suffix: str = ".tmp") -> str:
     """A temporary name beside path, unique (pid and a count): two writers of one file never move each other's half."""
     return f"{path}.{os.getpid()}.{next(_TMP_COUNT)}{suffix}"

@@ -101,7 +101,7 @@ def main(args: Args) -> None:
                           f"1 : {ratio:.0f}", f"{r['median_abs_reward']:.3g}"])  # fmt: skip
     head = ["dataset", "where", *kinds, "ensemble_var : mixture_var", "median abs(r) of D"]
     lines = runinfo.md_table(head, table)
-    cpu = plumbing.device_name(torch.device("cpu"))
+    cpu = toolbox.device_name(torch.device("cpu"))
     fits = "; ".join(f"{r['env']}: holdout MSE {r['holdout_mse']:.4f}, fit {r['fit_seconds']:.0f} s" for r in rows)
     extra = f' --extra="{args.extra}"' if args.extra else ""
     text = (

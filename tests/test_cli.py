@@ -5,6 +5,7 @@ exit, never a traceback), nothing is left half-written, and a run's directory ho
 What a lab adds around a run (locks, provenance, fingerprints, one-line messages for faults of the operating system)
 is benchmarks/launch.py's and is tested in tests/test_launch.py."""
 
+import dataclasses
 import json
 import os
 import re
@@ -45,7 +46,7 @@ def assert_nothing_written(tmp_path):
 def test_help_is_tyros_with_every_flag_and_its_docstring(script, files, cli):
     code, out, _ = cli(script, "--help")
     assert code == 0
-    for f in plumbing.dataclasses.fields(files[script].Args):
+    for f in dataclasses.fields(files[script].Args):
         assert f"--{f.name.replace('_', '-')}" in out, f.name
     assert "seed of the experiment" in out and "--no-cuda" in out  # a docstring; a boolean's pair
 
@@ -61,11 +62,11 @@ def test_an_optional_boolean_takes_the_spelling_of_every_boolean(files):
                          "--output-rollout-ratio", "0.6"], "--output-rollout-ratio 0.6", "exceed 1"), ("orpo",
                          ["--seed", "-1"], "--seed -1", "[0, 4294967296)"), ("orpo", ["--actor-lr", "0"],
                          "--actor-lr 0.0", "(0, inf)"), ("orpo", ["--gamma", "1.5"], "--gamma 1.5", "[0, 1]"),
-                         ("orpo", ["--lambda-o", "inf"], "--lambda-o inf", "finite"), ("orpo", ["--hidden-dims", "32",
+                         ("orpo", ["--lambda-o", "inf"], "--lambda-o inf", "[0, inf)"), ("orpo", ["--hidden-dims", "32",
                          "0"], "--hidden-dims (32, 0)", "[1, inf)"), ("orpo", ["--dynamics-holdout-ratio", "1"],
                          "--dynamics-holdout-ratio 1.0", "(0, 1)"), ("orpo", ["--exp-name", "../../escape"],
                          "--exp-name '../../escape'", "plain name"), ("orpo", ["--load-dynamics-path", "none.pt"],
-                         "--load-dynamics-path", "none.pt: no such file"), ("mopo", ["--num-elites", "9"],
+                         "--load-dynamics-path", "none.pt: not an existing file"), ("mopo", ["--num-elites", "9"],
                          "--num-elites 9 exceeds --num-ensemble 7", ""), ("mbpo", ["--num-ensemble", "1",
                          "--num-elites", "1", "--uncertainty", "ensemble_std"], "--num-ensemble 1", "2+"), ("oroo",
                          ["--epochs", "0"], "--epochs 0", "[1, inf)"), ("td3bc", ["--checkpoint-minutes", "0"],
@@ -129,8 +130,8 @@ def test_a_copiers_own_flag_declares_its_range_and_rules_beside_it(files):
 
 def test_plumbing_names_no_method_flag_and_reads_none_by_attribute():
     source = open(plumbing.__file__).read()
-    method_flags = {f.name for name in ALGORITHMS for f in plumbing.dataclasses.fields(load_module(
-        f"algorithms/{name}.py", f"names_{name}").Args)} - {f.name for f in plumbing.dataclasses.fields(plumbing.RunArgs)}  # fmt: skip
+    method_flags = {f.name for name in ALGORITHMS for f in dataclasses.fields(load_module(
+        f"algorithms/{name}.py", f"names_{name}").Args)} - {f.name for f in dataclasses.fields(plumbing.RunArgs)}  # fmt: skip
     named = [f for f in sorted(method_flags) if re.search(rf"(--{f.replace('_', '-')}|\.{f})\b", source)]
     assert not named, f"plumbing.py names the method flags {named}"
     assert "getattr(args" not in source and "hasattr(args" not in source
@@ -162,10 +163,10 @@ def replace(key, value):
                          np.full(100, np.nan, np.float32)), "'rewards' has NaN", "drop them"), (replace("terminals",
                          np.full(100, 2.0)), "'terminals' must hold only 0/1", "fix the file"), (replace("actions",
                          np.full((100, 3), 5.0, np.float32)), "outside Hopper-v4's action space", "clip them"),
-                         (lambda f: f.attrs.update(env_id=np.int64(3)), "attrs env_id and reward_fn must be strings",
+                         (lambda f: f.attrs.update(env_id=np.int64(3)), "env_id must be a string",
                          "fix the file's attrs"), (lambda f: f.attrs.update(ref_min_score=1.0, ref_max_score=1.0),
                          "attrs ref_min_score", "or drop both"), (lambda f: f.attrs.update(reward_fn="bogus"),
-                         "attr 'reward_fn' is 'bogus'", "use one of env"),
+                         "reward_fn 'bogus': env_id must be a string, reward_fn one of env", "fix the file's attrs"),
                          (lambda f: f.attrs.update(env_id="Walker2d-v4"), "but Walker2d-v4 has",
                          "pass the matching --eval-env"), (lambda f: f.attrs.update(env_id="nomodule:Foo-v0"),
                          "cannot make evaluation env", "pass --eval-env")], ids=["scalar", "group", "nan",
@@ -192,7 +193,7 @@ def test_an_unreadable_or_missing_dataset_is_one_line(cli, tmp_path):
     os.mkfifo(tmp_path / "fifo")
     for path in ("/dev/null", str(tmp_path / "fifo")):  # a device, a fifo (reading it would wait forever): refused
         code, _, err = cli("orpo", "--dataset-path", path)
-        assert code == 2 and f"--dataset-path {path}: not a regular file or folder" in err
+        assert code == 2 and f"--dataset-path {path}: not an existing file or folder" in err
     assert_nothing_written(tmp_path)
 
 

@@ -251,7 +251,7 @@ def test_sac_resume_of_a_finished_run_touches_nothing(tmp_path):
         ({"env": ("local/a", "local/a")}, "--env needs at least one value, each once"),
         ({"seeds": (2**32,)}, "--seeds (4294967296,): must lie in [0, 4294967296)"),  # was every run failing after the start
         ({"dynamics_max_epochs": 0}, "--dynamics-max-epochs 0: must lie in [1, inf)"),  # the same
-        ({"delta": float("inf")}, "--delta inf: must be a finite number"),  # was every pair "agree"
+        ({"delta": float("inf")}, "--delta inf: must lie in (0, inf)"),  # was every pair "agree"
         ({"algo_flags": "--epochs 5"}, "--algo-flags sets --epochs, which compare.py gives every row"),  # silently won
         ({"results": "/etc/hostname/results"}, "--results: cannot write in /etc/hostname/results"),  # was a traceback
         ({"runs_dir": "/etc/hostname/runs"}, "--runs-dir: cannot write in"),

@@ -779,7 +779,7 @@ def test_bad_flags_give_one_line_errors(tmp_path, argv, words):
             ["--algos", "td3bc", "--extra-for", "td3bc=--epochs nan"],
             "td3bc hopper-medium-v2 seed 1: algorithms/td3bc.py",
         ),
-        (["--algos", "td3bc", "--dry-run", "--extra=--actor-lr nan"], "--actor-lr nan: must be a finite number"),
+        (["--algos", "td3bc", "--dry-run", "--extra=--actor-lr nan"], "--actor-lr nan: must lie in (0, inf)"),
         (
             ["--algos", "orpo", "td3bc", "--extra=--rollout-batch-size 64"],
             "td3bc hopper-medium-v2 seed 1: algorithms/td3bc",

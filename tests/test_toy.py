@@ -167,8 +167,8 @@ def no_work(*a, **k):
         (["--seeds", "-1"], "--seeds (-1,): must lie in [0, 4294967295]"),  # failed after a 151 s fit
         (["--seeds", "1", "1"], "--seeds 1 1: give each value once"),
         (["--lambda-ps", "-1"], "--lambda-ps (-1.0,): must lie in [0, inf)"),
-        (["--lambda-ps", "nan"], "--lambda-ps (nan,): must be a finite number"),  # trained for minutes
-        (["--lambda-o", "inf"], "--lambda-o inf: must be a finite number"),
+        (["--lambda-ps", "nan"], "--lambda-ps (nan,): must lie in [0, inf)"),  # trained for minutes
+        (["--lambda-o", "inf"], "--lambda-o inf: must lie in [0, inf)"),
         (["--rollout-length", "0"], "--rollout-length 0: must lie in [1, 100]"),  # trained for minutes
         (["--dynamics-batch-size", "0"], "--dynamics-batch-size 0: must lie in [1, 4096]"),
         (["--dynamics-patience", "0"], "--dynamics-patience 0: must lie in [1, 1000]"),

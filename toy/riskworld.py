@@ -827,7 +827,7 @@ def run(args: ToyArgs, command: Optional[str] = None) -> dict:
         intervals = "95 % bootstrap intervals over seeds" if several else "1 seed"
         plot_phase(figures[-1], table, setting, f"RiskWorld '{args.setting}': average return vs λp ({size}; "
                    f"{intervals}; λo = {args.lambda_o:g})")  # fmt: skip
-    wall, cpu = time.time() - t_start, plumbing.device_name(torch.device("cpu"))
+    wall, cpu = time.time() - t_start, toolbox.device_name(torch.device("cpu"))
     metric = (
         f"average cumulative reward per 10-step episode over {setting.eval_steps} real-env steps of the "
         "deterministic policy; mean over seeds with a 95 % percentile bootstrap interval (10,000 resamples)"
