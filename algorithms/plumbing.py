@@ -124,8 +124,11 @@ def read_attrs(path):
         raise UserError(f"{path}: attrs env_id {a['env_id']!r}, reward_fn {a['reward_fn']!r}: env_id must be a string, "
                         f"reward_fn one of {', '.join(REWARD_FNS)}; fix the file's attrs")  # fmt: skip
     refs = [a["ref_min_score"], a["ref_max_score"]]
-    ok = all(isinstance(r, (int, float, np.number)) and not isinstance(r, bool) for r in refs) and refs[0] < refs[1]
-    if refs != [None, None] and not (ok and math.isfinite(refs[1] - refs[0])):
+    try:  # both absent, or numbers with min < max and a finite difference
+        ok = refs == [None, None] or refs[0] < refs[1] and math.isfinite(refs[1] - refs[0])
+    except (TypeError, ValueError):  # a string, an array
+        ok = False
+    if not ok:
         raise UserError(f"{path}: attrs ref_min_score {refs[0]!r}, ref_max_score {refs[1]!r} must be finite numbers, "
                         "min < max (or drop both: raw returns are reported)")  # fmt: skip
     return a
@@ -349,9 +352,11 @@ def check_args(args):
     for name, interval in declared(type(args)).items():
         value, flag = vars(args)[name], "--" + name.replace("_", "-")
         values = [v for v in (value if isinstance(value, tuple) else [value]) if v is not None]
-        if interval == "path":
-            bad = any(not os.path.isfile(v) and not os.path.isdir(v) for v in values)
-            problems += [f"{flag} {value}: not an existing file or folder"] * bad
+        if interval == "path":  # stored absolute: a resume from another folder finds it
+            vars(args)[name] = value = value and os.path.abspath(os.path.expanduser(value))
+            problems += [f"{flag} {value}: not an existing file or folder"] * (
+                value is not None and not os.path.isfile(value) and not os.path.isdir(value)
+            )
         else:  # "[" includes the bound, "(" does not
             low, high = (float(b) for b in interval[1:-1].split(","))
             inside = [(low <= v if interval[0] == "[" else low < v) and (v <= high if interval[-1] == "]" else v < high)
@@ -376,8 +381,9 @@ INVOCATION_FLAGS = ("resume", "stop_after_epochs", "cuda", "cuda_graphs", "track
 RESUME_FLAGS = INVOCATION_FLAGS + ("epochs", "data_dir", "dataset_path")
 
 
-def resumed(args, typed):
-    """--resume RUN_DIR: the run's saved flags, but this invocation's INVOCATION_FLAGS and the RESUME_FLAGS typed."""
+def resumed(args, argv):
+    """--resume RUN_DIR: argv parsed again over the run's saved flags, with this invocation's INVOCATION_FLAGS and the
+    RESUME_FLAGS typed; any other flag typed is ignored, with a note."""
     config, script = read_json(os.path.join(args.resume, "config.json")), script_name(type(args))
     if config.get("_script") != script:
         raise UserError(f"--resume {args.resume} is not a run of {script} (its config.json: {config.get('_script')}); "
@@ -391,10 +397,12 @@ def resumed(args, typed):
         if choices and v not in (*choices[0], None):
             raise UserError(f"--resume {args.resume}: its --{k.replace('_', '-')} {v} is not one {script} takes; start "
                             "a new run (or resume it with the code that made it)")  # fmt: skip
-    for k in sorted(k for k in typed - set(RESUME_FLAGS) if vars(args)[k] != saved.get(k, defaults[k])):
-        print(f"note: --resume ignores --{k.replace('_', '-')} {vars(args)[k]}; the run keeps its {saved.get(k)}")
-    mine = {k: vars(args)[k] for k in RESUME_FLAGS if k in typed or k in INVOCATION_FLAGS}
-    args = type(args)(**(defaults | saved | mine))
+    saved = defaults | saved | {k: defaults[k] for k in INVOCATION_FLAGS}
+    typed, args = args, parse_args(type(args), argv, type(args)(**saved))
+    for k in sorted(k for k in saved if vars(args)[k] != saved[k]):  # typed (as checked, where RESUME_FLAGS has it)
+        if k not in RESUME_FLAGS:
+            print(f"note: --resume ignores --{k.replace('_', '-')} {vars(args)[k]}; the run keeps its {saved[k]}")
+        setattr(args, k, vars(typed)[k] if k in RESUME_FLAGS else saved[k])
     done = read_json(os.path.join(args.resume, "summary.json"))
     if args.epochs < done.get("epochs", 0):
         raise UsageError(f"--epochs {args.epochs}: {args.resume} has run {done['epochs']} epochs already")
@@ -403,16 +411,13 @@ def resumed(args, typed):
     return args
 
 
-def parse_args(args_class, argv):
-    """tyro parses the flags (its --help, its error box and exit 2); paths are made absolute (a resume from another
-    folder finds them)."""
+def parse_args(args_class, argv, default=None):
+    """tyro parses the flags (its --help, its error box and exit 2)."""
     try:
-        args = tyro.cli(args_class, args=argv, config=(tyro.conf.DisallowNone,))
+        args = tyro.cli(args_class, args=argv, default=default, config=(tyro.conf.DisallowNone,))
     except BrokenPipeError:  # `--help | head`: the reader has gone, so has the output
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)
-    for name in (k for k, kind in declared(args_class).items() if kind == "path" and vars(args)[k]):
-        vars(args)[name] = os.path.abspath(os.path.expanduser(vars(args)[name]))
     return args
 
 
@@ -543,13 +548,12 @@ def restore(parts, saved, path):
 def rng_state():
     """torch's RNG states (CPU and CUDA): a run draws from no other (evaluate seeds the envs), so checkpoints hold
     tensors only and load with weights_only=True."""
-    return {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
+    return {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state_all()}  # no CUDA: []
 
 
 def set_rng_state(rng):
     torch.set_rng_state(rng["torch"])
-    if rng["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(rng["cuda"])
+    torch.cuda.set_rng_state_all(rng["cuda"])  # without CUDA: kept for a CUDA start that never comes
 
 
 def export_policy(actor, path):
@@ -568,12 +572,11 @@ def finish(run_dir, args, task, rows, stop, seconds, preset, actor):
     last = next((r for r in reversed(rows) if "eval/return" in r), {})
     score = "normalized_score" if task.ref_min is not None else "return"
     status = "interrupted" if stop else "finished" if rows[-1]["epoch"] == args.epochs else "stopped"
-    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
     summary = {"env": task.name, "algorithm": script_name(type(args)), "exp_name": args.exp_name, "seed": args.seed,
                "epochs": rows[-1]["epoch"], "status": status, "finished": status == "finished",
                "score_kind": "d4rl_normalized" if score == "normalized_score" else "raw_return", "preset": preset,
                **{k: last.get(f"eval/{k}") for k in ("normalized_score", "return", "last10_score")}, "run_dir": run_dir,
-               "device": str(device), "torch_threads": torch.get_num_threads(), "wall_seconds": seconds}  # fmt: skip
+               "device": "cuda" if torch.cuda.is_available() and args.cuda else "cpu", "torch_threads": torch.get_num_threads(), "wall_seconds": seconds}  # fmt: skip
     save(summary, os.path.join(run_dir, "summary.json"))
     if args.track:
         import wandb
@@ -614,10 +617,7 @@ def cli(main, args_class, argv=None):
     try:
         args = parse_args(args_class, argv)
         check_args(args)
-        if args.resume is not None:
-            args = resumed(
-                args, {w[2:].split("=")[0].replace("-", "_").removeprefix("no_") for w in argv if w[:2] == "--"}
-            )
+        args = args if args.resume is None else resumed(args, argv)
         if args.track:  # before any work: a missing login is one line, not one after an hours-long ensemble fit
             try:
                 import wandb

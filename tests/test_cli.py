@@ -142,6 +142,7 @@ def test_paths_are_stored_absolute(files, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "d.pt").write_bytes(b"")
     args = plumbing.parse_args(files["mopo"].Args, ["--load-dynamics-path", "d.pt", "--data-dir", "."])
+    plumbing.check_args(args)  # where a path flag is checked and made absolute
     assert (args.load_dynamics_path, args.data_dir) == (str(tmp_path / "d.pt"), str(tmp_path))
 
 

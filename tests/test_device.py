@@ -337,7 +337,9 @@ def test_resume_on_the_device_continues_exactly(files, hopper_data_dir, tmp_path
     cuda = "--cuda" if device.type == "cuda" else "--no-cuda"
     assert os.path.isfile(os.path.join(stopped["run_dir"], "dynamics.pt")), "the run kept no copy of its ensemble"
     # as plumbing.cli does: the run's saved flags, this invocation's --cuda
-    args = plumbing.resumed(tyro.cli(orpo.Args, args=["--resume", stopped["run_dir"], cuda]), {"resume", "cuda"})
+    args = plumbing.resumed(
+        tyro.cli(orpo.Args, args=["--resume", stopped["run_dir"], cuda]), ["--resume", stopped["run_dir"], cuda]
+    )
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(orpo, "fit_dynamics", lambda *a, **k: pytest.fail("the resumed run fitted its ensemble again"))
         resumed = orpo.main(args)

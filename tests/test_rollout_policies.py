@@ -131,7 +131,7 @@ def test_the_cvae_learns_the_datas_actions():
 @pytest.mark.parametrize("flags, named, why", [
     (["--rollout-policy", "fixed"], "--rollout-policy-path", "go together"),
     (["--rollout-policy-path", "."], "--rollout-policy fixed", "go together"),
-    (["--rollout-policy", "fixed", "--rollout-policy-path", "nowhere"], "--rollout-policy-path", "no such file"),
+    (["--rollout-policy", "fixed", "--rollout-policy-path", "nowhere"], "--rollout-policy-path", "not an existing file"),
     (["--cvae-steps", "5"], "--cvae-steps 5", "only --rollout-policy cvae"),
     (["--sac-critic-lr", "0.1"], "--sac-critic-lr 0.1", "no SAC is trained"),  # orpo.Args' rules hold here too
     (["--rollout-policy", "optimistic"], "--rollout-policy", "optimistic"),  # orpo.py's own kinds run there
