@@ -398,11 +398,10 @@ def resumed(args, argv):
             raise UserError(f"--resume {args.resume}: its --{k.replace('_', '-')} {v} is not one {script} takes; start "
                             "a new run (or resume it with the code that made it)")  # fmt: skip
     saved = defaults | saved | {k: defaults[k] for k in INVOCATION_FLAGS}
-    typed, args = args, parse_args(type(args), argv, type(args)(**saved))
-    for k in sorted(k for k in saved if vars(args)[k] != saved[k]):  # typed (as checked, where RESUME_FLAGS has it)
-        if k not in RESUME_FLAGS:
-            print(f"note: --resume ignores --{k.replace('_', '-')} {vars(args)[k]}; the run keeps its {saved[k]}")
-        setattr(args, k, vars(typed)[k] if k in RESUME_FLAGS else saved[k])
+    args = parse_args(type(args), argv, type(args)(**saved))
+    for k in sorted(k for k in saved if k not in RESUME_FLAGS and vars(args)[k] != saved[k]):  # typed: ignored
+        print(f"note: --resume ignores --{k.replace('_', '-')} {vars(args)[k]}; the run keeps its {saved[k]}")
+        setattr(args, k, saved[k])
     done = read_json(os.path.join(args.resume, "summary.json"))
     if args.epochs < done.get("epochs", 0):
         raise UsageError(f"--epochs {args.epochs}: {args.resume} has run {done['epochs']} epochs already")

@@ -5,6 +5,7 @@ exit, never a traceback), nothing is left half-written, and a run's directory ho
 What a lab adds around a run (locks, provenance, fingerprints, one-line messages for faults of the operating system)
 is benchmarks/launch.py's and is tested in tests/test_launch.py."""
 
+import csv
 import dataclasses
 import json
 import os
@@ -278,7 +279,7 @@ def td3bc_run(cli, tmp_path):
     return only_run(tmp_path / "done")
 
 
-def test_resume_leaves_a_finished_run_alone_refuses_fewer_epochs_and_extends(td3bc_run, cli):
+def test_resume_leaves_a_finished_run_alone_refuses_fewer_epochs_and_extends(td3bc_run, cli, tmp_path):
     before = {p: os.stat(os.path.join(td3bc_run, p)).st_mtime_ns for p in os.listdir(td3bc_run)}
     code, out, _ = cli("td3bc", "--resume", td3bc_run)
     assert code == 0 and "finished its 2 epochs: nothing to do (--epochs N extends it)" in out
@@ -290,6 +291,11 @@ def test_resume_leaves_a_finished_run_alone_refuses_fewer_epochs_and_extends(td3
     assert "--seed" not in out  # typed, but equal to the saved value
     summary = json.load(open(os.path.join(td3bc_run, "summary.json")))
     assert summary["epochs"] == 3 and summary["finished"]
+    code, _, err = cli("td3bc", "--env", "hopper-random-v2", *TD3BC, "--epochs", "3", "--runs-dir", "straight")
+    timing = re.compile(r"seconds|SPS")
+    rows = [[{k: v for k, v in r.items() if not timing.search(k)} for r in csv.DictReader(open(os.path.join(d,
+            "metrics.csv")))] for d in (td3bc_run, only_run(tmp_path / "straight"))]  # fmt: skip
+    assert code == 0 and rows[0] == rows[1]  # it kept its batch size: the numbers of a 3-epoch run
 
 
 def test_every_file_refuses_another_scripts_run_dir_before_any_work(td3bc_run, cli, tmp_path):
@@ -321,6 +327,17 @@ def test_a_relative_data_dir_resumes_from_another_folder(cli, hopper_data_dir, t
     monkeypatch.chdir(tmp_path / "elsewhere")
     code, _, err = cli("td3bc", "--resume", run, "--epochs", "3")
     assert code == 0, err
+
+
+def test_a_resume_takes_this_invocations_flags_not_the_runs(cli, tmp_path):
+    """--stop-after-epochs (like --threads, --cuda, ...) is the invocation's: a run started with it and resumed without
+    it runs to its end."""
+    code, _, err = cli("td3bc", "--env", "hopper-random-v2", *TD3BC, "--epochs", "3", "--stop-after-epochs", "1")
+    run = only_run(tmp_path / "runs")
+    assert code == 0 and json.load(open(os.path.join(run, "summary.json")))["epochs"] == 1, err
+    code, _, err = cli("td3bc", "--resume", run)
+    summary = json.load(open(os.path.join(run, "summary.json")))
+    assert code == 0 and summary["status"] == "finished" and summary["epochs"] == 3, err
 
 
 def test_a_run_that_loaded_its_ensemble_resumes_from_its_own_copy_once_the_file_is_gone(mopo_run, cli, tmp_path):
