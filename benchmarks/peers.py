@@ -18,12 +18,16 @@ script's own data, buffers, fit, policies and trainer run unchanged. Only the ev
 the deterministic policy, one episode per env reset with seed + 1000·epoch, D4RL's reference returns). On
 halfcheetah-jump and halfcheetah-jump-hard the actions are handed over ×3 (their RescaleAction(-3, 3)) and mapped back
 ÷3 in our evaluation, which sums the task's reward (raw returns). Output in --run-dir, written atomically: config.json,
-metrics.csv (row 0: the dynamics fit), summary.json, peer_log/. Peers do not resume: an unfinished run starts over.
+metrics.csv (row 0: the dynamics fit), summary.json, peer_log/. A run whose trainer is the Kit's MFPolicyTrainer or
+MBPolicyTrainer (official-td3bc, official-mopo, official-cql, official-combo, kit-mopo) keeps checkpoint.pt after its
+fit and after every epoch, and the same command goes on from it (see `resume`); official-orpo's trainer starts over.
 """
 
 from __future__ import annotations
 
 import argparse
+import builtins
+import random
 from dataclasses import dataclass
 from typing import Annotated, Optional
 import ast
@@ -166,7 +170,11 @@ JUMP_SCRIPT_FLAGS = {
     for task in JUMP_TASKS
 }  # fmt: skip
 # what a fresh start removes
-OUTPUTS = ("config.json", "metrics.csv", "summary.json", "error.txt", "peer_log", "peer_dynamics")
+OUTPUTS = ("config.json", "metrics.csv", "summary.json", "error.txt", "peer_log", "peer_dynamics", "checkpoint.pt")
+# the Kit's trainers whose loops a run resumes: the state between two epochs is the policy's, the model buffer's, the
+# learning-rate schedule's and the RNGs' (MBPolicyTrainer: if its rollouts fall on epoch starts, see `resumable`)
+RESUMABLE = ("MFPolicyTrainer", "MBPolicyTrainer")
+INVOCATION = ("stop_after_epochs",)  # flags of one invocation, not of the run: the same command may change them
 
 
 def cache_root() -> str:
@@ -222,6 +230,9 @@ class Args:
     """an ensemble fitted by algorithms/*.py (a run's dynamics.pt or a --dynamics-cache entry) for the peer to roll out
     in instead of fitting its own: written in its format to <run-dir>/peer_dynamics and given to its run script as
     --load-dynamics-path, which skips its fit (the sizes must be its ensemble's: 7 models, 5 elites, 4×200)"""
+    stop_after_epochs: Optional[Annotated[int, "[1, inf)"]] = None
+    """stop after this many policy epochs in this invocation, with a checkpoint; the same command goes on (a resumable
+    trainer only: not official-orpo's)"""
     one_action_unit: bool = False
     """official-orpo or official-td3bc on a jump task, a diagnostic and NOT the peer's code as written: its
     TD3+BC update gets the batch's actions ÷3, so that its critic, target actions, actor and BC term all work in the
@@ -766,6 +777,90 @@ class StandInEnv:
     step = reset
 
 
+# ---------- Resume: the state of the peer's training between two epochs, in a file torch.load(weights_only=True) reads
+def training_state(obj) -> dict:
+    """What training changes in a peer's policy or buffer: a module's state_dict, each optimiser's state, and its other
+    tensors (the Kit's log α is a bare tensor that its optimiser holds), arrays (a buffer's filled rows) and numbers."""
+    import torch
+
+    state = {"modules": obj.state_dict() if isinstance(obj, torch.nn.Module) else {}, "optims": {}, "values": {}}
+    for k, v in vars(obj).items():
+        if isinstance(v, torch.optim.Optimizer):
+            state["optims"][k] = v.state_dict()
+        elif isinstance(v, torch.Tensor):
+            state["values"][k] = v.detach().cpu().clone()
+        elif isinstance(v, np.ndarray):
+            state["values"][k] = torch.from_numpy(v[: getattr(obj, "_size", len(v))].copy())
+        elif isinstance(v, (bool, int, float)):
+            state["values"][k] = v
+    return state
+
+
+def set_training_state(obj, state: dict) -> None:
+    """The inverse of training_state, in place: an optimiser keeps the tensors it holds."""
+    if state["modules"]:
+        obj.load_state_dict(state["modules"])
+    for k, v in state["optims"].items():
+        getattr(obj, k).load_state_dict(v)
+    for k, v in state["values"].items():
+        old = getattr(obj, k)
+        if isinstance(old, np.ndarray):
+            old[: len(v)] = v.numpy()
+        elif hasattr(old, "data"):  # a tensor
+            old.data.copy_(v)
+        else:
+            setattr(obj, k, v)
+
+
+def rng_state() -> dict:
+    """torch's (CPU, CUDA), numpy's global and Python's RNG states, as tensors and numbers."""
+    import torch
+
+    np_state, py_state = np.random.get_state(), random.getstate()
+    return {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state_all(),
+            "numpy": [torch.from_numpy(np_state[1].astype(np.int64)), *np_state[2:]],
+            "random": [py_state[0], list(py_state[1]), py_state[2]]}  # fmt: skip
+
+
+def set_rng_state(rng: dict) -> None:
+    import torch
+
+    torch.set_rng_state(rng["torch"])
+    torch.cuda.set_rng_state_all(rng["cuda"])  # no CUDA here: nothing is set
+    keys, *rest = rng["numpy"]
+    np.random.set_state(("MT19937", keys.numpy().astype(np.uint32), *rest))
+    random.setstate((rng["random"][0], tuple(rng["random"][1]), rng["random"][2]))
+
+
+def resumable(trainer) -> bool:
+    """A trainer whose loop `resume` can start at a later epoch: the Kit's MF and MB trainers, the MB one when its
+    rollouts fall on epoch starts (its step count restarts at 0 in a resumed invocation)."""
+    name = type(trainer).__name__
+    return name in RESUMABLE and (name != "MBPolicyTrainer" or trainer._step_per_epoch % trainer._rollout_freq == 0)
+
+
+def resume(trainer, state: dict, train):
+    """The peer's own train() from the epoch after `state`'s: the policy, the model buffer, the learning-rate schedule
+    and the RNGs as they were after that epoch, and its loop's `range(1, epochs + 1)` started there (the name read in
+    its module), so its code runs unchanged from that epoch on."""
+    set_training_state(trainer.policy, state["policy"])
+    if state["fake_buffer"] is not None:
+        set_training_state(trainer.fake_buffer, state["fake_buffer"])
+    if state["lr_scheduler"] is not None:
+        trainer.lr_scheduler.load_state_dict(state["lr_scheduler"])
+    set_rng_state(state["rng"])
+    module, epochs = sys.modules[type(trainer).__module__], (1, trainer._epoch + 1)
+    module.range = lambda *a: builtins.range(state["epoch"] + 1, epochs[1]) if a == epochs else builtins.range(*a)
+    try:
+        return train()
+    finally:
+        del module.range
+
+
+class StopAfter(Exception):
+    """--stop-after-epochs reached: the run stops after its checkpoint."""
+
+
 # ---------- Recording: metrics.csv from the peer's logger and wrapped calls (their results returned unchanged)
 class Recorder:
     LOSSES = {"loss/actor": "losses/actor_loss", "loss/alpha": "losses/alpha_loss", "alpha": "losses/alpha"}
@@ -781,6 +876,44 @@ class Recorder:
         self.loaded = None  # --load-dynamics: row 0 is the loaded ensemble's fit (its metrics), as our runs log it
         self.policy = None  # the peer's policy at its last evaluation
         self.loaded_dynamics = self.obs_folded = None  # a loaded ensemble; whether the peer's obs scaling was folded in
+        # resume: the checkpoint this invocation goes on from, the peer's own fit (kept in every checkpoint), its
+        # trainer, the run's seconds before this invocation, --stop-after-epochs and the epochs of this invocation
+        self.state = self.fitted = self.trainer = self.saved = None
+        self.seconds_before, self.t0, self.stop_after, self.epochs_now = 0.0, time.time(), None, 0
+
+    def go_on_from(self, state: dict) -> None:
+        self.state, self.rows, self.scores, self.epoch = state, state["rows"], state["scores"], state["epoch"]
+        self.fitted, self.seconds_before, self.saved = state["dynamics"], state["seconds"], state["epoch"]
+
+    def seconds(self) -> float:
+        return self.seconds_before + time.time() - self.t0
+
+    def checkpoint(self, **parts) -> None:
+        """checkpoint.pt: the epoch, the metrics rows, the peer's fit, the RNG states and `parts` (the trainer's)."""
+        import torch
+
+        state = {"epoch": self.epoch, "rows": self.rows, "scores": self.scores, "dynamics": self.fitted,
+                 "seconds": self.seconds(), "rng": rng_state(), **parts}  # fmt: skip
+        replace_atomically(os.path.join(os.path.dirname(self.path), "checkpoint.pt"), lambda t: torch.save(state, t))
+        self.saved = self.epoch
+
+    def going_on(self) -> str:
+        """What the same command does next: go on from the last checkpoint, or start over."""
+        if self.saved is None:  # stopped before its first checkpoint, or official-orpo's trainer (not resumable)
+            return "the same command starts it over (no checkpoint to go on from)"
+        fit = " (its fit)" if self.saved == 0 else ""
+        return f"the same command goes on from its checkpoint after epoch {self.saved}{fit}"
+
+    def policy_epoch_done(self) -> None:
+        """After an epoch's row: the trainer's state into checkpoint.pt (a resumable trainer); --stop-after-epochs."""
+        t = self.trainer
+        if t is not None and resumable(t):
+            fake = getattr(t, "fake_buffer", None)
+            self.checkpoint(policy=training_state(t.policy), fake_buffer=fake and training_state(fake),
+                            lr_scheduler=t.lr_scheduler.state_dict() if t.lr_scheduler else None)  # fmt: skip
+        self.epochs_now += 1
+        if self.epochs_now == self.stop_after and self.epoch < t._epoch:
+            raise StopAfter()
 
     def add(self, key: str, values) -> None:
         values = np.asarray(values, dtype=np.float64).reshape(-1)
@@ -879,6 +1012,7 @@ def instrument(peer: str, rec: Recorder, envs, cap, uncertainty_mode: str | None
             rec.dyn["train_loss"] = float(kvs.get("loss/dynamics_train_loss", np.nan))
         elif (exclude is not None and "dynamics_training_progress" in exclude) or (exclude is None and model_free):
             rec.epoch_done(kvs)  # a policy epoch (MFPolicyTrainer.train dumps all of it: run_td3bc.py has no model)
+            rec.policy_epoch_done()
         return dumpkvs(self, exclude)
 
     Logger.dumpkvs = dumpkvs_recorded
@@ -886,11 +1020,23 @@ def instrument(peer: str, rec: Recorder, envs, cap, uncertainty_mode: str | None
     train, select_elites, step = EnsembleDynamics.train, EnsembleDynamics.select_elites, EnsembleDynamics.step
 
     def train_timed(self, data, logger, *a, **kw):
+        import torch
+
+        if rec.fitted is not None:  # a resumed run: the ensemble its first invocation fitted, not a second fit
+            self.model.load_state_dict(rec.fitted["model"])
+            self.scaler.mu, self.scaler.std = (rec.fitted[k].numpy() for k in ("mu", "std"))
+            self.model.eval()
+            if rec.state["epoch"] == 0:  # stopped before its first epoch: its RNGs as right after that fit
+                set_rng_state(rec.state["rng"])
+            return None
         if cap is not None:
             kw["max_epochs"] = cap
         t0 = time.time()
         out = train(self, data, logger, *a, **kw)
         rec.fit_done(time.time() - t0)
+        rec.fitted = {"model": {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()},
+                      "mu": torch.as_tensor(self.scaler.mu), "std": torch.as_tensor(self.scaler.std)}  # fmt: skip
+        rec.checkpoint(policy=None, fake_buffer=None, lr_scheduler=None)  # epoch 0: the fit and the RNGs after it
         return out
 
     def select_elites_recorded(self, metrics):  # called once, with each model's best holdout MSE
@@ -989,8 +1135,12 @@ def instrument(peer: str, rec: Recorder, envs, cap, uncertainty_mode: str | None
     train_policy = trainer.train
 
     def train_recorded(self, *a, **kw):  # the policy epochs' clock starts here (after a fit, a load, or none)
+        rec.trainer = self
         rec.training_starts()
-        return train_policy(self, *a, **kw)
+        if rec.state is None or rec.state["epoch"] == 0:
+            return train_policy(self, *a, **kw)
+        rec.policy = self.policy  # evaluated after the last epoch, which may have been run before this invocation
+        return resume(self, rec.state, lambda: train_policy(self, *a, **kw))
 
     trainer.train = train_recorded
     import offlinerlkit.policy as policies
@@ -1005,7 +1155,8 @@ def instrument(peer: str, rec: Recorder, envs, cap, uncertainty_mode: str | None
 
 # ---------- The run
 def prepare_run_dir(args: argparse.Namespace, cli: dict):
-    """Lock the run directory; a finished run with the same command is left alone, anything else starts over."""
+    """Lock the run directory; a finished run with the same command is left alone, an unfinished one with a checkpoint
+    goes on from it (returned), anything else starts over."""
     try:
         os.makedirs(args.run_dir, exist_ok=True)
         lock = open(os.path.join(args.run_dir, "run.lock"), "a+")
@@ -1026,19 +1177,33 @@ def prepare_run_dir(args: argparse.Namespace, cli: dict):
                 if saved == {k: v for k, v in cli.items() if k in saved or v is not None}:  # flags added since: unset
                     return lock, summary
                 raise UsageError(f"--run-dir {args.run_dir} holds a finished run of another command; use another")
+    path = os.path.join(args.run_dir, "checkpoint.pt")
+    with contextlib.suppress(OSError, ValueError):
+        with open(os.path.join(args.run_dir, "config.json")) as f:
+            same = json.load(f).get("cli") == cli
+        if same and os.path.isfile(path):
+            import torch
+
+            try:
+                return lock, None, torch.load(path, map_location="cpu", weights_only=True)
+            except Exception as e:  # torch raises many types for a damaged or foreign file
+                raise UsageError(
+                    f"{path} is not a readable checkpoint ({e}); delete it (the run starts over)"
+                ) from None
     for name in OUTPUTS:
         target = os.path.join(args.run_dir, name)
         if os.path.isdir(target):
             shutil.rmtree(target)
         elif os.path.exists(target):
             os.remove(target)
-    return lock, None
+    return lock, None, None
 
 
 def main(argv=None) -> int:
     t_start = time.time()
     args = parse_args(argv)
-    cli = {k: v for k, v in vars(args).items() if k != "typed"}  # the flags, not what plumbing noted of them
+    # the flags, not what plumbing noted of them, nor this invocation's
+    cli = {k: v for k, v in vars(args).items() if k != "typed" and k not in INVOCATION}
     raw, attrs = read_dataset(args.dataset_path)
     task, eval_env_id, ref = infer_task(args, attrs)
     scale = JUMP_ACTIONS[1] if task in JUMP_TASKS else 1.0  # the peer's actions = the env's (in [-1, 1]) × scale
@@ -1059,7 +1224,7 @@ def main(argv=None) -> int:
         raise UsageError(f"the data has obs/action dims {obs_dim}/{act_dim} but {eval_env_id} has "
                          f"{envs.single_observation_space.shape}/{envs.single_action_space.shape}; pass the matching "
                          "--eval-env")  # fmt: skip
-    lock, done = prepare_run_dir(args, cli)
+    lock, done, state = prepare_run_dir(args, cli)
     if done is not None:
         print(f"{args.run_dir} already holds this run, finished (summary.json); nothing to do")
         return 0
@@ -1110,7 +1275,10 @@ def main(argv=None) -> int:
     peer_logger.ROOT_DIR = os.path.join(os.path.abspath(args.run_dir), "peer_log")  # make_log_dirs' root
     rec = Recorder(args.run_dir, ref, args.seed, getattr(peer_args, "rollout_batch_size", None))
     rec.steps, rec.task, rec.action_scale = peer_args.step_per_epoch, task, scale
-    rec.loaded = loaded["metrics"] if loaded else None
+    rec.loaded, rec.stop_after, rec.t0 = (loaded["metrics"] if loaded else None), args.stop_after_epochs, t_start
+    if state is not None:
+        rec.go_on_from(state)
+        print(f"goes on from its checkpoint after epoch {state['epoch']}" + " (its fit)" * (state["epoch"] == 0))
     instrument(args.peer, rec, envs, args.dynamics_max_epochs, args.uncertainty_mode, args.one_action_unit)
 
     from offlinerlkit.utils.load_dataset import qlearning_dataset
@@ -1166,7 +1334,7 @@ def main(argv=None) -> int:
             last10_score=float(np.mean(rec.scores[-10:])) if rec.scores else None,
             ensemble_uncertainty_mode=rec.uncertainty_mode,  # the u its ensemble computed
             dynamics_source=config["dynamics"]["source"], dynamics_observations=rec.obs_folded or folded,
-            wall_seconds=time.time() - t_start, device=device, device_name=config["device_name"], error=error,
+            wall_seconds=rec.seconds(), device=device, device_name=config["device_name"], error=error,
             run_dir=args.run_dir,
         )  # fmt: skip
         write_json(out, os.path.join(args.run_dir, "summary.json"), default=str)
@@ -1178,13 +1346,14 @@ def main(argv=None) -> int:
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         script.train()  # the run script's own train(): data, seeding, models, dynamics fit, trainer
+    except StopAfter:
+        summary("stopped")
+        print(f"stopped after epoch {rec.epoch} (--stop-after-epochs {args.stop_after_epochs}); {rec.going_on()}")
+        return 0
     except KeyboardInterrupt as e:
         signum = e.args[0] if e.args and isinstance(e.args[0], int) else signal.SIGINT
         summary("interrupted", f"interrupted by {signal.Signals(signum).name} after epoch {rec.epoch}")
-        print(
-            f"error: interrupted after epoch {rec.epoch}; peers do not resume: rerun the command to start over",
-            file=sys.stderr,
-        )
+        print(f"error: interrupted after epoch {rec.epoch}; {rec.going_on()}", file=sys.stderr)
         return 128 + signum
     except Exception as e:
         with open(os.path.join(args.run_dir, "error.txt"), "w") as f:
@@ -1204,6 +1373,9 @@ def main(argv=None) -> int:
             print(export_policy(rec.policy, task, raw["observations"][:: max(1, len(raw["observations"]) // 256)],
                                 os.path.join(args.run_dir, "policy.pt")))  # fmt: skip
     out = summary("finished" if rec.epoch == peer_args.epoch else "failed")
+    if out["finished"]:  # what a resume needed (the model buffer: hundreds of MB); a finished run is left alone
+        with contextlib.suppress(OSError):
+            os.remove(os.path.join(args.run_dir, "checkpoint.pt"))
     print(json.dumps(out, indent=2))
     lock.close()
     return 0

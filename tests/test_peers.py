@@ -264,7 +264,7 @@ def test_peer_runs_with_our_evaluation(peers, orpo, hopper_file, request, tmp_pa
     assert other.returncode == 2 and other.stderr.startswith("error: ") and "finished run" in other.stderr
 
 
-def test_interrupted_peer_says_so_and_a_rerun_starts_over(hopper_file, tmp_path):
+def test_an_interrupted_peer_says_so_the_same_command_goes_on_and_another_starts_over(hopper_file, tmp_path):
     if not os.path.isdir(SOURCES["kit-mopo"]):
         pytest.skip(
             f"needs the peer's git snapshot at {SOURCES['kit-mopo']}: set ORPO_PEERS_MIRROR to the folder holding it"
@@ -273,25 +273,37 @@ def test_interrupted_peer_says_so_and_a_rerun_starts_over(hopper_file, tmp_path)
     argv = ["--peer", "kit-mopo", "--source", SOURCES["kit-mopo"], "--dataset-path", hopper_file, "--eval-env"]
     argv += ["Hopper-v4", "--rollout-batch-size", "100", "--eval-episodes", "1", "--run-dir", str(run_dir)]
     argv += ["--no-cuda", "--dynamics-max-epochs", "1"]
+    same = [*argv, "--epochs", "100", "--steps-per-epoch", "3", "--peer-flags", "--rollout-freq 3"]
     env = dict(os.environ, OMP_NUM_THREADS="1", TMPDIR=str(tmp_path))
-    cmd = [sys.executable, os.path.join(ROOT, "benchmarks", "peers.py"), *argv, "--epochs", "100"]
+    cmd = [sys.executable, os.path.join(ROOT, "benchmarks", "peers.py"), *same]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     try:
         deadline = time.time() + 240
         while time.time() < deadline and not (run_dir / "metrics.csv").exists():  # row 0: the fit is done
             time.sleep(0.5)
-        time.sleep(1.0)
+        time.sleep(3.0)
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=120)
     finally:
         proc.kill()
     assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
-    assert err.strip().splitlines()[-1].startswith("error: interrupted")
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("error: interrupted after epoch ") and "the same command goes on from its checkpoint" in last
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "interrupted" and not summary["finished"]
     logs = os.listdir(run_dir / "peer_log" / "hopper-medium-v2" / "mopo&penalty_coef=5.0&rollout_length=5")
+    with open(run_dir / "metrics.csv") as f:
+        before = [int(r["epoch"]) for r in csv.DictReader(f)]
 
-    # not resumable: the same directory again starts over (the interrupted run's files are gone)
+    # the same command goes on from its last checkpoint (the fit's, or an epoch's), one epoch more here
+    on = run_script("benchmarks/peers.py", *same, "--stop-after-epochs", "1", extra_env={"TMPDIR": str(tmp_path)})
+    assert on.returncode == 0 and f"goes on from its checkpoint after epoch {before[-1]}" in on.stdout, on.stderr[
+        -2000:
+    ]
+    with open(run_dir / "metrics.csv") as f:
+        assert [int(r["epoch"]) for r in csv.DictReader(f)] == [*before, before[-1] + 1]
+
+    # another command in the same directory starts over (the interrupted run's files are gone)
     again = run_script(
         "benchmarks/peers.py", *argv, "--epochs", "1", "--steps-per-epoch", "3", extra_env={"TMPDIR": str(tmp_path)}
     )
@@ -884,6 +896,103 @@ def test_official_combo_runs_its_jump_branch_on_our_ensemble(peers, orpo, jump_f
     progress = [p for p in progress if p.endswith("dynamics_training_progress.csv")]
     assert len(progress) == 1 and os.path.getsize(progress[0]) == 0  # their fit never ran
     assert "no policy.pt" in result.stdout
+
+
+RESUMED = {  # each kind of trainer state a resume restores: (peer, flags)
+    # MFPolicyTrainer: CQL's policy (networks, optimisers, the bare log α tensors) and the RNGs
+    "official-cql": [],
+    # MBPolicyTrainer on a loaded ensemble: also the model buffer and the actor's cosine learning-rate schedule
+    "official-combo": ["--rollout-batch-size", "20", "--load-dynamics", "{ensemble}", "--peer-flags",
+                       "--n-ensemble 4 --n-elites 3 --dynamics-hidden-dims 16 16 --dynamics-weight-decay 0 0 0 "
+                       "--rollout-freq 5"],
+    # MBPolicyTrainer after its own fit: the fit is kept in the checkpoint and never run again
+    "official-mopo": ["--rollout-batch-size", "20", "--dynamics-max-epochs", "2", "--peer-flags", "--rollout-freq 5"],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("peer", list(RESUMED))
+def test_a_peer_run_stopped_after_any_epoch_goes_on_to_the_numbers_of_the_whole_run(peers, orpo, jump_file, tmp_path,
+                                                                                    peer):  # fmt: skip
+    """#72: a run of the authors' CQL, COMBO or MOPO takes hours; stopped (--stop-after-epochs, a signal, the end of a
+    session) the same command goes on from checkpoint.pt and logs every number of the run made in one go (timings
+    aside), the peer's own fit not run again."""
+    if not os.path.isdir(SOURCES["official-orpo"]):
+        pytest.skip(f"needs the peer's git snapshot at {SOURCES['official-orpo']}: set ORPO_PEERS_MIRROR")
+    an_ensemble_of_ours(orpo, tmp_path / "dynamics.pt", obs_dim=17, act_dim=6)
+    extra = [w.format(ensemble=tmp_path / "dynamics.pt") for w in RESUMED[peer]]
+    argv = ["benchmarks/peers.py", "--peer", peer, "--source", SOURCES["official-orpo"], "--dataset-path", jump_file,
+            "--seed", str(SEED), "--epochs", "3", "--steps-per-epoch", "5", "--eval-episodes", "1", "--no-cuda", *extra]  # fmt: skip
+    env = {"TMPDIR": str(tmp_path)}
+    whole = run_script(*argv, "--run-dir", str(tmp_path / "whole"), extra_env=env)
+    assert whole.returncode == 0, whole.stderr[-2000:]
+    said = []
+    for _ in range(3):  # one epoch an invocation
+        part = run_script(*argv, "--run-dir", str(tmp_path / "parts"), "--stop-after-epochs", "1", extra_env=env)
+        assert part.returncode == 0, part.stderr[-2000:]
+        said.append(part.stdout)
+    assert (
+        "stopped after epoch 1 (--stop-after-epochs 1); the same command goes on from its checkpoint after epoch 1"
+        in said[0]
+    )
+    assert (
+        "goes on from its checkpoint after epoch 1" in said[1]
+        and "goes on from its checkpoint after epoch 2" in said[2]
+    )
+    rows = {}
+    for name in ("whole", "parts"):
+        rows[name], _, summary = jump_run_files(tmp_path / name)
+        assert summary["status"] == "finished" and summary["epochs"] == 3
+        assert not (tmp_path / name / "checkpoint.pt").exists()  # a finished run keeps no checkpoint
+    timing = (
+        "charts/epoch_seconds",
+        "charts/eval_seconds",
+        "charts/rollout_seconds",
+        "charts/SPS",
+        "dynamics/fit_seconds",
+    )
+    strip = lambda r: {k: v for k, v in r.items() if k not in timing}  # noqa: E731
+    assert [strip(r) for r in rows["parts"]] == [strip(r) for r in rows["whole"]]
+    assert [int(r["epoch"]) for r in rows["whole"]] == ([1, 2, 3] if peer == "official-cql" else [0, 1, 2, 3])
+    fits = [os.path.join(d, f) for d, _, fs in os.walk(tmp_path / "parts" / "peer_log") for f in fs
+            if f == "dynamics_training_progress.csv" and os.path.getsize(os.path.join(d, f))]  # fmt: skip
+    assert len(fits) == (peer == "official-mopo")  # its fit ran once, in the first invocation
+
+
+def test_a_peer_run_killed_after_its_fit_goes_on_from_the_fit_to_the_numbers_of_the_whole_run(jump_file, tmp_path):
+    """SIGKILL once the fit's checkpoint is written (in the first policy epoch, or later): the same command loads the
+    fit, with the RNG states right after it, and logs the numbers of the run made in one go."""
+    if not os.path.isdir(SOURCES["official-orpo"]):
+        pytest.skip(f"needs the peer's git snapshot at {SOURCES['official-orpo']}: set ORPO_PEERS_MIRROR")
+    argv = ["--peer", "official-mopo", "--source", SOURCES["official-orpo"], "--dataset-path", jump_file, "--seed",
+            str(SEED), "--epochs", "2", "--steps-per-epoch", "5", "--eval-episodes", "1", "--no-cuda",
+            *RESUMED["official-mopo"]]  # fmt: skip
+    env = {"TMPDIR": str(tmp_path)}
+    whole = run_script("benchmarks/peers.py", *argv, "--run-dir", str(tmp_path / "whole"), extra_env=env)
+    assert whole.returncode == 0, whole.stderr[-2000:]
+    run_dir = tmp_path / "killed"
+    cmd = [sys.executable, os.path.join(ROOT, "benchmarks", "peers.py"), *argv, "--run-dir", str(run_dir)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=dict(os.environ, OMP_NUM_THREADS="1", **env))  # fmt: skip
+    try:
+        deadline = time.time() + 240
+        while time.time() < deadline and not (run_dir / "checkpoint.pt").exists() and proc.poll() is None:
+            time.sleep(0.05)
+        proc.kill()
+        proc.wait(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == -signal.SIGKILL  # killed before the run's end
+    on = run_script("benchmarks/peers.py", *argv, "--run-dir", str(run_dir), extra_env=env)
+    assert on.returncode == 0 and "goes on from its checkpoint after epoch 0 (its fit)" in on.stdout, on.stderr[-2000:]
+    timing = (
+        "charts/epoch_seconds",
+        "charts/eval_seconds",
+        "charts/rollout_seconds",
+        "charts/SPS",
+        "dynamics/fit_seconds",
+    )
+    strip = lambda rows: [{k: v for k, v in r.items() if k not in timing} for r in rows]  # noqa: E731
+    assert strip(jump_run_files(run_dir)[0]) == strip(jump_run_files(tmp_path / "whole")[0])
 
 
 def test_official_cql_and_combo_take_their_jump_hard_branch_and_combo_refuses_jump(peers, tmp_path):
