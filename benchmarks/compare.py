@@ -26,7 +26,7 @@ states) and reference returns; both sides of a pair get the same dataset setting
 shares), as flags: the peer's own for --task (--settings theirs) or our presets' (--settings ours). Our model-based rows
 of a seed share one ensemble through the launchers' cache (--dynamics-cache, benchmarks/toolbox.py); the peers fit
 their own, or load it (--peer-ensemble shared). Runs go to --runs-dir/<dataset>/<row>/seed<S>/ (a finished one is never
-rerun, ours resume, a peer's starts over); each finished run's config.json, metrics.csv and summary.json are copied to
+rerun, ours resume, a peer's goes on from its checkpoint: benchmarks/peers.py); each finished run's config.json, metrics.csv and summary.json are copied to
 --results/<dataset>/<row>/seed<S>/, and the report (OUT.md, OUT.png) is drawn from there alone: last-10 score per row
 (mean, range over seeds, 95 % Student-t), the provenance caveats, and a verdict per pair (`verdict`, at ±--delta).
 The committed results/compare*/ pages, docs/compare*.md, come from `python benchmarks/report.py`.
@@ -515,7 +515,7 @@ def run_all(args: Args) -> int:
                     break
                 if waits(args, t, [r[0] for r in running.values()]):
                     continue  # waits for its seed's ensemble
-                d = task_dir(args, t)  # an unfinished peer run: peers.py starts it over, unless its run.lock is held
+                d = task_dir(args, t)  # an unfinished peer run: peers.py goes on from its checkpoint
                 os.makedirs(d, exist_ok=True)
                 cmd = command(args, t, plans[t.dataset])
                 log = open(d.rstrip("/") + ".log", "a")

@@ -1175,7 +1175,7 @@ def prepare_run_dir(args: argparse.Namespace, cli: dict):
                 with open(os.path.join(args.run_dir, "config.json")) as f:
                     saved = json.load(f).get("cli") or {}
                 if saved == {k: v for k, v in cli.items() if k in saved or v is not None}:  # flags added since: unset
-                    return lock, summary
+                    return lock, summary, None
                 raise UsageError(f"--run-dir {args.run_dir} holds a finished run of another command; use another")
     path = os.path.join(args.run_dir, "checkpoint.pt")
     with contextlib.suppress(OSError, ValueError):
