@@ -286,6 +286,18 @@ def adam(params, lr):
     return torch.optim.Adam(params, lr=lr, fused=True)
 
 
+def optimize(optimizer, loss, inputs=None):
+    """One gradient step on `loss` (its gradients only into `inputs` where given)."""
+    optimizer.zero_grad()
+    loss.backward(inputs=inputs)
+    optimizer.step()
+
+
+def ensemble_layers(dims, n):
+    """Linear layers dims[0] -> ... -> dims[-1], each of `n` independent members (the caller's activations between)."""
+    return nn.ModuleList(EnsembleLinear(i, o, n) for i, o in zip(dims[:-1], dims[1:]))
+
+
 def mlp(in_dim, hidden_dims, out_dim):
     layers, dims = [], [in_dim, *hidden_dims]
     for i, o in zip(dims[:-1], dims[1:]):
@@ -303,7 +315,7 @@ class EnsembleDynamics(nn.Module):
     def __init__(self, obs_dim, act_dim, hidden_dims, num_ensemble, num_elites, bf16=False):
         super().__init__()
         dims = [obs_dim + act_dim, *hidden_dims, 2 * (obs_dim + 1)]
-        self.layers = nn.ModuleList(EnsembleLinear(i, o, num_ensemble) for i, o in zip(dims[:-1], dims[1:]))
+        self.layers = ensemble_layers(dims, num_ensemble)
         for layer in self.layers:  # MBPO's init: truncated normal, std 1/(2√fan_in), cut at ±2σ
             std = 1 / (2 * np.sqrt(layer.weight.shape[1]))
             nn.init.trunc_normal_(layer.weight, std=std, a=-2 * std, b=2 * std)
@@ -360,9 +372,7 @@ def dynamics_step(model, optimizer, x, y):
     # Gaussian NLL (up to constants), mean over batch and dims, summed over models
     nll = ((mean - y) ** 2 * (-logvar).exp() + logvar).mean(dim=(1, 2)).sum()
     loss = nll + 0.01 * (model.max_logvar.sum() - model.min_logvar.sum())
-    optimizer.zero_grad()
-    loss.backward()
-    optimizer.step()
+    optimize(optimizer, loss)
     return nll.detach()
 
 
@@ -526,7 +536,7 @@ class TwinCritic(nn.Module):
         super().__init__()
         self.obs_norm = copy.deepcopy(obs_norm)
         dims = [obs_dim + act_dim, *hidden_dims, 1]
-        self.layers = nn.ModuleList(EnsembleLinear(i, o, 2) for i, o in zip(dims[:-1], dims[1:]))
+        self.layers = ensemble_layers(dims, 2)
 
     def forward(self, obs, act):
         x = torch.cat([self.obs_norm(obs), act], dim=-1).expand(2, -1, -1)
@@ -608,20 +618,14 @@ class SAC(Agent):
             target_q = b["rew"] + self.gamma * (1 - b["done"]) * next_q
         q = self.critic(b["obs"], b["act"])
         critic_loss = (q - target_q).pow(2).mean(1).sum()
-        self.critic_optim.zero_grad()
-        critic_loss.backward()
-        self.critic_optim.step()
+        optimize(self.critic_optim, critic_loss)
 
         act, log_prob = self.actor(b["obs"])
         actor_loss = (alpha * log_prob - self.critic(b["obs"], act).min(0).values).mean()
-        self.actor_optim.zero_grad()
-        actor_loss.backward(inputs=list(self.actor.parameters()))  # no gradients for the critic's weights
-        self.actor_optim.step()
+        optimize(self.actor_optim, actor_loss, list(self.actor.parameters()))  # no gradients for the critic's weights
 
         alpha_loss = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
-        self.alpha_optim.zero_grad()
-        alpha_loss.backward()
-        self.alpha_optim.step()
+        optimize(self.alpha_optim, alpha_loss)
         soft_update(self.critic_target, self.critic, self.tau)
         return {"critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(), "alpha": alpha[0],
                 "alpha_loss": alpha_loss.detach(), "q": q.detach().mean(), "entropy": -log_prob.detach().mean()}  # fmt: skip
@@ -704,9 +708,7 @@ class TD3BC(Agent):
             target_q = b["rew"] + self.gamma * (1 - b["done"]) * next_q
         q = self.critic(b["obs"], b["act"])
         critic_loss = (q - target_q).pow(2).mean(1).sum()
-        self.critic_optim.zero_grad()
-        critic_loss.backward()
-        self.critic_optim.step()
+        optimize(self.critic_optim, critic_loss)
         stats = {"critic_loss": critic_loss.detach(), "q": q.detach().mean()}
 
         if actor_step:
@@ -715,9 +717,9 @@ class TD3BC(Agent):
             lmbda = self.alpha / q_pi.abs().mean().detach()
             bc_loss = F.mse_loss(pi, b["act"])
             actor_loss = -lmbda * q_pi.mean() + bc_loss
-            self.actor_optim.zero_grad()
-            actor_loss.backward(inputs=list(self.actor.parameters()))  # no gradients for the critic's weights
-            self.actor_optim.step()
+            optimize(
+                self.actor_optim, actor_loss, list(self.actor.parameters())
+            )  # no gradients for the critic's weights
             soft_update(self.critic_target, self.critic, self.tau)
             soft_update(self.actor_target, self.actor, self.tau)
             stats.update(actor_loss=actor_loss.detach(), bc_loss=bc_loss.detach())

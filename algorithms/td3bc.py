@@ -82,6 +82,18 @@ def adam(params, lr):
     return torch.optim.Adam(params, lr=lr, fused=True)
 
 
+def optimize(optimizer, loss, inputs=None):
+    """One gradient step on `loss` (its gradients only into `inputs` where given)."""
+    optimizer.zero_grad()
+    loss.backward(inputs=inputs)
+    optimizer.step()
+
+
+def ensemble_layers(dims, n):
+    """Linear layers dims[0] -> ... -> dims[-1], each of `n` independent members (the caller's activations between)."""
+    return nn.ModuleList(EnsembleLinear(i, o, n) for i, o in zip(dims[:-1], dims[1:]))
+
+
 def mlp(in_dim, hidden_dims, out_dim):
     layers, dims = [], [in_dim, *hidden_dims]
     for i, o in zip(dims[:-1], dims[1:]):
@@ -119,7 +131,7 @@ class TwinCritic(nn.Module):
         super().__init__()
         self.obs_norm = copy.deepcopy(obs_norm)
         dims = [obs_dim + act_dim, *hidden_dims, 1]
-        self.layers = nn.ModuleList(EnsembleLinear(i, o, 2) for i, o in zip(dims[:-1], dims[1:]))
+        self.layers = ensemble_layers(dims, 2)
 
     def forward(self, obs, act):
         x = torch.cat([self.obs_norm(obs), act], dim=-1).expand(2, -1, -1)
@@ -208,9 +220,7 @@ class TD3BC(Agent):
             target_q = b["rew"] + self.gamma * (1 - b["done"]) * next_q
         q = self.critic(b["obs"], b["act"])
         critic_loss = (q - target_q).pow(2).mean(1).sum()
-        self.critic_optim.zero_grad()
-        critic_loss.backward()
-        self.critic_optim.step()
+        optimize(self.critic_optim, critic_loss)
         stats = {"critic_loss": critic_loss.detach(), "q": q.detach().mean()}
 
         if actor_step:
@@ -219,9 +229,9 @@ class TD3BC(Agent):
             lmbda = self.alpha / q_pi.abs().mean().detach()
             bc_loss = F.mse_loss(pi, b["act"])
             actor_loss = -lmbda * q_pi.mean() + bc_loss
-            self.actor_optim.zero_grad()
-            actor_loss.backward(inputs=list(self.actor.parameters()))  # no gradients for the critic's weights
-            self.actor_optim.step()
+            optimize(
+                self.actor_optim, actor_loss, list(self.actor.parameters())
+            )  # no gradients for the critic's weights
             soft_update(self.critic_target, self.critic, self.tau)
             soft_update(self.actor_target, self.actor, self.tau)
             stats.update(actor_loss=actor_loss.detach(), bc_loss=bc_loss.detach())
