@@ -857,10 +857,6 @@ def resume(trainer, state: dict, train):
         del module.range
 
 
-class StopAfter(Exception):
-    """--stop-after-epochs reached: the run stops after its checkpoint."""
-
-
 # ---------- Recording: metrics.csv from the peer's logger and wrapped calls (their results returned unchanged)
 class Recorder:
     LOSSES = {"loss/actor": "losses/actor_loss", "loss/alpha": "losses/alpha_loss", "alpha": "losses/alpha"}
@@ -913,7 +909,7 @@ class Recorder:
                             lr_scheduler=t.lr_scheduler.state_dict() if t.lr_scheduler else None)  # fmt: skip
         self.epochs_now += 1
         if self.epochs_now == self.stop_after and self.epoch < t._epoch:
-            raise StopAfter()
+            raise plumbing.Stop(0)  # not a signal: --stop-after-epochs, after the checkpoint
 
     def add(self, key: str, values) -> None:
         values = np.asarray(values, dtype=np.float64).reshape(-1)
@@ -1346,7 +1342,7 @@ def main(argv=None) -> int:
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         script.train()  # the run script's own train(): data, seeding, models, dynamics fit, trainer
-    except StopAfter:
+    except plumbing.Stop:  # --stop-after-epochs (a signal is a KeyboardInterrupt of on_signal's)
         summary("stopped")
         print(f"stopped after epoch {rec.epoch} (--stop-after-epochs {args.stop_after_epochs}); {rec.going_on()}")
         return 0

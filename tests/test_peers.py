@@ -279,7 +279,7 @@ def test_an_interrupted_peer_says_so_the_same_command_goes_on_and_another_starts
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     try:
         deadline = time.time() + 240
-        while time.time() < deadline and not (run_dir / "metrics.csv").exists():  # row 0: the fit is done
+        while time.time() < deadline and not (run_dir / "checkpoint.pt").exists():  # the fit's, then the epochs'
             time.sleep(0.5)
         time.sleep(3.0)
         proc.send_signal(signal.SIGTERM)
