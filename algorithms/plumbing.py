@@ -200,7 +200,7 @@ def load_transitions(path):
             raise UserError(f"{path} is not a readable HDF5 file ({e}); delete it and download or make it again") from None  # fmt: skip
     n = len(data["observations"]) if data["observations"].ndim else 0
     for i, k in enumerate(keys):  # a 1-D reward or flag column is read as (n, 1)
-        v = data[k] = data[k].reshape(n, 1) if data[k].shape == (n,) else data[k]
+        v = data[k] = data[k].reshape(n, 1) if i > 1 and data[k].shape == (n,) else data[k]
         width = data["observations"].shape[1:] if i == 3 else (1,) if i > 1 else v.shape[1:]
         if v.ndim != 2 or len(v) != n or not n or v.shape[1:] != width or v.dtype.kind not in "fiub":
             raise UserError(f"{path}: '{k}' has shape {v.shape} and dtype {v.dtype}; expected 2-D numbers, {n} > 0 rows "
@@ -352,11 +352,12 @@ def check_args(args):
     for name, interval in declared(type(args)).items():
         value, flag = vars(args)[name], "--" + name.replace("_", "-")
         values = [v for v in (value if isinstance(value, tuple) else [value]) if v is not None]
-        if interval == "path":  # stored absolute: a resume from another folder finds it
-            vars(args)[name] = value = value and os.path.abspath(os.path.expanduser(value))
+        if interval == "path":
             problems += [f"{flag} {value}: not an existing file or folder"] * (
                 value is not None and not os.path.isfile(value) and not os.path.isdir(value)
             )
+        elif value == ():
+            problems.append(f"{flag}: give at least one value")
         else:  # "[" includes the bound, "(" does not
             low, high = (float(b) for b in interval[1:-1].split(","))
             inside = [(low <= v if interval[0] == "[" else low < v) and (v <= high if interval[-1] == "]" else v < high)
@@ -411,12 +412,15 @@ def resumed(args, argv):
 
 
 def parse_args(args_class, argv, default=None):
-    """tyro parses the flags (its --help, its error box and exit 2)."""
+    """tyro parses the flags (its --help, its error box and exit 2) over `default`'s values; paths are made absolute (a
+    resume from another folder finds them)."""
     try:
         args = tyro.cli(args_class, args=argv, default=default, config=(tyro.conf.DisallowNone,))
     except BrokenPipeError:  # `--help | head`: the reader has gone, so has the output
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)
+    for name in (k for k, kind in declared(args_class).items() if kind == "path" and vars(args)[k]):
+        vars(args)[name] = os.path.abspath(os.path.expanduser(vars(args)[name]))
     return args
 
 

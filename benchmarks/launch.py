@@ -122,13 +122,12 @@ def note_dynamics() -> None:
 
 
 def summary_records() -> dict:
-    """What summary.json adds to plumbing's: every invocation, the ensemble's source, the machine's name (the CPU's
-    model with its cores and threads, or the GPU's), this invocation's wall time."""
+    """What summary.json adds to plumbing's: every invocation, the ensemble's source, the machine's name (the last
+    invocation's: the CPU's model with its cores and threads, or the GPU's), this invocation's wall time."""
     with contextlib.suppress(OSError, ValueError), open(RUN.path("invocations.jsonl")) as f:
         invocations = [json.loads(line) for line in f if line.strip()]
-    dynamics = read_json(RUN.path("config.json")).get("_dynamics")
-    device = torch.device("cuda" if torch.cuda.is_available() and RUN.args.cuda else "cpu")
-    return {"invocations": locals().get("invocations", []), "dynamics": dynamics, "device_name": toolbox.device_name(device),
+    invocations, dynamics = locals().get("invocations", []), read_json(RUN.path("config.json")).get("_dynamics")
+    return {"invocations": invocations, "dynamics": dynamics, "device_name": (invocations or [{}])[-1].get("device_name"),
             "wall_seconds_this_invocation": time.time() - RUN.t0}  # fmt: skip
 
 

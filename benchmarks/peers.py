@@ -34,6 +34,7 @@ import ast
 import contextlib
 import csv
 import fcntl
+import glob
 import hashlib
 import importlib.util
 import io
@@ -174,7 +175,8 @@ OUTPUTS = ("config.json", "metrics.csv", "summary.json", "error.txt", "peer_log"
 # the Kit's trainers whose loops a run resumes: the state between two epochs is the policy's, the model buffer's, the
 # learning-rate schedule's and the RNGs' (MBPolicyTrainer: if its rollouts fall on epoch starts, see `resumable`)
 RESUMABLE = ("MFPolicyTrainer", "MBPolicyTrainer")
-INVOCATION = ("stop_after_epochs",)  # flags of one invocation, not of the run: the same command may change them
+# flags of one invocation, not of the run: a resume (or a finished run's rerun) may change them
+INVOCATION = ("stop_after_epochs", "threads", "cuda")
 
 
 def cache_root() -> str:
@@ -231,8 +233,9 @@ class Args:
     in instead of fitting its own: written in its format to <run-dir>/peer_dynamics and given to its run script as
     --load-dynamics-path, which skips its fit (the sizes must be its ensemble's: 7 models, 5 elites, 4×200)"""
     stop_after_epochs: Optional[Annotated[int, "[1, inf)"]] = None
-    """stop after this many policy epochs in this invocation, with a checkpoint; the same command goes on (a resumable
-    trainer only: not official-orpo's)"""
+    """stop after this many policy epochs in this invocation, with a checkpoint; the same command goes on (a trainer
+    that resumes only: not official-orpo's, nor a model-based one whose steps per epoch are no multiple of its
+    --rollout-freq)"""
     one_action_unit: bool = False
     """official-orpo or official-td3bc on a jump task, a diagnostic and NOT the peer's code as written: its
     TD3+BC update gets the batch's actions ÷3, so that its critic, target actions, actor and BC term all work in the
@@ -836,7 +839,9 @@ def resumable(trainer) -> bool:
     """A trainer whose loop `resume` can start at a later epoch: the Kit's MF and MB trainers, the MB one when its
     rollouts fall on epoch starts (its step count restarts at 0 in a resumed invocation)."""
     name = type(trainer).__name__
-    return name in RESUMABLE and (name != "MBPolicyTrainer" or trainer._step_per_epoch % trainer._rollout_freq == 0)
+    if name == "MBPolicyTrainer":  # and a model that its trainer never updates (no run script does)
+        return trainer._step_per_epoch % trainer._rollout_freq == 0 and trainer._dynamics_update_freq == 0
+    return name in RESUMABLE
 
 
 def resume(trainer, state: dict, train):
@@ -907,6 +912,7 @@ class Recorder:
             fake = getattr(t, "fake_buffer", None)
             self.checkpoint(policy=training_state(t.policy), fake_buffer=fake and training_state(fake),
                             lr_scheduler=t.lr_scheduler.state_dict() if t.lr_scheduler else None)  # fmt: skip
+            self.epoch_start = time.time()  # the next epoch's clock leaves the checkpoint out
         self.epochs_now += 1
         if self.epochs_now == self.stop_after and self.epoch < t._epoch:
             raise plumbing.Stop(0)  # not a signal: --stop-after-epochs, after the checkpoint
@@ -1169,23 +1175,28 @@ def prepare_run_dir(args: argparse.Namespace, cli: dict):
                 summary = json.load(f)
             if summary.get("finished"):
                 with open(os.path.join(args.run_dir, "config.json")) as f:
-                    saved = json.load(f).get("cli") or {}
+                    saved = {k: v for k, v in (json.load(f).get("cli") or {}).items() if k not in INVOCATION}
                 if saved == {k: v for k, v in cli.items() if k in saved or v is not None}:  # flags added since: unset
                     return lock, summary, None
                 raise UsageError(f"--run-dir {args.run_dir} holds a finished run of another command; use another")
     path = os.path.join(args.run_dir, "checkpoint.pt")
-    with contextlib.suppress(OSError, ValueError):
-        with open(os.path.join(args.run_dir, "config.json")) as f:
-            same = json.load(f).get("cli") == cli
-        if same and os.path.isfile(path):
-            import torch
+    for tmp in glob.glob(path + ".*tmp"):  # a write cut short by a kill
+        os.remove(tmp)
+    config = {}
+    with contextlib.suppress(OSError, ValueError), open(os.path.join(args.run_dir, "config.json")) as f:
+        config = json.load(f)
+    if os.path.isfile(path) and {k: v for k, v in (config.get("cli") or {}).items() if k not in INVOCATION} == cli:
+        if config.get("dataset_fingerprint") != file_fingerprint(args.dataset_path):
+            raise UsageError(f"{args.dataset_path} changed since {path} was written (its fingerprint); put the run's "
+                             "data back, or delete the checkpoint to start over")  # fmt: skip
+        import torch
 
-            try:
-                return lock, None, torch.load(path, map_location="cpu", weights_only=True)
-            except Exception as e:  # torch raises many types for a damaged or foreign file
-                raise UsageError(
-                    f"{path} is not a readable checkpoint ({e}); delete it (the run starts over)"
-                ) from None
+        try:
+            return lock, None, torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as e:  # torch raises many types for a damaged or foreign file
+            raise UsageError(f"{path} is not a readable checkpoint ({e}); delete it (the run starts over)") from None
+    if os.path.isfile(path):
+        print(f"note: {path} is another command's checkpoint: this run starts over")
     for name in OUTPUTS:
         target = os.path.join(args.run_dir, name)
         if os.path.isdir(target):
@@ -1234,6 +1245,11 @@ def main(argv=None) -> int:
     converted = os.path.join(os.path.abspath(args.run_dir), "peer_dynamics")
     command += ["--load-dynamics-path", converted] if args.load_dynamics else []
     peer_args = script_args(source["root"], PEERS[args.peer]["script"], command)
+    trainer = TRAINERS[args.peer][0]
+    if args.stop_after_epochs and (trainer not in RESUMABLE or peer_args.step_per_epoch % getattr(peer_args,
+                                   "rollout_freq", 1)):  # fmt: skip
+        raise UsageError(f"--stop-after-epochs: {args.peer}'s trainer ({trainer}, its steps per epoch and rollout "
+                         "frequency) cannot go on from a checkpoint, so the run would start over; drop it")  # fmt: skip
     if peer_args.task != (JUMP_SCRIPT_TASK[task][args.peer] if task in JUMP_TASKS else task):
         raise UsageError(f"--peer-flags sets --task {peer_args.task}; pass it as peers.py's --task instead")
     dataset_arg = getattr(peer_args, "dataset", None)  # the official scripts' --dataset: read (by us) on a jump task

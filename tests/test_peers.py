@@ -10,6 +10,7 @@ import csv
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -993,6 +994,34 @@ def test_a_peer_run_killed_after_its_fit_goes_on_from_the_fit_to_the_numbers_of_
     )
     strip = lambda rows: [{k: v for k, v in r.items() if k not in timing} for r in rows]  # noqa: E731
     assert strip(jump_run_files(run_dir)[0]) == strip(jump_run_files(tmp_path / "whole")[0])
+
+
+def test_a_peer_resume_takes_another_thread_count_refuses_changed_data_and_stops_only_where_it_resumes(jump_file,
+                                                                                                     tmp_path):  # fmt: skip
+    """--threads (and --cuda) are the invocation's: the run goes on with them; data changed since the checkpoint is
+    refused (not silently trained on); --stop-after-epochs is refused where the trainer would start over."""
+    if not os.path.isdir(SOURCES["official-orpo"]):
+        pytest.skip(f"needs the peer's git snapshot at {SOURCES['official-orpo']}: set ORPO_PEERS_MIRROR")
+    data = str(tmp_path / "data.hdf5")
+    shutil.copy(jump_file, data)
+    argv = ["benchmarks/peers.py", "--peer", "official-cql", "--source", SOURCES["official-orpo"], "--dataset-path",
+            data, "--seed", str(SEED), "--epochs", "3", "--steps-per-epoch", "5", "--eval-episodes", "1", "--no-cuda",
+            "--run-dir", str(tmp_path / "run")]  # fmt: skip
+    env = {"TMPDIR": str(tmp_path)}
+    first = run_script(*argv, "--stop-after-epochs", "1", extra_env=env)
+    assert first.returncode == 0, first.stderr[-2000:]
+    second = run_script(*argv, "--stop-after-epochs", "1", "--threads", "2", extra_env=env)
+    assert second.returncode == 0 and "goes on from its checkpoint after epoch 1" in second.stdout, second.stderr[
+        -2000:
+    ]
+    with h5py.File(data, "r+") as f:
+        f["rewards"][0] += 1.0
+    changed = run_script(*argv, extra_env=env)
+    assert changed.returncode == 2 and "changed since" in changed.stderr and "delete the checkpoint" in changed.stderr
+    assert (tmp_path / "run" / "checkpoint.pt").exists()  # kept for the data put back
+    orpo = run_script(*argv[:2], "official-orpo", *argv[3:], "--rollout-batch-size", "20", "--stop-after-epochs", "1",
+                      "--run-dir", str(tmp_path / "orpo"), extra_env=env)  # fmt: skip
+    assert orpo.returncode == 2 and "--stop-after-epochs: official-orpo's trainer" in orpo.stderr, orpo.stderr[-2000:]
 
 
 def test_official_cql_and_combo_take_their_jump_hard_branch_and_combo_refuses_jump(peers, tmp_path):
