@@ -579,7 +579,8 @@ def finish(run_dir, args, task, rows, stop, seconds, preset, actor):
                "epochs": rows[-1]["epoch"], "status": status, "finished": status == "finished",
                "score_kind": "d4rl_normalized" if score == "normalized_score" else "raw_return", "preset": preset,
                **{k: last.get(f"eval/{k}") for k in ("normalized_score", "return", "last10_score")}, "run_dir": run_dir,
-               "device": "cuda" if torch.cuda.is_available() and args.cuda else "cpu", "torch_threads": torch.get_num_threads(), "wall_seconds": seconds}  # fmt: skip
+               "device": "cuda" if torch.cuda.is_available() and args.cuda else "cpu",
+               "torch_threads": torch.get_num_threads(), "wall_seconds": seconds}  # fmt: skip
     save(summary, os.path.join(run_dir, "summary.json"))
     if args.track:
         import wandb

@@ -26,11 +26,10 @@ fit and after every epoch, and the same command goes on from it (see `resume`); 
 from __future__ import annotations
 
 import argparse
-import builtins
-import random
 from dataclasses import dataclass
 from typing import Annotated, Optional
 import ast
+import builtins
 import contextlib
 import csv
 import fcntl
@@ -41,6 +40,7 @@ import io
 import json
 import os
 import platform
+import random
 import re
 import shlex
 import shutil
@@ -816,20 +816,17 @@ def set_training_state(obj, state: dict) -> None:
 
 
 def rng_state() -> dict:
-    """torch's (CPU, CUDA), numpy's global and Python's RNG states, as tensors and numbers."""
+    """plumbing's torch RNG states (CPU, CUDA), and numpy's global and Python's (the Kit draws from both), as tensors
+    and numbers."""
     import torch
 
     np_state, py_state = np.random.get_state(), random.getstate()
-    return {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state_all(),
-            "numpy": [torch.from_numpy(np_state[1].astype(np.int64)), *np_state[2:]],
-            "random": [py_state[0], list(py_state[1]), py_state[2]]}  # fmt: skip
+    return plumbing.rng_state() | {"numpy": [torch.from_numpy(np_state[1].astype(np.int64)), *np_state[2:]],
+                                   "random": [py_state[0], list(py_state[1]), py_state[2]]}  # fmt: skip
 
 
 def set_rng_state(rng: dict) -> None:
-    import torch
-
-    torch.set_rng_state(rng["torch"])
-    torch.cuda.set_rng_state_all(rng["cuda"])  # no CUDA here: nothing is set
+    plumbing.set_rng_state(rng)
     keys, *rest = rng["numpy"]
     np.random.set_state(("MT19937", keys.numpy().astype(np.uint32), *rest))
     random.setstate((rng["random"][0], tuple(rng["random"][1]), rng["random"][2]))
@@ -902,13 +899,15 @@ class Recorder:
         """What the same command does next: go on from the last checkpoint, or start over."""
         if self.saved is None:  # stopped before its first checkpoint, or official-orpo's trainer (not resumable)
             return "the same command starts it over (no checkpoint to go on from)"
-        fit = " (its fit)" if self.saved == 0 else ""
-        return f"the same command goes on from its checkpoint after epoch {self.saved}{fit}"
+        return "the same command " + self.goes_on()
+
+    def goes_on(self) -> str:
+        return f"goes on from its checkpoint after epoch {self.saved}" + " (its fit)" * (self.saved == 0)
 
     def policy_epoch_done(self) -> None:
         """After an epoch's row: the trainer's state into checkpoint.pt (a resumable trainer); --stop-after-epochs."""
-        t = self.trainer
-        if t is not None and resumable(t):
+        t = self.trainer  # set before the first epoch (train_recorded)
+        if resumable(t):
             fake = getattr(t, "fake_buffer", None)
             self.checkpoint(policy=training_state(t.policy), fake_buffer=fake and training_state(fake),
                             lr_scheduler=t.lr_scheduler.state_dict() if t.lr_scheduler else None)  # fmt: skip
@@ -1246,8 +1245,11 @@ def main(argv=None) -> int:
     command += ["--load-dynamics-path", converted] if args.load_dynamics else []
     peer_args = script_args(source["root"], PEERS[args.peer]["script"], command)
     trainer = TRAINERS[args.peer][0]
-    if args.stop_after_epochs and (trainer not in RESUMABLE or peer_args.step_per_epoch % getattr(peer_args,
-                                   "rollout_freq", 1)):  # fmt: skip
+    # `resumable`'s rule, read from the run script's flags before its trainer exists
+    rolls_off = peer_args.step_per_epoch % getattr(peer_args, "rollout_freq", 1)
+    if args.stop_after_epochs and (
+        trainer not in RESUMABLE or rolls_off or getattr(peer_args, "dynamics_update_freq", 0)
+    ):
         raise UsageError(f"--stop-after-epochs: {args.peer}'s trainer ({trainer}, its steps per epoch and rollout "
                          "frequency) cannot go on from a checkpoint, so the run would start over; drop it")  # fmt: skip
     if peer_args.task != (JUMP_SCRIPT_TASK[task][args.peer] if task in JUMP_TASKS else task):
@@ -1290,7 +1292,7 @@ def main(argv=None) -> int:
     rec.loaded, rec.stop_after, rec.t0 = (loaded["metrics"] if loaded else None), args.stop_after_epochs, t_start
     if state is not None:
         rec.go_on_from(state)
-        print(f"goes on from its checkpoint after epoch {state['epoch']}" + " (its fit)" * (state["epoch"] == 0))
+        print(rec.goes_on())
     instrument(args.peer, rec, envs, args.dynamics_max_epochs, args.uncertainty_mode, args.one_action_unit)
 
     from offlinerlkit.utils.load_dataset import qlearning_dataset
