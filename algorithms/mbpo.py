@@ -153,17 +153,17 @@ def uncertainty(mean, std, kind):
     mixture_std:   its square root.
     Var_i is the population variance over the N members (numpy's default, as Kit).
     """
+    if kind not in UNCERTAINTIES:
+        raise ValueError(f"unknown uncertainty heuristic {kind}; use one of {', '.join(UNCERTAINTIES)}")
     if kind == "max_aleatoric":
         return std.norm(dim=-1).amax(dim=0)
     # Var_i written out: torch's var over the leading model axis is much slower on a CPU
     spread = (mean - mean.mean(dim=0)).pow(2).mean(dim=0)  # [B, D]
-    if kind in ("ensemble_var", "ensemble_std"):
+    if kind.startswith("ensemble"):
         var = spread[:, :-1].mean(dim=-1)
-        return var if kind == "ensemble_var" else var.sqrt()
-    if kind in ("mixture_var", "mixture_std"):  # law of total variance, computed without cancellation
+    else:  # the mixture's: the law of total variance, computed without cancellation
         var = (spread + std.pow(2).mean(dim=0)).sum(dim=-1)
-        return var if kind == "mixture_var" else var.sqrt()
-    raise ValueError(f"unknown uncertainty heuristic {kind}; use one of {', '.join(UNCERTAINTIES)}")
+    return var if kind.endswith("_var") else var.sqrt()
 
 
 def relabel(rew, mean, std, args):

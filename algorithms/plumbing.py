@@ -25,13 +25,12 @@ import math
 import os
 import random
 import signal
-import socket
 import sys
 import time
 import typing
 import warnings
 from dataclasses import asdict, dataclass
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Optional
 
 import gymnasium as gym
 import h5py
@@ -65,8 +64,7 @@ DOMAINS = {"hopper": ("Hopper-v4", -20.272305, 3234.3), "halfcheetah": ("HalfChe
 D4RL_NAMES = [f"{d}-{k}-v2" for d in DOMAINS for k in ("random", "medium", "medium-replay", "medium-expert")]
 JUMP_TASKS = ("halfcheetah-jump", "halfcheetah-jump-hard")
 REWARD_FNS = ("env", *JUMP_TASKS)  # a file's `reward_fn` attr: the env's own reward, or a jump task's
-D4RL_URLS = ("http://rail.eecs.berkeley.edu/datasets/offline_rl/gym_mujoco_v2/{file}",  # the original host first,
-             "https://huggingface.co/datasets/imone/D4RL/resolve/main/{file}")  # then a public mirror  # fmt: skip
+D4RL_URL = "http://rail.eecs.berkeley.edu/datasets/offline_rl/gym_mujoco_v2/"  # d4rl's own host
 
 
 @dataclass
@@ -83,32 +81,15 @@ def domain_of(gym_id):
     return gym_id.split("-")[0].lower()  # Hopper-v4 -> hopper, HalfCheetah-v5 -> halfcheetah: DOMAINS' names
 
 
-def download(urls, path):
-    """The first URL that answers within 60 s a read, by torch.hub; a file that does not open as HDF5 (cut short) is
-    removed, as are the folders made for it."""
-    made, folder, reasons = [], os.path.dirname(os.path.abspath(path)), []
-    while not os.path.isdir(folder):  # the folders this download makes, deepest first
-        made, folder = made + [folder], os.path.dirname(folder)
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    timeout = socket.getdefaulttimeout()
-    socket.setdefaulttimeout(60)  # a server that accepts and never answers
+def download(env, url, path):
+    """D4RL's file on first use, as d4rl does (to a temporary name, renamed when complete); datasets/d4rl.py adds a
+    mirror and timeouts."""
     try:
-        for url in urls:
-            try:
-                torch.hub.download_url_to_file(url, path)
-                with h5py.File(path, "r"):
-                    return
-            except Exception as e:  # URLError, HTTPError, a timeout, an HDF5 file cut short
-                reasons.append(f"{url}: {getattr(e, 'reason', e)}")
-                with contextlib.suppress(OSError):
-                    os.remove(path)
-    finally:
-        socket.setdefaulttimeout(timeout)
-    for d in made:
-        with contextlib.suppress(OSError):
-            os.rmdir(d)
-    raise UserError(f"could not download the dataset ({'; '.join(reasons)}); put the file at {path}, or, offline, make "
-                    "a local dataset: python datasets/collect.py --env Hopper-v4 (docs/data.md)")  # fmt: skip
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        torch.hub.download_url_to_file(url, path)
+    except Exception as e:  # URLError, HTTPError, a full disk
+        raise UserError(f"could not download {url} ({getattr(e, 'reason', e)}); fetch it with `python datasets/d4rl.py "
+                        f"--env {env}` (a mirror, timeouts) or put the file at {path}") from None  # fmt: skip
 
 
 def read_attrs(path):
@@ -119,18 +100,16 @@ def read_attrs(path):
     except OSError as e:
         raise UserError(f"{path} is not a readable HDF5 file ({e}); delete it and download or make it again") from None
     a = {k: v.decode() if isinstance(v, bytes) else v for k, v in a.items()}
-    strings = all(isinstance(a[k], (str, type(None))) for k in ("env_id", "reward_fn"))
-    if not strings or a["reward_fn"] not in (None, *REWARD_FNS):
-        raise UserError(f"{path}: attrs env_id {a['env_id']!r}, reward_fn {a['reward_fn']!r}: env_id must be a string, "
-                        f"reward_fn one of {', '.join(REWARD_FNS)}; fix the file's attrs")  # fmt: skip
     refs = [a["ref_min_score"], a["ref_max_score"]]
-    try:  # both absent, or numbers with min < max and a finite difference
-        ok = refs == [None, None] or refs[0] < refs[1] and math.isfinite(refs[1] - refs[0])
-    except (TypeError, ValueError):  # a string, an array
+    try:  # a string env_id, a known reward_fn, and no reference returns or finite ones with min < max
+        ok = isinstance(a["env_id"], (str, type(None))) and a["reward_fn"] in (None, *REWARD_FNS)
+        ok = ok and (refs == [None, None] or refs[0] < refs[1] and math.isfinite(refs[1] - refs[0]))
+    except (TypeError, ValueError):  # a string compared with a number, an array
         ok = False
     if not ok:
-        raise UserError(f"{path}: attrs ref_min_score {refs[0]!r}, ref_max_score {refs[1]!r} must be finite numbers, "
-                        "min < max (or drop both: raw returns are reported)")  # fmt: skip
+        raise UserError(f"{path}: attrs env_id {a['env_id']!r}, reward_fn {a['reward_fn']!r}, ref_min_score {refs[0]}, "
+                        f"ref_max_score {refs[1]}: env_id must be a string, reward_fn one of {', '.join(REWARD_FNS)}, "
+                        "the reference returns finite with min < max (or drop both); fix the file's attrs")  # fmt: skip
     return a
 
 
@@ -139,10 +118,10 @@ def resolve_task(env, dataset_path, eval_env, data_dir):
     data_dir = data_dir or os.environ.get("D4RL_DATASET_DIR", os.path.expanduser("~/.d4rl/datasets"))
     if env in D4RL_NAMES and dataset_path is None:
         domain, kind = env.split("-", 1)
-        file = f"{domain}_{kind[: -len('-v2')].replace('-', '_')}-v2.hdf5"  # d4rl's own cache name
+        file = f"{domain}_{kind.removesuffix('-v2').replace('-', '_')}-v2.hdf5"  # d4rl's own cache name
         path = os.path.join(data_dir, file)
         if not os.path.isfile(path):
-            download([u.format(file=file) for u in D4RL_URLS], path)
+            download(env, D4RL_URL + file, path)
         gym_id, ref_min, ref_max = DOMAINS[domain]
         return Task(env, eval_env or gym_id, domain, "env", ref_min, ref_max), path
     if dataset_path is not None:
@@ -185,9 +164,9 @@ def load_transitions(path):
         import minari
 
         eps = list(minari.load_dataset(path[len("minari:") :]).iterate_episodes())
-        cols = [(e.observations[:-1], e.actions, e.rewards, e.observations[1:], e.terminations,
-                e.truncations) for e in eps]  # fmt: skip
-        data = {k: np.concatenate([c[i] for c in cols]) for i, k in enumerate(keys)}
+        cols = zip(*[(e.observations[:-1], e.actions, e.rewards, e.observations[1:], e.terminations, e.truncations)
+                     for e in eps])  # fmt: skip
+        data = dict(zip(keys, map(np.concatenate, cols)))
     else:
         try:
             with h5py.File(path, "r") as f:
@@ -209,25 +188,25 @@ def load_transitions(path):
             why = "has NaN or infinite rows; drop them from the file" if i < 4 else "must hold only 0/1; fix the file"
             raise UserError(f"{path}: '{k}' {why} ({bad.sum()} row(s), first: row {bad.argmax()})")
     keep = data["timeouts"][:, 0] == 0
-    out = {k: data[v][keep].astype(np.float32) for k, v in zip(("obs", "act", "rew", "next_obs", "done"), keys)}
-    return out
+    return {k: data[v][keep].astype(np.float32) for k, v in zip(("obs", "act", "rew", "next_obs", "done"), keys)}
 
 
 def load_data(task, path, envs, device):
     """D as tensors on the device and the action bound, checked against the evaluation env."""
-    data = {k: torch.as_tensor(v, device=device) for k, v in load_transitions(path).items()}
-    n, obs_dim, act_dim = len(data["obs"]), data["obs"].shape[1], data["act"].shape[1]
-    if n < 10:
-        raise UserError(f"{path} holds only {n} usable transitions (timeouts dropped); a run needs at least 10")
-    space, dims = envs.single_action_space, (envs.single_observation_space.shape, (act_dim,))
-    if dims != ((obs_dim,), space.shape):
-        raise UserError(f"the data has obs/action dims {obs_dim}/{act_dim} but {task.gym_id} has {dims[0]}/"
-                        f"{space.shape}; pass the matching --eval-env")  # fmt: skip
-    low, high = (torch.as_tensor(b, dtype=torch.float32, device=device) for b in (space.low, space.high))
-    if (outside := ((data["act"] < low - 1e-3) | (data["act"] > high + 1e-3)).any(-1)).any():
-        raise UserError(f"{path}: {int(outside.sum())} action(s) lie outside {task.gym_id}'s action space (first: row "
-                        f"{int(outside.nonzero()[0])}); clip them to [{low.min():g}, {high.max():g}] or pass the right "
-                        "--eval-env")  # fmt: skip
+    data, space = load_transitions(path), envs.single_action_space
+    if len(data["obs"]) < 10:
+        raise UserError(
+            f"{path} holds only {len(data['obs'])} usable transitions (timeouts dropped); a run needs at least 10"
+        )
+    dims = (data["obs"].shape[1:], data["act"].shape[1:])
+    if dims != (envs.single_observation_space.shape, space.shape):
+        raise UserError(f"the data has obs/action shapes {dims[0]}/{dims[1]} but {task.gym_id} has "
+                        f"{envs.single_observation_space.shape}/{space.shape}; pass the matching --eval-env")  # fmt: skip
+    if (outside := ((data["act"] < space.low - 1e-3) | (data["act"] > space.high + 1e-3)).any(-1)).any():
+        raise UserError(f"{path}: {outside.sum()} action(s) lie outside {task.gym_id}'s action space (first: row "
+                        f"{outside.argmax()}); clip them to [{space.low.min():g}, {space.high.max():g}] or pass the "
+                        "right --eval-env")  # fmt: skip
+    data = {k: torch.as_tensor(v, device=device) for k, v in data.items()}
     return data, float(space.high[0])
 
 
@@ -330,9 +309,10 @@ class RunArgs:
     """episodes per evaluation, run as one vectorised environment"""
 
     def problems(self):  # --exp-name is part of the run directory's name
-        name = self.exp_name
-        bad = name is not None and (os.sep in name or name in ("", ".", "..") or len(name) > 100)
-        return [f"--exp-name {name[:40]!r}: must be a plain name of at most 100 characters"] if bad else []
+        name = self.exp_name or ""
+        return [f"--exp-name {name[:40]!r}: must be a plain name of at most 100 characters"] * (
+            os.sep in name or len(name) > 100
+        )
 
 
 def declared(args_class):
@@ -389,17 +369,16 @@ def resumed(args, argv):
     if config.get("_script") != script:
         raise UserError(f"--resume {args.resume} is not a run of {script} (its config.json: {config.get('_script')}); "
                         f"pass a run directory made by {script}")  # fmt: skip
-    defaults, hints = asdict(type(args)()), typing.get_type_hints(type(args))
-    saved = {k: tuple(v) if isinstance(v, list) else v for k, v in config.items() if k in defaults}
-    for k, v in saved.items():  # a choice this file no longer offers (e.g. a run made by an older version)
-        choices = [
-            typing.get_args(t) for t in (hints[k], *typing.get_args(hints[k])) if typing.get_origin(t) is Literal
-        ]
-        if choices and v not in (*choices[0], None):
-            raise UserError(f"--resume {args.resume}: its --{k.replace('_', '-')} {v} is not one {script} takes; start "
-                            "a new run (or resume it with the code that made it)")  # fmt: skip
+    defaults = asdict(type(args)())
+    saved = {k: tuple(v) if isinstance(v, list) else v for k, v in config.items() if k in defaults}  # JSON: lists
     saved = defaults | saved | {k: defaults[k] for k in INVOCATION_FLAGS}
-    args = parse_args(type(args), argv, type(args)(**saved))
+    with warnings.catch_warnings():  # tyro warns of a saved value its flag's type no longer takes (an older version's)
+        warnings.simplefilter("error", UserWarning)
+        try:
+            args = parse_args(type(args), argv, type(args)(**saved))
+        except UserWarning as e:
+            raise UserError(f"--resume {args.resume}: a saved flag's value is not one {script} takes now (tyro: "
+                            f"{str(e).split('. ')[0]}); start a new run (or resume it with the code that made it)") from None  # fmt: skip
     for k in sorted(k for k in saved if k not in RESUME_FLAGS and vars(args)[k] != saved[k]):  # typed: ignored
         print(f"note: --resume ignores --{k.replace('_', '-')} {vars(args)[k]}; the run keeps its {saved[k]}")
         setattr(args, k, saved[k])
@@ -448,9 +427,8 @@ def open_run(args, task, preset, n):
         args.resume,
         f"{task.name.replace('/', '_')[:100]}__{args.exp_name}__{args.seed}__{int(time.time())}",
     )
-    path = os.path.join(run_dir or "", "checkpoint.pt")
-    ckpt = load(path, "checkpoint", ("epoch", "rows", "seconds")) if os.path.isfile(path) else None
-    ckpt = ckpt or {"epoch": 0, "rows": [], "seconds": 0.0}
+    path, fresh = os.path.join(run_dir or "", "checkpoint.pt"), {"epoch": 0, "rows": [], "seconds": 0.0}
+    ckpt = load(path, "checkpoint", fresh) if run_dir and os.path.isfile(path) else fresh  # a new run reads none
     if not isinstance(ckpt["rows"], list) or type(ckpt["epoch"]) is not int or not 0 <= ckpt["epoch"] <= args.epochs:
         raise UserError(f"{path} does not fit this run (its epoch {ckpt['epoch']!r} or its rows); pass another run")
     try:
@@ -495,10 +473,10 @@ def log(writer, rows, run_dir, epoch, metrics, t0=None, steps=0):
 
 def check_finite(metrics, modules, epoch):
     """A NaN or infinite loss or weight ends the run before its evaluation and checkpoint: the last one is kept."""
-    weights = ((f"{k}.{n}", p) for k, m in modules.items() for n, p in m.named_parameters())
-    bad = next((k for k, v in metrics.items() if not math.isfinite(v)), None)
-    if bad := bad or next((n for n, p in weights if not torch.isfinite(p).all()), None):
-        raise UserError(f"training turned non-finite in epoch {epoch}: {bad} is NaN or infinite; the last checkpoint "
+    bad = [k for k, v in metrics.items() if not math.isfinite(v)]
+    bad += [f"{k}.{n}" for k, m in modules.items() for n, p in m.named_parameters() if not torch.isfinite(p).all()]
+    if bad:
+        raise UserError(f"training turned non-finite in epoch {epoch}: {bad[0]} is NaN or infinite; the last checkpoint "
                         "is kept (lower the learning rates or λ, or check the data)")  # fmt: skip
 
 
@@ -543,7 +521,7 @@ def restore(parts, saved, path):
             part.load_state_dict(saved[k])
         if "rng" in saved:
             set_rng_state(saved["rng"])
-    except (KeyError, RuntimeError, ValueError, TypeError, IndexError, AttributeError) as e:
+    except Exception as e:  # a missing key, other sizes, another layout
         raise UserError(f"{path} does not fit this run ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''});"
                         " it was saved with other sizes or by another script") from None  # fmt: skip
 
@@ -616,7 +594,6 @@ def catch_signals(defer=False):
 def cli(main, args_class, argv=None):
     """tyro parses argv (default: sys.argv[1:]), --resume takes the run's saved flags, main runs. A refusal is one line
     and exit 1 or 2, running out of memory one line, a signal one line and 128 + its number; never a traceback."""
-    argv = sys.argv[1:] if argv is None else argv
     catch_signals()
     try:
         args = parse_args(args_class, argv)

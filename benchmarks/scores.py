@@ -334,7 +334,7 @@ def check_cells(cells: list[Cell]) -> None:
             where = (args.env, args.dataset_path, args.eval_env, args.data_dir)
             minari = args.dataset_path is None and args.env not in plumbing.D4RL_NAMES and "/" in args.env
             if where not in tasks:
-                with mock.patch.object(plumbing, "download", lambda urls, path: None):
+                with mock.patch.object(plumbing, "download", lambda *a: None):
                     tasks[where] = None if minari and not args.env.startswith("local/") else plumbing.resolve_task(*where)[0]  # fmt: skip
             if tasks[where] is not None and hasattr(module, "apply_presets"):
                 plumbing.check_args(module.apply_presets(copy.deepcopy(args), tasks[where])[0])

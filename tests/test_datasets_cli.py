@@ -122,3 +122,57 @@ def test_collect_refuses_a_policy_with_nan_or_infinite_values(where, tmp_path, c
     assert code == 1 and err.count("\n") == 0 and err.startswith(f"error: {policy}: "), err
     assert "NaN or infinite" in err and where in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["good.pt", "policy.pt"]  # no dataset
+
+
+# ------------------------------------------------------------------------------------------------------ d4rl.py
+d4rl = importlib.import_module("d4rl")
+
+
+def test_d4rl_fetch_puts_the_file_where_a_run_looks_for_it(monkeypatch, tmp_path, capsys):
+    """The file fetched under d4rl's cache name is the one plumbing.resolve_task then finds (no second download)."""
+    plumbing = importlib.import_module("plumbing")
+    fetched = []
+
+    def fake(url, dst, *a, **k):
+        fetched.append(url)
+        dataset(dst)
+
+    monkeypatch.setattr(d4rl.torch.hub, "download_url_to_file", fake)
+    code, err = script("d4rl.py", "--env", "walker2d-medium-replay-v2", "--data-dir", tmp_path, capsys=capsys,
+                       monkeypatch=monkeypatch)  # fmt: skip
+    assert code in (0, None) and fetched == [d4rl.D4RL_URL + "walker2d_medium_replay-v2.hdf5"], err
+    monkeypatch.setattr(plumbing.torch.hub, "download_url_to_file", lambda *a, **k: 1 / 0)
+    task, path = plumbing.resolve_task("walker2d-medium-replay-v2", None, None, str(tmp_path))
+    assert path == str(tmp_path / "walker2d_medium_replay-v2.hdf5") and task.gym_id == "Walker2d-v4"
+
+
+def test_a_failed_first_download_removes_the_folders_it_made_and_no_other(monkeypatch, tmp_path):
+    """#71 item 6: the user's own empty folder stays; the ones the download made go."""
+    monkeypatch.setattr(d4rl.torch.hub, "download_url_to_file", lambda url, dst, *a, **k: 1 / 0)
+    (tmp_path / "mine").mkdir()
+    with pytest.raises(d4rl.UserError, match="could not download .*put the file at"):
+        d4rl.download(list(d4rl.URLS), str(tmp_path / "mine" / "d4rl" / "datasets" / "x.hdf5"))
+    assert os.listdir(tmp_path) == ["mine"] and os.listdir(tmp_path / "mine") == []
+
+
+def test_a_download_cut_short_is_not_kept_and_a_silent_server_times_out(monkeypatch, tmp_path):
+    """#71 item 6: 5 KB of a promised file is not an HDF5 file: removed, one line; every read has a timeout; the
+    mirror is tried after the original host."""
+    timeouts = []
+
+    def short(url, dst, *a, **k):
+        timeouts.append(d4rl.socket.getdefaulttimeout())
+        open(dst, "wb").write(b"\x89HDF" + b"0" * 5000)
+
+    monkeypatch.setattr(d4rl.torch.hub, "download_url_to_file", short)
+    with pytest.raises(d4rl.UserError) as e:
+        d4rl.download([u.format(file="x.hdf5") for u in d4rl.URLS], str(tmp_path / "x.hdf5"))
+    assert "could not download x.hdf5" in str(e.value) and all(u in str(e.value) for u in ("berkeley", "hugging"))
+    assert os.listdir(tmp_path) == [] and timeouts == [60, 60] and d4rl.socket.getdefaulttimeout() is None
+
+
+def test_d4rl_fetch_refuses_an_unknown_name_before_any_download(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(d4rl.torch.hub, "download_url_to_file", lambda *a, **k: 1 / 0)
+    code, err = script("d4rl.py", "--env", "hopper-mediun-v2", "--data-dir", tmp_path, capsys=capsys,
+                       monkeypatch=monkeypatch)  # fmt: skip
+    assert code == 2 and "--env hopper-mediun-v2: not a D4RL name" in err and os.listdir(tmp_path) == []
