@@ -82,13 +82,13 @@ def domain_of(gym_id):
 
 
 def download(env, url, path):
-    """D4RL's file on first use, as d4rl does (to a temporary name, renamed when complete); datasets/d4rl.py adds a
-    mirror and timeouts."""
+    """D4RL's file on first use, as d4rl does (to a temporary name, renamed when complete); datasets/fetch_d4rl.py adds
+    a mirror and timeouts."""
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         torch.hub.download_url_to_file(url, path)
     except Exception as e:  # URLError, HTTPError, a full disk
-        raise UserError(f"could not download {url} ({getattr(e, 'reason', e)}); fetch it with `python datasets/d4rl.py "
+        raise UserError(f"could not download {url} ({getattr(e, 'reason', e)}); fetch it with `python datasets/fetch_d4rl.py "
                         f"--env {env}` (a mirror, timeouts) or put the file at {path}") from None  # fmt: skip
 
 
@@ -102,7 +102,7 @@ def read_attrs(path):
     a = {k: v.decode() if isinstance(v, bytes) else v for k, v in a.items()}
     refs = [a["ref_min_score"], a["ref_max_score"]]
     try:  # a string env_id, a known reward_fn, and no reference returns or finite ones with min < max
-        ok = isinstance(a["env_id"], (str, type(None))) and a["reward_fn"] in (None, *REWARD_FNS)
+        ok = all(isinstance(a[k] or "", str) for k in ("env_id", "reward_fn")) and a["reward_fn"] in (None, *REWARD_FNS)
         ok = ok and (refs == [None, None] or refs[0] < refs[1] and math.isfinite(refs[1] - refs[0]))
     except (TypeError, ValueError):  # a string compared with a number, an array
         ok = False
@@ -276,7 +276,7 @@ class RunArgs:
 
     # Run: seeds, devices, logging, checkpoints
     exp_name: Optional[str] = None
-    """name of this experiment, part of the run directory name (None: the algorithm's file name, e.g. orpo)"""
+    """name of this experiment, part of the run directory name (None or empty: the algorithm's file name, e.g. orpo)"""
     seed: Annotated[int, "[0, 4294967296)"] = 1  # numpy's seed range
     """seed of the experiment (torch, numpy, random, evaluation environments)"""
     torch_deterministic: bool = True
@@ -410,7 +410,7 @@ def script_name(args_class):
 
 def seed_everything(args):
     """Seeds, threads, cuDNN; the device."""
-    torch.set_num_threads(args.threads or int(os.environ.get("OMP_NUM_THREADS", "").strip() or 1))
+    torch.set_num_threads(args.threads or int(os.environ.get("OMP_NUM_THREADS") or 1))
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)

@@ -169,11 +169,12 @@ def replace(key, value):
                          (lambda f: f.attrs.update(env_id=np.int64(3)), "env_id must be a string",
                          "fix the file's attrs"), (lambda f: f.attrs.update(ref_min_score=1.0, ref_max_score=1.0),
                          "ref_min_score 1.0, ref_max_score 1.0: env_id", "or drop both"), (lambda f: f.attrs.update(reward_fn="bogus"),
-                         "reward_fn 'bogus', ref_min_score None", "reward_fn one of env, halfcheetah-jump"),
+                         "reward_fn 'bogus', ref_min_score None", "reward_fn one of env, halfcheetah-jump"), (lambda f:
+                         f.attrs.create("reward_fn", np.array(["env"], h5py.string_dtype())), "reward_fn array(", "reward_fn one of env"),
                          (lambda f: f.attrs.update(env_id="Walker2d-v4"), "but Walker2d-v4 has",
                          "pass the matching --eval-env"), (lambda f: f.attrs.update(env_id="nomodule:Foo-v0"),
                          "cannot make evaluation env", "pass --eval-env")], ids=["scalar", "1-d-actions", "group", "nan",
-                         "terminals", "actions", "int-attr", "refs", "reward-fn", "dims", "env"])  # fmt: skip
+                         "terminals", "actions", "int-attr", "refs", "reward-fn", "array-attr", "dims", "env"])  # fmt: skip
 def test_a_broken_data_file_is_one_line_naming_it_and_leaves_no_run_dir(change, named, fix, cli, tmp_path):
     path = broken(tmp_path / "x.hdf5", change)
     code, out, err = cli("td3bc", "--dataset-path", path, "--epochs", "1", "--no-cuda")

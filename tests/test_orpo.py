@@ -259,7 +259,7 @@ def test_missing_file_without_network(cli, tmp_path, monkeypatch):
     code, _, err = cli("orpo", "--env", "walker2d-medium-v2", "--data-dir", str(env_dir))
     last = err.strip().splitlines()[-1]  # one line: the URL tried and where to put the file
     assert code == 1 and "rail.eecs.berkeley.edu" in last and str(env_dir / "walker2d_medium-v2.hdf5") in last, err
-    assert "python datasets/d4rl.py --env walker2d-medium-v2" in last  # the fetcher with a mirror
+    assert "python datasets/fetch_d4rl.py --env walker2d-medium-v2" in last  # the fetcher with a mirror
     assert not list(env_dir.iterdir())  # nothing half-written
 
 

@@ -1,9 +1,10 @@
 """Fetch D4RL's MuJoCo v2 files into the folder the algorithm files read, where their own download on first use (d4rl's
 host only, as d4rl does) is not enough: the original host first, then a public mirror; every read times out after 60 s;
-a file cut short (it does not open as HDF5) is removed, as are the folders made for it. A file already there is kept.
+a file cut short (it does not open as HDF5) is removed, as are the folders made for it. A file already there is kept
+(a damaged one is named by the run that reads it: delete it and fetch again).
 
-    python datasets/d4rl.py --env hopper-medium-v2 walker2d-medium-replay-v2
-    python datasets/d4rl.py --env all --data-dir /data/d4rl
+    python datasets/fetch_d4rl.py --env hopper-medium-v2 walker2d-medium-replay-v2
+    python datasets/fetch_d4rl.py --env all --data-dir /data/d4rl
 
 The files go to --data-dir, else $D4RL_DATASET_DIR, else ~/.d4rl/datasets, under d4rl's own cache names
 (hopper_medium-v2.hdf5), which is where `python algorithms/orpo.py --env hopper-medium-v2` looks.
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 import h5py
 import torch
 
-from common import data_dir, run_cli
+from common import check_output_path, data_dir, run_cli
 from plumbing import D4RL_NAMES, D4RL_URL, UserError
 
 # the original host first, then a public mirror of the same files
@@ -35,8 +36,11 @@ class Args:
 
 
 def check_flags(args: Args) -> list[str]:
-    unknown = [e for e in args.env if e not in (*D4RL_NAMES, "all")]
-    return [f"--env {' '.join(unknown)}: not a D4RL name; use all or {', '.join(D4RL_NAMES)}"] * bool(unknown)
+    unknown, problems = [e for e in args.env if e not in (*D4RL_NAMES, "all")], []
+    if unknown or not args.env:
+        problems.append(f"--env {' '.join(unknown)}: give D4RL names or all ({', '.join(D4RL_NAMES)})")
+    check_output_path(problems, data_dir(args.data_dir) / cache_name(D4RL_NAMES[0]), "--data-dir")
+    return problems
 
 
 def cache_name(env: str) -> str:
@@ -87,4 +91,9 @@ def main(args: Args) -> None:
 
 
 if __name__ == "__main__":
-    run_cli(main, Args, check_flags)
+    run_cli(
+        main,
+        Args,
+        check_flags,
+        on_interrupt="interrupted; the files fetched so far are whole, the one being fetched is dropped",
+    )
