@@ -790,8 +790,9 @@ def main(args: Args) -> dict:
     device = seed_everything(args)
     envs = make_eval_envs(task, args.eval_episodes)
     data, max_action = load_data(task, path, envs, device)
-    obs_dim, act_dim = data["obs"].shape[1], data["act"].shape[1]
-    real = ReplayBuffer(len(data["obs"]), {k: v.shape[1] for k, v in data.items()}, device)
+    widths = {k: v.shape[1] for k, v in data.items()}  # obs, act, rew, next_obs, done
+    obs_dim, act_dim = widths["obs"], widths["act"]
+    real = ReplayBuffer(len(data["obs"]), widths, device)
     real.add(data)
     obs_norm = ObsNorm.of(data["obs"], args.normalize_obs)
     # each part's settings, named (the model's fit, the SAC or TD3+BC policy)
@@ -804,7 +805,7 @@ def main(args: Args) -> dict:
                tau=args.tau, alpha=args.alpha, policy_noise=args.policy_noise, noise_clip=args.noise_clip)  # fmt: skip
 
     # the model buffer, allocated before the fit: a size that cannot fit fails now, not hours later
-    fields = {"obs": obs_dim, "act": act_dim, "rew": 1, "u": 1, "rew_p": 1, "next_obs": obs_dim, "done": 1}
+    fields = widths | {"u": 1, "rew_p": 1}
     # D_model, the model's rollouts of the last `model_retain_epochs` epochs
     buf = ReplayBuffer(args.rollout_batch_size * args.rollout_length * args.model_retain_epochs, fields, device)
     with torch.random.fork_rng():  # throwaway agents and a batch: sizes that cannot fit fail now
@@ -815,8 +816,8 @@ def main(args: Args) -> dict:
         )
 
     # the ensemble T̂, fitted on D, or loaded (--load-dynamics-path; a resumed run: its own)
-    dims = (obs_dim, act_dim, args.dynamics_hidden_dims, args.num_ensemble, args.num_elites, args.dynamics_bf16)
-    dynamics = EnsembleDynamics(*dims).to(device)
+    dynamics = EnsembleDynamics(obs_dim, act_dim, args.dynamics_hidden_dims, args.num_ensemble, args.num_elites,
+                                args.dynamics_bf16).to(device)  # fmt: skip
     own = args.resume and os.path.join(args.resume, "dynamics.pt")  # a resumed run's own ensemble
     source = own if own and os.path.isfile(own) else args.load_dynamics_path
     dyn_metrics = load_dynamics(dynamics, source, args.seed) if source else fit_dynamics(dynamics, data, **fit)

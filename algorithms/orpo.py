@@ -835,8 +835,9 @@ def main(args: Args) -> dict:
     device = seed_everything(args)
     envs = make_eval_envs(task, args.eval_episodes)
     data, max_action = load_data(task, path, envs, device)
-    obs_dim, act_dim = data["obs"].shape[1], data["act"].shape[1]
-    real = ReplayBuffer(len(data["obs"]), {k: v.shape[1] for k, v in data.items()}, device)
+    widths = {k: v.shape[1] for k, v in data.items()}  # obs, act, rew, next_obs, done
+    obs_dim, act_dim = widths["obs"], widths["act"]
+    real = ReplayBuffer(len(data["obs"]), widths, device)
     real.add(data)
     obs_norm = ObsNorm.of(data["obs"], args.normalize_obs)
     # each part's settings, named (the model's fit, π^o's SAC, π^p's TD3+BC)
@@ -849,7 +850,7 @@ def main(args: Args) -> dict:
                tau=args.tau, alpha=args.alpha, policy_noise=args.policy_noise, noise_clip=args.noise_clip)  # fmt: skip
 
     # the model buffers, allocated before the fit: a size that cannot fit fails now, not hours later
-    fields = {"obs": obs_dim, "act": act_dim, "rew": 1, "u": 1, "rew_o": 1, "rew_p": 1, "next_obs": obs_dim, "done": 1}
+    fields = widths | {"u": 1, "rew_o": 1, "rew_p": 1}
     # π^o's rollouts (D^o, and D^p_πo with their P-MDP rewards) and π^p's own (D^p_πp), each stored with both rewards
     buf_o = ReplayBuffer(args.rollout_batch_size * args.rollout_length_o * args.model_retain_epochs, fields, device)
     buf_p = ReplayBuffer(args.rollout_batch_size * args.rollout_length * args.model_retain_epochs, fields, device)
@@ -858,8 +859,8 @@ def main(args: Args) -> dict:
         SAC(obs_norm, act_dim, max_action, **sac), TD3BC(obs_norm, act_dim, max_action, **td3), real.sample(args.batch_size)  # fmt: skip
 
     # Algorithm 2, line 1: the ensemble T̂, fitted on D, or loaded (--load-dynamics-path; a resumed run: its own)
-    dims = (obs_dim, act_dim, args.dynamics_hidden_dims, args.num_ensemble, args.num_elites, args.dynamics_bf16)
-    dynamics = EnsembleDynamics(*dims).to(device)
+    dynamics = EnsembleDynamics(obs_dim, act_dim, args.dynamics_hidden_dims, args.num_ensemble, args.num_elites,
+                                args.dynamics_bf16).to(device)  # fmt: skip
     own = args.resume and os.path.join(args.resume, "dynamics.pt")  # a resumed run's own ensemble
     source = own if own and os.path.isfile(own) else args.load_dynamics_path
     dyn_metrics = load_dynamics(dynamics, source, args.seed) if source else fit_dynamics(dynamics, data, **fit)
@@ -869,7 +870,7 @@ def main(args: Args) -> dict:
         save(ensemble, os.path.join(run_dir, "dynamics.pt"))
     dynamics.requires_grad_(False)
     terminal = termination_fn(task.domain)
-    u_of = partial(uncertainty, kind=args.uncertainty)
+    u_of, relabel_u = partial(uncertainty, kind=args.uncertainty), partial(relabel, args=args)
 
     # the two policies
     rollout_policy = SAC(obs_norm, act_dim, max_action, **sac).to(device)
@@ -918,9 +919,9 @@ def main(args: Args) -> dict:
         t0 = time.time()
         # Algorithm 2, lines 5-22: rollouts of π^o (stochastic SAC) and π^p (TD3 noise) from the same b states of D
         start = real.sample(args.rollout_batch_size)
-        ro = rollout(dynamics, rollout_act, start["obs"], args.rollout_length_o, terminal, partial(relabel, args=args))
+        ro = rollout(dynamics, rollout_act, start["obs"], args.rollout_length_o, terminal, relabel_u)
         buf_o.add(ro)
-        rp = rollout(dynamics, output_act, start["obs"], args.rollout_length, terminal, partial(relabel, args=args))
+        rp = rollout(dynamics, output_act, start["obs"], args.rollout_length, terminal, relabel_u)
         buf_p.add(rp)
         t_rollout = time.time() - t0
 
