@@ -51,7 +51,8 @@ def cache_name(env: str) -> str:
 
 def download(urls: list[str], path: str) -> str:
     """The first URL that gives a file opening as HDF5, by torch.hub, each read timing out after 60 s (a server that
-    accepts and never answers); a file cut short is removed, as are the folders made for it. Returns the URL."""
+    accepts and never answers); a file cut short is removed, as are the folders made for it (also on Ctrl-C). Returns the
+    URL."""
     made, folder, reasons = [], os.path.dirname(os.path.abspath(path)), []
     while not os.path.isdir(folder):  # the folders this download makes, deepest first
         made, folder = made + [folder], os.path.dirname(folder)
@@ -68,11 +69,11 @@ def download(urls: list[str], path: str) -> str:
                 reasons.append(f"{url}: {getattr(e, 'reason', e)}")
                 with contextlib.suppress(OSError):
                     os.remove(path)
-    finally:
+    finally:  # also after Ctrl-C: no file, no folder made for it
         socket.setdefaulttimeout(timeout)
-    for d in made:
-        with contextlib.suppress(OSError):
-            os.rmdir(d)
+        for d in made if not os.path.isfile(path) else []:
+            with contextlib.suppress(OSError):
+                os.rmdir(d)
     raise UserError(
         f"could not download {os.path.basename(path)} ({'; '.join(reasons)}); put the file at {path}, or, "
         "offline, make a local dataset: python datasets/collect.py --env Hopper-v4 (docs/data.md)"

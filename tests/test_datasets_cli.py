@@ -153,6 +153,12 @@ def test_a_failed_first_download_removes_the_folders_it_made_and_no_other(monkey
     with pytest.raises(d4rl.UserError, match="could not download .*put the file at"):
         d4rl.download(list(d4rl.URLS), str(tmp_path / "mine" / "d4rl" / "datasets" / "x.hdf5"))
     assert os.listdir(tmp_path) == ["mine"] and os.listdir(tmp_path / "mine") == []
+    monkeypatch.setattr(
+        d4rl.torch.hub, "download_url_to_file", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt)
+    )
+    with pytest.raises(KeyboardInterrupt):  # Ctrl-C: the same folders go
+        d4rl.download(list(d4rl.URLS), str(tmp_path / "mine" / "d4rl" / "datasets" / "x.hdf5"))
+    assert os.listdir(tmp_path / "mine") == [] and d4rl.socket.getdefaulttimeout() is None
 
 
 def test_a_download_cut_short_is_not_kept_and_a_silent_server_times_out(monkeypatch, tmp_path):
