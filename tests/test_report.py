@@ -425,7 +425,10 @@ def test_the_jump_page_holds_the_other_tasks_rows_contrasts_and_cells_from_its_o
     _, mean, lo, hi = report.stats.paired([ours[k] for k in sorted(theirs)], [theirs[k] for k in sorted(theirs)])
     line = f"TD3+BC (ours) − TD3+BC, the authors' code, last-10 return paired by seed: {report.runinfo.signed(mean)} "
     assert line + f"[{report.runinfo.signed(lo)}, {report.runinfo.signed(hi)}] (95 % Student-t, 4 seeds)" in section
-    assert "| MOPO (ours) |" not in section and "ORPO, π^o trained (ours) |" not in section  # jump-hard's rows
+    rows = (("mopo", "MOPO (ours)", "4411.8 ± 642.9"), ("orpo", "ORPO, π^o trained (ours)", "5218.0 ± 128.5"))
+    for key, row, cell in rows:  # a row only from this task's own runs, beside this task's cell (never jump-hard's)
+        n = len(x.get(key, {}))
+        assert f"| {row} | {cell} | {n} |" in section if n else f"| {row} |" not in section, (row, section[:3000])
     assert f"**TD3+BC (ours) against the paper's {report.JUMP_OTHER} cell:" in section
     shutil.rmtree(other)
     assert f"## {report.JUMP_OTHER}: " not in jump_page(results)
