@@ -717,9 +717,8 @@ class TD3BC(Agent):
             lmbda = self.alpha / q_pi.abs().mean().detach()
             bc_loss = F.mse_loss(pi, b["act"])
             actor_loss = -lmbda * q_pi.mean() + bc_loss
-            optimize(
-                self.actor_optim, actor_loss, list(self.actor.parameters())
-            )  # no gradients for the critic's weights
+            # no gradients for the critic's weights
+            optimize(self.actor_optim, actor_loss, list(self.actor.parameters()))
             soft_update(self.critic_target, self.critic, self.tau)
             soft_update(self.actor_target, self.actor, self.tau)
             stats.update(actor_loss=actor_loss.detach(), bc_loss=bc_loss.detach())
