@@ -36,7 +36,6 @@ import gymnasium as gym
 import h5py
 import numpy as np
 import torch
-import torch.nn as nn
 import tyro
 from torch.utils.tensorboard import SummaryWriter
 
@@ -538,13 +537,10 @@ def set_rng_state(rng):
 
 
 def export_policy(actor, path):
-    """Save an actor's deterministic policy alone, loadable without this file (datasets/collect.py's load_policy)."""
-    linears = [m for m in actor.net if isinstance(m, nn.Linear)]
-    outputs = linears[-1].out_features // (1 if actor.kind == "deterministic_mlp" else 2)  # SAC: mean and log-std
-    policy = {"kind": actor.kind, "obs_dim": linears[0].in_features, "act_dim": outputs, "max_action": float(actor.max_action),
-              "hidden_dims": [m.out_features for m in linears[:-1]], "obs_mean": actor.obs_norm.mean.cpu(),
-              "obs_std": actor.obs_norm.std.cpu(), "state_dict": {k: v.cpu() for k, v in actor.net.state_dict().items()}}  # fmt: skip
-    save(policy, path)
+    """Save an actor's deterministic policy alone, loadable without this file (datasets/collect.py's load_policy reads
+    the layers' sizes from the state dict)."""
+    save({"kind": actor.kind, "max_action": float(actor.max_action), "obs_mean": actor.obs_norm.mean.cpu(),
+          "obs_std": actor.obs_norm.std.cpu(), "state_dict": {k: v.cpu() for k, v in actor.net.state_dict().items()}}, path)  # fmt: skip
 
 
 def finish(run_dir, args, task, rows, stop, seconds, preset, actor):

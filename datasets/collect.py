@@ -61,16 +61,17 @@ class Args:
     """replace an existing dataset at the output path (never the policy file)"""
 
 
-POLICY_KEYS = ("obs_dim", "act_dim", "hidden_dims", "max_action", "obs_mean", "obs_std", "state_dict")
+POLICY_KEYS = ("max_action", "obs_mean", "obs_std", "state_dict")
 
 
 def load_policy(path: str, obs_dim: int, act_dim: int, device: str = "cpu", stochastic_seed: int | None = None):
     """Load a policy.pt saved by any algorithm here (`export_policy`) and return `policy(obs_batch)`.
 
     The file is a `torch.save`d dict
-        {"kind": "deterministic_mlp" | "tanh_gaussian_mlp", "obs_dim": int, "act_dim": int, "hidden_dims": [int, ...],
-         "max_action": float, "obs_mean": tensor, "obs_std": tensor, "state_dict": ...}
-    whose net is Linear-ReLU-...-Linear on (obs - obs_mean) / obs_std. A TD3+BC actor's output is squashed by
+        {"kind": "deterministic_mlp" | "tanh_gaussian_mlp", "max_action": float, "obs_mean": tensor,
+         "obs_std": tensor, "state_dict": ...}
+    whose net is Linear-ReLU-...-Linear on (obs - obs_mean) / obs_std, its sizes those of the state dict's weights
+    (older files' obs_dim, act_dim and hidden_dims keys are not read). A TD3+BC actor's output is squashed by
     tanh * max_action; a SAC actor outputs (mean, log_std) and acts deterministically with tanh(mean) * max_action,
     or, given `stochastic_seed`, samples tanh(mean + exp(log_std) * noise) * max_action with log_std clamped to
     [-5, 2] (the algorithm files' and datasets/sac.py's actor), the noise drawn from a generator seeded with it.
@@ -85,13 +86,18 @@ def load_policy(path: str, obs_dim: int, act_dim: int, device: str = "cpu", stoc
         raise ValueError(
             f"{path}: the policy file lacks {', '.join(missing)}; pass a policy.pt saved by an algorithm here"
         )
-    if (ckpt["obs_dim"], ckpt["act_dim"]) != (obs_dim, act_dim):
+    outputs = 2 if ckpt["kind"] == "tanh_gaussian_mlp" else 1  # SAC's net: mean and log-std
+    try:  # the Linear layers' weights, in order, each [out, in]
+        weights = [v for k, v in ckpt["state_dict"].items() if k.endswith("weight")]
+        dims = [weights[0].shape[1], *(w.shape[0] for w in weights)]
+    except (AttributeError, IndexError, TypeError) as e:
+        raise ValueError(f"{path}: the policy file's state_dict holds no Linear weights ({e}); pass a policy.pt saved "
+                         "by an algorithm here") from None  # fmt: skip
+    if (dims[0], dims[-1] / outputs) != (obs_dim, act_dim):
         raise ValueError(
-            f"{path}: policy is for obs/act dims {ckpt['obs_dim']}/{ckpt['act_dim']}, env has {obs_dim}/{act_dim}"
+            f"{path}: policy is for obs/act dims {dims[0]}/{dims[-1] / outputs:g}, env has {obs_dim}/{act_dim}"
         )
     try:
-        outputs = ckpt["act_dim"] * (2 if ckpt["kind"] == "tanh_gaussian_mlp" else 1)
-        dims = [ckpt["obs_dim"], *ckpt["hidden_dims"], outputs]
         layers = []
         for i, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:])):
             layers += [nn.Linear(d_in, d_out)] + ([nn.ReLU()] if i < len(dims) - 2 else [])
@@ -122,9 +128,9 @@ def load_policy(path: str, obs_dim: int, act_dim: int, device: str = "cpu", stoc
     def policy(obs_batch: np.ndarray) -> np.ndarray:
         obs = torch.as_tensor(obs_batch, dtype=torch.float32, device=device)
         out = net((obs - mean) / std)
-        pre_tanh = out[:, : ckpt["act_dim"]]
+        pre_tanh = out[:, :act_dim]
         if generator is not None:
-            log_std = out[:, ckpt["act_dim"] :].clamp(-5.0, 2.0)
+            log_std = out[:, act_dim:].clamp(-5.0, 2.0)
             pre_tanh = pre_tanh + log_std.exp() * torch.randn(pre_tanh.shape, generator=generator, device=device)
         return (torch.tanh(pre_tanh) * max_action).cpu().numpy()
 

@@ -167,14 +167,10 @@ class SAC:
         scale, bias = self.actor.action_scale.cpu(), self.actor.action_bias.cpu()
         if not (torch.all(scale == scale[0]) and torch.all(bias == 0)):
             raise ValueError("the policy format needs a symmetric action box with one bound for every dimension")
-        linears = [m for m in self.actor.net if isinstance(m, nn.Linear)]
-        obs_dim = linears[0].in_features
+        obs_dim = self.actor.net[0].in_features
         atomic_save(
             {
                 "kind": "tanh_gaussian_mlp",
-                "obs_dim": obs_dim,
-                "act_dim": linears[-1].out_features // 2,
-                "hidden_dims": [m.out_features for m in linears[:-1]],
                 "max_action": float(scale[0]),
                 "obs_mean": torch.zeros(obs_dim),
                 "obs_std": torch.ones(obs_dim),

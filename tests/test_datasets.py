@@ -141,6 +141,7 @@ def test_collect_saved_policy(tmp_path):
     mean, std = torch.randn(obs_dim), torch.rand(obs_dim) + 0.5
     policy_file = tmp_path / "runs" / "tiny-hopper" / "policy.pt"
     policy_file.parent.mkdir(parents=True)
+    # a file from before the sizes were read from the state dict: its obs_dim, act_dim, hidden_dims are not read
     torch.save({"kind": "deterministic_mlp", "obs_dim": obs_dim, "act_dim": act_dim, "hidden_dims": [16, 16],
                "max_action": max_action, "obs_mean": mean, "obs_std": std, "state_dict": net.state_dict()},
                policy_file)  # fmt: skip
@@ -636,10 +637,10 @@ class _RunsCode:
         return os.system, (f"touch {self.marker}",)
 
 
-def policy_dict(hidden=(16,)):
-    net = nn.Sequential(nn.Linear(11, hidden[0]), nn.ReLU(), nn.Linear(hidden[0], 3))
-    return {"kind": "deterministic_mlp", "obs_dim": 11, "act_dim": 3, "hidden_dims": list(hidden), "max_action": 1.0,
-            "obs_mean": torch.zeros(11), "obs_std": torch.ones(11), "state_dict": net.state_dict()}  # fmt: skip
+def policy_dict(obs_dim=11, act_dim=3):
+    net = nn.Sequential(nn.Linear(obs_dim, 16), nn.ReLU(), nn.Linear(16, act_dim))
+    return {"kind": "deterministic_mlp", "max_action": 1.0, "obs_mean": torch.zeros(obs_dim),
+            "obs_std": torch.ones(obs_dim), "state_dict": net.state_dict()}  # fmt: skip
 
 
 def bad_torch_files(tmp_path, good: dict) -> dict:
@@ -660,12 +661,15 @@ def bad_torch_files(tmp_path, good: dict) -> dict:
 def test_policy_files_load_weights_only_and_fail_in_one_line(tmp_path):
     good = policy_dict()
     cases = bad_torch_files(tmp_path, good)
-    torch.save(policy_dict(hidden=(16,)) | {"hidden_dims": [32]}, tmp_path / "wrong_sizes.pt")
+    # layers whose sizes do not chain (16 outputs, then 32 inputs); a state dict without Linear weights
+    torch.save(good | {"state_dict": good["state_dict"] | {"2.weight": torch.zeros(3, 32)}}, tmp_path / "wrong_sizes.pt")
+    torch.save(good | {"state_dict": {"scale": torch.ones(3)}}, tmp_path / "no_weights.pt")
     torch.save({k: v for k, v in good.items() if k != "obs_std"}, tmp_path / "no_std.pt")
     torch.save(good | {"obs_mean": torch.zeros(5)}, tmp_path / "short_mean.pt")
     torch.save([1, 2, 3], tmp_path / "a_list.pt")
-    torch.save(good | {"obs_dim": 5, "act_dim": 4}, tmp_path / "other_env.pt")  # a policy of another env
+    torch.save(policy_dict(5, 4), tmp_path / "other_env.pt")  # a policy of another env
     cases |= {"other_env": (tmp_path / "other_env.pt", "policy is for obs/act dims 5/4, env has 11/3")}
+    cases |= {"no_weights": (tmp_path / "no_weights.pt", "holds no Linear weights")}
     cases |= {"wrong_sizes": (tmp_path / "wrong_sizes.pt", "do not match"), "no_std": (tmp_path / "no_std.pt",
                               "lacks obs_std"), "short_mean": (tmp_path / "short_mean.pt",
                               "obs_mean/obs_std have shapes (5,)"), "a_list": (tmp_path / "a_list.pt",

@@ -94,8 +94,8 @@ def test_a_dataset_is_replaced_only_with_overwrite(tmp_path, capsys, monkeypatch
 
 def policy_file(path, **changes) -> Path:
     net = nn.Sequential(nn.Linear(11, 8), nn.ReLU(), nn.Linear(8, 3))
-    policy = {"kind": "deterministic_mlp", "obs_dim": 11, "act_dim": 3, "hidden_dims": [8], "max_action": 1.0,
-              "obs_mean": torch.zeros(11), "obs_std": torch.ones(11), "state_dict": net.state_dict()}  # fmt: skip
+    policy = {"kind": "deterministic_mlp", "max_action": 1.0, "obs_mean": torch.zeros(11), "obs_std": torch.ones(11),
+              "state_dict": net.state_dict()}  # fmt: skip
     torch.save(policy | changes, path)
     return path
 
