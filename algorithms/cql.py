@@ -425,7 +425,7 @@ def main(args: Args) -> dict:
     done = ckpt["epoch"]  # epochs done
     last = min(args.epochs, done + (args.stop_after_epochs or args.epochs))
     stop = catch_signals(defer=True)  # a signal: the loop ends after its epoch, with a checkpoint
-    t_start, t_save = time.time(), time.time() + 60 * args.checkpoint_minutes
+    t_start = time.time()  # since the last checkpoint: its wall time, and --checkpoint-minutes' clock
 
     for epoch in (bar := tqdm(range(done + 1, last + 1), f"{args.exp_name} {task.name}", args.epochs, initial=done)):
         t0 = time.time()
@@ -437,11 +437,16 @@ def main(args: Args) -> dict:
             metrics |= m
             bar.set_postfix(score=f"{m.get('eval/normalized_score', m['eval/return']):.1f}")
         log(writer, rows, run_dir, epoch, metrics, t0, args.steps_per_epoch)  # metrics.csv, TensorBoard
-        if epoch % args.checkpoint_every == 0 or epoch == last or stop or time.time() > t_save:
+        if (
+            epoch % args.checkpoint_every == 0
+            or epoch == last
+            or stop
+            or time.time() > t_start + 60 * args.checkpoint_minutes
+        ):
             seconds = ckpt["seconds"] + time.time() - t_start
             ckpt = {"epoch": epoch, "rows": rows, "seconds": seconds, "rng": rng_state(), "policy": policy.state_dict()}
             save(ckpt, ckpt_path)
-            t_start, t_save = time.time(), time.time() + 60 * args.checkpoint_minutes
+            t_start = time.time()
         if stop:
             break
     bar.close()  # the lines after the loop start their own

@@ -730,11 +730,10 @@ def sample_mix(sources):
     if any(buf.size == 0 for buf, n, _ in sources if n > 0):
         raise UserError("a model buffer is still empty: every rollout row so far was NaN or infinite (the ensemble "
                         "diverged); check the dataset for huge values or lower --dynamics-lr")  # fmt: skip
-    parts = [buf.sample(n) for buf, n, _ in sources if n > 0]
-    keys = [key for _, n, key in sources if n > 0]
-    batch = {k: torch.cat([p[k] for p in parts]) for k in ("obs", "act", "next_obs", "done")}
-    batch["rew"] = torch.cat([p[key] for p, key in zip(parts, keys)])
-    batch["done"], batch["rew"] = batch["done"][:, 0], batch["rew"][:, 0]
+    parts = [(buf.sample(n), key) for buf, n, key in sources if n > 0]
+    batch = {k: torch.cat([p[k] for p, _ in parts]) for k in ("obs", "act", "next_obs")}
+    batch["done"] = torch.cat([p["done"] for p, _ in parts])[:, 0]
+    batch["rew"] = torch.cat([p[key] for p, key in parts])[:, 0]
     return batch
 
 
@@ -859,7 +858,7 @@ def main(args: Args) -> dict:
     done = ckpt["epoch"]  # epochs done
     last = min(args.epochs, done + (args.stop_after_epochs or args.epochs))
     stop = catch_signals(defer=True)  # a signal: the loop ends after its epoch, with a checkpoint
-    t_start, t_save = time.time(), time.time() + 60 * args.checkpoint_minutes
+    t_start = time.time()  # since the last checkpoint: its wall time, and --checkpoint-minutes' clock
 
     for epoch in (bar := tqdm(range(done + 1, last + 1), f"{args.exp_name} {task.name}", args.epochs, initial=done)):
         t0 = time.time()
@@ -881,11 +880,16 @@ def main(args: Args) -> dict:
             bar.set_postfix(score=f"{m.get('eval/normalized_score', m['eval/return']):.1f}")
         metrics["charts/rollout_seconds"] = t_rollout
         log(writer, rows, run_dir, epoch, metrics, t0, args.steps_per_epoch)  # metrics.csv, TensorBoard
-        if epoch % args.checkpoint_every == 0 or epoch == last or stop or time.time() > t_save:
+        if (
+            epoch % args.checkpoint_every == 0
+            or epoch == last
+            or stop
+            or time.time() > t_start + 60 * args.checkpoint_minutes
+        ):
             seconds = ckpt["seconds"] + time.time() - t_start
             ckpt = {"epoch": epoch, "rows": rows, "seconds": seconds, "rng": rng_state()}
             save(ckpt | {k: v.state_dict() for k, v in parts.items()}, ckpt_path)
-            t_start, t_save = time.time(), time.time() + 60 * args.checkpoint_minutes
+            t_start = time.time()
         if stop:
             break
     bar.close()  # the lines after the loop start their own

@@ -398,6 +398,19 @@ def test_a_failed_checkpoint_write_keeps_the_last_good_one(files, hopper_data_di
     assert not os.path.exists(os.path.join(run, "checkpoint.pt.tmp")) and all(f.closed for f in saves)
 
 
+@pytest.mark.parametrize("minutes, saved", [("10", [3]), ("1e-9", [1, 2, 3])])
+def test_checkpoint_minutes_saves_after_the_first_epoch_past_its_clock(minutes, saved, files, hopper_data_dir,
+                                                                       monkeypatch, tmp_path):  # fmt: skip
+    """--checkpoint-every 100 saves only after the last epoch; --checkpoint-minutes past due saves after each."""
+    epochs, real = [], plumbing.save
+    monkeypatch.setattr(files["td3bc"], "save", lambda obj, path: [epochs.append(obj["epoch"]), real(obj, path)])
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("D4RL_DATASET_DIR", hopper_data_dir[0])
+    plumbing.cli(files["td3bc"].main, files["td3bc"].Args, [*TD3BC, "--env", "hopper-random-v2", "--epochs", "3",
+                                                          "--checkpoint-minutes", minutes])  # fmt: skip
+    assert epochs == saved
+
+
 def test_an_unwritable_runs_dir_is_one_line_and_leaves_nothing(cli, tmp_path):
     (tmp_path / "a_file").write_text("")
     code, out, err = cli("td3bc", "--env", "hopper-random-v2", "--runs-dir", "a_file/runs")

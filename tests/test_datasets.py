@@ -662,7 +662,9 @@ def test_policy_files_load_weights_only_and_fail_in_one_line(tmp_path):
     good = policy_dict()
     cases = bad_torch_files(tmp_path, good)
     # layers whose sizes do not chain (16 outputs, then 32 inputs); a state dict without Linear weights
-    torch.save(good | {"state_dict": good["state_dict"] | {"2.weight": torch.zeros(3, 32)}}, tmp_path / "wrong_sizes.pt")
+    torch.save(
+        good | {"state_dict": good["state_dict"] | {"2.weight": torch.zeros(3, 32)}}, tmp_path / "wrong_sizes.pt"
+    )
     torch.save(good | {"state_dict": {"scale": torch.ones(3)}}, tmp_path / "no_weights.pt")
     torch.save({k: v for k, v in good.items() if k != "obs_std"}, tmp_path / "no_std.pt")
     torch.save(good | {"obs_mean": torch.zeros(5)}, tmp_path / "short_mean.pt")
