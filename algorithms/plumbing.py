@@ -3,17 +3,18 @@ buffer and evaluation in cleanrl_utils): the data (D4RL HDF5 with the download o
 jump tasks), evaluation and the D4RL score, the flags every file shares, the run directory, logging, checkpoints and
 signals. Copy a method file and this one to use that method in your own project. A method's `main` reads:
 
-    task, path = resolve_task(...); args = apply_presets(args, task); check_args(args); device = seed_everything(args)
-    envs = make_eval_envs(task, n); data, max_action = load_data(task, path, envs, device)
-    run_dir = make_run_dir(args, task)               # or --resume's; config.json
-    ... the ensemble, the agents; checkpoint.pt read back on --resume (load, restore, set_rng_state)
-    writer, stop = open_writer(run_dir, args, rows), catch_signals(defer=True)
-    for epoch in ...: ... log(writer, rows, run_dir, epoch, metrics); save({...}, checkpoint_path); if stop: ...
-    finish(run_dir, args, task, rows, actor, ...)    # policy.pt and summary.json
+    task, path = resolve_task(...); args, preset = apply_presets(args, task); check_args(args)
+    device = seed_everything(args); envs = make_eval_envs(task, n); data, max_action = load_data(task, path, envs, device)
+    ... the ensemble: fitted, or read back (load, restore)
+    run_dir, ckpt, writer = open_run(args, task, preset, len(D))  # new (config.json) or --resume's, its checkpoint
+    ... the agents; restore(parts, ckpt, path) on --resume; stop = catch_signals(defer=True)
+    for epoch in ...: ...; check_finite(...); evaluate(...); log(writer, rows, run_dir, epoch, metrics, t0, steps)
+                      save({... rng_state()}, checkpoint_path) when due; if stop: break
+    finish(run_dir, args, task, rows, stop, seconds, preset, actor)  # summary.json, and policy.pt (export_policy)
 
 `cli(main, Args)` parses the flags with tyro (--resume takes the run's saved ones) and makes a refusal or a signal one
-line and a non-zero exit. A field declares its interval or file beside it (`metadata={"range": "[0, 1]"}`: "[" includes
-the bound, "(" does not; `metadata={"path": "a run's dynamics.pt"}`), its class's `problems()` the rules tying flags.
+line and a non-zero exit. A field declares its interval or a path in its type (`Share = Annotated[float, "[0, 1]"]`: "["
+includes the bound, "(" does not; `Path`, an existing file or folder), its class's `problems()` the rules tying flags.
 """
 
 from __future__ import annotations
