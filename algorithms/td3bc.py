@@ -341,7 +341,7 @@ def main(args: Args) -> dict:
     done = ckpt["epoch"]  # epochs done
     last = min(args.epochs, done + (args.stop_after_epochs or args.epochs))
     stop = catch_signals(defer=True)  # a signal: the loop ends after its epoch, with a checkpoint
-    t_start = time.time()  # since the last checkpoint: its wall time, and --checkpoint-minutes' clock
+    t_start = time.time()  # the loop's clock, reset at each checkpoint: wall_seconds and --checkpoint-minutes
 
     for epoch in (bar := tqdm(range(done + 1, last + 1), f"{args.exp_name} {task.name}", args.epochs, initial=done)):
         t0 = time.time()

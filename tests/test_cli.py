@@ -353,7 +353,8 @@ def test_a_run_says_in_one_line_what_runs_and_in_one_line_what_came_of_it(cli, t
     assert code == 0 and torch.get_num_threads() == 2
     first, last = out.strip().splitlines()[0], out.strip().splitlines()[-1]
     assert "hopper-random-v2 (" in first and "preset none" in first and "seed 1" in first
-    assert last.startswith("finished: 2 epochs in 0.") and "D4RL score" in last and "summary.json" in last
+    # the minutes move with the machine's load
+    assert re.match(r"finished: 2 epochs in \d+\.\d min, D4RL score", last) and "summary.json" in last, last
     run = only_run(tmp_path / "runs")
     assert os.path.basename(run).startswith("hopper-random-v2__x__1__")
     config, summary = (json.load(open(os.path.join(run, f))) for f in ("config.json", "summary.json"))
