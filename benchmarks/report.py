@@ -288,9 +288,15 @@ def run_machine(summary: dict) -> str:
 
 
 def run_hours(runs: dict) -> str:
-    """Each seed's wall hours with its machine and threads ("incl. fit": the run fitted its ensemble itself)."""
-    fit = lambda r: str((r["config"].get("_dynamics") or {}).get("source", "")).startswith("fitted")
-    return "; ".join(f"{seed}: {r['summary'].get('wall_seconds', np.nan) / 3600:.2f}{' incl. fit' * fit(r)} "
+    """Each seed's wall hours with its machine and threads: summary.json's wall_seconds (the epoch loop's, over every
+    invocation), and "+ N fit" where the run fitted its ensemble itself (metrics.csv's row 0, dynamics/fit_seconds)."""
+
+    def fit(r):
+        fitted = str((r["config"].get("_dynamics") or {}).get("source", "")).startswith("fitted")
+        seconds = (r.get("metrics") or [{}])[0].get("dynamics/fit_seconds")
+        return f" + {float(seconds) / 3600:.2f} fit" if fitted and seconds not in (None, "") else ""
+
+    return "; ".join(f"{seed}: {r['summary'].get('wall_seconds', np.nan) / 3600:.2f}{fit(r)} "
                      f"({run_machine(r['summary'])})" for seed, r in runs.items())  # fmt: skip
 
 
