@@ -5,7 +5,7 @@ signals. Copy a method file and this one to use that method in your own project.
 cql.py have no presets and no ensemble):
 
     task, path = resolve_task(...); args, preset = apply_presets(args, task); check_args(args)  # a new run's
-    device = seed_everything(args); envs = make_eval_envs(task, n); data, max_action = load_data(task, path, envs, device)
+    device = seed_everything(args); envs = make_eval_envs(task, n); data, max_action = load_data(task, path, envs, ...)
     ... the ensemble: fitted, or read back (load, restore)
     run_dir, ckpt, writer = open_run(args, task, preset, len(D))  # new (config.json) or --resume's, its checkpoint
     ... the agents; restore(parts, ckpt, path) on --resume; stop = catch_signals(defer=True)
@@ -301,7 +301,7 @@ class RunArgs:
     checkpoint_every: Count = 100
     """save a checkpoint every this many epochs (and after the last, and after a SIGINT/SIGTERM)"""
     checkpoint_minutes: Positive = 10.0
-    """also save a checkpoint at the end of the first epoch after this many minutes since the last one (or the loop's start)"""
+    """also save a checkpoint at the end of the first epoch this many minutes after the last (or the loop's start)"""
     threads: Optional[Count] = None
     """torch CPU threads (None: $OMP_NUM_THREADS where set, else 1: 2 ran 3x slower on 2 busy cores; docs/speed.md)"""
     epochs: Count = 1000
@@ -455,9 +455,8 @@ def open_run(args, task, preset, n):
 
 
 def log(writer, rows, run_dir, epoch, metrics, t0=None, steps=0):
-    """The epoch's row, with its wall time and gradient steps per second of its training (the
-    wall time since t0 less the evaluation's), to TensorBoard (and wandb) and to
-    metrics.csv, rewritten whole and renamed into place."""
+    """The epoch's row, with its wall time and its gradient steps per second (the wall time since t0 less the
+    evaluation's), to TensorBoard (and wandb) and to metrics.csv, rewritten whole and renamed into place."""
     metrics = {k: float(v) for k, v in metrics.items()}
     if t0 is not None:
         metrics["charts/epoch_seconds"] = seconds = time.time() - t0
@@ -540,8 +539,8 @@ def set_rng_state(rng):
 
 
 def export_policy(actor, path):
-    """Save an actor's net alone (a SAC actor's with its log-std head), loadable without this file (datasets/collect.py's load_policy reads
-    the layers' sizes from the state dict)."""
+    """Save an actor's net alone (a SAC actor's with its log-std head), loadable without this file:
+    datasets/collect.py's load_policy reads the layers' sizes from the state dict."""
     save({"kind": actor.kind, "max_action": float(actor.max_action), "obs_mean": actor.obs_norm.mean.cpu(),
           "obs_std": actor.obs_norm.std.cpu(), "state_dict": {k: v.cpu() for k, v in actor.net.state_dict().items()}}, path)  # fmt: skip
 
@@ -592,8 +591,8 @@ def catch_signals(defer=False):
 
 def cli(main, args_class, argv=None):
     """tyro parses argv (default: sys.argv[1:]), --resume takes the run's saved flags, main runs. A refusal is one line
-    and exit 1 or 2, running out of memory one line, a signal one line and 128 + its number (a finished run's resume: exit
-    0); any other error is a bug's and keeps its traceback."""
+    and exit 1 or 2, running out of memory one line, a signal one line and 128 + its number (a finished run's resume:
+    exit 0); any other error is a bug's and keeps its traceback."""
     catch_signals()
     try:
         args = parse_args(args_class, argv)

@@ -51,8 +51,8 @@ def cache_name(env: str) -> str:
 
 def download(urls: list[str], path: str) -> str:
     """The first URL that gives a file opening as HDF5, by torch.hub, each read timing out after 60 s (a server that
-    accepts and never answers); a file cut short is removed, as are the folders made for it (also on Ctrl-C). Returns the
-    URL."""
+    accepts and never answers); a file cut short is removed, as are the folders made for it (also on Ctrl-C). Returns
+    the URL."""
     made, folder, reasons = [], os.path.dirname(os.path.abspath(path)), []
     while not os.path.isdir(folder):  # the folders this download makes, deepest first
         made, folder = made + [folder], os.path.dirname(folder)
