@@ -569,9 +569,14 @@ def generate(args: Args, out_root: str) -> list[str]:
     results = os.path.abspath(args.results)
     os.makedirs(os.path.join(out_root, "docs"), exist_ok=True)
     made_by = f"Made by `{COMMAND}` from the stored runs in `results/{{}}/` (benchmarks/compare.py's report)."
-    for name, folder in (("compare", "compare"), ("compare_shares", "compare_shares"), ("jump_curves", "jump")):
-        compare.report(compare.Args(results=os.path.join(results, folder), out=os.path.join(out_root, "docs", name)),
-                       made_by=made_by.format(folder), figure=args.figures)  # fmt: skip
+    folders = (
+        ("compare", "compare", 5.0),
+        ("compare_shares", "compare_shares", 5.0),
+        ("jump_curves", "jump", JUMP_DELTA),
+    )
+    for name, folder, delta in folders:  # the jump tasks' verdicts in raw return, at docs/jump.md's margin
+        compare.report(compare.Args(results=os.path.join(results, folder), out=os.path.join(out_root, "docs", name),
+                                    delta=delta), made_by=made_by.format(folder), figure=args.figures)  # fmt: skip
     budget.report(budget.Args(results=os.path.join(results, "budget"), baseline=os.path.join(results, "compare"),
                               out=os.path.join(out_root, "docs", "budget")),
                   made_by=f"Made by `{COMMAND}` from the stored runs in `results/budget/` and the baseline runs in "

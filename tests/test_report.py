@@ -68,6 +68,16 @@ def test_every_results_page_regenerates_from_the_stored_runs():
     assert differ == [], f"run `python benchmarks/report.py`: {differ} differ from what the stored runs give"
 
 
+def test_the_jump_curves_page_judges_its_pairs_in_raw_return_at_the_jump_margin():
+    """docs/jump_curves.md (compare.py's page of results/jump) once judged raw returns at compare.py's default δ = 5
+    "points of the score", while docs/jump.md judges the same pairs at ±500 raw return; the hopper pages keep 5 points."""
+    curves = open(os.path.join(ROOT, "docs", "jump_curves.md"), encoding="utf-8").read()
+    hopper = open(os.path.join(ROOT, "docs", "compare.md"), encoding="utf-8").read()
+    assert f"the margin δ = {report.JUMP_DELTA:g} raw return:" in curves and "points of the score" not in curves
+    assert "5 seeds, δ = 500)" in curves and "δ = 5)" not in curves
+    assert "the margin δ = 5 points of the score:" in hopper and "raw return:" not in hopper
+
+
 def test_a_planted_change_in_one_stored_metrics_csv_fails_it(tmp_path):
     """One evaluation of one run (ORPO π^o trained, hopper-medium, seed 1, epoch 50) raised by 3 points: the compare
     page, the claim page and docs/results.md no longer match."""
