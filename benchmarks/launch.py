@@ -9,7 +9,8 @@ the originals and add:
 - RUN_DIR/run.lock, an exclusive flock holding the holder's pid for the run's lifetime: a second process on the same
   run directory (two --resume) is refused in one line;
 - provenance: config.json's _command, _typed, _filled, _git_revision, _dataset {path, fingerprint} and _dynamics
-  {source, path, holdout_mse}; invocations.jsonl, one line per start and resume; summary.json's invocations, dynamics
+  {source, path, holdout_mse}; invocations.jsonl, one line per start and resume (its threads, CPU and the environment
+  variables that change a CPU's arithmetic path); summary.json's invocations, dynamics
   and wall_seconds_this_invocation; a run that turned non-finite or hit a fault of the machine gets a "failed" one;
 - --resume refused once the dataset file changed (its fingerprint);
 - a fault of the operating system (disk full, read-only, a name too long, the run directory deleted) in one line that
@@ -194,7 +195,7 @@ def open_run(real, args, task, preset, n):
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
     record = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "start_epoch": ckpt["epoch"],
               "torch_threads": torch.get_num_threads(), "device_name": toolbox.device_name(device), "command": RUN.argv,
-              "git_revision": RUN.revision}  # fmt: skip
+              "git_revision": RUN.revision, "env": toolbox.numerics_env()}  # fmt: skip
     with open(RUN.path("invocations.jsonl"), "a") as f:
         f.write(json.dumps(record) + "\n")
     note_dynamics()  # an ensemble loaded before the run directory was made

@@ -55,8 +55,8 @@ import types
 
 import numpy as np
 
-from toolbox import (UsageError, UserError, algorithm, device_name, file_fingerprint, git_revision, replace_atomically,
-                     write_json)  # noqa: E402  # fmt: skip
+from toolbox import (UsageError, UserError, algorithm, device_name, file_fingerprint, git_revision, numerics_env,
+                     replace_atomically, write_json)  # noqa: E402  # fmt: skip
 import plumbing  # noqa: E402  (algorithms/, put on the path by toolbox: the algorithm files' reward and metrics)
 
 ORPO_REPO = ("https://github.com/George-Chia/ORPO", "2f75a5009962175a517adc4a04c5c6459716630b")
@@ -1330,7 +1330,8 @@ def main(argv=None) -> int:
         actions_handed=[float(handed["actions"].min()), float(handed["actions"].max())], stubs=stubs, replaced=replaced,
         dynamics_max_epochs=args.dynamics_max_epochs, dynamics={"source": "loaded", **loaded} if loaded else {"source":
         model}, device=device, device_name=device_name(torch.device(device)),
-        torch_threads=torch.get_num_threads(), torch=torch.__version__, python=platform.python_version(), cli=cli,
+        torch_threads=torch.get_num_threads(), env=numerics_env(), torch=torch.__version__,
+        python=platform.python_version(), cli=cli,
         _command=sys.argv,  # as our runs record them, so the results pages name the code that ran
         _git_revision=git_revision(os.path.abspath(__file__)),
     )  # fmt: skip

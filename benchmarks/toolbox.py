@@ -49,6 +49,13 @@ def device_name(device):
     return f"{cpu} ({os.cpu_count()} cores, {torch.get_num_threads()} torch threads)"
 
 
+def numerics_env() -> dict:
+    """The environment variables set that change which code a CPU run's arithmetic takes, and so its numbers: oneMKL
+    picks its matrix multiply by CPU vendor, and a preloaded shim or MKL_CBWR changes the path (docs/data.md)."""
+    return {k: os.environ[k] for k in ("LD_PRELOAD", "MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS", "ATEN_CPU_CAPABILITY")
+            if k in os.environ}  # fmt: skip
+
+
 def _tmp_name(path: str, suffix: str = ".tmp") -> str:
     """A temporary name beside path, unique (pid and a count): two writers of one file never move each other's half."""
     return f"{path}.{os.getpid()}.{next(_TMP_COUNT)}{suffix}"

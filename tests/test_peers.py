@@ -217,7 +217,10 @@ def test_peer_runs_with_our_evaluation(peers, orpo, hopper_file, request, tmp_pa
     argv += ["--seed", str(SEED), "--epochs", "2", "--steps-per-epoch", "5", "--rollout-batch-size", "100"]
     argv += ["--eval-episodes", str(EVAL_EPISODES), "--run-dir", str(run_dir), "--no-cuda", "--threads", "1"]
     argv += ["--dynamics-max-epochs", "3"]
-    result = run_script("benchmarks/peers.py", *argv, extra_env={"TMPDIR": str(tmp_path)}, timeout=300)
+    # MKL_CBWR=AUTO: oneMKL's default path, set so config.json has an arithmetic-path variable to record
+    result = run_script(
+        "benchmarks/peers.py", *argv, extra_env={"TMPDIR": str(tmp_path), "MKL_CBWR": "AUTO"}, timeout=300
+    )
     assert result.returncode == 0, result.stderr[-3000:]
 
     with open(run_dir / "metrics.csv") as f:
@@ -257,6 +260,7 @@ def test_peer_runs_with_our_evaluation(peers, orpo, hopper_file, request, tmp_pa
     # the code that drove it, as our runs record theirs (the results pages name the revisions)
     assert config["_git_revision"] == toolbox.git_revision(os.path.join(ROOT, "benchmarks", "peers.py"))
     assert config["_git_revision"] and config["_command"][0].endswith("peers.py")
+    assert config["env"].get("MKL_CBWR") == "AUTO"  # the variables that choose the CPU's arithmetic path
 
     # the same command again: a finished run is left alone; another command on it is refused
     again = run_script("benchmarks/peers.py", *argv, extra_env={"TMPDIR": str(tmp_path)})
