@@ -279,12 +279,14 @@ def jump_budget(runs: dict) -> str:
 
 
 def run_machine(summary: dict) -> str:
-    """A run's machine and torch threads, invocation by invocation (a resumed run may have changed threads)."""
+    """A run's machine and torch threads, invocation by invocation (a resumed run may have changed threads), and the
+    environment variables that set its CPU's arithmetic path where any invocation had one (e.g. the oneMKL shim)."""
     invocations, threads = summary.get("invocations") or [summary], []
     for n in (str(runinfo.threads_of(inv, {})) for inv in invocations):
         threads += [n] if not threads or threads[-1] != n else []
     machine = re.sub(r",? \d+ torch threads", "", invocations[-1].get("device_name") or summary.get("device_name", "?"))
-    return f"{machine}, {'→'.join(threads)} thread{'s' if threads != ['1'] else ''}"
+    env = sorted({f"{k}={v}" for inv in summary.get("invocations") or [] for k, v in (inv.get("env") or {}).items()})
+    return f"{machine}, {'→'.join(threads)} thread{'s' if threads != ['1'] else ''}" + "".join(f", {e}" for e in env)
 
 
 def run_hours(runs: dict) -> str:
