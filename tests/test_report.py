@@ -653,7 +653,8 @@ def test_the_jump_page_names_the_seeds_ensemble_from_the_runs_that_rolled_out_in
 
 def test_the_jump_page_gives_each_runs_hours_with_its_machine_and_threads():
     """The hours column names each run's machine and its torch threads invocation by invocation (a run resumed on
-    another thread count shows both), and says the rows ran beside each other."""
+    another thread count shows both) and the variables that set its arithmetic path (the oneMKL shim's LD_PRELOAD), and
+    says the rows ran beside each other."""
     one = {"wall_seconds": 3600, "device_name": "AMD EPYC (2 cores, 1 torch threads)"}
     assert report.run_machine(one) == "AMD EPYC (2 cores), 1 thread"
     resumed = {
