@@ -195,7 +195,7 @@ def open_run(real, args, task, preset, n):
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
     record = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "start_epoch": ckpt["epoch"],
               "torch_threads": torch.get_num_threads(), "device_name": toolbox.device_name(device), "command": RUN.argv,
-              "git_revision": RUN.revision, "env": toolbox.numerics_env()}  # fmt: skip
+              "git_revision": RUN.revision, "numerics_env": toolbox.numerics_env()}  # fmt: skip
     with open(RUN.path("invocations.jsonl"), "a") as f:
         f.write(json.dumps(record) + "\n")
     note_dynamics()  # an ensemble loaded before the run directory was made

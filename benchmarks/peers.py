@@ -1330,7 +1330,7 @@ def main(argv=None) -> int:
         actions_handed=[float(handed["actions"].min()), float(handed["actions"].max())], stubs=stubs, replaced=replaced,
         dynamics_max_epochs=args.dynamics_max_epochs, dynamics={"source": "loaded", **loaded} if loaded else {"source":
         model}, device=device, device_name=device_name(torch.device(device)),
-        torch_threads=torch.get_num_threads(), env=numerics_env(), torch=torch.__version__,
+        torch_threads=torch.get_num_threads(), numerics_env=numerics_env(), torch=torch.__version__,
         python=platform.python_version(), cli=cli,
         _command=sys.argv,  # as our runs record them, so the results pages name the code that ran
         _git_revision=git_revision(os.path.abspath(__file__)),
@@ -1349,7 +1349,8 @@ def main(argv=None) -> int:
             last10_score=float(np.mean(rec.scores[-10:])) if rec.scores else None,
             ensemble_uncertainty_mode=rec.uncertainty_mode,  # the u its ensemble computed
             dynamics_source=config["dynamics"]["source"], dynamics_observations=rec.obs_folded or folded,
-            wall_seconds=rec.seconds(), device=device, device_name=config["device_name"], error=error,
+            wall_seconds=rec.seconds(), device=device, device_name=config["device_name"],
+            numerics_env=config["numerics_env"], error=error,
             run_dir=args.run_dir,
         )  # fmt: skip
         write_json(out, os.path.join(args.run_dir, "summary.json"), default=str)

@@ -285,7 +285,7 @@ def run_machine(summary: dict) -> str:
     for n in (str(runinfo.threads_of(inv, {})) for inv in invocations):
         threads += [n] if not threads or threads[-1] != n else []
     machine = re.sub(r",? \d+ torch threads", "", invocations[-1].get("device_name") or summary.get("device_name", "?"))
-    env = sorted({f"{k}={v}" for inv in summary.get("invocations") or [] for k, v in (inv.get("env") or {}).items()})
+    env = sorted({f"{k}={v}" for inv in invocations for k, v in (inv.get("numerics_env") or {}).items()})
     return f"{machine}, {'→'.join(threads)} thread{'s' if threads != ['1'] else ''}" + "".join(f", {e}" for e in env)
 
 

@@ -93,7 +93,7 @@ def test_a_launched_run_records_how_it_came_about_and_each_invocation(td3bc_run,
     assert code == 0, err
     first, second = read(td3bc_run, "invocations.jsonl")
     assert (first["start_epoch"], second["start_epoch"]) == (0, 2) and second["command"][-2:] == ["--epochs", "3"]
-    assert "MKL_CBWR" not in first["env"] and second["env"]["MKL_CBWR"] == "COMPATIBLE"
+    assert "MKL_CBWR" not in first["numerics_env"] and second["numerics_env"]["MKL_CBWR"] == "COMPATIBLE"
     assert first["git_revision"] == config["_git_revision"] and "torch threads" in first["device_name"]
     summary = read(td3bc_run, "summary.json")
     assert summary["status"] == "finished" and summary["invocations"] == [first, second] and summary["dynamics"] is None

@@ -260,7 +260,8 @@ def test_peer_runs_with_our_evaluation(peers, orpo, hopper_file, request, tmp_pa
     # the code that drove it, as our runs record theirs (the results pages name the revisions)
     assert config["_git_revision"] == toolbox.git_revision(os.path.join(ROOT, "benchmarks", "peers.py"))
     assert config["_git_revision"] and config["_command"][0].endswith("peers.py")
-    assert config["env"].get("MKL_CBWR") == "AUTO"  # the variables that choose the CPU's arithmetic path
+    # the variables that choose the CPU's arithmetic path, also in summary.json (the results pages' hours column)
+    assert config["numerics_env"].get("MKL_CBWR") == "AUTO" and summary["numerics_env"] == config["numerics_env"]
 
     # the same command again: a finished run is left alone; another command on it is refused
     again = run_script("benchmarks/peers.py", *argv, extra_env={"TMPDIR": str(tmp_path)})

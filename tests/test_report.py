@@ -668,8 +668,10 @@ def test_the_jump_page_gives_each_runs_hours_with_its_machine_and_threads():
     }
     assert report.run_machine(resumed) == "Intel Xeon (2 cores), 2→1→2 threads"
     shim = {"invocations": [{"torch_threads": 1, "device_name": "AMD EPYC (2 cores, 1 torch threads)",
-                             "env": {"LD_PRELOAD": "/work/tools/libfi.so"}}]}  # fmt: skip
+                             "numerics_env": {"LD_PRELOAD": "/work/tools/libfi.so"}}]}  # fmt: skip
     assert report.run_machine(shim) == "AMD EPYC (2 cores), 1 thread, LD_PRELOAD=/work/tools/libfi.so"
+    peer = {"device_name": "AMD EPYC (2 cores, 1 torch threads)", "numerics_env": {"LD_PRELOAD": "/x.so"}}  # a peer's
+    assert report.run_machine(peer) == "AMD EPYC (2 cores), 1 thread, LD_PRELOAD=/x.so"  # summary.json: no invocations
     page = jump_page(os.path.join(ROOT, "results"))
     if "| 0 | not finished yet |" in page and page.count("not finished yet") == len(report.JUMP_ROWS):
         pytest.skip("no stored run on halfcheetah-jump-hard")
