@@ -22,7 +22,8 @@ FILTERS = {  # how a number reads in prose
     "signed": signed, "sci": sci, "minus": minus, "seeds": runinfo.seeds_text, "count": runinfo.count_word,
     "mean": lambda xs: float(np.mean(list(xs))),
     "table": lambda rows, head: "\n".join(runinfo.md_table(head, rows)),
-    "tci": lambda p: f"{signed(p['mean'])} [{signed(p['lo'])}, {signed(p['hi'])}]",  # mean [95 % Student-t]
+    # mean [95 % Student-t]; the mean alone where one pair gives no interval
+    "tci": lambda p: signed(p["mean"]) + ("" if np.isnan(p["lo"]) else f" [{signed(p['lo'])}, {signed(p['hi'])}]"),
     "rng": lambda p: rng(*p),
     "zero": lambda p: "contains 0" if p["lo"] <= 0 <= p["hi"] else "excludes 0",
     # a compare.py row: mean [range] ('(1 seed)' alone), and its seed count where it differs from the page's

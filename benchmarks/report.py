@@ -64,6 +64,10 @@ JUMP_CONTRASTS = (("orpo", "mopo"), ("orpo_untrained", "mopo"), ("orpo", "orpo_u
                   ("orpo_untrained", "official_orpo"), ("mopo", "official_mopo"), ("td3bc", "official_td3bc"),
                   ("orpo", "combo"), ("orpo_untrained", "combo"), ("cql", "official_cql"),
                   ("combo", "official_combo"))  # fmt: skip
+# the short names of "ours − the authors' script" on the README and results.md (one table, so no pair goes unnamed)
+AUTHORS_PAIR = {"orpo_untrained": "ORPO π^o untrained", "mopo": "MOPO", "td3bc": "TD3+BC", "cql": "CQL", "combo": "COMBO",
+                "official_orpo": "run_orpo.py", "official_mopo": "run_mopo.py", "official_td3bc": "run_td3bc.py",
+                "official_cql": "run_cql.py", "official_combo": "run_combo.py"}  # fmt: skip
 
 
 @dataclass
@@ -389,11 +393,13 @@ def jump_numbers(results: str) -> dict:
                    and p["mean"].get("control_cost_mean", 0) >= 0.54],
         # docs/results.md's line: the finished rows, the method's contrasts once complete, the units diagnostic
         summary=dict(done=[(named(r), list(x[r].values())) for r, _, _ in JUMP_ROWS if rows.get(r)], complete=complete,
+                     columns=list(dict.fromkeys(col for r, _, col in JUMP_ROWS if rows.get(r))),
                      pairs=[contrast(x, "orpo", b) for b in ("mopo", "orpo_untrained")] if complete else [],
                      units=list(x.get(compare.UNITS_ROW, {}).values()),
                      td3bc_units=list(x.get("official_td3bc_units", {}).values()), official=[(named(r), list(x[r].values()))
                      for r in ("official_orpo", "official_orpo_readme") if rows.get(r)], settings=jump_settings(rows),
-                     authors=[c for a, b in JUMP_CONTRASTS if b.startswith("official") and (c := contrast(x, a, b))["n"]],
+                     authors=[dict(c, label=f"{AUTHORS_PAIR[a]} − {AUTHORS_PAIR[b]}") for a, b in JUMP_CONTRASTS
+                              if b.startswith("official") and (c := contrast(x, a, b))["n"]],
                      paper=paper, mopo_lr=mopo_schedules(rows), x=x,
                      refit=any(len(jump_ensemble(rows, s)["fits"]) > 1 for s, _ in seeds)),
         other=jump_other(loaded), README_SHARE=README_SHARE, OFFICIAL_BUDGET=OFFICIAL_BUDGET, JUMP=JUMP,

@@ -354,7 +354,7 @@ def test_the_jump_page_shows_the_authors_code_rows_that_have_runs_beside_the_pap
     jump = results / "jump" / report.JUMP
     if not (jump / "official_orpo" / "seed1").is_dir():
         pytest.skip("no stored official-code seed 1 on halfcheetah-jump-hard to dress as the authors' other rows")
-    for row in ("official_td3bc", "official_mopo", "official_orpo_readme"):
+    for row in ("official_td3bc", "official_mopo", "official_orpo_readme", "official_cql", "official_combo"):
         shutil.rmtree(jump / row, ignore_errors=True)  # only the dressed ones
     labels = {row: label for row, label, _ in report.JUMP_ROWS}
     flat = " ".join(jump_page(results).split(f"## {report.JUMP_OTHER}: ")[0].split())  # jump-hard's part of the page
@@ -773,6 +773,28 @@ def test_the_jump_page_sets_each_of_our_files_beside_the_authors_script_for_its_
     assert "] (95 % Student-t, 3 seeds): **agree**." in page
 
 
+def test_every_ours_minus_the_authors_pair_is_named_on_the_readme_and_results_page(tmp_path):
+    """Each of our files beside the authors' script for its column (CQL and COMBO too) reads "ours − script" on the README
+    and docs/results.md, the mean alone where one seed gives no interval; the paper's cells follow the rows run."""
+    results = copy_results(tmp_path)
+    jump = results / "jump" / report.JUMP
+    for ours, theirs, levels in (("cql", "official_cql", (-7000, -6000)), ("combo", "official_combo", (2500, 2000))):
+        for row, source, level in zip((ours, theirs), ("cql", "official_cql"), levels):
+            if row != source:
+                shutil.rmtree(jump / row, ignore_errors=True)
+                shutil.copytree(jump / source / "seed1", jump / row / "seed1")  # one seed, planted
+            plant(jump / row / "seed1" / "metrics.csv", "eval/return", level)
+    made = report.numbers(str(results))
+    for page in (report.render("readme.md.j2", **made), report.render("results.md.j2", **made)):
+        page = " ".join(page.split())
+        assert "CQL − run_cql.py −1000.0 (1 seed)" in page and "COMBO − run_combo.py +500.0 (1 seed)" in page
+        assert "nan" not in page
+    assert (
+        "The paper (5 seeds; its budget not stated): TD3+BC −2484.4, MOPO −1881.8, ORPO 4867.9, CQL −2989.8, COMBO "
+        "2782.8." in jump_bullet(results)
+    )
+
+
 def test_run_td3bcs_one_unit_diagnostic_is_shown_once_it_has_runs(tmp_path):
     """compare.py's official_td3bc_units: absent from the page without runs; with them, its last-10 by seed and the
     diagnostic − run_td3bc.py as written and ours − the diagnostic, paired by seed."""
@@ -897,8 +919,8 @@ def test_a_differ_whose_interval_reaches_inside_delta_says_so():
     flat = " ".join(jump_page(os.path.join(ROOT, "results")).split())
     readme = " ".join(report.render("readme.md.j2", **report.numbers(os.path.join(ROOT, "results"))).split())
     for c in report.jump_numbers(os.path.join(ROOT, "results"))["contrasts"]:
-        said = (
-            f"{report.runinfo.signed(c['mean'])} [{report.runinfo.signed(c['lo'])}, {report.runinfo.signed(c['hi'])}]"
+        said = f"{report.runinfo.signed(c['mean'])} " + (
+            f"[{report.runinfo.signed(c['lo'])}, {report.runinfo.signed(c['hi'])}]" if c["n"] >= 2 else "(1 seed)"
         )
         assert said in flat
         if c["verdict"] == "differ" and min(abs(c["lo"]), abs(c["hi"])) < 500:
@@ -1011,8 +1033,16 @@ def test_the_jump_page_says_the_authors_runs_record_no_data_fingerprint(tmp_path
     the fingerprint (peers.py's dataset_fingerprint)."""
     results = copy_results(tmp_path)
     jump = results / "jump" / report.JUMP
-    page = " ".join(jump_page(results).split())
     runs = sorted(jump.glob("official*/seed*/config.json"))
+    unrecorded = [p for p in runs if not json.loads(p.read_text()).get("dataset_fingerprint")]
+    page = " ".join(jump_page(results).split())
+    if unrecorded and len(unrecorded) < len(runs):  # the stored runs as they are: the later ones record it
+        assert f"{len(unrecorded)} of the {len(runs)} authors'-code runs record the file's path" in page
+    for path in runs:  # none records it
+        path.write_text(
+            json.dumps({k: v for k, v in json.loads(path.read_text()).items() if k != "dataset_fingerprint"})
+        )
+    page = " ".join(jump_page(results).split())
     assert (
         f"The authors'-code runs ({len(runs)}) record the file's path (`/root/.d4rl/datasets/halfcheetah-jump-hard.hdf5`) "
         "and its 1,000,000 rows, not its fingerprint; that they read the same bytes is not recorded." in page
@@ -1078,7 +1108,7 @@ def test_the_results_pages_give_the_jump_runs_their_own_settings():
         "recipe, 100 epochs, 5,000 rollout start states, seeds 1–5 (raw return)." in readme  # fmt: skip
     tu = J["summary"]["pairs"][1]
     assert f"halfcheetah-jump-hard: trained − untrained {report.runinfo.signed(tu['mean'])} [" in readme
-    assert "halfcheetah-jump-hard (δ = 500): ORPO untrained − run_orpo.py +5512.6 [" in readme
+    assert "halfcheetah-jump-hard (δ = 500): ORPO π^o untrained − run_orpo.py +5512.6 [" in readme
     assert "TD3+BC − run_td3bc.py +2754.5 [+2396.9, +3112.1] (5 seeds): differ" in readme
     assert "ORPO, π^o trained 4786.6 (5 seeds, 100 epochs, 5,000 start states) beside the paper's 4867.9" in readme
     assert "+5165.1 and +5082.1 above the paper's MOPO (−1881.8)" in readme
