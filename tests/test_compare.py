@@ -353,6 +353,20 @@ def test_a_pair_agrees_inside_the_margin_and_differs_beyond_it(tmp_path, gaps, v
     assert ("fewer than 3 common seeds" in line) == (len(gaps) < 3), line  # why a 2-seed pair has no verdict
 
 
+def test_a_pair_with_more_seeds_on_one_side_says_over_how_many_seeds_each_number_is(tmp_path):
+    """Ours has a third seed theirs lacks: the two row means are over 3 and 2 seeds, the paired difference over the 2
+    common ones, so a reader cannot take the gap for the difference of the two means shown."""
+    rng = np.random.default_rng(0)
+    base = [np.linspace(5, 30, 20) + rng.normal(0, 2, 20) for _ in range(3)]
+    base[2] = base[2] + 40.0  # the unpaired seed moves ours' mean, not the paired gap
+    theirs = [c + 15.0 + rng.normal(0, 0.01, 20) for c in base[:2]]
+    line, _ = pair_line(tmp_path, base, theirs)
+    ours_mean = np.mean([c[-10:].mean() for c in base])
+    assert f"last-10 {ours_mean:.1f} vs " in line and "the means of 3 and 2 seeds;" in line, line
+    d = np.mean([b[-10:].mean() - t[-10:].mean() for b, t in zip(base[:2], theirs)])
+    assert f"ours − theirs {d:+.1f} [" in line and "2 common seeds, δ = 5)" in line, line
+
+
 def test_a_pair_run_with_other_settings_gets_no_verdict(tmp_path):
     """0.05 points apart would agree; but the Kit's runs had another λ, so the pair is not like with like."""
     rng = np.random.default_rng(0)
