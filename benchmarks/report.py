@@ -36,6 +36,9 @@ PAGES = ["README.md", "docs/results.md", "docs/claim.md", "docs/compare.md", "do
 FIGURES = ["docs/compare.png", "docs/compare_shares.png", "docs/budget.png", "docs/jump_curves.png"]
 JUMP = "halfcheetah-jump-hard"
 JUMP_OTHER = "halfcheetah-jump"  # the generalisation table's other row: its own section of docs/jump.md
+# each jump task's data, as the README and docs/results.md name it (datasets/halfcheetah_jump.py makes both)
+JUMP_DATA = {JUMP: "jump-hard data made here with the authors' recipe",
+             JUMP_OTHER: "an online SAC's whole replay buffer made here with the authors' recipe"}  # fmt: skip
 JUMP_DELTA = 500.0  # the equivalence margin of the jump contrasts, in raw return (the data's episodes: sd 440)
 # the jump table's rows: (compare.py's row, its label, the paper's column); one without stored runs is left out
 JUMP_ROWS = (
@@ -155,7 +158,10 @@ def numbers(results: str) -> dict:
     n["k"] = {f"{c['k']}{c['mode']}": c for c in configs if c.get("complete")}
     n["best"] = max(n["k"].values(), key=lambda c: c["run_epochs_per_hour"], default=None)
     J = jump_numbers(results)
-    return dict(n, GPU_CHECK=GPU_CHECK, GPU_CONCURRENT=GPU_CONCURRENT, jump=J["summary"], J=J, DELTA=JUMP_DELTA)
+    jumps = [J["summary"]] + [J["other"]["summary"]] * bool(J["other"]["summary"]["done"])  # a task once it has runs
+    return dict(
+        n, GPU_CHECK=GPU_CHECK, GPU_CONCURRENT=GPU_CONCURRENT, jump=J["summary"], jumps=jumps, J=J, DELTA=JUMP_DELTA
+    )
 
 
 def budget_numbers(n: dict) -> dict:
@@ -365,8 +371,6 @@ def jump_numbers(results: str) -> dict:
                                  played=played(row, made)))  # fmt: skip
     official = rows.get("official_orpo", {}).values()
     shares = {r: share_text(runs) for r, runs in rows.items()}
-    named = lambda r: short(r) + (f" ({shares[r]})" if shares[r] else "")
-    complete = all(len(rows.get(row, {})) >= compare.MIN_SEEDS for row in JUMP_CORE)  # the README's contrasts wait
     return dict(
         rows=rows, attrs=attrs, paper=paper, x=x, seeds=seeds, c=configs[0] if configs else None, findings=findings,
         shown=[(r, f"{label[:-1]}; {shares[r]})" if shares[r] else label, col) for r, label, col in shown],
@@ -391,28 +395,21 @@ def jump_numbers(results: str) -> dict:
         # learned policies that never tipped over yet pay ≥ 90 % of the most control cost there is (0.1·6 a step)
         saturated=[p for p in policies if p["policy"] != "random" and p["mean"].get("flip_share", 1) < 5e-4
                    and p["mean"].get("control_cost_mean", 0) >= 0.54],
-        # docs/results.md's line: the finished rows, the method's contrasts once complete, the units diagnostic
-        summary=dict(done=[(named(r), list(x[r].values())) for r, _, _ in JUMP_ROWS if rows.get(r)], complete=complete,
-                     columns=list(dict.fromkeys(col for r, _, col in JUMP_ROWS if rows.get(r))),
-                     pairs=[contrast(x, "orpo", b) for b in ("mopo", "orpo_untrained")] if complete else [],
-                     units=list(x.get(compare.UNITS_ROW, {}).values()),
-                     td3bc_units=list(x.get("official_td3bc_units", {}).values()), official=[(named(r), list(x[r].values()))
-                     for r in ("official_orpo", "official_orpo_readme") if rows.get(r)], settings=jump_settings(rows),
-                     authors=[dict(c, label=f"{AUTHORS_PAIR[a]} − {AUTHORS_PAIR[b]}") for a, b in JUMP_CONTRASTS
-                              if b.startswith("official") and (c := contrast(x, a, b))["n"]],
-                     paper=paper, mopo_lr=mopo_schedules(rows), x=x,
-                     refit=any(len(jump_ensemble(rows, s)["fits"]) > 1 for s, _ in seeds)),
-        other=jump_other(loaded), README_SHARE=README_SHARE, OFFICIAL_BUDGET=OFFICIAL_BUDGET, JUMP=JUMP,
+        summary=jump_summary(JUMP, rows, x, paper, seeds),
+        other=jump_other(loaded, results), README_SHARE=README_SHARE, OFFICIAL_BUDGET=OFFICIAL_BUDGET, JUMP=JUMP,
         JUMP_ROWS=JUMP_ROWS, DELTA=JUMP_DELTA,
         MIN_SEEDS=compare.MIN_SEEDS,
     )  # fmt: skip
 
 
-def jump_other(results: str | dict, task: str = JUMP_OTHER) -> dict:
+def jump_other(loaded: dict, results: str, task: str = JUMP_OTHER) -> dict:
     """The other jump task's rows so far: each row's last-10 returns beside the paper's cell, the contrasts of
-    JUMP_CONTRASTS whose two rows have common seeds, and each row of ≥ 3 seeds against the paper's (Welch, ±δ)."""
-    rows, x, attrs = jump_runs(results, task)
+    JUMP_CONTRASTS whose two rows have common seeds, and each row of ≥ 3 seeds against the paper's (Welch, ±δ);
+    loaded: compare.load_results of results/jump."""
+    rows, x, attrs = jump_runs(loaded, task)
     paper = {col: v for (ds, col), v in paper_scores("jump").items() if ds == task}
+    ensembles = runinfo.read_json(os.path.join(results, "jump", task, "ensembles.json"))
+    seeds = sorted((int(k[4:]), v) for k, v in ensembles.items() if k.startswith("seed"))
     shown = [
         (row, short(row) + " (ours)" * (not row.startswith("official")), col) for row, _, col in JUMP_ROWS if x.get(row)
     ]
@@ -429,7 +426,31 @@ def jump_other(results: str | dict, task: str = JUMP_OTHER) -> dict:
                 hours={r: run_hours(rows[r]) for r, _, _ in shown},
                 contrasts=[dict(c, a=short(a) + " (ours)" * short(b).startswith(short(a)), b=short(b))
                            for a, b in JUMP_CONTRASTS if (c := contrast(x, a, b))["n"]],
-                missing=[short(r) for r, _, _ in JUMP_ROWS if not x.get(r)])  # fmt: skip
+                missing=[short(r) for r, _, _ in JUMP_ROWS if not x.get(r)],
+                summary=jump_summary(task, rows, x, paper, seeds))  # fmt: skip
+
+
+def jump_summary(task: str, rows: dict, x: dict, paper: dict, seeds: list) -> dict:
+    """A jump task's line on the README and docs/results.md: the finished rows, the method's contrasts once every row of
+    JUMP_CORE has 3 seeds, ORPO against the paper's cell (Welch, ±δ), ours − the authors' script, the diagnostics of the
+    official code's units, and the settings its runs share."""
+    shares = {r: share_text(runs) for r, runs in rows.items()}
+    named = lambda r: short(r) + (f" ({shares[r]})" if shares[r] else "")  # noqa: E731
+    complete = all(len(rows.get(row, {})) >= compare.MIN_SEEDS for row in JUMP_CORE)  # the contrasts wait
+    orpo = np.array(list(x.get("orpo", {}).values()))
+    welch = stats.welch(orpo, *paper["ORPO"], 5) if len(orpo) >= 3 and "ORPO" in paper else None
+    return dict(task=task, data=JUMP_DATA[task], done=[(named(r), list(x[r].values())) for r, _, _ in JUMP_ROWS
+                if rows.get(r)], complete=complete, columns=list(dict.fromkeys(col for r, _, col in JUMP_ROWS
+                if rows.get(r))), pairs=[contrast(x, "orpo", b) for b in ("mopo", "orpo_untrained")] if complete else [],
+                orpo_paper=welch and dict(mean=(d := orpo.mean() - paper["ORPO"][0]), lo=welch[0], hi=welch[1],
+                                          verdict=(said := against_paper(d, *welch)), note=short_of(said, d, *welch)),
+                units=list(x.get(compare.UNITS_ROW, {}).values()),
+                td3bc_units=list(x.get("official_td3bc_units", {}).values()), official=[(named(r), list(x[r].values()))
+                for r in ("official_orpo", "official_orpo_readme") if rows.get(r)], settings=jump_settings(rows),
+                authors=[dict(c, label=f"{AUTHORS_PAIR[a]} − {AUTHORS_PAIR[b]}") for a, b in JUMP_CONTRASTS
+                         if b.startswith("official") and (c := contrast(x, a, b))["n"]],
+                paper=paper, mopo_lr=mopo_schedules(rows), x=x,
+                refit=any(len(jump_ensemble(rows, s)["fits"]) > 1 for s, _ in seeds))  # fmt: skip
 
 
 def jump_settings(rows: dict) -> dict:
