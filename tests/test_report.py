@@ -1168,7 +1168,7 @@ def test_the_readme_and_results_page_give_halfcheetah_jump_its_own_line_once_it_
     paper = report.paper_scores("jump")[(report.JUMP_OTHER, "ORPO")]
     lo, hi = report.stats.welch(np.array(levels["orpo"], float), *paper, 5)
     said = f"beside the paper's 5218.0 (its budget not stated; the official scripts' default: 1000 epochs, 50,000 start " \
-        f"states): differ, ours − the paper's −818.0 [{runinfo.signed(lo)}, {runinfo.signed(hi)}] (95 % Welch)"  # fmt: skip
+        f"states): differ, ours − the paper's −818.0 [{runinfo.signed(lo)}, {runinfo.signed(hi)}] (95 % Welch (Student-t) interval)"  # fmt: skip
     assert said in row and lo < 0 and hi < -500
     assert "ORPO − MOPO +3300.0 [" in row and "halfcheetah-jump: trained − untrained +2100.0 [" in readme
     assert "halfcheetah-jump (δ = 500): ORPO π^o untrained − run_orpo.py +7400.0 [" in readme
