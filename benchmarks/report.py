@@ -395,7 +395,7 @@ def jump_numbers(results: str) -> dict:
         # learned policies that never tipped over yet pay ≥ 90 % of the most control cost there is (0.1·6 a step)
         saturated=[p for p in policies if p["policy"] != "random" and p["mean"].get("flip_share", 1) < 5e-4
                    and p["mean"].get("control_cost_mean", 0) >= 0.54],
-        summary=jump_summary(JUMP, rows, x, paper, seeds),
+        summary=jump_summary(JUMP, rows, x, paper, seeds, findings),
         other=jump_other(loaded, results), README_SHARE=README_SHARE, OFFICIAL_BUDGET=OFFICIAL_BUDGET, JUMP=JUMP,
         JUMP_ROWS=JUMP_ROWS, DELTA=JUMP_DELTA,
         MIN_SEEDS=compare.MIN_SEEDS,
@@ -418,7 +418,7 @@ def jump_other(loaded: dict, results: str, task: str = JUMP_OTHER) -> dict:
         if len(v := np.array(list(x[row].values()))) >= 3 and col in paper:
             welch = stats.welch(v, *paper[col], 5)
             said = against_paper(v.mean() - paper[col][0], *welch)
-            findings.append(dict(label=label, mean=v.mean(), n=len(v), paper=paper[col], welch=welch, verdict=said,
+            findings.append(dict(row=row, x=v, label=label, mean=v.mean(), n=len(v), paper=paper[col], welch=welch, verdict=said,
                                  note=short_of(said, v.mean() - paper[col][0], *welch)))  # fmt: skip
     return dict(task=task, attrs=attrs, x=x, shown=shown, findings=findings, budget={r: jump_budget(rows[r]) for r, _, _ in shown},
                 paper_cell={r: minus("%.1f ± %.1f" % paper.get(col, (np.nan, np.nan))) for r, _, col in shown},
@@ -427,23 +427,22 @@ def jump_other(loaded: dict, results: str, task: str = JUMP_OTHER) -> dict:
                 contrasts=[dict(c, a=short(a) + " (ours)" * short(b).startswith(short(a)), b=short(b))
                            for a, b in JUMP_CONTRASTS if (c := contrast(x, a, b))["n"]],
                 missing=[short(r) for r, _, _ in JUMP_ROWS if not x.get(r)],
-                summary=jump_summary(task, rows, x, paper, seeds))  # fmt: skip
+                summary=jump_summary(task, rows, x, paper, seeds, findings))  # fmt: skip
 
 
-def jump_summary(task: str, rows: dict, x: dict, paper: dict, seeds: list) -> dict:
+def jump_summary(task: str, rows: dict, x: dict, paper: dict, seeds: list, findings: list) -> dict:
     """A jump task's line on the README and docs/results.md: the finished rows, the method's contrasts once every row of
-    JUMP_CORE has 3 seeds, ORPO against the paper's cell (Welch, ±δ), ours − the authors' script, the diagnostics of the
-    official code's units, and the settings its runs share."""
+    JUMP_CORE has 3 seeds, ORPO against the paper's cell (its page's finding: Welch, ±δ), ours − the authors' script, the
+    diagnostics of the official code's units, and the settings its runs share."""
     shares = {r: share_text(runs) for r, runs in rows.items()}
     named = lambda r: short(r) + (f" ({shares[r]})" if shares[r] else "")  # noqa: E731
     complete = all(len(rows.get(row, {})) >= compare.MIN_SEEDS for row in JUMP_CORE)  # the contrasts wait
-    orpo = np.array(list(x.get("orpo", {}).values()))
-    welch = stats.welch(orpo, *paper["ORPO"], 5) if len(orpo) >= 3 and "ORPO" in paper else None
+    f = next((f for f in findings if f["row"] == "orpo"), None)
     return dict(task=task, data=JUMP_DATA[task], done=[(named(r), list(x[r].values())) for r, _, _ in JUMP_ROWS
                 if rows.get(r)], complete=complete, columns=list(dict.fromkeys(col for r, _, col in JUMP_ROWS
                 if rows.get(r))), pairs=[contrast(x, "orpo", b) for b in ("mopo", "orpo_untrained")] if complete else [],
-                orpo_paper=welch and dict(mean=(d := orpo.mean() - paper["ORPO"][0]), lo=welch[0], hi=welch[1],
-                                          verdict=(said := against_paper(d, *welch)), note=short_of(said, d, *welch)),
+                orpo_paper=f and dict(mean=f["x"].mean() - f["paper"][0], lo=f["welch"][0], hi=f["welch"][1],
+                                      verdict=f["verdict"], note=f["note"]),
                 units=list(x.get(compare.UNITS_ROW, {}).values()),
                 td3bc_units=list(x.get("official_td3bc_units", {}).values()), official=[(named(r), list(x[r].values()))
                 for r in ("official_orpo", "official_orpo_readme") if rows.get(r)], settings=jump_settings(rows),
