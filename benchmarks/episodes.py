@@ -6,7 +6,8 @@ paper's jump tasks turn on, and one episode drawn as a strip of frames from MuJo
 
 A policy is a run directory (its policy.pt), a policy.pt, or `random` (the jump data's own policy). Each plays
 --episodes deterministic episodes, seeds --seed, --seed + 1, ...: the return under the task's reward, the root height z
-(mean, max), the share of steps paying jump-hard's flip penalty, the forward speed and the control cost 0.1·‖a‖².
+(mean, max), the share of steps paying jump-hard's flip penalty (tipped backwards: pitch above 1 rad), the share tipped
+forwards (pitch below −1 rad, which the penalty does not charge), the forward speed and the control cost 0.1·‖a‖².
 docs/jump.md's "What the policies do" reads the JSON; --add plays more policies into an existing one.
 """
 
@@ -106,7 +107,7 @@ def play(policy, env, task, seed: int, frames: int) -> tuple[dict, list[np.ndarr
     """One episode: its numbers, and `frames` drawings spaced evenly over it (none for frames=0; every step's capsules
     are kept until the episode's length is known)."""
     obs, _ = env.reset(seed=seed)
-    ret, z, flips, speed, cost, drawn = 0.0, [], 0, [], [], []
+    ret, z, flips, forward, speed, cost, drawn = 0.0, [], 0, 0, [], [], []
     done = False
     while not done:
         action = np.asarray(policy(obs[None]), dtype=np.float64)
@@ -115,6 +116,7 @@ def play(policy, env, task, seed: int, frames: int) -> tuple[dict, list[np.ndarr
         step = plumbing.task_reward(task, obs[None], action, np.atleast_1d(reward), info)[0]
         if task.reward_fn == "halfcheetah-jump-hard":  # a flip: the −3 replaced jump's own reward
             flips += step != plumbing.task_reward(JUMP, obs[None], action, [0], info)[0]
+        forward += obs[1] < -1.0  # on its back, head first: jump-hard's −3 is for pitch above +1 only
         ret += step
         z.append(obs[0])
         speed.append(float(info["x_velocity"][0]))
@@ -123,7 +125,8 @@ def play(policy, env, task, seed: int, frames: int) -> tuple[dict, list[np.ndarr
         done = terminated or truncated
     keep = np.linspace(0, len(drawn) - 1, frames).round().astype(int) if frames else []
     numbers = {"return": ret, "steps": len(z), "z_mean": float(np.mean(z)), "z_max": float(np.max(z)),
-               "flip_share": flips / len(z), "speed_mean": float(np.mean(speed)), "control_cost_mean": float(np.mean(cost))}  # fmt: skip
+               "flip_share": flips / len(z), "forward_flip_share": forward / len(z), "speed_mean": float(np.mean(speed)),
+               "control_cost_mean": float(np.mean(cost))}  # fmt: skip
     return numbers, [(int(i), drawn[i]) for i in keep]
 
 
@@ -181,7 +184,7 @@ def main(args: Args) -> int:
         rows.append({"label": label, "policy": spec, **run, "episodes": episodes, "mean": means})
         strips.append((label, frames))
         print(f"{label}: return {means['return']:.1f}, z mean {means['z_mean']:.2f} max {means['z_max']:.2f}, flip "
-              f"share {means['flip_share']:.3f}, speed {means['speed_mean']:.2f}")  # fmt: skip
+              f"share {means['flip_share']:.3f}, tipped forward {means['forward_flip_share']:.3f}, speed {means['speed_mean']:.2f}")  # fmt: skip
     made = {"command": "python benchmarks/episodes.py " + " ".join(sys.argv[1:]), "time": time.strftime("%Y-%m-%d"),
             "device": device_name(torch.device("cpu")), "task": args.task, "eval_env": args.eval_env,
             "seeds": [args.seed + e for e in range(args.episodes)]}  # fmt: skip

@@ -393,6 +393,7 @@ def jump_numbers(results: str) -> dict:
         td3bc_units=jump_td3bc_units(rows, x), mopo_lr=mopo_schedules(rows), authors_td3bc=played("official_td3bc", made),
         data=jump_data(rows, attrs),
         # learned policies that never tipped over yet pay ≥ 90 % of the most control cost there is (0.1·6 a step)
+        forward_tipped=[p for p in policies if p["policy"] != "random" and p["mean"].get("forward_flip_share", 0) >= 0.5],
         saturated=[p for p in policies if p["policy"] != "random" and p["mean"].get("flip_share", 1) < 5e-4
                    and p["mean"].get("control_cost_mean", 0) >= 0.54],
         summary=jump_summary(JUMP, rows, x, paper, seeds, findings),

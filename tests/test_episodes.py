@@ -16,18 +16,20 @@ def replay(action_of, seed: int) -> dict:
     """One HalfCheetah-v4 episode under jump-hard's reward: its return, flips, heights and speed."""
     env = gym.make("HalfCheetah-v4")
     obs, _ = env.reset(seed=seed)
-    ret, flips, z, speed, done = 0.0, 0, [], [], False
+    ret, flips, forward, z, speed, done = 0.0, 0, 0, [], [], False
     while not done:
         a = action_of(obs)
         obs, _, terminated, truncated, info = env.step(a)
         ret += halfcheetah_jump_reward(obs[None], a[None], np.array([info["x_velocity"]]), hard=True)[0]
         flips += obs[1] > 1.0
+        forward += obs[1] < -1.0
         z.append(obs[0])
         speed.append(info["x_velocity"])
         done = terminated or truncated
     return {
         "return": ret,
         "flip_share": flips / len(z),
+        "forward_flip_share": forward / len(z),
         "z_mean": np.mean(z),
         "z_max": np.max(z),
         "speed_mean": np.mean(speed),
@@ -94,6 +96,35 @@ def test_a_run_directorys_policy_with_its_label_and_the_figure(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     (row,) = json.loads(out.read_text())["policies"]
     assert (row["label"], row["exp_name"]) == ("official_orpo_units seed 2", "official_orpo_units")
+
+
+class StartTipped(gym.Wrapper):
+    """HalfCheetah-v4 reset onto its back: root pitch `pitch` rad (obs[1]), which it cannot right with no action."""
+
+    def __init__(self, pitch: float):
+        super().__init__(gym.make("HalfCheetah-v4"))
+        self.pitch = pitch
+
+    def reset(self, **kwargs):
+        self.env.reset(**kwargs)
+        base = self.env.unwrapped
+        qpos, qvel = base.init_qpos.copy(), base.init_qvel.copy()
+        qpos[1], qpos[2] = 0.3, self.pitch  # lifted a little so that it falls onto its back, not into the floor
+        base.set_state(qpos, qvel)
+        return base._get_obs(), {}
+
+
+@pytest.mark.parametrize("pitch, flips, forward", [(3.0, 1, 0), (-3.0, 0, 1)])
+def test_tipped_backwards_pays_the_penalty_tipped_forwards_is_counted_apart(pitch, flips, forward):
+    """On its back tail first (pitch above +1) every step pays jump-hard's −3; head first (below −1) none does, and the
+    forward share counts those steps instead, so a policy that lies head first is not read as one that never tipped."""
+    episodes = load_module("benchmarks/episodes.py", "episodes_tipped")
+    task = episodes.plumbing.Task("halfcheetah-jump-hard", "HalfCheetah-v4", "halfcheetah", "halfcheetah-jump-hard")
+    numbers, _ = episodes.play(lambda obs: np.zeros((1, 6)), StartTipped(pitch), task, 0, 0)
+    assert numbers["flip_share"] == pytest.approx(flips, abs=0.02)
+    assert numbers["forward_flip_share"] == pytest.approx(forward, abs=0.02)
+    if flips:
+        assert numbers["return"] == pytest.approx(-3.0 * 1000, abs=0.02 * 3000)  # −3 a step, nothing else
 
 
 def test_a_run_whose_metrics_disagree_with_its_record_plays_without_its_score(tmp_path, capsys):

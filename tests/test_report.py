@@ -716,6 +716,43 @@ def test_the_jump_page_reads_the_policies_table(tmp_path):
     assert reading(pol("random", 0.23, -0.06, 0.408)) == ""
 
 
+def test_the_cql_findings_read_the_papers_cell_and_the_policies_tipped_forwards(tmp_path):
+    """A paper's cell of about −3 a step (CQL's −2989.8) is read as a tip backwards, the only step that pays −3; the
+    policies that lie head first (forward share ≥ 0.5, uncharged) are named beside it and in the table's reading; a
+    policy played before episodes.py counted them shows – (plants: the threshold turned round, the flip share shown
+    in the forward column)."""
+    results = copy_results(tmp_path)
+    jump = results / "jump" / report.JUMP
+    if len(list((jump / "official_cql").glob("seed*"))) < 3:
+        pytest.skip("fewer than 3 stored seeds of the authors' CQL on halfcheetah-jump-hard: no finding to read")
+    path = jump / "episodes.json"
+    inv = {"time": "t", "device": "d", "seeds": [0], "command": "cmd"}
+    pol = lambda label, forward: {  # noqa: E731
+        "label": label, "policy": "random" if label == "random" else "run",
+        "mean": {"return": -8000.0, "z_mean": -0.5, "z_max": 0.5, "speed_mean": 0.3, "flip_share": 0.001,
+                 "control_cost_mean": 0.5} | ({} if forward is None else {"forward_flip_share": forward}),
+    }  # fmt: skip
+
+    def page(*policies):
+        path.write_text(json.dumps({"made_by": inv, "policies": list(policies)}))
+        return jump_page(results)
+
+    text = page(pol("random", None), pol("cql seed 1", None), pol("cql seed 2", 0.99), pol("mopo seed 1", 0.2))
+    flat = " ".join(text.split())
+    finding = flat.split("**CQL, the authors' code")[1].split("**")[1]
+    assert "The paper's −2989.8 ± 2.0 is what −3 on all but the first few of the 1000 steps returns" in finding
+    assert (
+        "(this row's own are not played: peers.py writes a policy.pt only for a deterministic actor): cql seed 2 "
+        "lies head first on 0.990 of its steps at a mean height z of −0.50 and returns −8000.0" in finding
+    )
+    assert "mopo seed 1 lies" not in finding
+    assert "| cql seed 1 | −8000.0 | −0.50 | 0.50 | 0.001 | – | 0.30 | 0.500 |" in text
+    assert "| mopo seed 1 | −8000.0 | −0.50 | 0.50 | 0.001 | 0.200 | 0.30 | 0.500 |" in text
+    assert "on at least half of the steps: cql seed 2 (0.99) (2 of the 3 learned policies counted)." in flat
+    flat = " ".join(page(pol("random", None), pol("cql seed 2", 0.3)).split())
+    assert "go the other way" not in flat and "on at least half of the steps: none (1 of the 1" in flat
+
+
 def test_the_policies_section_names_every_episodes_invocation_and_the_figures_policies(tmp_path):
     """episodes.py --add: the section says each command that played policies, and the figure's caption names the
     policies it shows when a later command added others (it drew none); an old one-invocation file reads as before."""
