@@ -708,16 +708,32 @@ def eval_policy(policy, task: str):
 
 
 def export_policy(policy, task: str, obs: np.ndarray, path: str) -> str:
-    """The peer's final policy as our policy.pt, written by plumbing.export_policy where its actor is a deterministic
-    MLP (the official TD3+BC Actor: Linear-ReLU layers, max·tanh) on its scaler's standardised observations; kept
-    only if on `obs` its actions equal the peer's evaluation actions (eval_policy). Returns what was done, in words."""
+    """The peer's final policy as our policy.pt, written by plumbing.export_policy where its actor is an MLP this file
+    format holds: the official TD3+BC Actor (Linear-ReLU layers, max·tanh: deterministic_mlp) or the Kit's ActorProb
+    with an unbounded mean and a state-dependent σ (SAC's, CQL's, COMBO's, MOPO's: tanh_gaussian_mlp, acting
+    tanh(mean)), on its scaler's standardised observations; kept only if on `obs` its actions equal the peer's
+    evaluation actions (eval_policy). Returns what was done, in words."""
     import torch
 
     actor, scaler = getattr(policy, "actor", None), getattr(policy, "scaler", None)
     is_module = isinstance(actor, torch.nn.Module)
     linears = [m for m in actor.modules() if isinstance(m, torch.nn.Linear)] if is_module else []
-    if not linears or not hasattr(actor, "_max"):
-        return "no policy.pt: the peer's actor is not a deterministic MLP"
+    dist = getattr(actor, "dist_net", None)
+    # the peer's action in the env's units is its actor's × action_scale, ÷ 3 on the jump tasks (eval_policy)
+    gain = float(getattr(policy, "action_scale", 1.0)) / (JUMP_ACTIONS[1] if task in JUMP_TASKS else 1.0)
+    if isinstance(dist, torch.nn.Module) and getattr(dist, "_unbounded", False) and getattr(dist, "_c_sigma", False):
+        if (dist._sigma_min, dist._sigma_max) != (-5.0, 2.0):  # our file's sampler clamps log σ to [−5, 2]
+            return f"no policy.pt: the peer's log σ is clamped to [{dist._sigma_min}, {dist._sigma_max}], not [-5, 2]"
+        body = [m for m in actor.backbone.modules() if isinstance(m, torch.nn.Linear)]
+        heads = torch.nn.Linear(int(dist.mu.in_features), 2 * int(dist.mu.out_features))  # [mean, log σ]
+        with torch.no_grad():
+            heads.weight.copy_(torch.cat([dist.mu.weight, dist.sigma.weight]))
+            heads.bias.copy_(torch.cat([dist.mu.bias, dist.sigma.bias]))
+        kind, max_action, linears = "tanh_gaussian_mlp", gain, body + [heads]
+    elif linears and hasattr(actor, "_max"):
+        kind, max_action = "deterministic_mlp", float(actor._max) * gain
+    else:
+        return "no policy.pt: the peer's actor is neither a deterministic MLP nor the Kit's ActorProb"
     layers = [torch.nn.Linear(int(m.in_features), int(m.out_features)) for m in linears]  # theirs: numpy-int sizes
     for m, new in zip(linears, layers):
         new.load_state_dict(m.state_dict())
@@ -725,18 +741,19 @@ def export_policy(policy, task: str, obs: np.ndarray, path: str) -> str:
     mean, std = (np.zeros(obs_dim), np.ones(obs_dim)) if scaler is None else (scaler.mu, scaler.std)
     row = lambda v: torch.as_tensor(np.reshape(v, -1), dtype=torch.float32)
     net = torch.nn.Sequential(*[x for new in layers for x in (new, torch.nn.ReLU())][:-1])  # plumbing's Actor.net
-    actor_like = types.SimpleNamespace(net=net, kind="deterministic_mlp", max_action=float(actor._max),
+    actor_like = types.SimpleNamespace(net=net, kind=kind, max_action=max_action,
                                        obs_norm=types.SimpleNamespace(mean=row(mean), std=row(std)))  # fmt: skip
     tmp = path + ".check.pt"
     plumbing.export_policy(actor_like, tmp)
     try:
-        ours = algorithm("collect", "datasets").load_policy(tmp, obs_dim, layers[-1].out_features)(obs)
+        act_dim = layers[-1].out_features // (2 if kind == "tanh_gaussian_mlp" else 1)
+        ours = algorithm("collect", "datasets").load_policy(tmp, obs_dim, act_dim)(obs)
         theirs = eval_policy(policy, task)[0](obs)
         gap = float(np.abs(np.asarray(ours, dtype=np.float64) - theirs).max())
         if not gap < 1e-4:
             return f"no policy.pt: its actions differ from the peer's by up to {gap:.2g} on {len(obs)} states"
         os.replace(tmp, path)
-        return f"policy.pt written (its actions equal the peer's on {len(obs)} states, within {gap:.1g})"
+        return f"policy.pt written (its actions equal the peer's on {len(obs)} states, within {gap:.1g}; {kind})"
     finally:
         with contextlib.suppress(OSError):
             os.remove(tmp)
@@ -1385,9 +1402,12 @@ def main(argv=None) -> int:
             signal.signal(s, handler)
         envs.close()
     if rec.epoch == peer_args.epoch and rec.policy is not None:
-        with torch.no_grad():
-            print(export_policy(rec.policy, task, raw["observations"][:: max(1, len(raw["observations"]) // 256)],
-                                os.path.join(args.run_dir, "policy.pt")))  # fmt: skip
+        try:
+            with torch.no_grad():
+                print(export_policy(rec.policy, task, raw["observations"][:: max(1, len(raw["observations"]) // 256)],
+                                    os.path.join(args.run_dir, "policy.pt")))  # fmt: skip
+        except Exception as e:  # the file is an extra: whatever the peer's actor holds, the finished run stands
+            print(f"no policy.pt: {type(e).__name__}: {' '.join(str(e).split())[:200]}")
     out = summary("finished" if rec.epoch == peer_args.epoch else "failed")
     if out["finished"]:  # what a resume needed (the model buffer: hundreds of MB); a finished run is left alone
         with contextlib.suppress(OSError):

@@ -582,6 +582,53 @@ def test_the_official_codes_final_policy_is_exported_as_ours_and_checked(peers, 
     assert said.startswith("no policy.pt: its actions differ") and os.listdir(tmp_path) == [], said
 
 
+class ActorProbStandIn:
+    """The Kit's SAC-family final policy as run_cql.py and run_combo.py build it (ActorProb: an MLP backbone whose
+    `model` is Linear-ReLU layers, then TanhDiagGaussian(unbounded=True, conditioned_sigma=True): `mu` and `sigma`
+    heads; select_action(deterministic=True): tanh(mu) × action_scale; no scaler)."""
+
+    def __init__(self, obs_dim, act_dim, sigma_range=(-5.0, 2.0)):
+        torch.manual_seed(1)
+        self.actor = torch.nn.Module()
+        self.actor.backbone = torch.nn.Module()
+        self.actor.backbone.model = torch.nn.Sequential(
+            torch.nn.Linear(obs_dim, 8), torch.nn.ReLU(), torch.nn.Linear(8, 8), torch.nn.ReLU()
+        )
+        self.actor.dist_net = torch.nn.Module()
+        self.actor.dist_net.mu, self.actor.dist_net.sigma = torch.nn.Linear(8, act_dim), torch.nn.Linear(8, act_dim)
+        self.actor.dist_net._unbounded, self.actor.dist_net._c_sigma = True, True
+        self.actor.dist_net._sigma_min, self.actor.dist_net._sigma_max = sigma_range
+        self.action_scale = 3.0
+
+    def heads(self, obs):
+        with torch.no_grad():
+            x = self.actor.backbone.model(torch.as_tensor(obs, dtype=torch.float32))
+            return self.actor.dist_net.mu(x), self.actor.dist_net.sigma(x)
+
+    def select_action(self, obs, deterministic=False):
+        assert deterministic
+        return torch.tanh(self.heads(obs)[0]).numpy() * self.action_scale
+
+
+def test_the_kits_gaussian_actor_is_exported_with_its_mean_and_sigma(peers, tmp_path):
+    """run_cql.py's and run_combo.py's ActorProb becomes a tanh_gaussian_mlp policy.pt: its deterministic actions are
+    the peer's evaluation actions (÷3 on the jump task), its log σ the peer's σ head (what --stochastic samples with);
+    an actor whose σ is clamped elsewhere is refused, nothing written."""
+    obs = np.random.default_rng(0).normal(size=(64, 17)).astype(np.float32)
+    path = str(tmp_path / "policy.pt")
+    said = peers.export_policy(ActorProbStandIn(17, 6), peers.JUMP_TASK, obs, path)
+    assert said.startswith("policy.pt written") and said.endswith("; tanh_gaussian_mlp)"), said
+    act = load_module("datasets/collect.py", "collect_for_peers_gauss").load_policy(path, 17, 6)
+    expected = peers.eval_policy(ActorProbStandIn(17, 6), peers.JUMP_TASK)[0](obs)
+    assert np.abs(act(obs) - expected).max() < 1e-5 and np.abs(expected).max() <= 1.0
+    saved = torch.load(path, weights_only=False)
+    last = [v for k, v in saved["state_dict"].items() if k.endswith("weight")][-1]
+    assert torch.equal(last[6:], ActorProbStandIn(17, 6).actor.dist_net.sigma.weight)  # [mean, log σ], in that order
+    os.remove(path)
+    said = peers.export_policy(ActorProbStandIn(17, 6, (-20.0, 2.0)), peers.JUMP_TASK, obs, path)
+    assert said.startswith("no policy.pt: the peer's log σ is clamped") and os.listdir(tmp_path) == [], said
+
+
 SPY = """
 import json, sys
 import numpy as np
@@ -815,7 +862,7 @@ def test_official_mopo_runs_its_jump_branch_on_our_ensemble(peers, orpo, jump_fi
     progress = [os.path.join(d, f) for d, _, fs in os.walk(tmp_path / "run" / "peer_log") for f in fs]
     progress = [p for p in progress if p.endswith("dynamics_training_progress.csv")]
     assert len(progress) == 1 and os.path.getsize(progress[0]) == 0  # their fit never ran
-    assert "no policy.pt" in result.stdout  # its actor is SAC's Gaussian one
+    assert (tmp_path / "run" / "policy.pt").is_file() and "; tanh_gaussian_mlp)" in result.stdout  # the Kit's SAC actor
 
 
 def test_official_cql_runs_its_jump_branch_in_one_action_unit(peers, jump_file, tmp_path):
@@ -852,7 +899,7 @@ def test_official_cql_runs_its_jump_branch_in_one_action_unit(peers, jump_file, 
     assert "--rollout-batch-size" not in command and "--cql-weight" not in command  # its defaults:
     assert (settings["cql_weight"], settings["temperature"], settings["with_lagrange"]) == (5.0, 1.0, False)
     assert (settings["num_repeat_actions"], settings["hidden_dims"]) == (10, [256, 256, 256])
-    assert "no policy.pt" in result.stdout  # its actor is SAC's Gaussian one
+    assert (tmp_path / "run" / "policy.pt").is_file() and "; tanh_gaussian_mlp)" in result.stdout  # the Kit's SAC actor
 
 
 def test_official_combo_runs_its_jump_branch_on_our_ensemble(peers, orpo, jump_file, tmp_path):
@@ -901,7 +948,7 @@ def test_official_combo_runs_its_jump_branch_on_our_ensemble(peers, orpo, jump_f
     progress = [os.path.join(d, f) for d, _, fs in os.walk(tmp_path / "run" / "peer_log") for f in fs]
     progress = [p for p in progress if p.endswith("dynamics_training_progress.csv")]
     assert len(progress) == 1 and os.path.getsize(progress[0]) == 0  # their fit never ran
-    assert "no policy.pt" in result.stdout
+    assert (tmp_path / "run" / "policy.pt").is_file() and "; tanh_gaussian_mlp)" in result.stdout  # the Kit's SAC actor
 
 
 RESUMED = {  # each kind of trainer state a resume restores: (peer, flags)
@@ -1141,8 +1188,8 @@ def test_the_official_code_runs_its_halfcheetah_jump_branch(peers, orpo, jump_ea
         assert float(rows[1]["rollout/length"]) == 5.0  # termination_fn_halfcheetahveljump: no row ends
     if peer == "official-td3bc":
         assert settings["alpha"] == 2.5 and seen["actor"].max() <= 1  # its units mismatch, as on jump-hard
-    written = peer in ("official-orpo", "official-td3bc")  # TD3+BC's Actor; the others' are SAC's Gaussian ones
-    assert (tmp_path / "run" / "policy.pt").is_file() == written and ("policy.pt written" in result.stdout) == written
+    kind = "deterministic_mlp" if peer in ("official-orpo", "official-td3bc") else "tanh_gaussian_mlp"  # the Kit's SAC
+    assert (tmp_path / "run" / "policy.pt").is_file() and f"; {kind})" in result.stdout, result.stdout[-2000:]
 
 
 @pytest.mark.parametrize("peer", ["official-td3bc", "official-cql"])

@@ -742,7 +742,7 @@ def test_the_cql_findings_read_the_papers_cell_and_the_policies_tipped_forwards(
     finding = flat.split("**CQL, the authors' code")[1].split("**")[1]
     assert "The paper's −2989.8 ± 2.0 is what −3 on all but the first few of the 1000 steps returns" in finding
     assert (
-        "(this row's own are not played: peers.py writes a policy.pt only for a deterministic actor): cql seed 2 "
+        "(this row's own are not played: its runs finished before peers.py wrote the Kit's Gaussian actors as policy.pt): cql seed 2 "
         "lies head first on 0.990 of its steps at a mean height z of −0.50 and returns −8000.0" in finding
     )
     assert "mopo seed 1 lies" not in finding
