@@ -392,8 +392,9 @@ def jump_numbers(results: str) -> dict:
         units=jump_units(rows, policies, x), ensembles=[(s, e, jump_ensemble(rows, s)) for s, e in seeds],
         td3bc_units=jump_td3bc_units(rows, x), mopo_lr=mopo_schedules(rows), authors_td3bc=played("official_td3bc", made),
         data=jump_data(rows, attrs),
-        # learned policies that never tipped over yet pay ≥ 90 % of the most control cost there is (0.1·6 a step)
+        # learned policies lying head first (pitch below −1 rad, uncharged) on at least half of their steps
         forward_tipped=[p for p in policies if p["policy"] != "random" and p["mean"].get("forward_flip_share", 0) >= 0.5],
+        # learned policies that never tipped over yet pay ≥ 90 % of the most control cost there is (0.1·6 a step)
         saturated=[p for p in policies if p["policy"] != "random" and p["mean"].get("flip_share", 1) < 5e-4
                    and p["mean"].get("control_cost_mean", 0) >= 0.54],
         summary=jump_summary(JUMP, rows, x, paper, seeds, findings),
