@@ -337,6 +337,15 @@ def jump_ensemble(rows: dict, seed: int) -> dict:
     return dict(files=files, fit=made[0] if made else None, fits=made)
 
 
+def jump_refits(e: dict, first: dict | None) -> list:
+    """The seed's converged refits (ensembles.json): epochs, machine, and whether each repeats the fit its stored runs
+    made (the same elites' mean holdout MSE to the last digit) or, fitted on another CPU's arithmetic, is another
+    ensemble under the same recipe and cache key."""
+    return [dict(epochs=max(map(int, p["best_member_holdout_mse"])), device=p["device"].split(" (")[0],
+                 mse=p.get("elites_mean_holdout_mse"), same=bool(first) and p.get("elites_mean_holdout_mse") == first["mse"])
+            for p in e.get("fit", []) if "refit" in p["epochs"] and p.get("status", "").startswith("converged")]  # fmt: skip
+
+
 def jump_dips(rows: dict, attrs: dict, after: int = 10) -> dict:
     """Our runs whose evaluation fell below the data's mean episode return after epoch `after` (the official row
     stays below it throughout): a last-10 score hides a collapse and a comeback."""
@@ -389,7 +398,8 @@ def jump_numbers(results: str) -> dict:
         under_way=[(s, max(map(int, p["best_member_holdout_mse"]))) for s, e in seeds for p in e.get("fit", [])[-1:]
                    if p.get("best_member_holdout_mse") and "not converged" in p.get("status", "")],
         lost=[(s, gone["at"]) for s, e in seeds for gone in e.get("lost", [])],
-        units=jump_units(rows, policies, x), ensembles=[(s, e, jump_ensemble(rows, s)) for s, e in seeds],
+        units=jump_units(rows, policies, x), ensembles=(ens := [(s, e, dict(u := jump_ensemble(rows, s), refits=jump_refits(e, u["fit"]))) for s, e in seeds]),
+        other_refits=[s for s, _, u in ens if any(not r["same"] for r in u["refits"])],  # another CPU, another ensemble
         td3bc_units=jump_td3bc_units(rows, x), mopo_lr=mopo_schedules(rows), authors_td3bc=played("official_td3bc", made),
         data=jump_data(rows, attrs),
         # learned policies lying head first (pitch below −1 rad, uncharged) on at least half of their steps

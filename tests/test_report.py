@@ -560,20 +560,37 @@ def test_the_jump_page_says_how_far_an_unfinished_fit_has_come_from_ensembles_js
     page = " ".join(jump_page(results).split())
     line = page[page.index("The shared ensemble of seed 3") :].split(").", 1)[0]
     assert (
-        "its first converged fit is gone with its machine, and a refit of the same recipe converged after 120 "
-        "epochs on Intel Xeon, 2 cores, where it lasts as long as that machine"
+        "a refit of the same recipe converged after 120 epochs on Intel Xeon, 2 cores; the first fit's weights went "
+        "with its machine, and a refit's stay only on the machine that made it"
         in line
         and "new row" not in line
+        and "ensemble" not in line.split("says how it was fitted")[1]  # no MSE recorded: neither repeat nor not
     )
     path.write_text(json.dumps(lost | {"seed3": {"fit": [done, refit], "gone": "x", "refit_gone": "x"}}))  # it went too
     page = " ".join(jump_page(results).split())
     line = page[page.index("The shared ensemble of seed 3") :].split(").", 1)[0]
     assert (
-        "converged after 120 epochs on Intel Xeon, 2 cores, and that refit is gone with its machine too, so a new "
-        "row of this seed refits it again"
+        "converged after 120 epochs on Intel Xeon, 2 cores; the first fit's weights went with its machine, and the "
+        "refit's too, so a new row of this seed refits it again"
         in line
-        and "lasts as long" not in line
+        and "stay only" not in line
     )
+    # the refit's elites' MSE against the fit the seed's stored runs made: a repeat to the last digit, or another
+    # ensemble (the same recipe and cache key fitted in another CPU's arithmetic), also named where refits are explained
+    first = float(
+        next(csv.DictReader(open(results / "jump" / report.JUMP / "mopo" / "seed3" / "metrics.csv")))[
+            "dynamics/holdout_mse"
+        ]
+    )
+    for mse, said in ((first, "the same elites' mean holdout MSE to the last digit: a repeat of the first fit"),
+                      (first * 0.9, f"holdout MSE {first * 0.9:.4f} against the first fit's {first:.4f}: another ensemble")):  # fmt: skip
+        path.write_text(
+            json.dumps(lost | {"seed3": {"fit": [done, refit | {"elites_mean_holdout_mse": mse}], "gone": "x"}})
+        )
+        page = " ".join(jump_page(results).split())
+        line = page[page.index("The shared ensemble of seed 3") :].split(").", 1)[0]
+        assert said in line
+        assert ("a refit on another CPU model can be another ensemble: seed 3's" in page) is (mse != first)
     path.write_text(json.dumps(lost | {"seed3": {"fit": [done, refit | {"status": "not converged"}], "gone": "x"}}))
     page = " ".join(jump_page(results).split())
     assert "gone with its machine, so a new row of this seed refits it" in page[page.index("seed 3 (cache") :][:900]
@@ -1020,7 +1037,8 @@ def test_ensembles_json_names_the_rows_that_ran_in_each_fit():
         said = {}
         for fit in entry["fit"]:
             seconds = int(re.search(r"([\d,]+) s \(", fit["status"]).group(1).replace(",", ""))
-            said[seconds] = set(fit["rows"])
+            if fit["rows"] or seconds in ran:  # a fit whose rows are still running names none yet
+                said[seconds] = set(fit["rows"])
         assert said == ran, key
     refit = ensembles["seed5"]["fit"][1]["status"]
     assert "the authors' MOPO, the README-shares ORPO and ORPO (pi^o untrained) of seed 5 run in it" in refit
