@@ -346,6 +346,17 @@ def jump_refits(e: dict, first: dict | None) -> list:
             for p in e.get("fit", []) if "refit" in p["epochs"] and p.get("status", "").startswith("converged")]  # fmt: skip
 
 
+def apart(ens: list, a: str, b: str, last10: dict) -> list:
+    """The seeds of the pair a − b whose two runs rolled out in different ensembles (jump_ensemble's files: a refit
+    under the same cache key on another CPU is another one), which a pairing by seed assumes they share."""
+    said = []
+    for seed, _, used in ens:
+        where = {row: k for k, rows in used["files"].items() for row in rows}
+        if seed in last10.get(a, {}) and seed in last10.get(b, {}) and where.get(short(a), 0) != where.get(short(b), 0):
+            said.append(seed)
+    return said
+
+
 def jump_dips(rows: dict, attrs: dict, after: int = 10) -> dict:
     """Our runs whose evaluation fell below the data's mean episode return after epoch `after` (the official row
     stays below it throughout): a last-10 score hides a collapse and a comeback."""
@@ -379,6 +390,7 @@ def jump_numbers(results: str) -> dict:
                                  checked=reading_checked(x[row], row, made, rows.get(row, {})),
                                  played=played(row, made)))  # fmt: skip
     official = rows.get("official_orpo", {}).values()
+    ens = [(s, e, dict(u := jump_ensemble(rows, s), refits=jump_refits(e, u["fit"]))) for s, e in seeds]
     shares = {r: share_text(runs) for r, runs in rows.items()}
     return dict(
         rows=rows, attrs=attrs, paper=paper, x=x, seeds=seeds, c=configs[0] if configs else None, findings=findings,
@@ -388,8 +400,8 @@ def jump_numbers(results: str) -> dict:
         hours={r: run_hours(rows.get(r, {})) for r, _, _ in JUMP_ROWS}, ep=jump_episodes(made),
         sources=sorted({r["config"].get("dynamics", {}).get("source", "?") for r in official}),
         folded=any("folded" in r["summary"].get("dynamics_observations", "") for r in official),
-        contrasts=[dict(c, a=short(a) + " (ours)" * short(b).startswith(short(a)), b=short(b)) for a, b in JUMP_CONTRASTS
-                   if (c := contrast(x, a, b))["n"]],
+        contrasts=[dict(c, a=short(a) + " (ours)" * short(b).startswith(short(a)), b=short(b), apart=apart(ens, a, b, x))
+                   for a, b in JUMP_CONTRASTS if (c := contrast(x, a, b))["n"]],
         dips=jump_dips(rows, attrs), budget={r: jump_budget(rows[r]) for r, _, _ in shown},
         missing=[(label, len(rows.get(r, {}))) for r, label, _ in JUMP_ROWS if len(rows.get(r, {})) < 3],
         converged=[max(map(int, p["best_member_holdout_mse"])) for s, e in seeds for p in e.get("fit", [])[-1:]
@@ -398,7 +410,7 @@ def jump_numbers(results: str) -> dict:
         under_way=[(s, max(map(int, p["best_member_holdout_mse"]))) for s, e in seeds for p in e.get("fit", [])[-1:]
                    if p.get("best_member_holdout_mse") and "not converged" in p.get("status", "")],
         lost=[(s, gone["at"]) for s, e in seeds for gone in e.get("lost", [])],
-        units=jump_units(rows, policies, x), ensembles=(ens := [(s, e, dict(u := jump_ensemble(rows, s), refits=jump_refits(e, u["fit"]))) for s, e in seeds]),
+        units=jump_units(rows, policies, x), ensembles=ens,
         other_refits=[s for s, _, u in ens if any(not r["same"] for r in u["refits"])],  # another CPU, another ensemble
         td3bc_units=jump_td3bc_units(rows, x), mopo_lr=mopo_schedules(rows), authors_td3bc=played("official_td3bc", made),
         data=jump_data(rows, attrs),

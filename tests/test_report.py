@@ -667,6 +667,15 @@ def test_the_jump_page_names_the_seeds_ensemble_from_the_runs_that_rolled_out_in
         "(elites' mean holdout MSE 0.0805); ORPO, the official code in `/runs/dynamics_cache/k.pt` (elites' mean "
         "holdout MSE 0.0712)" in page
     )
+    # a contrast paired by seed says which of its seeds rolled the two rows out in different ensembles
+    hard = page.split("## halfcheetah-jump:")[0].splitlines()  # jump-hard's contrasts, not the other row's
+    lines = {line.split(", last-10")[0]: line for line in hard if ", last-10 return paired by seed" in line}
+    said = "seed 1 rolled the two rows out in different ensembles"
+    assert said in lines["- ORPO, π^o untrained − ORPO, the official code"]
+    assert (
+        said not in lines["- ORPO, π^o trained − MOPO"]
+        and said not in lines["- ORPO, π^o trained − ORPO, π^o untrained"]
+    )
 
 
 def test_the_jump_page_gives_each_runs_hours_with_its_machine_and_threads():
