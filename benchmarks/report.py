@@ -492,7 +492,8 @@ def jump_settings(rows: dict) -> dict:
                 starts=values("rollout_batch_size", model), capped=values("dynamics_max_epochs", model),
                 horizons=values("sac_lr_horizon", [own for _, own in cfg]), episodes=values("eval_episodes", [c for c, _
                 in cfg]), threads=sorted(t for t in threads if t), machines=sorted(machines),
-                seeds=sorted({s for by in rows.values() for s in by}))  # fmt: skip
+                seeds=sorted({s for by in rows.values() for s in by}),
+                per_row=sorted({len(by) for by in rows.values() if by}))  # fmt: skip
 
 
 def mopo_schedules(rows: dict) -> dict | None:

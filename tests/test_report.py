@@ -1174,8 +1174,18 @@ def test_the_results_pages_give_the_jump_runs_their_own_settings():
     readme = " ".join(report.render("readme.md.j2", **n).split())
     results = " ".join(report.render("results.md.j2", **n).split())
     assert "50 of the paper's 1000 epochs" not in readme and readme.startswith("The hopper findings: on data made")
+    # rows of unequal seed counts say the least and the most (counted here from the stored runs' folders)
+    counts = [
+        len(glob.glob(os.path.join(d, "seed*")))
+        for d in glob.glob(os.path.join(ROOT, "results", "jump", report.JUMP, "*/"))
+    ]
+    fewest = min(c for c in counts if c)
+    assert fewest < 5, "every stored row has 5 seeds: this check needs rows of unequal counts"
     assert "The halfcheetah-jump-hard findings have their own settings: jump-hard data made here with the authors' " \
-        "recipe, 100 epochs, 5,000 rollout start states, seeds 1–5 (raw return)." in readme  # fmt: skip
+        f"recipe, 100 epochs, 5,000 rollout start states, seeds 1–5 ({fewest} to 5 per row) (raw return)." in readme  # fmt: skip
+    assert f"seeds 1–5 (some rows fewer: {fewest} to 5 per row, their counts below)" in " ".join(
+        jump_bullet(os.path.join(ROOT, "results")).split()
+    )
     tu = J["summary"]["pairs"][1]
     assert f"halfcheetah-jump-hard: trained − untrained {report.runinfo.signed(tu['mean'])} [" in readme
     assert "halfcheetah-jump-hard (δ = 500): ORPO π^o untrained − run_orpo.py +5512.6 [" in readme
@@ -1219,11 +1229,12 @@ def test_the_readme_and_results_page_give_halfcheetah_jump_its_own_line_once_it_
     n = report.numbers(str(results))
     readme = " ".join(report.render("readme.md.j2", **n).split())
     page = report.render("results.md.j2", **n)
-    assert "seeds 1–5 (raw return). The halfcheetah-jump findings have their own settings: an online SAC's whole " \
-        "replay buffer made here with the authors' recipe, 100 epochs, 5,000 rollout start states, seeds 1–3" in readme  # fmt: skip
+    assert "per row) (raw return). The halfcheetah-jump findings have their own settings: an online SAC's whole " \
+        "replay buffer made here with the authors' recipe, 100 epochs, 5,000 rollout start states, seeds 1–3 (raw " \
+        "return)" in readme  # every row of it at 3 seeds: no count per row  # fmt: skip
     assert "\n- **halfcheetah-jump, the generalisation table's other row (" in page  # a bullet of its own
     bullet = jump_bullet(results, report.JUMP_OTHER)
-    assert "MOPO 1100.0 [1000.0, 1200.0] (range, 3 seeds)" in bullet
+    assert "MOPO 1100.0 [1000.0, 1200.0] (range, 3 seeds)" in bullet and "some rows fewer" not in bullet
     assert "The paper (5 seeds; its budget not stated): TD3+BC −4733.3, MOPO 4411.8, ORPO 5218.0." in bullet
     row = readme[readme.index("| halfcheetah-jump (raw return) |") :].split(" | [jump]")[0]
     # both MOPOs below the paper's 4411.8: the distances are said as such, not as "+… above"
