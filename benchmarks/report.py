@@ -312,6 +312,14 @@ def run_hours(runs: dict) -> str:
                      f"({run_machine(r['summary'])})" for seed, r in runs.items())  # fmt: skip
 
 
+def run_span(rows: dict) -> dict | None:
+    """The shortest and the longest stored run (summary.json's wall_seconds, its policy epochs, not a fit it made), each
+    with its row's short name."""
+    runs = [(r["summary"]["wall_seconds"] / 3600, short(row)) for row, by in rows.items() for r in by.values()
+            if r["summary"].get("wall_seconds") is not None]  # fmt: skip
+    return dict(lo=min(runs), hi=max(runs)) if runs else None
+
+
 def jump_ensemble(rows: dict, seed: int) -> dict:
     """The ensemble files the seed's model-based runs rolled out in ({(file, MSE): [rows]}: our config.json's `_dynamics`,
     the official code's `dynamics`), the fit from metrics.csv's row 0, and the fits themselves: a refit under the same
@@ -404,6 +412,7 @@ def jump_numbers(results: str) -> dict:
                    for a, b in JUMP_CONTRASTS if (c := contrast(x, a, b))["n"]],
         dips=jump_dips(rows, attrs), budget={r: jump_budget(rows[r]) for r, _, _ in shown},
         missing=[(label, len(rows.get(r, {}))) for r, label, _ in JUMP_ROWS if len(rows.get(r, {})) < 3],
+        span=run_span(rows),
         converged=[max(map(int, p["best_member_holdout_mse"])) for s, e in seeds for p in e.get("fit", [])[-1:]
                    if p.get("status", "").startswith("converged")],
         gone=[s for s, e in seeds if e.get("gone")],

@@ -525,6 +525,22 @@ def test_the_jump_page_sets_the_action_unit_diagnostic_beside_the_official_row_p
     assert "diagnostic" not in jump_bullet(results)
 
 
+def test_the_jump_pages_run_times_are_the_stored_runs_shortest_and_longest(tmp_path):
+    """ "Not complete" says how long a run takes from the stored runs (summary.json's wall_seconds), naming the rows at
+    both ends: two runs planted at 10 h and 0.1 h are the ends, whatever the rows' usual times."""
+    results = copy_results(tmp_path)
+    hard = results / "jump" / report.JUMP
+    for row, hours in (("td3bc", 10.0), ("mopo", 0.1)):
+        path = sorted(hard.glob(f"{row}/seed*/summary.json"))[0]
+        summary = json.loads(path.read_text())
+        path.write_text(json.dumps(dict(summary, wall_seconds=hours * 3600)))
+    page = " ".join(jump_page(results).split())
+    if "**Not complete.** " not in page:
+        pytest.skip("every jump-hard row has 3 seeds")
+    short = page.split("**Not complete.** ")[1].split("The machines these runs")[0]
+    assert "a stored run took 0.1 h (MOPO) to 10.0 h (TD3+BC) of policy epochs" in short, short
+
+
 def test_the_jump_page_says_how_far_an_unfinished_fit_has_come_from_ensembles_json(tmp_path):
     results = copy_results(tmp_path)
     for seed_dir in (results / "jump" / report.JUMP / "official_orpo").glob("seed*"):  # a row short of 3 seeds
