@@ -1236,6 +1236,8 @@ def test_the_readme_and_results_page_give_halfcheetah_jump_its_own_line_once_it_
         "orpo": (4300, 4400, 4500),
         "orpo_untrained": (2000, 2300, 2600),
         "official_orpo": (-5000, -5100, -5200),
+        "cql": (-5900, -6000, -6100),
+        "official_cql": (1300, 1400, 1500),
     }
     for row, values in levels.items():  # three seeds a row, planted, in the other task's folder
         for seed, level in zip((1, 2, 3), values):
@@ -1251,11 +1253,14 @@ def test_the_readme_and_results_page_give_halfcheetah_jump_its_own_line_once_it_
     assert "\n- **halfcheetah-jump, the generalisation table's other row (" in page  # a bullet of its own
     bullet = jump_bullet(results, report.JUMP_OTHER)
     assert "MOPO 1100.0 [1000.0, 1200.0] (range, 3 seeds)" in bullet and "some rows fewer" not in bullet
-    assert "The paper (5 seeds; its budget not stated): TD3+BC −4733.3, MOPO 4411.8, ORPO 5218.0." in bullet
+    assert "The paper (5 seeds; its budget not stated): TD3+BC −4733.3, MOPO 4411.8, ORPO 5218.0, CQL 1287.8." in bullet
     row = readme[readme.index("| halfcheetah-jump (raw return) |") :].split(" | [jump]")[0]
     # both MOPOs below the paper's 4411.8: the distances are said as such, not as "+… above"
     assert "MOPO 1100.0 (3 seeds) and the authors' run_mopo.py 1500.0 (3 seeds), 3311.8 and 2911.8 below the paper's " \
         "MOPO (4411.8)" in row  # fmt: skip
+    # CQL's column the same way: ours below the paper's 1287.8, the authors' above it, so "from"; no COMBO stored
+    assert "CQL −6000.0 (3 seeds) and the authors' run_cql.py 1400.0 (3 seeds), −7287.8 and +112.2 from the paper's " \
+        "CQL (1287.8)" in row and "COMBO" not in row  # fmt: skip
     paper = report.paper_scores("jump")[(report.JUMP_OTHER, "ORPO")]
     lo, hi = report.stats.welch(np.array(levels["orpo"], float), *paper, 5)
     said = f"beside the paper's 5218.0 (its budget not stated; the official scripts' default: 1000 epochs, 50,000 start " \
