@@ -413,8 +413,8 @@ def jump_numbers(results: str) -> dict:
         dips=jump_dips(rows, attrs), budget={r: jump_budget(rows[r]) for r, _, _ in shown},
         missing=[(label, len(rows.get(r, {}))) for r, label, _ in JUMP_ROWS if len(rows.get(r, {})) < 3],
         span=run_span(rows),
-        converged=[max(map(int, p["best_member_holdout_mse"])) for s, e in seeds for p in e.get("fit", [])[-1:]
-                   if p.get("status", "").startswith("converged")],
+        converged=[max(map(int, p["best_member_holdout_mse"])) for s, e in seeds for p in e.get("fit", [])
+                   if p.get("status", "").startswith("converged")],  # every converged fit, a refit under way or not
         gone=[s for s, e in seeds if e.get("gone")],
         under_way=[(s, max(map(int, p["best_member_holdout_mse"]))) for s, e in seeds for p in e.get("fit", [])[-1:]
                    if p.get("best_member_holdout_mse") and "not converged" in p.get("status", "")],

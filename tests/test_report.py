@@ -570,6 +570,11 @@ def test_the_jump_page_says_how_far_an_unfinished_fit_has_come_from_ensembles_js
     assert "the converged fit itself is gone with its machine, so a new row of this seed refits it" in line
     line = page[page.index("The shared ensemble of seed 2") :].split(").", 1)[0]
     assert "gone" not in line
+    # a refit under way after a converged fit: its epochs so far are said, and the converged fit still counts
+    under_way = fit | {"status": "not converged: under way", "best_member_holdout_mse": {"1": 0.5, "40": 0.1}}
+    path.write_text(json.dumps(lost | {"seed3": {"fit": [done, under_way], "gone": "x"}}))
+    page = " ".join(jump_page(results).split())
+    assert "seed 3's had not converged after 40 epochs), and the shared fits converged after 120–180 epochs" in page
     # a converged refit after the fit was gone: the line names it; one not converged yet leaves the line as it was
     refit = done | {"epochs": "0-120 (refit)", "device": "Intel Xeon, 2 cores (a new machine)"}
     path.write_text(json.dumps(lost | {"seed3": {"fit": [done, refit], "gone": "x"}}))
@@ -1061,6 +1066,9 @@ def test_ensembles_json_names_the_rows_that_ran_in_each_fit():
                 ran.setdefault(round(float(first["dynamics/fit_seconds"])), set()).add(metrics.split(os.sep)[-3])
         said = {}
         for fit in entry["fit"]:
+            if fit["status"].startswith("not converged"):  # a fit under way: no time yet, and no run rolled out in it
+                assert fit["rows"] == [], key
+                continue
             seconds = int(re.search(r"([\d,]+) s \(", fit["status"]).group(1).replace(",", ""))
             if fit["rows"] or seconds in ran:  # a fit whose rows are still running names none yet
                 said[seconds] = set(fit["rows"])
