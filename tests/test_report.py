@@ -1198,18 +1198,18 @@ def test_the_results_pages_give_the_jump_runs_their_own_settings():
     readme = " ".join(report.render("readme.md.j2", **n).split())
     results = " ".join(report.render("results.md.j2", **n).split())
     assert "50 of the paper's 1000 epochs" not in readme and readme.startswith("The hopper findings: on data made")
-    # rows of unequal seed counts say the least and the most (counted here from the stored runs' folders)
-    counts = [
-        len(glob.glob(os.path.join(d, "seed*")))
+    # rows of unequal seed counts say the least and the most (counted here from the stored runs' folders); equal counts
+    # say none
+    counts = {
+        n
         for d in glob.glob(os.path.join(ROOT, "results", "jump", report.JUMP, "*/"))
-    ]
-    fewest = min(c for c in counts if c)
-    assert fewest < 5, "every stored row has 5 seeds: this check needs rows of unequal counts"
+        if (n := len(glob.glob(os.path.join(d, "seed*"))))
+    }
+    per_row = f" ({min(counts)} to {max(counts)} per row)" if len(counts) > 1 else ""
     assert "The halfcheetah-jump-hard findings have their own settings: jump-hard data made here with the authors' " \
-        f"recipe, 100 epochs, 5,000 rollout start states, seeds 1–5 ({fewest} to 5 per row) (raw return)." in readme  # fmt: skip
-    assert f"seeds 1–5 (some rows fewer: {fewest} to 5 per row, their counts below)" in " ".join(
-        jump_bullet(os.path.join(ROOT, "results")).split()
-    )
+        f"recipe, 100 epochs, 5,000 rollout start states, seeds 1–5{per_row} (raw return)." in readme  # fmt: skip
+    fewer = f"seeds 1–5 (some rows fewer: {min(counts)} to {max(counts)} per row, their counts below)"
+    assert (fewer in " ".join(jump_bullet(os.path.join(ROOT, "results")).split())) == (len(counts) > 1)
     tu = J["summary"]["pairs"][1]
     assert f"halfcheetah-jump-hard: trained − untrained {report.runinfo.signed(tu['mean'])} [" in readme
     assert "halfcheetah-jump-hard (δ = 500): ORPO π^o untrained − run_orpo.py +5512.6 [" in readme
