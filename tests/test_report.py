@@ -359,7 +359,9 @@ def test_the_jump_page_shows_the_authors_code_rows_that_have_runs_beside_the_pap
     labels = {row: label for row, label, _ in report.JUMP_ROWS}
     flat = " ".join(jump_page(results).split(f"## {report.JUMP_OTHER}: ")[0].split())  # jump-hard's part of the page
     short = flat.split("**Not complete.** ")[1].split(". ")[0]  # the rows short of 3 seeds: named there alone
-    assert all(f"{labels[r]}: no seed finished" in short for r in ("official_td3bc", "official_mopo", "official_orpo_readme"))
+    assert all(
+        f"{labels[r]}: no seed finished" in short for r in ("official_td3bc", "official_mopo", "official_orpo_readme")
+    )
     rest = flat.replace(short, "")
     assert "the authors' code" not in rest and "with the README's shares (run_orpo.py" not in rest
     official = json.loads((jump / "official_orpo" / "seed1" / "config.json").read_text())
