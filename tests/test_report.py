@@ -540,7 +540,7 @@ def test_the_jump_pages_run_times_are_the_stored_runs_shortest_and_longest(tmp_p
     if "**Not complete.** " not in page:
         pytest.skip("every jump-hard row has 3 seeds")
     short = page.split("**Not complete.** ")[1].split("The machines these runs")[0]
-    assert "a stored run took 0.1 h (MOPO) to 10.0 h (TD3+BC) of policy epochs" in short, short
+    assert "a stored run took 0.10 h (MOPO) to 10.00 h (TD3+BC) of policy epochs" in short, short
 
 
 def test_the_jump_page_says_how_far_an_unfinished_fit_has_come_from_ensembles_json(tmp_path):
